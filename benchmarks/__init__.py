@@ -1,0 +1,1 @@
+"""DFlash speculative-decoding benchmark harness."""
