@@ -1,0 +1,232 @@
+"""YAML test matrices and model presets: schema, validation with errors that name file, key and what is allowed."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.datasets import DATASETS
+from benchmarks.records import ENGINES, METHODS
+
+ROOT = Path(__file__).resolve().parent.parent
+PRESETS_DIR = ROOT / "configs" / "presets"
+SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
+DRAFT_METHODS = ("dflash", "eagle3")
+
+MATRIX_KEYS = {
+    "name": "a short name for the run",
+    "description": "free text",
+    "preset": "a file stem under configs/presets/ supplying target, drafts and engine options",
+    "engine": f"one of {list(ENGINES)} or a list of them",
+    "target": "HF id or local folder of the target model",
+    "drafts": "mapping method -> HF id or local folder of its draft",
+    "methods": f"list drawn from {list(METHODS)}",
+    "k": "int, list of ints, or mapping method -> int/list (speculative tokens per step)",
+    "datasets": f"list of dataset names from {sorted(DATASETS)} or mappings {{name, path}} for a local JSONL",
+    "temperature": "float >= 0, or a list of them",
+    "max_new_tokens": "int >= 1",
+    "num_prompts": "int >= 1 (measured prompts per dataset)",
+    "warmup_prompts": "int >= 0 (extra prompts run first and excluded from every figure)",
+    "seed": "int (prompt subset and sampling)",
+    "engine_options": "mapping passed to the engine (max_model_len, enforce_eager, tensor_parallel_size, dtype, ...)",
+    "block_size": "int, the DFlash draft's block size (read from a local draft's config.json when omitted)",
+}
+# A preset supplies models and defaults; any matrix key but these may appear in one.
+PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
+
+
+class ConfigError(ValueError):
+    """A matrix or preset that cannot run; the message names the file, the key and what is allowed."""
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    name: str
+    path: str | None = None  # a local JSONL file; None means the registry's source
+
+
+@dataclass
+class Matrix:
+    """A validated matrix: everything needed to expand into cells."""
+
+    name: str
+    source: str
+    engines: list[str]
+    target: str
+    drafts: dict[str, str]
+    methods: list[str]
+    k: dict[str, list[int]]
+    datasets: list[DatasetEntry]
+    temperatures: list[float]
+    max_new_tokens: int
+    num_prompts: int
+    warmup_prompts: int
+    seed: int
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    block_size: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _fail(source: str, key: str, msg: str) -> ConfigError:
+    return ConfigError(f"{source}: '{key}': {msg}")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _check_int(source: str, key: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(source, key, f"expected an int >= {minimum}, got {value!r}")
+    return value
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESETS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+        raise ConfigError(f"preset {name!r} not found in {PRESETS_DIR}; known presets: {', '.join(known)}")
+    data = yaml.safe_load(path.read_text()) or {}
+    for key in data:
+        if key not in PRESET_KEYS:
+            raise _fail(str(path), key, f"unknown key; allowed: {', '.join(PRESET_KEYS)}")
+    return data
+
+
+def load_matrix(path: str | Path) -> Matrix:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such matrix file; the shipped ones are in configs/matrices/")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_matrix(raw, str(path))
+
+
+def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
+    """Validate a matrix mapping (after merging its preset) and return it resolved."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: a matrix must be a mapping of keys ({', '.join(MATRIX_KEYS)})")
+    for key in raw:
+        if key not in MATRIX_KEYS:
+            allowed = "\n".join(f"  {k}: {v}" for k, v in MATRIX_KEYS.items())
+            raise _fail(source, key, f"unknown key; allowed keys:\n{allowed}")
+
+    preset = load_preset(raw["preset"]) if raw.get("preset") else {}
+    for key in ("engine_options", "drafts"):
+        if not isinstance(raw.get(key) or {}, dict):
+            raise _fail(source, key, "expected a mapping")
+    merged_options = {**preset.get("engine_options", {}), **(raw.get("engine_options") or {})}
+    merged = {**{k: v for k, v in preset.items() if k != "description"}, **raw, "engine_options": merged_options}
+    merged["drafts"] = {**preset.get("drafts", {}), **(raw.get("drafts") or {})}
+
+    engines = [str(e) for e in _as_list(merged.get("engine", "vllm"))]
+    for e in engines:
+        if e not in ENGINES:
+            raise _fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(ENGINES)}")
+
+    if not merged.get("target") or not isinstance(merged["target"], str):
+        raise _fail(source, "target", "missing; give an HF id or a local folder, or a 'preset'")
+
+    methods = _as_list(merged.get("methods", ["baseline", "dflash"]))
+    for m in methods:
+        if m not in METHODS:
+            raise _fail(source, "methods", f"unknown method {m!r}; allowed: {', '.join(METHODS)}")
+    if len(set(methods)) != len(methods):
+        raise _fail(source, "methods", "lists a method twice")
+
+    drafts = merged["drafts"]
+    for m in methods:
+        if m in DRAFT_METHODS and not drafts.get(m):
+            raise _fail(source, "drafts", f"method {m!r} needs a draft model: add 'drafts: {{{m}: <HF id or folder>}}'")
+
+    k = _parse_k(source, merged.get("k", 15), [m for m in methods if m in SPEC_METHODS])
+    block_size = merged.get("block_size") or _draft_block_size(merged["drafts"].get("dflash"))
+    if block_size is not None:
+        _check_int(source, "block_size", block_size, 2)
+        for kk in k.get("dflash", []):
+            if kk > block_size - 1:
+                raise _fail(source, "k", f"K={kk} exceeds block_size-1={block_size - 1} for dflash; "
+                                         f"the draft proposes at most block_size-1 tokens")
+
+    datasets = [_parse_dataset(source, d) for d in _as_list(merged.get("datasets", []))]
+    if not datasets:
+        raise _fail(source, "datasets", f"missing; choose from {', '.join(sorted(DATASETS))}")
+
+    temps = _as_list(merged.get("temperature", 0.0))
+    for t in temps:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
+            raise _fail(source, "temperature", f"expected a float >= 0, got {t!r}")
+
+    options = merged["engine_options"]
+    name = merged.get("name") or Path(source).stem
+    return Matrix(
+        name=str(name),
+        source=source,
+        engines=engines,
+        target=merged["target"],
+        drafts={m: str(v) for m, v in drafts.items()},
+        methods=list(methods),
+        k=k,
+        datasets=datasets,
+        temperatures=[float(t) for t in temps],
+        max_new_tokens=_check_int(source, "max_new_tokens", merged.get("max_new_tokens", 256), 1),
+        num_prompts=_check_int(source, "num_prompts", merged.get("num_prompts", 8), 1),
+        warmup_prompts=_check_int(source, "warmup_prompts", merged.get("warmup_prompts", 1), 0),
+        seed=_check_int(source, "seed", merged.get("seed", 0), 0),
+        engine_options=options,
+        block_size=block_size,
+        raw=raw,
+    )
+
+
+def resolve_model_ref(ref: str) -> str:
+    """A local folder (relative to the repo root or absolute) if one exists, else the string as an HF id."""
+    for candidate in (ROOT / ref, Path(ref).expanduser()):
+        if candidate.is_dir():
+            return str(candidate.resolve())
+    return ref
+
+
+def _draft_block_size(ref: str | None) -> int | None:
+    """block_size from a local DFlash draft's config.json, when the draft is on disk."""
+    if not ref:
+        return None
+    cfg = Path(resolve_model_ref(ref)) / "config.json"
+    if not cfg.is_file():
+        return None
+    return json.loads(cfg.read_text()).get("block_size")
+
+
+def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list[int]]:
+    if isinstance(value, dict):
+        for m in value:
+            if m not in SPEC_METHODS:
+                raise _fail(source, "k", f"unknown method {m!r} in the K mapping; allowed: {', '.join(SPEC_METHODS)}")
+        missing = [m for m in spec_methods if m not in value]
+        if missing:
+            raise _fail(source, "k", f"no K given for {', '.join(missing)}")
+        per_method = {m: _as_list(value[m]) for m in spec_methods}
+    else:
+        per_method = {m: _as_list(value) for m in spec_methods}
+    for m, ks in per_method.items():
+        for kk in ks:
+            _check_int(source, "k", kk, 1)
+    return per_method
+
+
+def _parse_dataset(source: str, entry: Any) -> DatasetEntry:
+    if isinstance(entry, str):
+        name, path = entry, None
+    elif isinstance(entry, dict) and set(entry) <= {"name", "path"} and "name" in entry:
+        name, path = str(entry["name"]), entry.get("path")
+    else:
+        raise _fail(source, "datasets", f"entry {entry!r} must be a name or a mapping {{name, path}}")
+    if name not in DATASETS and path is None:
+        raise _fail(source, "datasets", f"unknown dataset {name!r}; choose from {', '.join(sorted(DATASETS))}, "
+                                        f"or give {{name: {name}, path: prompts.jsonl}}")
+    return DatasetEntry(name=name, path=str(path) if path is not None else None)

@@ -1,0 +1,269 @@
+"""Qwen3 / Llama-3 decoder in JAX: one static-shape forward over a preallocated KV cache, with tapped hidden states.
+
+Batch size is 1 throughout, so arrays carry no batch axis.
+
+API
+    cfg = ModelConfig.from_hf(json.load(open("config.json")))     # or SHAPES["qwen3-4b"] for a named shape
+    params = init_random_params(cfg, jax.random.key(0), jnp.bfloat16)  # same pytree as loader.load_target
+    cache = init_cache(cfg, max_len=4096, dtype=jnp.bfloat16)         # {"k","v"}: [L, max_len, KVH, D]
+    logits, taps, cache = forward(params, tokens, start, cache, cfg=cfg, tap_ids=(1, 9))
+        tokens [T] int32 sit at positions start..start+T-1 (start is a traced scalar: no recompile as it moves);
+        their K/V are written into the cache at those positions; each query attends causally to every cache
+        row at a position <= its own, so rows past the committed length (stale drafts, prefill padding) are
+        never read before they are overwritten: "cropping" the cache is just moving `start`.
+        logits [T, V] float32; taps [T, len(tap_ids)*H]: tap id k is the output of layer k (0-based), i.e.
+        HF hidden_states[k+1], concatenated in tap order.
+        One compile per (cfg, T, tap_ids, cache shape): verifying K+1 tokens is forward with T = K+1.
+    last_logits, taps, cache = prefill(params, tokens, length, cache, cfg=cfg, tap_ids=())
+        tokens padded to a bucket size, written from position 0; logits of row length-1 only.
+    `forward` and `prefill` donate the cache: use the returned one.
+
+Params layout (HF weight layout [out, in]; transformer layers stacked on a leading axis L and run by lax.scan):
+    {"embed": [V, H], "norm": [H], "lm_head": [V, H] (untied only),
+     "layers": {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}}
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Params = dict[str, Any]
+Cache = dict[str, jax.Array]
+
+LAYER_KEYS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "input_norm", "post_norm")
+QK_NORM_KEYS = ("q_norm", "k_norm")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and numerics of a Qwen3 (qk_norm=True) or Llama-3 (qk_norm=False) decoder. Hashable: a jit static arg."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+    qk_norm: bool = True
+    tie_word_embeddings: bool = True
+    # Llama-3 RoPE scaling as sorted (name, value) pairs: factor, low_freq_factor, high_freq_factor,
+    # original_max_position_embeddings. Empty for plain RoPE.
+    rope_scaling: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def from_hf(cls, hf: dict[str, Any]) -> "ModelConfig":
+        """From an HF config.json dict (transformers 4 `rope_theta`/`rope_scaling` or 5 `rope_parameters`)."""
+        model_type = hf.get("model_type")
+        if model_type not in ("qwen3", "llama"):
+            raise ValueError(f"unsupported model_type {model_type!r}: the JAX engine runs qwen3 and llama")
+        if hf.get("attention_bias") or hf.get("mlp_bias"):
+            raise ValueError("attention/MLP biases are not supported")
+        rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+        theta = hf.get("rope_theta") or rope.get("rope_theta") or (1_000_000.0 if model_type == "qwen3" else 10_000.0)
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        scaling: tuple[tuple[str, float], ...] = ()
+        if rope_type == "llama3":
+            names = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+            scaling = tuple(sorted((n, float(rope[n])) for n in names))
+        elif rope_type not in ("default", None):
+            raise ValueError(f"unsupported RoPE type {rope_type!r}")
+        heads = hf["num_attention_heads"]
+        return cls(
+            vocab_size=hf["vocab_size"],
+            hidden_size=hf["hidden_size"],
+            intermediate_size=hf["intermediate_size"],
+            num_layers=hf["num_hidden_layers"],
+            num_heads=heads,
+            num_kv_heads=hf.get("num_key_value_heads", heads),
+            head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
+            rope_theta=float(theta),
+            rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            qk_norm=model_type == "qwen3",
+            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            rope_scaling=scaling,
+        )
+
+
+_LLAMA3_ROPE = (("factor", 8.0), ("high_freq_factor", 4.0), ("low_freq_factor", 1.0),
+                ("original_max_position_embeddings", 8192.0))
+
+# Published shapes, for timing with random weights (values from the models' config.json on the HF hub).
+SHAPES: dict[str, ModelConfig] = {
+    "qwen3-tiny": ModelConfig(1024, 256, 512, 6, 2, 1, 128),
+    "qwen3-1.7b": ModelConfig(151936, 2048, 6144, 28, 16, 8, 128),
+    "qwen3-4b": ModelConfig(151936, 2560, 9728, 36, 32, 8, 128),
+    "qwen3-8b": ModelConfig(151936, 4096, 12288, 36, 32, 8, 128, tie_word_embeddings=False),
+    "llama3.1-8b": ModelConfig(128256, 4096, 14336, 32, 32, 8, 128, rope_theta=500_000.0, rms_norm_eps=1e-5,
+                               qk_norm=False, tie_word_embeddings=False, rope_scaling=_LLAMA3_ROPE),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building blocks (shared with the DFlash draft)
+
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
+    """RMSNorm over the last axis, computed in float32 and cast back before the weight (as HF does)."""
+    xf = x.astype(jnp.float32)
+    xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
+    return weight * xf.astype(x.dtype)
+
+
+def linear(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x @ w.T for an HF-layout weight [out, in]."""
+    return jnp.einsum("...i,oi->...o", x, w)
+
+
+def inv_freq(cfg: ModelConfig) -> np.ndarray:
+    """RoPE inverse frequencies [D/2], with Llama-3 scaling when configured."""
+    d = cfg.head_dim
+    freq = 1.0 / (cfg.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    if cfg.rope_scaling:
+        s = dict(cfg.rope_scaling)
+        factor, low, high, old_len = (s["factor"], s["low_freq_factor"], s["high_freq_factor"],
+                                      s["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / freq
+        scaled = np.where(wavelen > old_len / low, freq / factor, freq)
+        smooth = (old_len / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+        freq = np.where(medium, smoothed, scaled)
+    return freq.astype(np.float32)
+
+
+def rope(x: jax.Array, positions: jax.Array, freq: np.ndarray) -> jax.Array:
+    """Rotate-half RoPE of x [T, heads, D] at integer positions [T]."""
+    angles = positions.astype(jnp.float32)[:, None] * freq[None, :]
+    cos, sin = jnp.cos(angles)[:, None, :], jnp.sin(angles)[:, None, :]
+    xf = x.astype(jnp.float32)
+    x1, x2 = jnp.split(xf, 2, axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """Grouped-query attention: q [T, NH, D], k/v [S, KVH, D], mask [T, S] (True = visible) -> [T, NH*D]."""
+    t, nh, d = q.shape
+    kvh = k.shape[1]
+    q = q.reshape(t, kvh, nh // kvh, d)
+    scores = jnp.einsum("tkgd,skd->kgts", q, k, preferred_element_type=jnp.float32) / math.sqrt(d)
+    scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    return jnp.einsum("kgts,skd->tkgd", probs, v).reshape(t, nh * d)
+
+
+def qkv(lp: Params, x: jax.Array, cfg: ModelConfig, positions: jax.Array) -> tuple[jax.Array, ...]:
+    """Projected, (q/k-normed) and rotated q [T, NH, D], k [T, KVH, D], v [T, KVH, D] of normed input x."""
+    t, d = x.shape[0], cfg.head_dim
+    q = linear(x, lp["q_proj"]).reshape(t, cfg.num_heads, d)
+    k = linear(x, lp["k_proj"]).reshape(t, cfg.num_kv_heads, d)
+    v = linear(x, lp["v_proj"]).reshape(t, cfg.num_kv_heads, d)
+    if cfg.qk_norm:
+        q = rms_norm(q, lp["q_norm"], cfg.rms_norm_eps)
+        k = rms_norm(k, lp["k_norm"], cfg.rms_norm_eps)
+    freq = inv_freq(cfg)
+    return rope(q, positions, freq), rope(k, positions, freq), v
+
+
+def mlp(lp: Params, x: jax.Array) -> jax.Array:
+    return linear(jax.nn.silu(linear(x, lp["gate_proj"])) * linear(x, lp["up_proj"]), lp["down_proj"])
+
+
+def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
+    """float32 logits of final-normed hidden states h [..., H]."""
+    w = params["embed"] if cfg.tie_word_embeddings else params["lm_head"]
+    return jnp.einsum("...h,vh->...v", h, w, preferred_element_type=jnp.float32)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The decoder
+
+def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
+            tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
+    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (unjitted core of forward)."""
+    t = tokens.shape[0]
+    positions = start + jnp.arange(t, dtype=jnp.int32)
+    visible = jnp.arange(cache["k"].shape[1])[None, :] <= positions[:, None]
+    slots = np.full(cfg.num_layers, -1, np.int32)
+    slots[list(tap_ids)] = np.arange(len(tap_ids), dtype=np.int32)
+    h = params["embed"][tokens]
+    taps = jnp.zeros((max(len(tap_ids), 1), t, cfg.hidden_size), h.dtype)
+
+    def layer(carry, xs):
+        h, ck, cv, taps = carry
+        lp, i, slot = xs
+        q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
+        ck = jax.lax.dynamic_update_slice(ck, k[None].astype(ck.dtype), (i, start, 0, 0))
+        cv = jax.lax.dynamic_update_slice(cv, v[None].astype(cv.dtype), (i, start, 0, 0))
+        h = h + linear(attend(q, ck[i], cv[i], visible), lp["o_proj"])
+        h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps))
+        tapped = jax.lax.dynamic_update_index_in_dim(taps, h, jnp.maximum(slot, 0), 0)
+        return (h, ck, cv, jnp.where(slot >= 0, tapped, taps)), None
+
+    xs = (params["layers"], jnp.arange(cfg.num_layers), jnp.asarray(slots))
+    (h, ck, cv, taps), _ = jax.lax.scan(layer, (h, cache["k"], cache["v"], taps), xs)
+    taps = jnp.transpose(taps[: len(tap_ids)], (1, 0, 2)).reshape(t, len(tap_ids) * cfg.hidden_size)
+    return rms_norm(h, params["norm"], cfg.rms_norm_eps), taps, {"k": ck, "v": cv}
+
+
+@partial(jax.jit, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
+def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *, cfg: ModelConfig,
+            tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
+    """Logits [T, V] (float32), taps [T, n*H] and the cache, for tokens [T] at positions start.. (see module doc)."""
+    h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids)
+    return lm_head(params, h, cfg), taps, cache
+
+
+@partial(jax.jit, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
+def prefill(params: Params, tokens: jax.Array, length: jax.Array, cache: Cache, *, cfg: ModelConfig,
+            tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
+    """A padded prompt from position 0: logits [V] of row length-1, taps [T, n*H] (rows >= length are padding)."""
+    h, taps, cache = decoder(params, tokens, jnp.int32(0), cache, cfg, tap_ids)
+    return lm_head(params, h[length - 1], cfg), taps, cache
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Allocation
+
+def init_cache(cfg: ModelConfig, max_len: int, dtype: Any = jnp.bfloat16) -> Cache:
+    """A zeroed KV cache of static length max_len: {"k", "v"} of shape [L, max_len, KVH, D]."""
+    shape = (cfg.num_layers, max_len, cfg.num_kv_heads, cfg.head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+def layer_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Per-layer weight shapes (without the leading L axis)."""
+    h, f, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    shapes = {
+        "q_proj": (cfg.num_heads * d, h), "k_proj": (cfg.num_kv_heads * d, h), "v_proj": (cfg.num_kv_heads * d, h),
+        "o_proj": (h, cfg.num_heads * d), "gate_proj": (f, h), "up_proj": (f, h), "down_proj": (h, f),
+        "input_norm": (h,), "post_norm": (h,),
+    }
+    if cfg.qk_norm:
+        shapes |= {"q_norm": (d,), "k_norm": (d,)}
+    return shapes
+
+
+def init_random_params(cfg: ModelConfig, key: jax.Array, dtype: Any = jnp.bfloat16, scale: float = 0.02) -> Params:
+    """Random weights in the loader's layout (norm weights 1): for timing a named shape without a checkpoint."""
+    keys = iter(jax.random.split(key, 16))
+
+    def normal(shape: tuple[int, ...]) -> jax.Array:
+        return jax.random.normal(next(keys), shape, dtype) * jnp.asarray(scale, dtype)
+
+    layers = {name: (jnp.ones((cfg.num_layers, *s), dtype) if len(s) == 1 else normal((cfg.num_layers, *s)))
+              for name, s in layer_shapes(cfg).items()}
+    params: Params = {"embed": normal((cfg.vocab_size, cfg.hidden_size)), "norm": jnp.ones(cfg.hidden_size, dtype),
+                      "layers": layers}
+    if not cfg.tie_word_embeddings:
+        params["lm_head"] = normal((cfg.vocab_size, cfg.hidden_size))
+    return params
+

@@ -1,0 +1,221 @@
+"""vLLM behind the Engine interface: one `vllm.LLM` per cell, batch size 1, vLLM's own timestamps and counters.
+
+Engine core placement: vLLM's default, a separate engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=1).
+- Its timestamps are taken in the engine core after each step, so frontend work (output processing) overlaps
+  the next step instead of inflating TPOT, as in a served deployment.
+- On CPU, vLLM only sets up OpenMP thread binding for worker processes; in-process, decoding measured 10-20x
+  slower on the tiny test models, so those timings would be dishonest. `load` refuses
+  VLLM_ENABLE_V1_MULTIPROCESSING=0 for that reason.
+- `close` shuts the subprocesses down, which returns all their memory, so engines can be built one after another.
+- Scripts that load an engine need an `if __name__ == "__main__":` guard (vLLM spawns its processes on CPU).
+
+Prometheus counters live in one registry per process and are reset when an engine is built, so only one
+engine may be loaded at a time.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import gc
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+
+SPEC_METHODS = ("dflash", "eagle3", "ngram")
+DRAFT_METHODS = ("dflash", "eagle3")
+# Engine arguments the adapter sets itself; a cell may not override them.
+OWNED_ARGS = frozenset({"model", "tokenizer", "speculative_config", "disable_log_stats", "seed",
+                        "per_request_spec_decode_metrics"})
+# Cell options that go into the n-gram speculative config rather than the engine arguments.
+NGRAM_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max")
+# Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
+DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
+
+_METRIC = "vllm:spec_decode_"
+_live: VllmEngine | None = None
+
+
+def _check_checkpoint(path: str, role: str) -> None:
+    """Fail early on a local checkpoint path that does not exist (a Hub id like org/name passes through)."""
+    p = Path(path).expanduser()
+    looks_local = p.is_absolute() or path.startswith((".", "~")) or len(p.parts) != 2
+    if looks_local and not p.is_dir():
+        raise FileNotFoundError(
+            f"{role} checkpoint {path!r} does not exist. Build the tiny test models with "
+            f"`python -m preparation.tiny_models DIR`, download a released one with "
+            f"`huggingface-cli download ORG/NAME --local-dir DIR`, or fix the path in the matrix."
+        )
+
+
+def engine_args(cell: Cell) -> dict[str, Any]:
+    """The keyword arguments of `vllm.LLM` for a cell, after validating method, draft, K and engine options."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    if cell.method not in ("baseline", *SPEC_METHODS):
+        raise ValueError(f"vllm engine: unknown method {cell.method!r}; use baseline, {', '.join(SPEC_METHODS)}")
+    if cell.method in DRAFT_METHODS and not cell.draft:
+        raise ValueError(f"vllm engine: method {cell.method} needs a draft checkpoint; set `draft` for this cell")
+    if cell.method not in DRAFT_METHODS and cell.draft:
+        raise ValueError(f"vllm engine: method {cell.method} takes no draft model, got draft={cell.draft!r}")
+    if cell.method in SPEC_METHODS and cell.k < 1:
+        raise ValueError(f"vllm engine: method {cell.method} needs K >= 1 speculative tokens, got k={cell.k}")
+
+    options = dict(cell.engine_options)
+    ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
+    if ngram and cell.method != "ngram":
+        raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
+    known = {f.name for f in dataclasses.fields(EngineArgs)} - OWNED_ARGS
+    for key in options:
+        if key in OWNED_ARGS:
+            raise ValueError(f"vllm engine: option {key!r} is set from the cell itself and cannot be overridden")
+        if key not in known:
+            hint = difflib.get_close_matches(key, sorted(known) + list(NGRAM_OPTIONS), n=3)
+            raise ValueError(f"vllm engine: unknown engine option {key!r}"
+                             + (f"; did you mean {', '.join(hint)}?" if hint else "; see vllm.EngineArgs"))
+
+    _check_checkpoint(cell.target, "target")
+    args: dict[str, Any] = {**DEFAULT_ARGS, **options, "seed": cell.seed, "disable_log_stats": False}
+    if cell.method in SPEC_METHODS:
+        spec: dict[str, Any] = {"method": cell.method, "num_speculative_tokens": cell.k, **ngram}
+        if cell.draft:
+            _check_checkpoint(cell.draft, "draft")
+            spec["model"] = cell.draft
+        args["speculative_config"] = spec
+        args["per_request_spec_decode_metrics"] = "detailed"  # accepted count of every verify step
+    return args
+
+
+def _set_environment() -> None:
+    from vllm.platforms import current_platform
+
+    if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":
+        raise RuntimeError("vllm engine: unset VLLM_ENABLE_V1_MULTIPROCESSING=0; an in-process engine core "
+                           "gives dishonest timings (see the module docstring)")
+    if current_platform.is_cpu():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's default grabs far more
+
+
+class VllmEngine:
+    """The Engine protocol over `vllm.LLM` (vllm-cpu or a GPU build)."""
+
+    name = "vllm"
+
+    def __init__(self) -> None:
+        self._llm: Any = None
+        self._cell: Cell | None = None
+        self._args: dict[str, Any] = {}
+
+    def load(self, cell: Cell) -> None:
+        global _live
+        if _live is not None:
+            raise RuntimeError("vllm engine: another engine is loaded in this process; close() it first")
+        args = engine_args(cell)
+        _set_environment()
+        from vllm import LLM
+
+        self._llm = LLM(cell.target, **args)
+        self._cell, self._args = cell, args
+        _live = self
+
+    @property
+    def llm(self) -> Any:
+        if self._llm is None:
+            raise RuntimeError("vllm engine: call load(cell) first")
+        return self._llm
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
+        """One prompt, alone in the batch; stops at max_new_tokens or the model's EOS (vLLM's default policy).
+
+        TTFT is vLLM's first_token_latency (request arrival to first token, frontend clock); the decode span is
+        last_token_ts - first_token_ts (engine-core clock), so TPOT = (last - ttft)/(n - 1) excludes prefill.
+        """
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import TokensPrompt
+
+        greedy = params.temperature == 0
+        sampling = VllmSamplingParams(
+            temperature=params.temperature,
+            seed=None if greedy else params.seed,
+            max_tokens=params.max_new_tokens,
+            detokenize=False,  # ids only: keeps the frontend light while the engine core decodes
+        )
+        [out] = self.llm.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, use_tqdm=False)
+        stats, completion = out.metrics, out.outputs[0]
+        if stats is None or stats.first_token_ts == 0.0:
+            raise RuntimeError("vllm engine: request came back without timing stats (is disable_log_stats set?)")
+        spec = completion.spec_decode_metrics
+        return RequestRecord(
+            output_ids=list(completion.token_ids),
+            ttft_s=stats.first_token_latency,
+            last_token_s=stats.first_token_latency + (stats.last_token_ts - stats.first_token_ts),
+            accept_lengths=list(spec.per_step_accepted) if spec is not None else None,
+            extra={"finish_reason": completion.finish_reason,
+                   "num_generation_tokens": stats.num_generation_tokens,
+                   **({"draft_lengths": list(spec.per_step_drafted)} if spec is not None else {})},
+        )
+
+    def spec_counters(self) -> SpecCounters | None:
+        """vLLM's cumulative spec-decode counters since load, summed over engine labels; None for the baseline."""
+        if self._cell is None or self._cell.method not in SPEC_METHODS:
+            return None
+        totals = SpecCounters()
+        for metric in self.llm.get_metrics():
+            if not metric.name.startswith(_METRIC):
+                continue
+            field = metric.name[len(_METRIC):]
+            if field == "num_accepted_tokens_per_pos":
+                per_pos = totals.accepted_per_pos + [0] * (len(metric.values) - len(totals.accepted_per_pos))
+                totals.accepted_per_pos = [a + b for a, b in zip(per_pos, metric.values)]
+            elif field in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+                setattr(totals, field, getattr(totals, field) + metric.value)
+        return totals
+
+    def describe(self) -> dict[str, Any]:
+        """Versions, the arguments given to vllm.LLM and what vLLM resolved them to, and the platform."""
+        import torch
+        import vllm
+        from vllm.platforms import current_platform
+
+        config = self.llm.llm_engine.vllm_config
+        spec = config.speculative_config
+        return {
+            "engine": self.name,
+            "vllm": vllm.__version__,
+            "torch": torch.__version__,
+            "engine_args": self._args,
+            "resolved": {
+                "max_model_len": config.model_config.max_model_len,
+                "dtype": str(config.model_config.dtype),
+                "enforce_eager": config.model_config.enforce_eager,
+                "tensor_parallel_size": config.parallel_config.tensor_parallel_size,
+                "enable_prefix_caching": config.cache_config.enable_prefix_caching,
+                "speculative": None if spec is None else {
+                    "method": spec.method,
+                    "num_speculative_tokens": spec.num_speculative_tokens,
+                    "model": spec.model,
+                    "prompt_lookup_min": spec.prompt_lookup_min,
+                    "prompt_lookup_max": spec.prompt_lookup_max,
+                },
+            },
+            "platform": {
+                "device": current_platform.device_type,
+                "device_name": current_platform.get_device_name(),
+                "machine": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE"),
+            },
+        }
+
+    def close(self) -> None:
+        """Stop the engine-core processes and drop every reference, so another engine can be built."""
+        global _live
+        if self._llm is not None:
+            self._llm.llm_engine.engine_core.shutdown()
+            self._llm = None
+            gc.collect()
+        if _live is self:
+            _live = None
+        self._cell = None

@@ -1,0 +1,23 @@
+"""Expand a validated matrix into cells: engine × temperature × (baseline, method × K)."""
+from __future__ import annotations
+
+from benchmarks.config import Matrix
+from benchmarks.records import Cell
+
+
+def expand(m: Matrix) -> list[Cell]:
+    """Cells in run order: for each engine and temperature the baseline comes first, so a crash late in a run
+    still leaves the reference that every speedup and lossless check needs."""
+    cells: list[Cell] = []
+    for engine in m.engines:
+        for temperature in m.temperatures:
+            common = dict(engine=engine, target=m.target, temperature=temperature,
+                          max_new_tokens=m.max_new_tokens, seed=m.seed, engine_options=dict(m.engine_options))
+            if "baseline" in m.methods:
+                cells.append(Cell(method="baseline", draft=None, k=0, **common))
+            for method in m.methods:
+                if method == "baseline":
+                    continue
+                for k in m.k[method]:
+                    cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))
+    return cells

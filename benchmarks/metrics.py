@@ -1,0 +1,139 @@
+"""Every metric of the harness, defined once (the vocabulary of the project's notes, §5). Pure functions.
+
+Per request:
+  TTFT  = first token time - request start
+  TPOT  = (last token time - first token time) / (n_out - 1)          (prefill excluded)
+  tok/s = n_out / (last token time - first token time)
+Speculative (from cumulative engine counters diffed around one dataset, warm-up excluded):
+  tau   = committed tokens / verify steps = 1 + accepted / drafts     (includes the bonus token)
+  alpha = accepted draft tokens / drafted tokens
+  p_i   = fraction of verify steps with >= i accepted drafts          (i = 1..K)
+  hist  = verify steps by exact number of accepted drafts (0..K)
+Speedup of method M over the AR baseline, paired on identical prompts:
+  per prompt TPOT_AR / TPOT_M; geometric mean with a seeded bootstrap 95 % CI; and mean TPOT_AR / mean TPOT_M.
+Lossless (greedy): fraction of prompts whose tokens equal AR's, and the first divergence index.
+Physical floor: AR TPOT >= weight bytes / memory bandwidth; a time below it is a timing bug.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmarks.records import SpecCounters
+
+
+def tpot_ms(ttft_s: float, last_token_s: float, n_out: int) -> float:
+    """Mean time per output token after the first, in ms; NaN when fewer than two tokens were produced."""
+    if n_out < 2:
+        return math.nan
+    return 1000.0 * (last_token_s - ttft_s) / (n_out - 1)
+
+
+def output_tok_per_s(ttft_s: float, last_token_s: float, n_out: int) -> float:
+    decode_s = last_token_s - ttft_s
+    return n_out / decode_s if decode_s > 0 else math.nan
+
+
+def percentile(values: list[float], q: float) -> float:
+    clean = [v for v in values if not math.isnan(v)]
+    return float(np.percentile(clean, q)) if clean else math.nan
+
+
+def mean(values: list[float]) -> float:
+    clean = [v for v in values if not math.isnan(v)]
+    return float(np.mean(clean)) if clean else math.nan
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    tau: float
+    alpha: float
+    per_position: list[float]  # p_1..p_K
+    histogram: list[int]  # steps with exactly 0..K accepted drafts
+
+
+def acceptance(c: SpecCounters) -> Acceptance:
+    """τ, α, per-position rates and the accepted-length histogram from (diffed) counters."""
+    if c.num_drafts <= 0:
+        return Acceptance(math.nan, math.nan, [], [])
+    at_least = [c.num_drafts] + list(c.accepted_per_pos)  # at_least[i] = steps with >= i accepted
+    hist = [at_least[i] - (at_least[i + 1] if i + 1 < len(at_least) else 0) for i in range(len(at_least))]
+    return Acceptance(
+        tau=1.0 + c.num_accepted_tokens / c.num_drafts,
+        alpha=c.num_accepted_tokens / c.num_draft_tokens if c.num_draft_tokens else math.nan,
+        per_position=[n / c.num_drafts for n in c.accepted_per_pos],
+        histogram=hist,
+    )
+
+
+@dataclass(frozen=True)
+class Speedup:
+    geomean: float
+    ci_low: float
+    ci_high: float
+    mean_ratio: float
+    n: int
+
+
+def paired_speedup(tpot_base: list[float], tpot_method: list[float], seed: int = 0,
+                   n_boot: int = 2000) -> Speedup:
+    """Speedup on prompts paired by position in the two lists (the caller pairs them by prompt hash)."""
+    pairs = [(b, m) for b, m in zip(tpot_base, tpot_method, strict=True)
+             if b > 0 and m > 0 and not (math.isnan(b) or math.isnan(m))]
+    if not pairs:
+        return Speedup(math.nan, math.nan, math.nan, math.nan, 0)
+    base = np.array([p[0] for p in pairs])
+    meth = np.array([p[1] for p in pairs])
+    logs = np.log(base / meth)
+    rng = np.random.default_rng(seed)
+    boots = np.exp(logs[rng.integers(0, len(logs), size=(n_boot, len(logs)))].mean(axis=1))
+    return Speedup(
+        geomean=float(np.exp(logs.mean())),
+        ci_low=float(np.percentile(boots, 2.5)),
+        ci_high=float(np.percentile(boots, 97.5)),
+        mean_ratio=float(base.mean() / meth.mean()),
+        n=len(pairs),
+    )
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token (a length difference counts at the shorter length); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@dataclass(frozen=True)
+class Lossless:
+    identical_frac: float
+    first_divergence_min: int | None
+    divergent: list[tuple[int, int]]  # (pair index, first divergence index)
+
+
+def lossless(reference: list[list[int]], candidate: list[list[int]]) -> Lossless:
+    """Token identity of paired outputs: greedy speculative decoding must reproduce AR exactly."""
+    if not reference:
+        return Lossless(math.nan, None, [])
+    divergent = []
+    for i, (r, c) in enumerate(zip(reference, candidate, strict=True)):
+        d = first_divergence(r, c)
+        if d is not None:
+            divergent.append((i, d))
+    return Lossless(
+        identical_frac=1.0 - len(divergent) / len(reference),
+        first_divergence_min=min((d for _, d in divergent), default=None),
+        divergent=divergent,
+    )
+
+
+def tpot_floor_ms(weight_bytes: float, bandwidth_bytes_per_s: float) -> float:
+    """The fastest a memory-bound AR step can be: every weight read once per token."""
+    return 1000.0 * weight_bytes / bandwidth_bytes_per_s
+
+
+def below_floor(measured_ms: float, floor_ms: float, tolerance: float = 0.0) -> bool:
+    """True when a measured time is physically impossible (a timing bug, e.g. dispatch timed without a sync)."""
+    return not math.isnan(measured_ms) and measured_ms < floor_ms * (1.0 - tolerance)

@@ -1,0 +1,89 @@
+"""The results store of one run: atomic writes, one unit file per (cell, dataset), resume by cell id.
+
+    results/runs/<run_id>/
+      manifest.json        config, cells, versions, platform, hardware, model hashes
+      units/<cell>__<dataset>.jsonl   the records of one (cell, dataset), written in one atomic rename
+      records.jsonl        all units concatenated (rebuilt atomically after each unit)
+
+A `kill -9` at any moment leaves only whole files: a unit is either absent (and is redone) or complete.
+Units holding an error record are redone on the next run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RUNS_DIR = Path(__file__).resolve().parent.parent / "results" / "runs"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class RunStore:
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.units_dir = self.run_dir / "units"
+
+    def _unit_path(self, cell_id: str, dataset: str) -> Path:
+        return self.units_dir / f"{cell_id}__{dataset}.jsonl"
+
+    def is_done(self, cell_id: str, dataset: str) -> bool:
+        """A unit is done when its file exists and holds no error record."""
+        path = self._unit_path(cell_id, dataset)
+        return path.is_file() and not any(r.get("kind") == "error" for r in read_jsonl(path))
+
+    def write_unit(self, cell_id: str, dataset: str, records: list[dict[str, Any]]) -> None:
+        atomic_write_text(self._unit_path(cell_id, dataset), _jsonl(records))
+        self.rebuild_records()
+
+    def rebuild_records(self) -> None:
+        records = [r for p in sorted(self.units_dir.glob("*.jsonl")) for r in read_jsonl(p)]
+        atomic_write_text(self.run_dir / "records.jsonl", _jsonl(records))
+
+    def records(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.run_dir / "records.jsonl")
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        atomic_write_json(self.run_dir / "manifest.json", manifest)
+
+    def manifest(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "manifest.json").read_text())
+
+
+def point_latest(run_dir: Path) -> None:
+    """Make results/runs/latest point at run_dir (replaced atomically)."""
+    link = run_dir.parent / "latest"
+    tmp = run_dir.parent / f".latest.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_dir.name)
+    os.replace(tmp, link)

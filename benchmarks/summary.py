@@ -1,0 +1,86 @@
+"""Records + manifest → one summary row per (cell, dataset). Pure: recomputable from any old run."""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from typing import Any
+
+from benchmarks import metrics
+from benchmarks.records import SpecCounters
+
+COLUMNS = [
+    "run_id", "cell_id", "label", "engine", "platform", "hardware", "target", "draft", "method", "k", "temperature",
+    "max_new_tokens", "dataset", "n_prompts", "n_errors", "tau", "acceptance_rate", "per_position", "histogram",
+    "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_mean", "output_tok_per_s",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "identical_frac", "first_divergence_min",
+    "error",
+]
+PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
+
+
+def baseline_cell_id(cell: dict[str, Any], cells: dict[str, dict[str, Any]]) -> str | None:
+    """The AR baseline a method is compared with: same engine, target, sampling budget and engine options."""
+    for cid, other in cells.items():
+        if other["method"] == "baseline" and all(other[k] == cell[k] for k in PAIRING_KEYS):
+            return cid
+    return None
+
+
+def _group(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
+    groups: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        groups[(r["cell_id"], r["dataset"])][r["kind"]].append(r)
+    return groups
+
+
+def _paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    """Requests paired by the sha256 of the prompt actually sent (identical prompts only)."""
+    by_sha = {r["prompt_sha256"]: r for r in base}
+    return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
+
+
+def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
+    cells = manifest["cells"]
+    groups = _group(records)
+    rows = []
+    for (cid, dataset), kinds in sorted(groups.items(), key=lambda kv: (list(cells).index(kv[0][0]), kv[0][1])):
+        cell = cells[cid]
+        reqs = sorted(kinds.get("request", []), key=lambda r: r["prompt_index"])
+        tpots = [r["tpot_ms"] if r["tpot_ms"] is not None else math.nan for r in reqs]
+        decode_s = sum(r["decode_s"] for r in reqs)
+        row: dict[str, Any] = {c: None for c in COLUMNS}
+        row.update({
+            "run_id": manifest.get("run_id"), "cell_id": cid, "label": reqs[0]["label"] if reqs else None,
+            "engine": cell["engine"], "platform": manifest.get("platform"),
+            "hardware": (manifest.get("hardware") or {}).get("device"), "target": cell["target"],
+            "draft": cell["draft"], "method": cell["method"], "k": cell["k"], "temperature": cell["temperature"],
+            "max_new_tokens": cell["max_new_tokens"], "dataset": dataset, "n_prompts": len(reqs),
+            "n_errors": len(kinds.get("error", [])),
+            "error": "; ".join(e["error"] for e in kinds.get("error", [])) or None,
+            "tpot_ms_mean": metrics.mean(tpots), "tpot_ms_p50": metrics.percentile(tpots, 50),
+            "tpot_ms_p90": metrics.percentile(tpots, 90), "tpot_ms_p99": metrics.percentile(tpots, 99),
+            "ttft_ms_mean": metrics.mean([r["ttft_ms"] for r in reqs]),
+            "output_tok_per_s": sum(r["n_out"] for r in reqs) / decode_s if decode_s > 0 else math.nan,
+        })
+        row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}")
+        spec = kinds.get("spec")
+        if spec:
+            s = spec[0]
+            acc = metrics.acceptance(SpecCounters(s["num_drafts"], s["num_draft_tokens"], s["num_accepted_tokens"],
+                                                  s["accepted_per_pos"]))
+            row.update(tau=acc.tau, acceptance_rate=acc.alpha, per_position=json.dumps(acc.per_position),
+                       histogram=json.dumps(acc.histogram))
+        base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
+        if base_id is not None and reqs:
+            base_reqs = groups.get((base_id, dataset), {}).get("request", [])
+            pairs = _paired(base_reqs, reqs)
+            if pairs:
+                sp = metrics.paired_speedup([b["tpot_ms"] for b, _ in pairs], [m["tpot_ms"] for _, m in pairs], seed)
+                row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
+                           speedup_mean_ratio=sp.mean_ratio)
+                if cell["temperature"] == 0:
+                    ll = metrics.lossless([b["output_ids"] for b, _ in pairs], [m["output_ids"] for _, m in pairs])
+                    row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
+        rows.append(row)
+    return rows

@@ -1,0 +1,93 @@
+"""Matrix validation: every bad input stops with one message naming the file, the key and what is allowed."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.matrix import expand
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
+        "methods": ["baseline", "dflash"], "k": 15, "datasets": ["math500"]}
+
+
+def write(tmp_path, data) -> Path:
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+@pytest.mark.parametrize("patch, key, fragment", [
+    ({"bogus": 1}, "bogus", "unknown key"),
+    ({"datasets": ["nope"]}, "datasets", "unknown dataset 'nope'"),
+    ({"methods": ["baseline", "medusa"]}, "methods", "unknown method 'medusa'"),
+    ({"k": 16}, "k", "exceeds block_size-1=15"),
+    ({"k": "three"}, "k", "expected an int"),
+    ({"max_new_tokens": "many"}, "max_new_tokens", "expected an int"),
+    ({"num_prompts": 0}, "num_prompts", "expected an int >= 1"),
+    ({"temperature": -1}, "temperature", "expected a float >= 0"),
+    ({"engine": "sglang"}, "engine", "unknown engine 'sglang'"),
+    ({"methods": ["baseline", "eagle3"]}, "drafts", "method 'eagle3' needs a draft model"),
+    ({"target": None}, "target", "missing"),
+    ({"k": {"dflash": 4, "medusa": 2}}, "k", "unknown method 'medusa'"),
+    ({"engine_options": [1]}, "engine_options", "expected a mapping"),
+    ({"datasets": [{"name": "x", "url": "y"}]}, "datasets", "must be a name or a mapping"),
+])
+def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):
+    path = write(tmp_path, {**BASE, **patch})
+    with pytest.raises(ConfigError) as err:
+        load_matrix(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"'{key}'" in msg and fragment in msg
+
+
+def test_unknown_key_lists_allowed_keys(tmp_path):
+    with pytest.raises(ConfigError, match="allowed keys:(.|\n)*max_new_tokens"):
+        load_matrix(write(tmp_path, {**BASE, "max_tokens": 5}))
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="no such matrix file"):
+        load_matrix(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("methods: [baseline\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_matrix(bad)
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="preset 'nope' not found"):
+        parse_matrix({**BASE, "preset": "nope"})
+
+
+def test_local_dataset_entry_is_allowed():
+    m = parse_matrix({**BASE, "datasets": [{"name": "mine", "path": "p.jsonl"}]})
+    assert m.datasets[0].path == "p.jsonl"
+
+
+def test_expansion_puts_baseline_first_and_hashes_cells():
+    m = parse_matrix({**BASE, "methods": ["dflash", "baseline"], "k": [4, 15], "temperature": [0.0, 1.0]})
+    cells = expand(m)
+    assert [c.label for c in cells] == ["baseline", "dflash-k4", "dflash-k15"] * 2
+    assert len({c.cell_id for c in cells}) == 6
+    assert expand(m)[1].cell_id == cells[1].cell_id  # content hash: stable across expansions
+
+
+def test_per_method_k():
+    m = parse_matrix({**BASE, "methods": ["baseline", "dflash", "eagle3"], "drafts": {"dflash": "a", "eagle3": "b"},
+                      "k": {"dflash": 10, "eagle3": [2, 3]}})
+    assert [c.label for c in expand(m)] == ["baseline", "dflash-k10", "eagle3-k2", "eagle3-k3"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs" / "matrices").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_matrices_validate(path):
+    assert expand(load_matrix(path))
+
+
+def test_published_matrices_match_published_conditions():
+    full = load_matrix(ROOT / "configs/matrices/full.yaml")
+    assert len(full.datasets) == 9 and full.k == {"dflash": [15]} and full.max_new_tokens == 256
+    assert full.temperatures == [0.0] and full.drafts["dflash"] == "z-lab/Qwen3-4B-DFlash-b16"
+    llama = load_matrix(ROOT / "configs/matrices/llama-eagle3.yaml")
+    assert llama.k == {"dflash": [10], "eagle3": [2]}

@@ -1,0 +1,75 @@
+"""Metrics against hand-computed values."""
+import math
+
+import pytest
+
+from benchmarks import metrics
+from benchmarks.records import SpecCounters
+
+
+def test_tpot_excludes_prefill():
+    # first token at 0.5 s (prefill), 5 tokens, last at 0.9 s: 4 decode intervals of 100 ms
+    assert metrics.tpot_ms(0.5, 0.9, 5) == pytest.approx(100.0)
+    assert math.isnan(metrics.tpot_ms(0.5, 0.5, 1))
+    assert metrics.output_tok_per_s(0.5, 0.9, 5) == pytest.approx(12.5)
+
+
+def test_acceptance_from_counters():
+    # three verify steps with K=3 accepting 3, 1 and 0 drafts
+    c = SpecCounters.from_accept_lengths([3, 1, 0], k=3)
+    assert (c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens) == (3, 9, 4)
+    assert c.accepted_per_pos == [2, 1, 1]
+    a = metrics.acceptance(c)
+    assert a.tau == pytest.approx(1 + 4 / 3)  # committed (4+3 bonus)/3 steps
+    assert a.alpha == pytest.approx(4 / 9)
+    assert a.per_position == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert a.histogram == [1, 1, 0, 1]  # exactly 0, 1, 2, 3 accepted
+
+
+def test_counter_diff_excludes_warmup():
+    warm = SpecCounters(2, 8, 5, [2, 2, 1, 0])
+    total = SpecCounters(5, 20, 11, [5, 3, 2, 1])
+    d = total - warm
+    assert (d.num_drafts, d.num_draft_tokens, d.num_accepted_tokens, d.accepted_per_pos) == (3, 12, 6, [3, 1, 1, 1])
+
+
+def test_acceptance_without_drafts_is_nan():
+    assert math.isnan(metrics.acceptance(SpecCounters()).tau)
+
+
+def test_paired_speedup_geomean_and_ratio_of_means():
+    base, meth = [10.0, 20.0], [5.0, 5.0]  # per-prompt speedups 2 and 4
+    s = metrics.paired_speedup(base, meth, seed=0)
+    assert s.geomean == pytest.approx(math.sqrt(8))
+    assert s.mean_ratio == pytest.approx(15.0 / 5.0)
+    assert 2.0 <= s.ci_low <= s.geomean <= s.ci_high <= 4.0
+    assert s.n == 2
+    assert metrics.paired_speedup(base, meth, seed=0) == s  # seeded bootstrap is reproducible
+
+
+def test_paired_speedup_constant_ratio_has_tight_ci():
+    s = metrics.paired_speedup([9.0, 6.0, 3.0], [3.0, 2.0, 1.0])
+    assert s.geomean == pytest.approx(3.0) and s.ci_low == pytest.approx(3.0) and s.ci_high == pytest.approx(3.0)
+
+
+def test_paired_speedup_skips_nan_pairs():
+    s = metrics.paired_speedup([10.0, math.nan], [5.0, 1.0])
+    assert s.n == 1 and s.geomean == pytest.approx(2.0)
+
+
+def test_lossless_and_first_divergence():
+    ref = [[1, 2, 3], [4, 5, 6], [7, 8]]
+    cand = [[1, 2, 3], [4, 9, 6], [7, 8, 9]]
+    ll = metrics.lossless(ref, cand)
+    assert ll.identical_frac == pytest.approx(1 / 3)
+    assert ll.divergent == [(1, 1), (2, 2)]
+    assert ll.first_divergence_min == 1
+    assert metrics.first_divergence([1, 2], [1, 2]) is None
+
+
+def test_floor():
+    # 8 GB of weights at 2.76 TB/s cannot be read in under ~2.9 ms: 1.31 ms is a timing error
+    floor = metrics.tpot_floor_ms(8e9, 2.76e12)
+    assert floor == pytest.approx(2.899, abs=1e-3)
+    assert metrics.below_floor(1.31, floor)
+    assert not metrics.below_floor(3.0, floor)

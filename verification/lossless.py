@@ -1,0 +1,56 @@
+"""The lossless check: greedy speculative decoding must reproduce the AR baseline token for token.
+
+    python -m verification.lossless RUN_DIR     # exit 1 when any greedy method diverged from its baseline
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Greedy method rows whose outputs are not all identical to the baseline's."""
+    return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0
+            and r["identical_frac"] is not None and not math.isnan(r["identical_frac"]) and r["identical_frac"] < 1.0]
+
+
+def unchecked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Greedy method rows that could not be checked (no baseline records for the same prompts)."""
+    return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0 and r["n_prompts"]
+            and r["identical_frac"] is None]
+
+
+def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for r in divergent_rows(rows):
+        lines.append(f"LOSSLESS VIOLATION: {r['engine']} {r['label']} on {r['dataset']}: "
+                     f"{r['identical_frac']:.3f} of prompts identical to AR, first divergence at token "
+                     f"{r['first_divergence_min']}")
+    for r in unchecked_rows(rows):
+        lines.append(f"lossless not checked: {r['engine']} {r['label']} on {r['dataset']} has no baseline records "
+                     f"for the same prompts")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.store import RunStore
+    from benchmarks.summary import summarize
+
+    ap = argparse.ArgumentParser(description="check greedy speculative outputs against AR")
+    ap.add_argument("run_dir", type=Path)
+    args = ap.parse_args(argv)
+    store = RunStore(args.run_dir)
+    rows = summarize(store.records(), store.manifest())
+    checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
+    for line in verdict_lines(rows):
+        print(line)
+    bad = divergent_rows(rows)
+    print(f"lossless: {len(checked) - len(bad)} of {len(checked)} greedy (method, dataset) rows identical to AR")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
