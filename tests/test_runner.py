@@ -1,0 +1,138 @@
+"""Runner, store and summary with a scripted in-process engine: warm-up exclusion, counter diffs, pairing,
+errors that do not stop the run, and resume."""
+import json
+
+import pytest
+
+from benchmarks import runner
+from benchmarks.config import parse_matrix
+from benchmarks.records import RequestRecord, SpecCounters
+from benchmarks.store import RunStore
+from benchmarks.summary import summarize
+
+
+class ScriptedEngine:
+    """Baseline: TPOT 10 ms. dflash: same tokens, TPOT 4 ms, every step accepts 2 of K drafts."""
+
+    name = "scripted"
+    loads: list[str] = []
+    fail_on: set[str] = set()
+
+    def load(self, cell):
+        if cell.method in self.fail_on:
+            raise RuntimeError(f"cannot start {cell.method}")
+        self.cell = cell
+        self.lengths: list[int] = []
+        ScriptedEngine.loads.append(cell.label)
+
+    def generate(self, prompt_ids, params):
+        out = [(sum(prompt_ids) + i) % 97 for i in range(params.max_new_tokens)]
+        tpot = 0.010 if self.cell.method == "baseline" else 0.004
+        if self.cell.method != "baseline":
+            self.lengths += [2] * 4
+        return RequestRecord(out, ttft_s=0.05, last_token_s=0.05 + tpot * (len(out) - 1))
+
+    def spec_counters(self):
+        if self.cell.method == "baseline":
+            return None
+        return SpecCounters.from_accept_lengths(self.lengths, self.cell.k)
+
+    def describe(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def prompts_file(tmp_path):
+    p = tmp_path / "prompts.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"question number {i}"}) + "\n" for i in range(10)))
+    return p
+
+
+@pytest.fixture
+def matrix(random_pair, prompts_file):
+    return parse_matrix({
+        "name": "scripted", "target": str(random_pair["target"]), "drafts": {"dflash": str(random_pair["dflash"])},
+        "methods": ["baseline", "dflash"], "k": [3], "num_prompts": 3, "warmup_prompts": 2, "max_new_tokens": 8,
+        "datasets": [{"name": "local", "path": str(prompts_file)}, {"name": "other", "path": str(prompts_file)}],
+    })
+
+
+@pytest.fixture(autouse=True)
+def scripted(monkeypatch):
+    ScriptedEngine.loads = []
+    ScriptedEngine.fail_on = set()
+    monkeypatch.setattr(runner, "create_engine", lambda name: ScriptedEngine())
+
+
+def test_run_records_summary_and_pairing(matrix, tmp_path):
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 0
+    store = RunStore(run_dir)
+    records = store.records()
+    requests = [r for r in records if r["kind"] == "request"]
+    assert len(requests) == 2 * 2 * 3  # cells × datasets × measured prompts (warm-up excluded)
+    spec = [r for r in records if r["kind"] == "spec"]
+    # 3 measured prompts × 4 steps each; the 2 warm-up prompts' 8 steps were diffed away
+    assert {r["num_drafts"] for r in spec} == {12}
+    rows = {(r["label"], r["dataset"]): r for r in summarize(records, store.manifest())}
+    d = rows[("dflash-k3", "local")]
+    assert d["tau"] == pytest.approx(3.0) and d["acceptance_rate"] == pytest.approx(2 / 3)
+    assert json.loads(d["per_position"]) == [1.0, 1.0, 0.0]
+    assert d["speedup"] == pytest.approx(2.5) and d["speedup_mean_ratio"] == pytest.approx(2.5)
+    assert d["identical_frac"] == 1.0 and d["first_divergence_min"] is None
+    assert d["tpot_ms_mean"] == pytest.approx(4.0) and d["ttft_ms_mean"] == pytest.approx(50.0)
+    assert rows[("baseline", "local")]["tpot_ms_p90"] == pytest.approx(10.0)
+    manifest = store.manifest()
+    assert set(manifest["cells"]) == {r["cell_id"] for r in requests}
+    assert manifest["models"][matrix.target]["config_sha256"]
+    shas = {r["prompt_sha256"] for r in requests if r["dataset"] == "local"}
+    assert len(shas) == 3  # baseline and dflash saw the same three prompts
+
+
+def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(matrix, tmp_path):
+    ScriptedEngine.fail_on = {"dflash"}
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 2
+    errors = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
+    assert {e["dataset"] for e in errors} == {"local", "other"} and "cannot start dflash" in errors[0]["error"]
+    assert ScriptedEngine.loads == ["baseline"]
+
+    ScriptedEngine.fail_on = set()
+    ScriptedEngine.loads = []
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 0 and ScriptedEngine.loads == ["dflash-k3"]  # the finished baseline was skipped
+    records = RunStore(run_dir).records()
+    assert not [r for r in records if r["kind"] == "error"]
+    keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in records if r["kind"] == "request"]
+    assert len(keys) == len(set(keys)) == 12
+
+
+def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monkeypatch):
+    """A crash between units leaves only complete files; the rerun finishes without duplicates."""
+    calls = {"n": 0}
+    original = RunStore.write_unit
+
+    def crash_after_first(self, *a, **k):
+        if calls["n"] == 1:
+            raise KeyboardInterrupt  # stands for a kill between two units
+        calls["n"] += 1
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(RunStore, "write_unit", crash_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert len(list((tmp_path / "run" / "units").glob("*.jsonl"))) == 1
+    assert not list((tmp_path / "run" / "units").glob(".*tmp"))
+    monkeypatch.setattr(RunStore, "write_unit", original)
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).records()
+            if r["kind"] == "request"]
+    assert failed == 0 and len(keys) == len(set(keys)) == 12
+
+
+def test_run_id_is_stable_per_matrix_content(matrix):
+    assert runner.run_id_for(matrix) == runner.run_id_for(matrix)
+    assert runner.run_id_for(matrix).startswith("scripted-")
