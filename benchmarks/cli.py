@@ -6,6 +6,7 @@ Exit codes: 0 success; 1 a (cell, dataset) unit failed; 2 bad input (config, dat
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("configs", type=Path, nargs="+")
 
     args = ap.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         if args.cmd == "validate":
             from benchmarks.matrix import expand

@@ -79,7 +79,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
                 sp = metrics.paired_speedup([b["tpot_ms"] for b, _ in pairs], [m["tpot_ms"] for _, m in pairs], seed)
                 row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
                            speedup_mean_ratio=sp.mean_ratio)
-                if cell["temperature"] == 0:
+                if cell["temperature"] == 0 and cell["method"] != "baseline":
                     ll = metrics.lossless([b["output_ids"] for b, _ in pairs], [m["output_ids"] for _, m in pairs])
                     row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
         rows.append(row)
