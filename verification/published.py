@@ -37,6 +37,7 @@ import pandas as pd
 
 from benchmarks.datasets import DATASETS
 from benchmarks.metrics import below_floor, tpot_floor_ms
+from benchmarks.records import METHODS
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "results" / "reference"
 RESULT_TABLES = ("tpu_v5p_qwen3_4b", "tpu_v5p_llama31_8b", "gpu_b200_qwen3_8b")
@@ -63,7 +64,7 @@ STATS = {
     "max": "an 'up to' figure over a group of datasets",
     "range": "a range across datasets (the *_low/*_high columns)",
 }
-SPEC_METHODS = ("dflash", "eagle3", "ngram")
+SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 MATCH_KEYS = ("hardware", "target", "draft", "method", "k", "temperature", "max_new_tokens", "dataset")
 # (label, published column, our summary column; None = the matching baseline row's mean TPOT)
 METRICS = (
@@ -146,15 +147,16 @@ def _check_results_table(df: pd.DataFrame, path: Path) -> None:
             raise fail(i, f"K {r['k']:g} exceeds block_size - 1 = {r['block_size'] - 1:g}")
         if _present(r["temperature"]) and r["temperature"] < 0:
             raise fail(i, "temperature must be >= 0")
-        if all(_present(r[c]) for c in ("speedup", "tpot_ar_ms", "tpot_ms")):
+        if r["stat"] == "value" and all(_present(r[c]) for c in ("speedup", "tpot_ar_ms", "tpot_ms")):
             implied = r["tpot_ar_ms"] / r["tpot_ms"]
             if abs(implied - r["speedup"]) > SPEEDUP_TPOT_TOLERANCE * r["speedup"]:
                 raise fail(i, f"speedup {r['speedup']} disagrees with tpot_ar_ms/tpot_ms = {implied:.3f}")
-    keys = df[["dataset", "stat", "method", "k"]].astype(str).agg("|".join, axis=1)
-    if keys.duplicated().any():
-        raise ReferenceDataError(f"{path}: duplicate rows for {sorted(set(keys[keys.duplicated()]))}")
+    dup = df.duplicated(subset=["dataset", "stat", "method", "k"], keep=False)
+    if dup.any():
+        lines = [i + 2 for i in df.index[dup]]
+        raise ReferenceDataError(f"{path}: duplicate (dataset, stat, method, k) on lines {lines}")
     for i, r in df[df["stat"] == "mean"].iterrows():
-        rows = df[(df["stat"] == "value") & (df["method"] == r["method"]) & (df["k"].astype(str) == str(r["k"]))]
+        rows = df[(df["stat"] == "value") & (df["method"] == r["method"])]
         for col in ("tau", "speedup", "tpot_ar_ms", "tpot_ms"):
             if _present(r[col]) and abs(rows[col].mean() - r[col]) > MEAN_TOLERANCE:
                 raise fail(i, f"mean row {col} = {r[col]} but its {len(rows)} dataset rows average "
@@ -352,8 +354,6 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
     ref = load_reference() if reference is None else reference
     hardware = manifest.get("hardware") or {}
     out = [
-        "## Published numbers",
-        "",
         f"Run `{manifest.get('run_id', '?')}` on {_fmt(hardware.get('device'))} "
         f"(platform {_fmt(manifest.get('platform'))}). Matching conditions: {', '.join(MATCH_KEYS)}; "
         "published values and their conditions are in results/reference/.",
@@ -366,7 +366,7 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
     aggregates = ref[ref["stat"] != "value"]
     table: list[str] = []
     matched_tables: dict[str, tuple[pd.Series, list[Check], list[pd.Series]]] = {}
-    unmatched: list[str] = []
+    unmatched: dict[str, tuple[pd.Series, list[str]]] = {}
     for _, row in spec.iterrows():
         ours_cond = _our_conditions(row, manifest)
         checks = {i: compare_conditions(ours_cond, r) for i, r in values.iterrows()}
@@ -378,18 +378,10 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
             entry = matched_tables.setdefault(published["table"], (published, checks[i], []))
             entry[2].append(row)
         if not hits:
-            best = min(checks, key=lambda i: (sum(x.status == "differs" for x in checks[i]),
-                                              sum(x.status == "unstated" for x in checks[i])))
-            c, r = checks[best], values.loc[best]
-            same = _describe(c, "same")
-            unstated = _describe(c, "unstated")
-            unmatched.append(
-                f"- {row['label']} on {row['dataset']}: no published row matches. Closest: {r['table']} "
-                f"({r['dataset']}, {r['source_ref']}); differs in {_describe(c, 'differs')}."
-                + (f" Same: {same}." if same else "")
-                + (f" Not stated by the publication: {unstated}." if unstated else ""))
+            unmatched.setdefault(row["cell_id"], (row, []))[1].append(str(row["dataset"]))
     if table:
-        out += ["| dataset | method | metric | published | ours | ours / published |",
+        out += ["### Rows with a published counterpart", "",
+                "| dataset | method | metric | published | ours | ours / published |",
                 "|---|---|---|---|---|---|", *table, "",
                 "Speedup here is mean TPOT_AR / mean TPOT_method, the published tables' definition; the geometric "
                 "mean of per-prompt ratios with its bootstrap 95 % CI is in summary.csv.", ""]
@@ -403,8 +395,34 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
         out.append("")
     out += _aggregate_lines(spec, summary, manifest, ref, values, aggregates)
     if unmatched:
-        out += ["### Run rows without a published counterpart", "", *unmatched, ""]
+        out += ["### Run rows without a published counterpart", ""]
+        for row, datasets in unmatched.values():
+            out += _mismatch_lines(row, datasets, manifest, values)
+        out.append("")
     return "\n".join(out)
+
+
+def _mismatch_lines(row: pd.Series, datasets: list[str], manifest: dict[str, Any], values: pd.DataFrame) -> list[str]:
+    """Why each published table fails to match one cell: its differing, equal and unstated conditions."""
+    keys = tuple(k for k in MATCH_KEYS if k != "dataset")
+    ours_cond = _our_conditions(row, manifest)
+    lines = [f"- {row['label']} (cell {row['cell_id']}): no published row matches {', '.join(datasets)}."]
+    for table, rows in values.groupby("table", sort=False):
+        checks = [compare_conditions(ours_cond, r, keys) for _, r in rows.iterrows()]
+        best = min(checks, key=lambda c: sum(x.status == "differs" for x in c))
+        have = {dataset_key(d) for d in rows["dataset"]}
+        lacking = [d for d in datasets if dataset_key(d) not in have]
+        parts = []
+        if any(c.status == "differs" for c in best):
+            parts.append(f"differs in {_describe(best, 'differs')}")
+        if lacking:
+            parts.append(f"has no row for {', '.join(lacking)}")
+        if any(c.status == "same" for c in best):
+            parts.append(f"same {_describe(best, 'same')}")
+        if any(c.status == "unstated" for c in best):
+            parts.append(f"not stated by the publication: {_describe(best, 'unstated')}")
+        lines.append(f"  - vs {table} ({rows.iloc[0]['source_ref']}): {'; '.join(parts)}.")
+    return lines
 
 
 def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: dict[str, Any], ref: pd.DataFrame,
@@ -423,7 +441,7 @@ def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: dict[s
             if agg["stat"] == "mean":
                 table_rows = values[(values["table"] == agg["table"]) & (values["method"] == agg["method"])]
                 want = {dataset_key(d): d for d in table_rows["dataset"]}
-                have = {dataset_key(d): r for _, r in rows.iterrows() for d in [r["dataset"]]}
+                have = {dataset_key(r["dataset"]): r for _, r in rows.iterrows()}
                 missing = [d for k, d in want.items() if k not in have]
                 if missing:
                     notes.append(f"- {agg['table']} mean row not compared for {label}: the run lacks "
@@ -436,7 +454,8 @@ def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: dict[s
                 notes.append(_claim_line(agg, label, rows))
     out: list[str] = []
     if lines:
-        out += ["| dataset | method | metric | published | ours | ours / published |", "|---|---|---|---|---|---|",
+        out += ["### Means over a published table's datasets", "",
+                "| dataset | method | metric | published | ours | ours / published |", "|---|---|---|---|---|---|",
                 *lines, ""]
     if notes:
         out += ["### Published aggregates under the same conditions", "", *notes, ""]
@@ -478,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"verification.published: {path} does not exist", file=sys.stderr)
             return 2
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    print(f"# Published numbers vs run {manifest.get('run_id', args.run_dir.name)}\n")
     print(comparison_markdown(pd.read_csv(summary_path), manifest))
     return 0
 
