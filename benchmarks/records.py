@@ -50,8 +50,8 @@ class RequestRecord:
     """What an engine measured for one prompt (batch size 1).
 
     Times are seconds on a monotonic clock, relative to the request start.
-    `accept_lengths` holds the accepted draft count of every verify step when the engine sees them (JAX);
-    vLLM reports acceptance only through its cumulative counters.
+    `accept_lengths` holds the accepted draft count of every verify step when the engine reports it (the JAX
+    engine; vLLM with per-request spec-decode metrics); the engine-wide counters remain the source of τ.
     """
 
     output_ids: list[int]

@@ -19,6 +19,7 @@ import difflib
 import gc
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +36,19 @@ NGRAM_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max")
 DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
 
 _METRIC = "vllm:spec_decode_"
+_HUB_ID = re.compile(r"\w[\w.-]*/\w[\w.-]*")
 _live: VllmEngine | None = None
 
 
 def _check_checkpoint(path: str, role: str) -> None:
-    """Fail early on a local checkpoint path that does not exist (a Hub id like org/name passes through)."""
-    p = Path(path).expanduser()
-    looks_local = p.is_absolute() or path.startswith((".", "~")) or len(p.parts) != 2
-    if looks_local and not p.is_dir():
-        raise FileNotFoundError(
-            f"{role} checkpoint {path!r} does not exist. Build the tiny test models with "
-            f"`python -m preparation.tiny_models DIR`, download a released one with "
-            f"`huggingface-cli download ORG/NAME --local-dir DIR`, or fix the path in the matrix."
-        )
+    """Fail early on a checkpoint directory that does not exist; a Hub id (org/name) is left to vLLM."""
+    if Path(path).expanduser().is_dir() or _HUB_ID.fullmatch(path):
+        return
+    raise FileNotFoundError(
+        f"{role} checkpoint {path!r} does not exist. Build the tiny test models with "
+        f"`python -m preparation.tiny_models DIR`, download a released one with "
+        f"`huggingface-cli download ORG/NAME --local-dir DIR`, or fix the path in the matrix."
+    )
 
 
 def engine_args(cell: Cell) -> dict[str, Any]:
@@ -129,12 +130,18 @@ class VllmEngine:
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         """One prompt, alone in the batch; stops at max_new_tokens or the model's EOS (vLLM's default policy).
 
-        TTFT is vLLM's first_token_latency (request arrival to first token, frontend clock); the decode span is
-        last_token_ts - first_token_ts (engine-core clock), so TPOT = (last - ttft)/(n - 1) excludes prefill.
+        Times come from one clock, the engine core's: from the request entering the scheduler queue to the step
+        that emitted the first and the last token. TPOT = (last - ttft)/(n - 1) therefore excludes prefill, and
+        transport to the frontend is left out of both. vLLM's frontend TTFT (first_token_latency, which adds
+        request handling and the output's trip back) is kept in `extra` for reference.
         """
         from vllm import SamplingParams as VllmSamplingParams
         from vllm import TokensPrompt
 
+        limit = self.llm.llm_engine.model_config.max_model_len
+        if len(prompt_ids) + params.max_new_tokens > limit:  # vLLM would silently stop at the limit
+            raise ValueError(f"vllm engine: a {len(prompt_ids)}-token prompt plus max_new_tokens="
+                             f"{params.max_new_tokens} exceeds max_model_len={limit}; raise max_model_len")
         greedy = params.temperature == 0
         sampling = VllmSamplingParams(
             temperature=params.temperature,
@@ -144,17 +151,22 @@ class VllmEngine:
         )
         [out] = self.llm.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, use_tqdm=False)
         stats, completion = out.metrics, out.outputs[0]
-        if stats is None or stats.first_token_ts == 0.0:
+        if stats is None or stats.queued_ts == 0.0 or stats.first_token_ts == 0.0:
             raise RuntimeError("vllm engine: request came back without timing stats (is disable_log_stats set?)")
         spec = completion.spec_decode_metrics
+        extra: dict[str, Any] = {
+            "finish_reason": completion.finish_reason,
+            "num_generation_tokens": stats.num_generation_tokens,
+            "frontend_ttft_s": stats.first_token_latency,
+        }
+        if spec is not None:
+            extra["draft_lengths"] = list(spec.per_step_drafted)
         return RequestRecord(
             output_ids=list(completion.token_ids),
-            ttft_s=stats.first_token_latency,
-            last_token_s=stats.first_token_latency + (stats.last_token_ts - stats.first_token_ts),
+            ttft_s=stats.first_token_ts - stats.queued_ts,
+            last_token_s=stats.last_token_ts - stats.queued_ts,
             accept_lengths=list(spec.per_step_accepted) if spec is not None else None,
-            extra={"finish_reason": completion.finish_reason,
-                   "num_generation_tokens": stats.num_generation_tokens,
-                   **({"draft_lengths": list(spec.per_step_drafted)} if spec is not None else {})},
+            extra=extra,
         )
 
     def spec_counters(self) -> SpecCounters | None:
