@@ -11,13 +11,14 @@ MAX_NEW_TOKENS ?=
 CONFIG ?= configs/matrices/smoke.yaml
 RUN ?= results/runs/latest
 PYTEST_ARGS ?=
+KFLAT_ARGS ?=
 
 BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(ENGINE),--engine $(ENGINE)) $(if $(METHODS),--methods $(METHODS)) $(if $(K),--k $(K)) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS))
 
-.PHONY: setup test bench matrix report figures clean
+.PHONY: setup test bench matrix report figures kflat test-tpu-inference clean
 
 setup:
 	@bash preparation/bootstrap.sh
@@ -36,6 +37,13 @@ report: setup
 
 figures: setup
 	$(PY) -m benchmarks.plots --published --run $(RUN) --out results/figures
+
+kflat: setup
+	$(PY) -m benchmarks.kflat $(KFLAT_ARGS)
+
+# Optional, not in CI: tpu-inference's own DFlash unit tests on JAX CPU, in their own Python >= 3.12 venv.
+test-tpu-inference:
+	bash preparation/test_tpu_inference.sh
 
 clean:
 	rm -rf .venv .cache results/runs results/figures/runs .pytest_cache

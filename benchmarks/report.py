@@ -76,8 +76,9 @@ def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[st
     return lines
 
 
-def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures: list[Path],
-                  run_dir: Path) -> str:
+def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures: list[Path], run_dir: Path,
+                  records: list[dict[str, Any]]) -> str:
+    from benchmarks.cost_model import cost_model_markdown
     from verification.published import comparison_markdown
 
     hw = manifest.get("hardware") or {}
@@ -103,6 +104,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
     if errors:
         parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}: {r['error']}"
                                                     for r in errors)]
+    parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, records, manifest)]
     parts += ["", "## Reproduced vs published", comparison_markdown(pd.DataFrame(rows, columns=COLUMNS), manifest)]
     if figures:
         parts += ["", "## Figures"] + [f"![{f.stem}]({f.relative_to(run_dir).as_posix()})" for f in figures]
@@ -115,8 +117,9 @@ def write_reports(run_dir: Path) -> list[dict[str, Any]]:
 
     store = RunStore(run_dir)
     manifest = store.manifest()
-    rows = summarize(store.records(), manifest)
+    records = store.records()
+    rows = summarize(records, manifest)
     atomic_write_text(run_dir / "summary.csv", pd.DataFrame(rows, columns=COLUMNS).to_csv(index=False))
     figures = run_figures(run_dir) if rows else []
-    atomic_write_text(run_dir / "report.md", render_report(rows, manifest, figures, run_dir))
+    atomic_write_text(run_dir / "report.md", render_report(rows, manifest, figures, run_dir, records))
     return rows

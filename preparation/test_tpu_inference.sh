@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Run tpu-inference's own DFlash unit tests on JAX CPU, in a separate Python >= 3.12 venv (make test-tpu-inference).
+#
+#   bash preparation/test_tpu_inference.sh
+#   VENV=/elsewhere TPU_INFERENCE_VERSION=0.32.0 VLLM_VERSION=0.32.0 PYTHON=python3.12 bash preparation/test_tpu_inference.sh
+#
+# tpu-inference pins jax 0.11.2, which needs Python >= 3.12, so it cannot share .venv (Python 3.11 on CPU).
+# The tests come from the populated submodule third_party/tpu-inference when present, else from the `tests/`
+# folder that the tpu-inference wheel installs into site-packages. The full engine needs a TPU; these unit tests
+# do not, except those that set TPU-only XLA compile options, which fail on CPU and are named in the summary.
+# Optional and not part of CI: the install is large (jax, a CUDA torch, flax, tokamax, vllm's Python code, ...).
+# On JAX CPU with 0.32.0: 20 of 22 pass; the 2 failures in tests/spec_decode/test_dflash.py
+# (test_propose_uses_target_model_logits, test_propose_returns_2d_int_ids) set the TPU-only XLA compile option
+# xla_tpu_all_gather_collective_matmul_mode, which the CPU compiler rejects.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv-tpu-inference}"
+VERSION="${TPU_INFERENCE_VERSION:-0.32.0}"
+VLLM_VERSION="${VLLM_VERSION:-$VERSION}"  # the vllm release a tpu-inference release is built against
+SUBMODULE="$ROOT/third_party/tpu-inference"
+REPORT_DIR="${REPORT_DIR:-$VENV}"
+
+die() { echo "test-tpu-inference: error: $*" >&2; exit 2; }
+step() { echo "test-tpu-inference: $*"; }
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  CANDIDATES=(python3.13 python3.12)
+  if command -v pyenv >/dev/null 2>&1; then  # pyenv shims only answer for the selected version: ask for the paths
+    CANDIDATES+=("$(pyenv root)"/versions/3.1[2-9]*/bin/python3)
+  fi
+  for c in "${CANDIDATES[@]}"; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      PY="$c"; break
+    fi
+  done
+fi
+[ -n "$PY" ] || die "needs Python >= 3.12 with the venv module (tried ${CANDIDATES[*]}); install one (pyenv, or apt-get install python3.12-venv) or set PYTHON=/path/to/python."
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))' || die "$PY is older than 3.12; tpu-inference $VERSION pins jax 0.11.2, which needs 3.12+."
+
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating $VENV with $($PY --version 2>&1)"
+  "$PY" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip)
+STAMP="$VENV/.tpu-inference-$VERSION"
+if [ ! -f "$STAMP" ]; then
+  step "installing tpu-inference==$VERSION, tokamax and pytest (large: ~15 min, several GB)"
+  "${PIP[@]}" install -q --upgrade pip
+  "${PIP[@]}" install "tpu-inference==$VERSION" tokamax pytest \
+    || die "pip could not install tpu-inference==$VERSION; see its output above."
+  # tpu-inference imports vllm without depending on it, and vllm's own pins (a CUDA torch of another version)
+  # would replace the torch that tpu-inference pins: install vllm alone, then only what its imports need,
+  # holding the installed torch, jax and their companions fixed.
+  step "installing vllm==$VLLM_VERSION without its dependencies, and the modules its imports need"
+  "${PIP[@]}" install -q --no-deps "vllm==$VLLM_VERSION" || die "pip could not install vllm==$VLLM_VERSION."
+  HOLD="$VENV/hold-constraints.txt"
+  "${PIP[@]}" freeze | grep -iE '^(torch|torchvision|triton|jax|jaxlib|libtpu|flax|numpy)==' > "$HOLD"
+  "${PIP[@]}" install -q -c "$HOLD" cbor2 pyzmq openai openai-harmony pybase64 cachetools msgspec cloudpickle \
+    py-cpuinfo partial-json-parser llguidance loguru apache-tvm-ffi "transformers>=5.16.1,<5.20.0" \
+    || die "pip could not install vllm's import-time modules; see its output above."
+  "${PIP[@]}" install -q --no-deps "xgrammar==0.2.8" "compressed-tensors==0.17.0" \
+    || die "pip could not install xgrammar / compressed-tensors."
+  touch "$STAMP"
+fi
+
+SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ -f "$SUBMODULE/tests/spec_decode/test_dflash.py" ]; then
+  TESTS_ROOT="$SUBMODULE"
+  SRC_VERSION="$(git -C "$SUBMODULE" describe --tags --always 2>/dev/null || echo unknown)"
+  step "tests from the submodule ($SRC_VERSION), run against the installed tpu-inference $VERSION"
+elif [ -f "$SITE/tests/spec_decode/test_dflash.py" ]; then
+  TESTS_ROOT="$SITE"
+  step "tests from the tpu-inference $VERSION wheel ($SITE/tests)"
+else
+  cat >&2 <<EOF
+test-tpu-inference: error: no tpu-inference DFlash tests found.
+  The submodule third_party/tpu-inference is empty and the installed wheel ships no tests/spec_decode/test_dflash.py.
+  Populate the submodule, then rerun:
+    git submodule update --init third_party/tpu-inference
+  or install a tpu-inference version whose wheel ships its tests:
+    TPU_INFERENCE_VERSION=<version> bash preparation/test_tpu_inference.sh
+EOF
+  exit 2
+fi
+
+cd "$TESTS_ROOT"
+FILES=(tests/spec_decode/test_dflash.py)
+for f in tests/models/jax/test_*dflash*.py; do [ -f "$f" ] && FILES+=("$f"); done
+mkdir -p "$REPORT_DIR"
+JUNIT="$REPORT_DIR/junit.xml"
+step "running ${FILES[*]} on JAX CPU"
+set +e
+# -c /dev/null --rootdir: tpu-inference's tests under their own root, not under a pytest.ini found above them.
+JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest -p no:cacheprovider -c /dev/null --rootdir "$TESTS_ROOT" -q -rfE \
+  --junitxml="$JUNIT" "${FILES[@]}"
+RC=$?
+
+# One line per test, from the JUnit report; exit 1 only for a failure that is not a known TPU-only one.
+"$VENV/bin/python" - "$JUNIT" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+# Failure messages of what exists only on a TPU: XLA:TPU compile options, libtpu, Mosaic (Pallas TPU kernels).
+TPU_ONLY = ("compile option: 'xla_tpu", "libtpu", "mosaic")
+cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+unexpected = 0
+for c in cases:
+    name = f"{c.get('classname')}::{c.get('name')}"
+    bad = c.find("failure") if c.find("failure") is not None else c.find("error")
+    if c.find("skipped") is not None:
+        counts["skipped"] += 1
+        print(f"SKIPPED  {name}")
+    elif bad is not None:
+        counts["failed"] += 1
+        message = bad.get("message") or ""
+        tpu = any(m in message.lower() for m in TPU_ONLY)
+        unexpected += not tpu
+        why = "TPU-only, expected on CPU" if tpu else "NOT a known TPU-only failure"
+        print(f"FAILED   {name}  [{why}] {message.splitlines()[0][:160] if message else ''}")
+    else:
+        counts["passed"] += 1
+        print(f"PASSED   {name}")
+print(f"test-tpu-inference: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+if unexpected:
+    print(f"test-tpu-inference: {unexpected} failure(s) are not TPU-only: see above")
+sys.exit(1 if unexpected else 0)
+EOF
+SUMMARY_RC=$?
+set -e
+step "JUnit report: $JUNIT"
+if [ "$RC" -gt 1 ]; then exit "$RC"; fi  # pytest itself failed (collection error, no tests, ...)
+exit "$SUMMARY_RC"
