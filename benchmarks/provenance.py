@@ -87,5 +87,14 @@ def device_name(platform_name: str) -> str:
 
 
 def describe_hardware() -> dict[str, Any]:
+    """Device, memory bandwidth (datasheet table, measured copy on CPU, or $DFLASH_BANDWIDTH_GBS) and CPU cache.
+
+    Does not initialise JAX: on a GPU that would reserve memory that the vLLM engine needs."""
+    from benchmarks.hardware import bandwidth_bytes_per_s, last_level_cache_bytes
+
     p = detect_platform()
-    return {"device": device_name(p), "cpu": cpu_name(), "cores": os.cpu_count(), "bandwidth_gbps": None}
+    device = device_name(p)
+    bw = bandwidth_bytes_per_s(p, device)
+    return {"device": device, "cpu": cpu_name(), "cores": os.cpu_count(),
+            "bandwidth_gbps": bw / 1e9 if bw else None,
+            "cache_bytes": last_level_cache_bytes() if p == "cpu" else None}

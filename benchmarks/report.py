@@ -61,18 +61,25 @@ def acceptance_table(rows: list[dict[str, Any]]) -> str:
 
 def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
     """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
-    bw = (manifest.get("hardware") or {}).get("bandwidth_gbps")
+    hw = manifest.get("hardware") or {}
+    bw = hw.get("bandwidth_gbps")
     weight_bytes = (manifest.get("models") or {}).get(manifest["config"]["target"], {}).get("weight_bytes")
     if not bw or not weight_bytes:
         return ["Floor not computed: the memory bandwidth or the target's weight size is unknown for this run."]
     floor = metrics.tpot_floor_ms(weight_bytes, bw * 1e9)
-    lines = [f"Target weights {weight_bytes / 1e6:.1f} MB at {bw:.0f} GB/s → AR TPOT floor {floor:.3f} ms."]
+    lines = [f"Target weights {weight_bytes / 1e6:.1f} MB (on disk) at {bw:.0f} GB/s → AR TPOT floor {floor:.3f} ms."]
+    cache = hw.get("cache_bytes")
+    binding = not (cache and weight_bytes <= cache)
+    if not binding:
+        lines.append(f"The weights fit the {cache / 2**20:.0f} MiB CPU cache, so the DRAM floor does not bind here; "
+                     f"times are reported against it but not flagged.")
     for r in rows:
-        if r["method"] == "baseline" and r["tpot_ms_mean"] is not None:
-            flag = " **BELOW THE FLOOR: timing error**" if metrics.below_floor(r["tpot_ms_mean"], floor) else ""
+        if r["method"] == "baseline" and r["tpot_ms_mean"] is not None and not math.isnan(r["tpot_ms_mean"]):
+            bad = binding and metrics.below_floor(r["tpot_ms_mean"], floor)
             achieved = weight_bytes / (r["tpot_ms_mean"] / 1000.0) / 1e9
             lines.append(f"- {r['engine']} AR on {r['dataset']}: TPOT {r['tpot_ms_mean']:.3f} ms, "
-                         f"achieved {achieved:.1f} GB/s ({100 * achieved / bw:.0f} % of the bandwidth){flag}")
+                         f"{achieved:.1f} GB/s of weights ({100 * achieved / bw:.0f} % of the bandwidth)"
+                         + (" **BELOW THE FLOOR: timing error, not a result**" if bad else ""))
     return lines
 
 
@@ -119,7 +126,8 @@ def write_reports(run_dir: Path) -> list[dict[str, Any]]:
     manifest = store.manifest()
     records = store.records()
     rows = summarize(records, manifest)
-    atomic_write_text(run_dir / "summary.csv", pd.DataFrame(rows, columns=COLUMNS).to_csv(index=False))
+    table = pd.DataFrame(rows, columns=COLUMNS).astype({"first_divergence_min": "Int64"})
+    atomic_write_text(run_dir / "summary.csv", table.to_csv(index=False))
     figures = run_figures(run_dir) if rows else []
     atomic_write_text(run_dir / "report.md", render_report(rows, manifest, figures, run_dir, records))
     return rows
