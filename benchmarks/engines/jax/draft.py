@@ -5,8 +5,9 @@
                ctx skips input_layernorm; queries come from the block only; attention is non-causal.
     proposals = argmax(lm_head(norm(out[1:])))             the target's embed_tokens and lm_head are borrowed
 
-The draft cache keeps only context K/V ({"k","v"}: [L, S, KVH, D], as model.init_cache). `context_kv` writes rows,
-`propose` reads the rows at positions < start (the anchor's position) and never writes: block K/V are transient.
+The draft cache keeps only context K/V (model.init_cache's layout): `prefill_context` writes the prompt's, and each
+`propose` writes the pending context (the taps of the tokens the last verify committed) after attending to it.
+Block K/V are transient.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from benchmarks.engines.jax.model import (Cache, ModelConfig, Params, attend, inv_freq, layer_shapes, linear, lm_head,
-                                          mlp, qkv, rms_norm, rope)
+from benchmarks.engines.jax.model import (Cache, ModelConfig, Params, attend, inv_freq, linear, lm_head, mlp, qkv,
+                                          random_layers, rms_norm, rope, write_after)
 
 
 def default_target_layer_ids(num_target_layers: int, num_taps: int) -> tuple[int, ...]:
@@ -42,60 +43,79 @@ class DraftConfig:
             raise ValueError("DFlash config names no mask_token_id")
         ids = dflash.get("target_layer_ids") or hf.get("target_layer_ids")
         if not ids:
-            ids = default_target_layer_ids(hf["num_target_layers"], hf["num_hidden_layers"])  # reference: one tap per layer
+            # the reference's default: one tap per draft layer
+            ids = default_target_layer_ids(hf["num_target_layers"], hf["num_hidden_layers"])
         return cls(ModelConfig.from_hf({**hf, "model_type": "qwen3"}), int(hf["block_size"]), int(mask),
                    tuple(int(i) for i in ids))
 
 
 def init_draft_params(dcfg: DraftConfig, key: jax.Array, dtype: Any = jnp.bfloat16, scale: float = 0.02) -> Params:
     """Random weights in the loader's layout, for timing a named shape without a checkpoint."""
-    cfg = dcfg.layers
-    keys = iter(jax.random.split(key, 16))
-    h = cfg.hidden_size
-    layers = {name: (jnp.ones((cfg.num_layers, *s), dtype) if len(s) == 1 else
-                     jax.random.normal(next(keys), (cfg.num_layers, *s), dtype) * jnp.asarray(scale, dtype))
-              for name, s in layer_shapes(cfg).items()}
-    fc = jax.random.normal(next(keys), (h, len(dcfg.target_layer_ids) * h), dtype) * jnp.asarray(scale, dtype)
-    return {"fc": fc, "hidden_norm": jnp.ones(h, dtype), "norm": jnp.ones(h, dtype), "layers": layers}
+    k_layers, k_fc = jax.random.split(key)
+    h = dcfg.layers.hidden_size
+    fc = jax.random.normal(k_fc, (h, len(dcfg.target_layer_ids) * h), dtype) * jnp.asarray(scale, dtype)
+    return {"fc": fc, "hidden_norm": jnp.ones(h, dtype), "norm": jnp.ones(h, dtype),
+            "layers": random_layers(dcfg.layers, k_layers, dtype, scale)}
 
 
-def context_kv(dparams: Params, taps: jax.Array, start: jax.Array, dcache: Cache, dcfg: DraftConfig) -> Cache:
-    """Write the context K/V of taps [T, n*H] (tokens at positions start..start+T-1) into every layer's cache."""
+def context_kv(dparams: Params, taps: jax.Array, start: jax.Array, dcfg: DraftConfig) -> list[tuple[jax.Array, ...]]:
+    """Per layer, the context K and V [KVH, T, D] of taps [T, n*H] for tokens at positions start..start+T-1."""
     cfg = dcfg.layers
-    t, lp = taps.shape[0], dparams["layers"]
+    t = taps.shape[0]
     ctx = rms_norm(linear(taps, dparams["fc"]), dparams["hidden_norm"], cfg.rms_norm_eps)
-    k = jnp.einsum("th,loh->lto", ctx, lp["k_proj"]).reshape(cfg.num_layers, t, cfg.num_kv_heads, cfg.head_dim)
-    v = jnp.einsum("th,loh->lto", ctx, lp["v_proj"]).reshape(cfg.num_layers, t, cfg.num_kv_heads, cfg.head_dim)
-    k = rms_norm(k, lp["k_norm"][:, None, None, :], cfg.rms_norm_eps)
     positions = start + jnp.arange(t, dtype=jnp.int32)
-    k = jax.vmap(rope, in_axes=(0, None, None))(k, positions, inv_freq(cfg))
-    at = (0, start, 0, 0)
-    return {"k": jax.lax.dynamic_update_slice(dcache["k"], k.astype(dcache["k"].dtype), at),
-            "v": jax.lax.dynamic_update_slice(dcache["v"], v.astype(dcache["v"].dtype), at)}
+    out = []
+    for lp in dparams["layers"]:
+        k = linear(ctx, lp["k_proj"]).reshape(t, cfg.num_kv_heads, cfg.head_dim)
+        k = rope(rms_norm(k, lp["k_norm"], cfg.rms_norm_eps), positions, inv_freq(cfg))
+        v = linear(ctx, lp["v_proj"]).reshape(t, cfg.num_kv_heads, cfg.head_dim)
+        out.append((k.transpose(1, 0, 2), v.transpose(1, 0, 2)))
+    return out
 
 
-def propose(dparams: Params, tparams: Params, anchor: jax.Array, start: jax.Array, dcache: Cache,
-            dcfg: DraftConfig, tcfg: ModelConfig, num_queries: int) -> jax.Array:
-    """Draft tokens [num_queries-1] for the block [anchor, MASK...] at positions start.., anchor not yet verified.
+def prefill_context(dparams: Params, taps: jax.Array, dcache: Cache, dcfg: DraftConfig) -> Cache:
+    """Write the prompt's context K/V (taps [T, n*H] of positions 0..T-1) into the draft cache."""
+    out: Cache = {"k": [], "v": []}
+    for (k, v), ck, cv in zip(context_kv(dparams, taps, jnp.int32(0), dcfg), dcache["k"], dcache["v"]):
+        out["k"].append(jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, 0, 0)))
+        out["v"].append(jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, 0, 0)))
+    return out
 
+
+def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.Array, pending_start: jax.Array,
+                 anchor: jax.Array, start: jax.Array, dcfg: DraftConfig, tcfg: ModelConfig,
+                 num_queries: int) -> tuple[jax.Array, Cache]:
+    """Logits [num_queries-1, V] of the block [anchor, MASK...] at positions start.., and the cache with the pending
+    context written in.
+
+    The context is the cache rows before pending_start plus the pending taps [P, n*H] (positions pending_start..;
+    the rows at positions >= start are rejected tokens and stay unseen). The anchor is not yet verified.
     The released drafts run num_queries = block_size; vLLM runs num_queries = K+1 (see verification/parity.py).
     """
     cfg = dcfg.layers
     tokens = jnp.full((num_queries,), dcfg.mask_token_id, jnp.int32).at[0].set(anchor)
     positions = start + jnp.arange(num_queries, dtype=jnp.int32)
-    context_visible = jnp.arange(dcache["k"].shape[1]) < start
-    visible = jnp.concatenate([jnp.broadcast_to(context_visible, (num_queries, context_visible.shape[0])),
-                               jnp.ones((num_queries, num_queries), bool)], axis=1)
+    cached = jnp.arange(dcache["k"][0].shape[1]) < pending_start
+    fresh = pending_start + jnp.arange(pending.shape[0]) < start
+    block = jnp.ones((num_queries, num_queries), bool)  # non-causal
     h = tparams["embed"][tokens]
-
-    def layer(h, xs):
-        lp, ck, cv = xs
+    out: Cache = {"k": [], "v": []}
+    layers = zip(dparams["layers"], dcache["k"], dcache["v"], context_kv(dparams, pending, pending_start, dcfg))
+    for lp, ck, cv, (pk, pv) in layers:
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
-        k = jnp.concatenate([ck, k.astype(ck.dtype)])
-        v = jnp.concatenate([cv, v.astype(cv.dtype)])
-        h = h + linear(attend(q, k, v, visible), lp["o_proj"])
-        return h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps)), None
+        attn = attend(q, [(ck, cv, cached), (pk.astype(ck.dtype), pv.astype(cv.dtype), fresh),
+                          (k.astype(ck.dtype), v.astype(cv.dtype), block)])
+        out["k"].append(write_after(ck, pk, pending_start, attn))
+        out["v"].append(write_after(cv, pv, pending_start, attn))
+        h = h + linear(attn, lp["o_proj"])
+        h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps))
+    return lm_head(tparams, rms_norm(h[1:], dparams["norm"], cfg.rms_norm_eps), tcfg), out
 
-    h, _ = jax.lax.scan(layer, h, (dparams["layers"], dcache["k"], dcache["v"]))
-    logits = lm_head(tparams, rms_norm(h[1:], dparams["norm"], cfg.rms_norm_eps), tcfg)
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+def propose(dparams: Params, tparams: Params, dcache: Cache, pending: jax.Array, pending_start: jax.Array,
+            anchor: jax.Array, start: jax.Array, dcfg: DraftConfig, tcfg: ModelConfig,
+            num_queries: int) -> tuple[jax.Array, Cache]:
+    """Draft tokens [num_queries-1] (argmax of draft_logits) and the updated draft cache."""
+    logits, dcache = draft_logits(dparams, tparams, dcache, pending, pending_start, anchor, start, dcfg, tcfg,
+                                  num_queries)
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32), dcache

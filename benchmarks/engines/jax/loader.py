@@ -34,32 +34,35 @@ def resolve_dtype(name: str | None, hf: dict[str, Any]) -> Any:
     return DTYPES[name]
 
 
-def read_tensors(path: str | Path) -> dict[str, Any]:
-    """Every tensor of a checkpoint folder, by name, from model.safetensors or the shards of its index json."""
-    path = Path(path)
-    index = path / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    else:
-        files = sorted(p.name for p in path.glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no safetensors weights in {path}")
-    tensors: dict[str, Any] = {}
-    for name in files:
-        with safe_open(str(path / name), framework="flax") as f:
-            tensors |= {key: f.get_tensor(key) for key in f.keys()}
-    return tensors
+class Checkpoint:
+    """The tensors of a checkpoint folder (model.safetensors, or the shards its index json lists), read one at a time,
+    so that loading never holds a second copy of the weights."""
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        index = path / "model.safetensors.index.json"
+        if index.exists():
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        else:
+            files = sorted(p.name for p in path.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no safetensors weights in {path}")
+        self.path = path
+        self._files = {name: safe_open(str(path / name), framework="flax") for name in files}
+        self._where = {key: name for name, f in self._files.items() for key in f.keys()}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._where
+
+    def take(self, key: str, dtype: Any) -> Any:
+        if key not in self._where:
+            raise KeyError(f"{self.path} lacks tensor {key}")
+        return self._files[self._where[key]].get_tensor(key).astype(dtype)
 
 
-def _stacked_layers(tensors: dict[str, Any], prefix: str, cfg: ModelConfig, dtype: Any) -> Params:
-    layers = {}
-    for key in layer_shapes(cfg):
-        names = [f"{prefix}layers.{i}.{HF_LAYER_NAMES[key]}" for i in range(cfg.num_layers)]
-        missing = [n for n in names if n not in tensors]
-        if missing:
-            raise KeyError(f"checkpoint lacks {missing[0]} (and {len(missing) - 1} more)")
-        layers[key] = jnp.stack([tensors.pop(n).astype(dtype) for n in names])
-    return layers
+def _layers(ckpt: Checkpoint, prefix: str, cfg: ModelConfig, dtype: Any) -> list[Params]:
+    return [{key: ckpt.take(f"{prefix}layers.{i}.{HF_LAYER_NAMES[key]}", dtype) for key in layer_shapes(cfg)}
+            for i in range(cfg.num_layers)]
 
 
 def load_target(path: str | Path, dtype: str | None = None) -> tuple[ModelConfig, Params]:
@@ -67,16 +70,11 @@ def load_target(path: str | Path, dtype: str | None = None) -> tuple[ModelConfig
     hf = read_config(path)
     cfg = ModelConfig.from_hf(hf)
     dt = resolve_dtype(dtype, hf)
-    tensors = read_tensors(path)
-    params: Params = {
-        "embed": tensors.pop("model.embed_tokens.weight").astype(dt),
-        "norm": tensors.pop("model.norm.weight").astype(dt),
-        "layers": _stacked_layers(tensors, "model.", cfg, dt),
-    }
+    ckpt = Checkpoint(path)
+    params: Params = {"embed": ckpt.take("model.embed_tokens.weight", dt), "norm": ckpt.take("model.norm.weight", dt),
+                      "layers": _layers(ckpt, "model.", cfg, dt)}
     if not cfg.tie_word_embeddings:
-        if "lm_head.weight" not in tensors:
-            raise KeyError(f"{path}: tie_word_embeddings is false but lm_head.weight is missing")
-        params["lm_head"] = tensors.pop("lm_head.weight").astype(dt)
+        params["lm_head"] = ckpt.take("lm_head.weight", dt)
     return cfg, params
 
 
@@ -87,14 +85,10 @@ def load_draft(path: str | Path, dtype: str | None = None) -> tuple[DraftConfig,
         raise ValueError(f"{path} is not a DFlash draft (architectures={hf.get('architectures')})")
     dcfg = DraftConfig.from_hf(hf)
     dt = resolve_dtype(dtype, hf)
-    tensors = read_tensors(path)
-    prefix = "model." if "model.fc.weight" in tensors else ""
-    params: Params = {
-        "fc": tensors.pop(prefix + "fc.weight").astype(dt),
-        "hidden_norm": tensors.pop(prefix + "hidden_norm.weight").astype(dt),
-        "norm": tensors.pop(prefix + "norm.weight").astype(dt),
-        "layers": _stacked_layers(tensors, prefix, dcfg.layers, dt),
-    }
+    ckpt = Checkpoint(path)
+    prefix = "model." if "model.fc.weight" in ckpt else ""
+    params: Params = {name: ckpt.take(f"{prefix}{name}.weight", dt) for name in ("fc", "hidden_norm", "norm")}
+    params["layers"] = _layers(ckpt, prefix, dcfg.layers, dt)
     expected = (dcfg.layers.hidden_size, len(dcfg.target_layer_ids) * dcfg.layers.hidden_size)
     if tuple(params["fc"].shape) != expected:
         raise ValueError(f"fc.weight has shape {tuple(params['fc'].shape)}, expected {expected} "

@@ -1,0 +1,276 @@
+"""Decode loops at batch size 1: the AR baseline and DFlash speculative decoding, greedy or sampled.
+
+One DFlash step (the loop of `Decoder._dflash`):
+    draft   write the pending context K/V (taps of the tokens committed last step), propose d1..dK from
+            the block [anchor, MASK...] at positions s..
+    verify  the target runs [anchor, d1..dK] at positions s..s+K; picks t_i at each row (argmax, or a sample)
+    accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); s += n+1;
+            the new anchor is t_n; the new pending context is the K+1 verify taps (rows > n are never read)
+Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule.
+The token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the same
+samples from (numerically) the same distributions.
+
+Static shapes: caches have a fixed length (max_model_len plus one draft block of slack for the last verify, rounded up
+to a multiple of 128), prompts are padded to bucket sizes, positions and temperature are traced scalars: each
+(model, K) step compiles once, each prefill once per bucket, and nothing recompiles as the sequence grows.
+Timing syncs through `jax.block_until_ready` and host reads; compiles run before the clock, reported apart.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.engines.jax import draft as D
+from benchmarks.engines.jax import model as M
+
+
+def pick(logits: jax.Array, positions: jax.Array, key: jax.Array, temperature: jax.Array) -> jax.Array:
+    """Next token after each row of logits [T, V]: argmax at temperature 0, else a sample keyed by row position."""
+    def sample(logits):
+        keys = jax.vmap(lambda p: jax.random.fold_in(key, p))(positions)
+        return jax.vmap(jax.random.categorical)(keys, logits / temperature).astype(jnp.int32)
+
+    return jax.lax.cond(temperature > 0, sample, lambda x: jnp.argmax(x, axis=-1).astype(jnp.int32), logits)
+
+
+@partial(jax.jit, static_argnames=("cfg",), donate_argnames=("cache",))
+def prefill_step(params, tokens, length, cache, key, temperature, *, cfg):
+    """AR prefill of a prompt padded to a bucket: the first generated token and the cache."""
+    logits, _, cache = M.prefill(params, tokens, length, cache, cfg=cfg)
+    return pick(logits[None], (length - 1)[None], key, temperature)[0], cache
+
+
+@partial(jax.jit, static_argnames=("cfg",), donate_argnames=("cache",))
+def ar_step(params, token, pos, cache, key, temperature, *, cfg):
+    """One AR step: the token at position pos in, the token at pos+1 out."""
+    logits, _, cache = M.forward(params, token[None], pos, cache, cfg=cfg)
+    return pick(logits, pos[None], key, temperature)[0], cache
+
+
+@partial(jax.jit, static_argnames=("tcfg", "dcfg"), donate_argnames=("tcache", "dcache"))
+def dflash_prefill_step(tparams, dparams, tokens, length, tcache, dcache, key, temperature, *, tcfg, dcfg):
+    """Target prefill with taps, then the prompt's context K/V into the draft cache: the first token and caches."""
+    logits, taps, tcache = M.prefill(tparams, tokens, length, tcache, cfg=tcfg, tap_ids=dcfg.target_layer_ids)
+    dcache = D.prefill_context(dparams, taps, dcache, dcfg)
+    return pick(logits[None], (length - 1)[None], key, temperature)[0], tcache, dcache
+
+
+def _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries):
+    drafts, dcache = D.propose(dparams, tparams, dcache, pending, pending_start, anchor, s, dcfg, tcfg, num_queries)
+    return drafts[:k], dcache
+
+
+def _verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg, tap_ids):
+    tokens = jnp.concatenate([anchor[None], drafts])
+    logits, taps, tcache = M.forward(tparams, tokens, s, tcache, cfg=tcfg, tap_ids=tap_ids)
+    picked = pick(logits, s + jnp.arange(tokens.shape[0], dtype=jnp.int32), key, temperature)
+    n = jnp.sum(jnp.cumprod(drafts == picked[:-1]))
+    return n, picked, taps, tcache
+
+
+draft_step = jax.jit(_draft, static_argnames=("dcfg", "tcfg", "k", "num_queries"), donate_argnames=("dcache",))
+verify_step = jax.jit(_verify, static_argnames=("tcfg", "tap_ids"), donate_argnames=("tcache",))
+
+
+@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries"), donate_argnames=("tcache", "dcache"))
+def spec_step(tparams, dparams, pending, pending_start, anchor, s, tcache, dcache, key, temperature, *,
+              dcfg, tcfg, k, num_queries):
+    """Draft + verify + accept fused in one call: (n accepted, picked [K+1], taps [K+1, n*H], caches)."""
+    drafts, dcache = _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries)
+    n, picked, taps, tcache = _verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg,
+                                      dcfg.target_layer_ids)
+    return n, picked, taps, tcache, dcache
+
+
+def cache_length(max_model_len: int, slack: int) -> int:
+    """Cache rows: the token budget plus slack for the last verify, rounded up to a multiple of 128."""
+    return -(-(max_model_len + slack) // 128) * 128
+
+
+def buckets(cache_len: int, smallest: int = 32) -> list[int]:
+    """Prefill lengths: powers of two below the cache length, then the cache length."""
+    out = [smallest]
+    while out[-1] * 2 < cache_len:
+        out.append(out[-1] * 2)
+    return [b for b in out if b < cache_len] + [cache_len]
+
+
+@dataclass(frozen=True)
+class Request:
+    tokens: jax.Array  # the prompt padded to a bucket
+    length: jax.Array
+    key: jax.Array
+    temperature: jax.Array
+
+
+@dataclass
+class Generation:
+    """One request's result. Its clock starts once the padded prompt is on the device and every function it needs
+    is compiled; ttft_s and last_token_s are the times the first and last tokens reached the host."""
+
+    tokens: list[int]
+    ttft_s: float
+    last_token_s: float
+    accept_lengths: list[int] | None
+    compile_s: float  # compiles triggered by this request, run before its clock started
+    bucket: int
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+
+class Decoder:
+    """Owns the parameters and preallocated caches of one loaded (target[, draft], K) and runs requests.
+
+    max_model_len bounds prompt + output tokens; the caches hold one draft block more, for the last verify.
+    """
+
+    def __init__(self, tcfg: M.ModelConfig, tparams: M.Params, max_model_len: int, dtype: Any,
+                 dcfg: D.DraftConfig | None = None, dparams: M.Params | None = None, k: int = 0,
+                 num_queries: int | None = None) -> None:
+        self.tcfg, self.tparams, self.dcfg, self.dparams = tcfg, tparams, dcfg, dparams
+        self.max_model_len, self.k = max_model_len, k
+        if dcfg is not None:
+            if not 1 <= k <= dcfg.block_size - 1:
+                raise ValueError(f"K={k} must be in 1..block_size-1 = {dcfg.block_size - 1}")
+            if max(dcfg.target_layer_ids) >= tcfg.num_layers:
+                raise ValueError(f"target_layer_ids {dcfg.target_layer_ids} exceed the target's "
+                                 f"{tcfg.num_layers} layers")
+            self.num_queries = num_queries or dcfg.block_size
+            if not k + 1 <= self.num_queries <= dcfg.block_size:
+                raise ValueError(f"draft queries {self.num_queries} must be in K+1..block_size")
+        cache_len = cache_length(max_model_len, dcfg.block_size if dcfg else 1)
+        self.tcache = M.init_cache(tcfg, cache_len, dtype)
+        self.dcache = M.init_cache(dcfg.layers, cache_len, dtype) if dcfg else None
+        self.buckets = buckets(cache_len)
+        self._warm: set[tuple] = set()
+
+    @property
+    def speculative(self) -> bool:
+        return self.dcfg is not None
+
+    def generate(self, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
+                 eos_ids: tuple[int, ...] = (), breakdown: bool = False) -> Generation:
+        p = len(prompt)
+        if not 0 < p < self.max_model_len:
+            raise ValueError(f"prompt of {p} tokens does not fit max_model_len={self.max_model_len}")
+        limit = min(max_new_tokens, self.max_model_len - p)
+        bucket = next(b for b in self.buckets if b >= p)
+        tokens = np.zeros(bucket, np.int32)
+        tokens[:p] = prompt
+        req = Request(jnp.asarray(tokens), jnp.int32(p), jax.random.key(seed), jnp.float32(temperature))
+        compile_s = self._compile(req, breakdown)
+        if self.speculative:
+            return self._dflash(req, limit, set(eos_ids), breakdown, compile_s)
+        return self._ar(req, limit, set(eos_ids), compile_s)
+
+    def _prefill(self, req: Request) -> jax.Array:
+        """Prefill the target (and, for DFlash, the draft's context); returns the first token, on device."""
+        if self.speculative:
+            first, self.tcache, self.dcache = dflash_prefill_step(
+                self.tparams, self.dparams, req.tokens, req.length, self.tcache, self.dcache, req.key,
+                req.temperature, tcfg=self.tcfg, dcfg=self.dcfg)
+        else:
+            first, self.tcache = prefill_step(self.tparams, req.tokens, req.length, self.tcache, req.key,
+                                              req.temperature, cfg=self.tcfg)
+        return first
+
+    def _ar(self, req: Request, limit: int, eos: set[int], compile_s: float) -> Generation:
+        t0 = time.perf_counter()
+        token = self._prefill(req)
+        out = [int(token)]
+        ttft = time.perf_counter() - t0
+        pos = int(req.length)
+        while len(out) < limit and out[-1] not in eos:
+            token, self.tcache = ar_step(self.tparams, token, jnp.int32(pos), self.tcache, req.key, req.temperature,
+                                         cfg=self.tcfg)
+            out.append(int(token))
+            pos += 1
+        return Generation(out, ttft, time.perf_counter() - t0, None, compile_s, len(req.tokens))
+
+    def _dflash(self, req: Request, limit: int, eos: set[int], breakdown: bool, compile_s: float) -> Generation:
+        t0 = time.perf_counter()
+        first = self._prefill(req)
+        out = [int(first)]
+        ttft = time.perf_counter() - t0
+        s = int(req.length)  # position of the anchor: the last committed token, not yet seen by the target
+        anchor, pending, pending_start = first, self._no_context(), s
+        accepted: list[int] = []
+        times = dict.fromkeys(("draft_s", "verify_s", "host_s"), 0.0)
+        done = out[-1] in eos
+        while len(out) < limit and not done:
+            if breakdown:
+                n, picked, pending = self._step_timed(req, pending, pending_start, anchor, s, times)
+            else:
+                n, picked, pending, self.tcache, self.dcache = spec_step(
+                    self.tparams, self.dparams, pending, jnp.int32(pending_start), anchor, jnp.int32(s), self.tcache,
+                    self.dcache, req.key, req.temperature, dcfg=self.dcfg, tcfg=self.tcfg, k=self.k,
+                    num_queries=self.num_queries)
+            t_host = time.perf_counter()
+            n, committed = jax.device_get((n, picked))
+            n = int(n)
+            accepted.append(n)
+            new = [int(x) for x in committed[: n + 1]]
+            out.extend(new)
+            done = not eos.isdisjoint(new)
+            anchor, pending_start, s = jnp.int32(new[-1]), s, s + n + 1
+            times["host_s"] += time.perf_counter() - t_host
+        return Generation(_truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
+                          len(req.tokens), times if breakdown else {})
+
+    def _no_context(self) -> jax.Array:
+        """Pending taps for the first step: zeros at positions >= the anchor's, which the draft never reads."""
+        width = len(self.dcfg.target_layer_ids) * self.tcfg.hidden_size
+        return jnp.zeros((self.k + 1, width), self.tcache["k"][0].dtype)
+
+    def _step_timed(self, req: Request, pending: jax.Array, pending_start: int, anchor: jax.Array, s: int,
+                    times: dict[str, float]) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """One DFlash step as two synchronised calls, adding their times into `times`."""
+        t = time.perf_counter()
+        drafts, self.dcache = jax.block_until_ready(draft_step(
+            self.dparams, self.tparams, pending, jnp.int32(pending_start), anchor, jnp.int32(s), self.dcache,
+            dcfg=self.dcfg, tcfg=self.tcfg, k=self.k, num_queries=self.num_queries))
+        t_draft = time.perf_counter()
+        n, picked, pending, self.tcache = jax.block_until_ready(verify_step(
+            self.tparams, anchor, drafts, jnp.int32(s), self.tcache, req.key, req.temperature, tcfg=self.tcfg,
+            tap_ids=self.dcfg.target_layer_ids))
+        times["draft_s"] += t_draft - t
+        times["verify_s"] += time.perf_counter() - t_draft
+        return n, picked, pending
+
+    def _compile(self, req: Request, breakdown: bool) -> float:
+        """Run each function this request needs once on its shapes, unless done before; returns the seconds spent.
+
+        Warm-up writes land at positions that a request rewrites before reading them (see model.py), so the live
+        caches serve as scratch.
+        """
+        todo = [key for key in (("prefill", len(req.tokens)), ("step", breakdown)) if key not in self._warm]
+        t = time.perf_counter()
+        for key in todo:
+            if key[0] == "prefill":
+                jax.block_until_ready(self._prefill(req))
+            elif not self.speculative:
+                _, self.tcache = jax.block_until_ready(ar_step(
+                    self.tparams, jnp.int32(0), jnp.int32(0), self.tcache, req.key, req.temperature, cfg=self.tcfg))
+            elif breakdown:
+                self._step_timed(req, self._no_context(), 0, jnp.int32(0), 0, dict.fromkeys(
+                    ("draft_s", "verify_s"), 0.0))
+            else:
+                out = spec_step(self.tparams, self.dparams, self._no_context(), jnp.int32(0), jnp.int32(0),
+                                jnp.int32(0), self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
+                                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries)
+                _, _, _, self.tcache, self.dcache = jax.block_until_ready(out)
+            self._warm.add(key)
+        return time.perf_counter() - t if todo else 0.0
+
+
+def _truncate(tokens: list[int], limit: int, eos: set[int]) -> list[int]:
+    """Cut at the first EOS (kept) and at the token limit: a verify step can commit past either."""
+    for i, t in enumerate(tokens[:limit]):
+        if t in eos:
+            return tokens[: i + 1]
+    return tokens[:limit]

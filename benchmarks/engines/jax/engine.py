@@ -1,0 +1,151 @@
+"""JaxEngine: the standalone JAX runner behind the harness's Engine protocol (methods baseline and dflash).
+
+Engine options (cell.engine_options):
+    dtype          "auto" (the checkpoint's), "float32", "bfloat16" or "float16"
+    max_model_len  prompt + output token budget; sizes the static KV caches (default 2048)
+    breakdown      time draft, verify and host work separately (default off: one fused call per step)
+    draft_queries  "block" (the released drafts' block_size, default) or "k+1" (what vLLM runs)
+    ignore_eos     generate exactly max_new_tokens (default off)
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import hardware
+from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+
+OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block", "ignore_eos": False}
+
+
+def resolve_checkpoint(name: str) -> Path:
+    """A local folder, or an HF hub id already in the local cache."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, allow_patterns=["*.json", "*.safetensors"]))
+    except Exception as err:
+        raise FileNotFoundError(f"{name!r} is neither a checkpoint folder nor a downloadable HF id: {err}") from err
+
+
+def eos_token_ids(path: Path) -> tuple[int, ...]:
+    """EOS ids from generation_config.json and config.json (either may hold an int or a list)."""
+    ids: list[int] = []
+    for name in ("generation_config.json", "config.json"):
+        f = path / name
+        if f.exists():
+            eos = json.loads(f.read_text()).get("eos_token_id")
+            ids += [eos] if isinstance(eos, int) else list(eos or [])
+    return tuple(dict.fromkeys(ids))
+
+
+def read_bytes(params: dict[str, Any], tied: bool) -> int:
+    """Weight bytes one target forward reads: an untied input embedding is gathered row by row, not read whole."""
+    total = hardware.weight_bytes(params)
+    return total if tied else total - hardware.weight_bytes(params["embed"])
+
+
+class JaxEngine:
+    """The Engine protocol over decode.Decoder: one loaded (target[, draft], K) at a time, batch size 1."""
+
+    name = "jax"
+
+    def __init__(self) -> None:
+        self.decoder: Any = None
+        self.opts: dict[str, Any] = dict(OPTIONS)
+        self.eos: tuple[int, ...] = ()
+        self.floor_s: float | None = None
+        self.weight_bytes = 0
+        self._accepts: list[int] = []
+        self._info: dict[str, Any] = {}
+
+    def load(self, cell: Cell) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        from benchmarks.engines.jax.decode import Decoder
+        from benchmarks.engines.jax.loader import load_draft, load_target, resolve_dtype
+
+        if cell.method in ("eagle3", "ngram"):
+            raise ValueError(f"the JAX engine runs baseline and dflash; run {cell.method} with the vllm engine")
+        if cell.method not in ("baseline", "dflash"):
+            raise ValueError(f"unknown method {cell.method!r}")
+        unknown = set(cell.engine_options) - set(OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown JAX engine options {sorted(unknown)}; known: {sorted(OPTIONS)}")
+        opts = OPTIONS | cell.engine_options
+        if opts["draft_queries"] not in ("block", "k+1"):
+            raise ValueError("draft_queries must be 'block' or 'k+1'")
+
+        t0 = time.perf_counter()
+        target_path = resolve_checkpoint(cell.target)
+        tcfg, tparams = load_target(target_path, opts["dtype"])
+        dtype = resolve_dtype(opts["dtype"], json.loads((target_path / "config.json").read_text()))
+        dcfg = dparams = None
+        if cell.method == "dflash":
+            if not cell.draft:
+                raise ValueError("method dflash needs a draft checkpoint")
+            dcfg, dparams = load_draft(resolve_checkpoint(cell.draft), jnp.dtype(dtype).name)
+            if dcfg.layers.hidden_size != tcfg.hidden_size:
+                raise ValueError(f"draft hidden size {dcfg.layers.hidden_size} != target's {tcfg.hidden_size}")
+        num_queries = cell.k + 1 if opts["draft_queries"] == "k+1" else None
+        self.decoder = Decoder(tcfg, tparams, int(opts["max_model_len"]), dtype, dcfg, dparams, cell.k, num_queries)
+        load_s = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        self.decoder.generate([0] * 4, 2, breakdown=bool(opts["breakdown"]))  # the smallest bucket and the step
+        warmup_s = time.perf_counter() - t0
+
+        self.opts, self._accepts = opts, []
+        self.eos = () if opts["ignore_eos"] else eos_token_ids(target_path)
+        nbytes = read_bytes(tparams, tcfg.tie_word_embeddings) + (hardware.weight_bytes(dparams) if dparams else 0)
+        hw = hardware.detect()
+        caches = [self.decoder.tcache] + ([self.decoder.dcache] if dparams else [])
+        applies, why = hardware.floor_applies(hw, nbytes + hardware.weight_bytes(caches))
+        self.floor_s = hardware.tpot_floor_s(nbytes, hw.bandwidth_bytes_per_s) if applies else None
+        self.weight_bytes = nbytes
+        self._info = {
+            "engine": "jax", "jax_version": jax.__version__, "platform": hw.platform, "device": hw.device,
+            "method": cell.method, "k": cell.k if dcfg else 0, "dtype": jnp.dtype(dtype).name,
+            "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
+            "draft_queries": self.decoder.num_queries if dcfg else None, "eos_token_ids": list(self.eos),
+            "weight_bytes_per_step": nbytes, "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s,
+            "bandwidth_source": hw.bandwidth_source, "step_floor_s": self.floor_s, "floor_note": why,
+            "load_s": load_s, "warmup_s": warmup_s,
+        }
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
+        if self.decoder is None:
+            raise RuntimeError("load() a cell first")
+        g = self.decoder.generate(prompt_ids, params.max_new_tokens, params.temperature, params.seed, self.eos,
+                                  breakdown=bool(self.opts["breakdown"]))
+        steps = len(g.accept_lengths) if g.accept_lengths is not None else len(g.tokens) - 1
+        extra: dict[str, Any] = {"compile_s": g.compile_s, "prefill_bucket": g.bucket, "decode_steps": steps,
+                                 "step_floor_s": self.floor_s}
+        if steps > 0:
+            step_s = (g.last_token_s - g.ttft_s) / steps
+            extra |= {"step_s": step_s, "achieved_bytes_per_s": self.weight_bytes / step_s}
+            error = hardware.timing_error(step_s, self.floor_s) if self.floor_s else None
+            if error:
+                extra["timing_error"] = error
+        extra |= g.breakdown
+        if g.accept_lengths is not None:
+            self._accepts += g.accept_lengths
+        return RequestRecord(g.tokens, g.ttft_s, g.last_token_s, g.accept_lengths, extra)
+
+    def spec_counters(self) -> SpecCounters | None:
+        if self.decoder is None or not self.decoder.speculative:
+            return None
+        return SpecCounters.from_accept_lengths(self._accepts, self.decoder.k)
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    def close(self) -> None:
+        self.decoder = None
+        self._accepts = []

