@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import metrics
+
 # Peak memory bandwidth in GB/s, matched as case-insensitive substrings of the device name (first match wins).
 HBM_GBS: list[tuple[str, float]] = [
     ("TPU v5 lite", 819.0),  # v5e, as JAX names it; cloud.google.com/tpu/docs/v5e: 819 GBps HBM
@@ -55,19 +57,10 @@ def device_name() -> str:
     import jax
 
     if platform_name() == "cpu":
-        import platform
+        from benchmarks.provenance import cpu_name
 
-        return _cpu_model() or platform.processor() or platform.machine()
+        return cpu_name()
     return jax.devices()[0].device_kind
-
-
-def _cpu_model() -> str | None:
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return None
 
 
 def detect() -> Hardware:
@@ -124,11 +117,6 @@ def weight_bytes(params: Any) -> int:
     return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params)))
 
 
-def tpot_floor_s(nbytes: float, bandwidth: float) -> float:
-    """The fastest a step that reads nbytes can run at `bandwidth` bytes/s."""
-    return nbytes / bandwidth
-
-
 def floor_applies(hw: Hardware, working_set_bytes: float) -> tuple[bool, str]:
     """Whether the DRAM/HBM floor binds: not when the bandwidth is unknown or a CPU cache holds the working set."""
     if hw.bandwidth_bytes_per_s is None:
@@ -141,7 +129,7 @@ def floor_applies(hw: Hardware, working_set_bytes: float) -> tuple[bool, str]:
 
 def timing_error(step_s: float, floor_s: float) -> str | None:
     """A message when a measured step time is below the physical floor (a timing bug), else None."""
-    if step_s < floor_s:
+    if metrics.below_floor(step_s * 1e3, floor_s * 1e3):
         return (f"timing error: step time {step_s * 1e3:.3f} ms is below the memory-bandwidth floor "
                 f"{floor_s * 1e3:.3f} ms; the clock is not measuring the work")
     return None

@@ -11,7 +11,7 @@ jax = pytest.importorskip("jax")
 torch = pytest.importorskip("torch")
 import jax.numpy as jnp  # noqa: E402
 
-from benchmarks import hardware  # noqa: E402
+from benchmarks import hardware, metrics  # noqa: E402
 from benchmarks.engines.jax import draft as D  # noqa: E402
 from benchmarks.engines.jax import model as M  # noqa: E402
 from benchmarks.engines.jax.loader import load_draft, load_target  # noqa: E402
@@ -181,7 +181,7 @@ def test_hardware_floor():
     assert hardware.bandwidth_bytes_per_s("tpu", "TPU v5") == 2765e9
     assert hardware.bandwidth_bytes_per_s("gpu", "NVIDIA H100 80GB HBM3") == 3350e9
     assert hardware.bandwidth_bytes_per_s("gpu", "NVIDIA H200") == 4800e9
-    floor = hardware.tpot_floor_s(8e9, 2765e9)
+    floor = metrics.tpot_floor_ms(8e9, 2765e9) / 1e3
     assert floor == pytest.approx(2.893e-3, rel=1e-3)
     assert hardware.timing_error(1.31e-3, floor) is not None  # the published v5p forward time is impossible
     assert hardware.timing_error(3e-3, floor) is None

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import hardware
+from benchmarks import hardware, metrics
 from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block", "ignore_eos": False}
@@ -107,7 +107,7 @@ class JaxEngine:
         hw = hardware.detect()
         caches = [self.decoder.tcache] + ([self.decoder.dcache] if dparams else [])
         applies, why = hardware.floor_applies(hw, nbytes + hardware.weight_bytes(caches))
-        self.floor_s = hardware.tpot_floor_s(nbytes, hw.bandwidth_bytes_per_s) if applies else None
+        self.floor_s = metrics.tpot_floor_ms(nbytes, hw.bandwidth_bytes_per_s) / 1e3 if applies else None
         self.weight_bytes = nbytes
         self._info = {
             "engine": "jax", "jax_version": jax.__version__, "platform": hw.platform, "device": hw.device,
