@@ -31,7 +31,8 @@ MATRIX_KEYS = {
     "num_prompts": "int >= 1 (measured prompts per dataset)",
     "warmup_prompts": "int >= 0 (extra prompts run first and excluded from every figure)",
     "seed": "int (prompt subset and sampling)",
-    "engine_options": "mapping passed to the engine (max_model_len, enforce_eager, tensor_parallel_size, dtype, ...)",
+    "engine_options": "mapping passed to every engine (max_model_len, dtype, ...), with per-engine sub-mappings "
+                      "'vllm: {enforce_eager, tensor_parallel_size, ...}' and 'jax: {breakdown, ...}'",
     "block_size": "int, the DFlash draft's block size (read from a local draft's config.json when omitted)",
 }
 # A preset supplies models and defaults; any matrix key but these may appear in one.
@@ -120,7 +121,11 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     for key in ("engine_options", "drafts"):
         if not isinstance(raw.get(key) or {}, dict):
             raise _fail(source, key, "expected a mapping")
-    merged_options = {**preset.get("engine_options", {}), **(raw.get("engine_options") or {})}
+    preset_options, own_options = preset.get("engine_options", {}), raw.get("engine_options") or {}
+    merged_options = {**preset_options, **own_options}
+    for e in ENGINES:
+        if isinstance(preset_options.get(e), dict) and isinstance(own_options.get(e), dict):
+            merged_options[e] = {**preset_options[e], **own_options[e]}
     merged = {**{k: v for k, v in preset.items() if k != "description"}, **raw, "engine_options": merged_options}
     merged["drafts"] = {**preset.get("drafts", {}), **(raw.get("drafts") or {})}
 
@@ -163,6 +168,9 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
             raise _fail(source, "temperature", f"expected a float >= 0, got {t!r}")
 
     options = merged["engine_options"]
+    for e in ENGINES:
+        if not isinstance(options.get(e) or {}, dict):
+            raise _fail(source, "engine_options", f"'{e}' must be a mapping of {e}-only options")
     name = merged.get("name") or Path(source).stem
     return Matrix(
         name=str(name),

@@ -1,8 +1,16 @@
 """Expand a validated matrix into cells: engine × temperature × (baseline, method × K)."""
 from __future__ import annotations
 
+from typing import Any
+
 from benchmarks.config import Matrix
-from benchmarks.records import Cell
+from benchmarks.records import ENGINES, Cell
+
+
+def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Shared engine options plus the engine's own sub-mapping (e.g. `vllm: {enforce_eager: true}`)."""
+    shared = {k: v for k, v in options.items() if k not in ENGINES}
+    return {**shared, **(options.get(engine) or {})}
 
 
 def expand(m: Matrix) -> list[Cell]:
@@ -12,7 +20,8 @@ def expand(m: Matrix) -> list[Cell]:
     for engine in m.engines:
         for temperature in m.temperatures:
             common = dict(engine=engine, target=m.target, temperature=temperature,
-                          max_new_tokens=m.max_new_tokens, seed=m.seed, engine_options=dict(m.engine_options))
+                          max_new_tokens=m.max_new_tokens, seed=m.seed,
+                          engine_options=options_for(engine, m.engine_options))
             if "baseline" in m.methods:
                 cells.append(Cell(method="baseline", draft=None, k=0, **common))
             for method in m.methods:

@@ -91,3 +91,21 @@ def test_published_matrices_match_published_conditions():
     assert full.temperatures == [0.0] and full.drafts["dflash"] == "z-lab/Qwen3-4B-DFlash-b16"
     llama = load_matrix(ROOT / "configs/matrices/llama-eagle3.yaml")
     assert llama.k == {"dflash": [10], "eagle3": [2]}
+
+
+def test_engine_options_shared_and_per_engine():
+    m = parse_matrix({**BASE, "engine": ["vllm", "jax"], "methods": ["baseline"],
+                      "engine_options": {"max_model_len": 512, "vllm": {"enforce_eager": True},
+                                         "jax": {"breakdown": True}}})
+    opts = {c.engine: c.engine_options for c in expand(m)}
+    assert opts == {"vllm": {"max_model_len": 512, "enforce_eager": True},
+                    "jax": {"max_model_len": 512, "breakdown": True}}
+    with pytest.raises(ConfigError, match="'jax' must be a mapping"):
+        parse_matrix({**BASE, "engine_options": {"jax": 3}})
+
+
+def test_preset_engine_options_merge_per_engine():
+    m = parse_matrix({"preset": "tiny", "datasets": ["humaneval"],
+                      "engine_options": {"vllm": {"max_num_seqs": 1}}})
+    assert m.engine_options["vllm"] == {"enforce_eager": True, "max_num_seqs": 1}
+    assert m.engine_options["max_model_len"] == 1024
