@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import sys
 import time
 import traceback
@@ -27,6 +28,7 @@ from benchmarks.metrics import tpot_ms
 from benchmarks.records import Cell, SamplingParams
 from benchmarks.store import RUNS_DIR, RunStore, point_latest
 
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 BUILTIN_MODELS = {"builtin:tiny-random": ROOT / ".cache" / "tiny-random"}
 
 
@@ -46,7 +48,11 @@ def materialize(ref: str | None) -> str | None:
             build_pair(root, seed=0)
             (root / "done").write_text("ok\n")
         return str(root / (part or "target"))
-    return resolve_model_ref(ref)
+    resolved = resolve_model_ref(ref)
+    if resolved == ref and not HUB_ID.fullmatch(ref):
+        raise ConfigError(f"model folder {ref!r} not found (relative paths are resolved from the repository root); "
+                          f"fix the path, or give a Hugging Face id such as Qwen/Qwen3-4B")
+    return resolved
 
 
 def load_tokenizer(target: str) -> Any:
@@ -68,7 +74,7 @@ def run_id_for(matrix: Matrix) -> str:
 
 def build_manifest(matrix: Matrix, cells: list[Cell], run_id: str) -> dict[str, Any]:
     models = {ref: provenance.model_fingerprint(materialize(ref) or "")
-              for ref in {matrix.target, *matrix.drafts.values()}}
+              for ref in {matrix.target, *(c.draft for c in cells if c.draft)}}
     return {
         "run_id": run_id,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
