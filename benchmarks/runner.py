@@ -49,7 +49,7 @@ def materialize(ref: str | None) -> str | None:
             (root / "done").write_text("ok\n")
         return str(root / (part or "target"))
     resolved = resolve_model_ref(ref)
-    if resolved == ref and not HUB_ID.fullmatch(ref):
+    if not Path(resolved).is_dir() and not HUB_ID.fullmatch(ref):
         raise ConfigError(f"model folder {ref!r} not found (relative paths are resolved from the repository root); "
                           f"fix the path, or give a Hugging Face id such as Qwen/Qwen3-4B")
     return resolved
