@@ -136,3 +136,13 @@ def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monke
 def test_run_id_is_stable_per_matrix_content(matrix):
     assert runner.run_id_for(matrix) == runner.run_id_for(matrix)
     assert runner.run_id_for(matrix).startswith("scripted-")
+
+
+def test_model_references():
+    from benchmarks.config import ConfigError
+
+    assert runner.materialize("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"  # a hub id is left to the engine
+    with pytest.raises(ConfigError, match="model folder 'models/absent/target' not found"):
+        runner.materialize("models/absent/target")
+    with pytest.raises(ConfigError, match="unknown builtin model"):
+        runner.materialize("builtin:nope/target")
