@@ -18,7 +18,7 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS))
 
-.PHONY: setup test bench matrix report figures kflat test-tpu-inference clean
+.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference clean
 
 setup:
 	@bash preparation/bootstrap.sh
@@ -37,6 +37,10 @@ report: setup
 
 figures: setup
 	$(PY) -m benchmarks.plots --published --run $(RUN) --out results/figures
+
+# Retrain the embedded tiny model set into models/tiny (about 20 min on 2 CPU cores).
+tiny-models: setup
+	$(PY) -m preparation.train_tiny --out models/tiny
 
 kflat: setup
 	$(PY) -m benchmarks.kflat $(KFLAT_ARGS)

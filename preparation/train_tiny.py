@@ -1,0 +1,432 @@
+"""Train the tiny model set shipped under models/tiny: a Qwen3 target, a DFlash draft and an EAGLE-3 draft.
+
+    python -m preparation.train_tiny --out models/tiny
+
+Corpus: the running Python's standard library sources (`stdlib_corpus`), present offline on every machine.
+Every function becomes one HumanEval-style chat sample: the user asks for a solution that passes the tests and
+shows the function's header and docstring in a fenced block; the assistant continues the code from there.
+
+Steps, all seeded and run with a fixed thread count (deterministic on one machine and torch build):
+1. byte-level BPE tokenizer with the chat template and <|MASK|> (`build_tokenizer`);
+2. the target, a Qwen3 LM trained on the packed chat samples (bf16 autocast), rounded to bf16 and saved;
+3. the target regenerates greedy continuations of held chat prompts: the drafts learn what it actually emits;
+4. the DFlash draft: random anchors in the generated part, block [x_a, MASK×15] at positions a..a+15 seeing the
+   context before a, labels x[a+k], CE weighted by exp(-(k-1)/γ), target embedding and LM head frozen;
+5. the EAGLE-3 draft: next-next-token prediction from fc(3 taps) and the next token's embedding, unrolled over
+   the K draft steps (training-time test) as vLLM chains them.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from preparation.tiny_models import (
+    TinyShape,
+    build_tokenizer,
+    default_target_layer_ids,
+    dflash_config,
+    eagle3_config,
+    save_target,
+    stdlib_corpus,
+)
+from preparation.train_models import DFlashDraft, Eagle3Draft, Qwen3Target, weighted_ce
+
+INSTRUCTION = "Write a solution that passes the tests."
+
+
+def user_message(code: str) -> str:
+    """The user turn of a HumanEval-style chat: the instruction and the code prefix in a fenced block."""
+    return f"{INSTRUCTION}\n```python\n{code}```"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seed: int = 0
+    threads: int = 1
+    shape: TinyShape = TinyShape(vocab_size=2048, num_taps=3, draft_layers=2)
+    eagle_layer_ids: tuple[int, ...] = (1, 3, 5)
+    continuation_chars: int = 1000
+    seq_len: int = 512
+    target_batch: int = 8
+    target_steps: int = 480
+    target_lr: float = 3e-3
+    compile_target: bool = True
+    regen_prompts: int = 768
+    regen_batch: int = 64
+    regen_new_tokens: int = 256
+    dflash_steps: int = 500
+    dflash_batch: int = 8
+    dflash_anchors: int = 32
+    dflash_lr: float = 3e-3
+    gamma: float = 7.0
+    eagle_steps: int = 200
+    eagle_batch: int = 4
+    eagle_unroll: int = 3
+    eagle_lr: float = 2e-3
+
+
+def scaled(cfg: TrainConfig, factor: float) -> TrainConfig:
+    """The same recipe with every step and prompt count multiplied by `factor` (at least 2 each)."""
+    counts = ("target_steps", "regen_prompts", "dflash_steps", "eagle_steps")
+    return replace(cfg, **{k: max(2, round(getattr(cfg, k) * factor)) for k in counts})
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+def _dedent(line: str, indent: int) -> str:
+    return line[min(indent, len(line) - len(line.lstrip(" "))):]
+
+
+def function_samples(texts: list[str], continuation_chars: int) -> list[tuple[str, str]]:
+    """(code prefix, continuation) per function: header (+docstring) dedented, then the following code.
+
+    Top-level functions carry the module's first import lines, as HumanEval prompts do. The continuation runs
+    past the function's end until `continuation_chars` (cut at a line end) or the end of the file.
+    """
+    out = []
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        lines = text.splitlines(keepends=True)
+        imports = [lines[n.lineno - 1] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                   and n.end_lineno == n.lineno][:2]
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+            has_doc = ast.get_docstring(node) is not None
+            head_end = node.body[0].end_lineno if has_doc else node.body[0].lineno - 1
+            indent = node.col_offset
+            prefix = "".join(_dedent(x, indent) for x in lines[start:head_end])
+            if indent == 0 and imports:
+                prefix = "".join(imports) + "\n\n" + prefix
+            cont: list[str] = []
+            size = 0
+            for x in lines[head_end:]:
+                if size >= continuation_chars:
+                    break
+                cont.append(_dedent(x, indent))
+                size += len(cont[-1])
+            if size >= continuation_chars // 4 and prefix.endswith("\n"):
+                out.append((prefix, "".join(cont)))
+    return out
+
+
+def chat_ids(tok, prefix: str, continuation: str | None = None) -> list[int]:
+    """Token ids of the chat prompt (ending with the assistant header), plus the assistant turn if given.
+
+    The turn is tokenized on its own, so that its first token starts right after the header exactly as in
+    generation (tokenized together, the header's newline would merge with the code's indentation).
+    """
+    messages = [{"role": "user", "content": user_message(prefix)}]
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    if continuation is None:
+        return ids
+    return ids + tok(continuation + "<|im_end|>\n", add_special_tokens=False)["input_ids"]
+
+
+# ----------------------------------------------------------------------------------------------- training
+
+
+def _schedule(step: int, steps: int, lr: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to 10 %."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _optimise(params: list[torch.nn.Parameter], steps: int, lr: float, loss_fn, label: str) -> list[float]:
+    """AdamW with warm-up/cosine and clipping; `loss_fn(step)` returns the loss. Returns the logged losses."""
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    losses = []
+    t0 = time.time()
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = _schedule(step, steps, lr, warmup=max(1, steps // 20))
+        loss = loss_fn(step)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if step % 25 == 0 or step == steps - 1:
+            print(f"{label} step {step}/{steps} loss {np.mean(losses[-25:]):.3f} ({time.time() - t0:.0f}s)", flush=True)
+    return losses
+
+
+def train_target(cfg: TrainConfig, model_cfg: dict, stream: list[int]) -> tuple[Qwen3Target, list[float]]:
+    """Causal LM on the packed token stream, rows of seq_len tokens in a seeded order."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model = Qwen3Target(model_cfg)
+    model.init_weights(gen)
+    data = torch.tensor(stream)
+    rows = data[: len(data) // (cfg.seq_len + 1) * (cfg.seq_len + 1)].view(-1, cfg.seq_len + 1)
+    order = torch.cat([torch.randperm(len(rows), generator=gen)
+                       for _ in range(math.ceil(cfg.target_steps * cfg.target_batch / len(rows)))])
+    print(f"target: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, {len(rows)} rows of "
+          f"{cfg.seq_len} tokens, {cfg.target_steps * cfg.target_batch / len(rows):.2f} epochs", flush=True)
+
+    def lm_loss(batch: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            hidden, _ = model(batch[:, :-1])
+            logits = model.lm_head(hidden)
+        return F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+
+    step_loss = torch.compile(lm_loss) if cfg.compile_target else lm_loss
+    losses = _optimise(list(model.parameters()), cfg.target_steps, cfg.target_lr,
+                       lambda step: step_loss(rows[order[step * cfg.target_batch:(step + 1) * cfg.target_batch]]),
+                       "target")
+    with torch.no_grad():  # ship bf16: train the drafts against exactly the shipped weights
+        for p in model.parameters():
+            p.copy_(p.bfloat16().float())
+    return model, losses
+
+
+def regenerate(model: Qwen3Target, prompts: list[list[int]], cfg: TrainConfig, eos: list[int],
+               pad: int) -> list[list[int]]:
+    """Greedy continuations by the (bf16-rounded, fp32-run) target, stopped after <|im_end|>: prompt + output."""
+    t0 = time.time()
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths share a batch
+    results: dict[int, list[int]] = {}
+    for start in range(0, len(order), cfg.regen_batch):
+        chunk = order[start:start + cfg.regen_batch]
+        for i, new in zip(chunk, model.generate([prompts[i] for i in chunk], cfg.regen_new_tokens, set(eos), pad)):
+            results[i] = prompts[i] + new
+        print(f"regenerate {len(results)}/{len(prompts)} ({time.time() - t0:.0f}s)", flush=True)
+    return [results[i] for i in range(len(prompts))]
+
+
+@torch.no_grad()
+def target_states(model: Qwen3Target, seqs: list[list[int]], layers: list[int], pad: int) -> list[torch.Tensor]:
+    """Per sequence [T, len(layers), H] bf16: the residual stream after `layers[i]` decoder layers."""
+    out = []
+    for i in range(0, len(seqs), 16):
+        chunk = seqs[i:i + 16]
+        width = max(len(s) for s in chunk)
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in chunk])
+        _, states = model(ids)
+        stacked = torch.stack([states[k] for k in layers], dim=2).bfloat16()
+        out += [stacked[j, :len(s)].clone() for j, s in enumerate(chunk)]
+    return out
+
+
+@dataclass
+class Regenerated:
+    seqs: list[list[int]]
+    prompt_lens: list[int]
+    states: list[torch.Tensor]  # [T, n, H] per sequence, layers as in `layers`
+    layers: list[int]
+
+    def batch(self, idx: list[int], layers: list[int], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-padded ids [B, T] and concatenated taps [B, T, len(layers)*H] (fp32)."""
+        sel = [self.layers.index(k) for k in layers]
+        width = max(len(self.seqs[i]) for i in idx)
+        ids = torch.full((len(idx), width), pad)
+        h = self.states[0].shape[-1]
+        taps = torch.zeros(len(idx), width, len(layers) * h)
+        for j, i in enumerate(idx):
+            n = len(self.seqs[i])
+            ids[j, :n] = torch.tensor(self.seqs[i])
+            taps[j, :n] = self.states[i][:, sel].float().reshape(n, -1)
+        return ids, taps
+
+
+def _init_draft(draft: torch.nn.Module, target: Qwen3Target, gen: torch.Generator) -> None:
+    """Normal(0, 0.02) matrices; the final norm starts as the target's, which feeds the same LM head."""
+    with torch.no_grad():
+        for p in draft.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02, generator=gen)
+        draft.norm.weight.copy_(target.model.norm.weight)
+
+
+def train_dflash(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: Regenerated, mask_id: int,
+                 pad: int) -> tuple[DFlashDraft, list[float]]:
+    """The DFlash objective of the notes on the regenerated sequences (anchors in the generated part)."""
+    shape = cfg.shape
+    tap_layers = [k + 1 for k in draft_cfg["dflash_config"]["target_layer_ids"]]
+    draft = DFlashDraft(draft_cfg, len(tap_layers))
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    _init_draft(draft, target, gen)
+    embed = target.model.embed_tokens.weight.detach()
+    s = shape.block_size
+    k = torch.arange(1, s)
+    k_weight = torch.exp(-(k - 1).float() / cfg.gamma)
+
+    def loss_fn(step: int) -> torch.Tensor:
+        idx = torch.randint(len(data.seqs), (cfg.dflash_batch,), generator=gen).tolist()
+        ids, taps = data.batch(idx, tap_layers, pad)
+        anchors = torch.zeros(len(idx), cfg.dflash_anchors, dtype=torch.long)
+        for j, i in enumerate(idx):
+            lo, hi = data.prompt_lens[i], len(data.seqs[i]) - 2  # anchor a needs label a+1 inside the sequence
+            anchors[j] = lo + torch.randint(hi - lo + 1, (cfg.dflash_anchors,), generator=gen)
+        lengths = torch.tensor([len(data.seqs[i]) for i in idx])
+        label_pos = anchors[:, :, None] + k  # [B, A, S-1]
+        valid = label_pos < lengths[:, None, None]
+        labels = torch.gather(ids, 1, label_pos.clamp(max=ids.shape[1] - 1).flatten(1)).view_as(label_pos)
+        block = torch.full((len(idx), cfg.dflash_anchors, s), mask_id)
+        block[:, :, 0] = torch.gather(ids, 1, anchors)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = draft(taps, F.embedding(block, embed), anchors)[:, :, 1:]
+            logits = out @ embed.t().to(out.dtype)
+        return weighted_ce(logits, labels, valid * k_weight)
+
+    losses = _optimise(list(draft.parameters()), cfg.dflash_steps, cfg.dflash_lr, loss_fn, "dflash")
+    return draft, losses
+
+
+def train_eagle3(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: Regenerated,
+                 pad: int) -> tuple[Eagle3Draft, list[float]]:
+    """Next-next-token prediction from the taps, unrolled over `eagle_unroll` draft steps, on generated labels."""
+    layers = list(cfg.eagle_layer_ids)
+    draft = Eagle3Draft(draft_cfg, len(layers))
+    gen = torch.Generator().manual_seed(cfg.seed + 2)
+    _init_draft(draft, target, gen)
+    embed = target.model.embed_tokens.weight.detach()
+    with torch.no_grad():
+        draft.lm_head.weight.copy_(embed)  # start from the target's (tied) head
+    n = cfg.eagle_unroll
+    step_weight = [0.8 ** j for j in range(n)]
+
+    def loss_fn(step: int) -> torch.Tensor:
+        idx = torch.randint(len(data.seqs), (cfg.eagle_batch,), generator=gen).tolist()
+        ids, taps = data.batch(idx, layers, pad)
+        b, t = ids.shape
+        lengths = torch.tensor([len(data.seqs[i]) for i in idx])
+        starts = torch.tensor([data.prompt_lens[i] for i in idx])
+        padded = torch.cat([ids, torch.full((b, n + 1), pad)], dim=1)
+        pos = torch.arange(t)
+        next_embeds = torch.stack([F.embedding(padded[:, 1 + j:1 + j + t], embed) for j in range(n)], dim=1)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = draft(taps, next_embeds, n)
+        loss = torch.zeros(())
+        for j in range(n):
+            label_pos = pos + 2 + j
+            valid = (label_pos[None] < lengths[:, None]) & (label_pos[None] >= starts[:, None])
+            loss = loss + step_weight[j] * weighted_ce(logits[j], padded[:, 2 + j:2 + j + t], valid.float())
+        return loss / sum(step_weight)
+
+    losses = _optimise(list(draft.parameters()), cfg.eagle_steps, cfg.eagle_lr, loss_fn, "eagle3")
+    return draft, losses
+
+
+# ----------------------------------------------------------------------------------------------- export
+
+
+def _save_bf16(out_dir: Path, config: dict | None, weights: dict[str, torch.Tensor]) -> None:
+    """Write bf16 safetensors (and config.json when given, with dtype bfloat16)."""
+    from safetensors.torch import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        config = {k: v for k, v in config.items() if k != "torch_dtype"} | {"dtype": "bfloat16"}
+        (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file({k: v.detach().to(torch.bfloat16).contiguous() for k, v in weights.items()},
+              str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+
+
+def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list[int]) -> None:
+    """HF Qwen3ForCausalLM checkpoint (`save_target`), then stored as bf16."""
+    state = {k: v.float().numpy() for k, v in model.state_dict().items()}
+    save_target(out_dir, cfg.shape, eos, cfg.seed, tie=True, state=state)
+    from safetensors.torch import load_file
+
+    weights = load_file(str(out_dir / "model.safetensors"))
+    config = json.loads((out_dir / "config.json").read_text())
+    config.pop("torch_dtype", None)
+    _save_bf16(out_dir, config, weights)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=TrainConfig.seed)
+    ap.add_argument("--threads", type=int, default=TrainConfig.threads,
+                    help="torch threads; fixed for determinism (1 is also the fastest on busy shared cores)")
+    ap.add_argument("--eager", action="store_true",
+                    help="train the target without torch.compile (no C++ toolchain; ~2x slower, other rounding)")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply every step and prompt count (a quick smoke run with e.g. 0.02)")
+    args = ap.parse_args(argv)
+    cfg = scaled(replace(TrainConfig(), seed=args.seed, threads=args.threads, compile_target=not args.eager),
+                 args.scale)
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    shape = cfg.shape
+    t_start = time.time()
+    times: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        times[name] = round(time.time() - t_start - sum(times.values()), 1)
+
+    paths = {name: args.out / name for name in ("target", "dflash", "eagle3")}
+    texts = stdlib_corpus()
+    tok = build_tokenizer(paths["target"], shape.vocab_size, texts)
+    eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
+    mask_id = tok.convert_tokens_to_ids("<|MASK|>")
+    samples = function_samples(texts, cfg.continuation_chars)
+    random.Random(cfg.seed).shuffle(samples)
+    held, train = samples[:cfg.regen_prompts], samples[cfg.regen_prompts:]
+    stream = [t for prefix, cont in train for t in chat_ids(tok, prefix, cont)]
+    lap("data")
+    print(f"{len(texts)} files, {len(samples)} samples, {len(stream)} training tokens", flush=True)
+
+    model_cfg = {k: v for k, v in asdict(shape).items()}
+    model_cfg |= {"num_hidden_layers": shape.num_layers, "num_attention_heads": shape.num_heads,
+                  "num_key_value_heads": shape.num_kv_heads}
+    target, target_losses = train_target(cfg, model_cfg, stream)
+    export_target(paths["target"], cfg, target, eos)
+    lap("target")
+
+    prompts = [chat_ids(tok, prefix) for prefix, _ in held]
+    seqs = regenerate(target, prompts, cfg, eos, tok.pad_token_id)
+    lap("regenerate")
+
+    dcfg = dflash_config(shape, mask_id)
+    state_layers = sorted({k + 1 for k in dcfg["dflash_config"]["target_layer_ids"]} | set(cfg.eagle_layer_ids))
+    data = Regenerated(seqs, [len(p) for p in prompts], target_states(target, seqs, state_layers, tok.pad_token_id),
+                       state_layers)
+    draft_cfg = model_cfg | {"num_hidden_layers": shape.draft_layers}
+    dflash, dflash_losses = train_dflash(cfg, draft_cfg | dcfg, target, data, mask_id, tok.pad_token_id)
+    _save_bf16(paths["dflash"], dcfg, dflash.state_dict())
+    lap("dflash")
+
+    ecfg = eagle3_config(shape)
+    ecfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(cfg.eagle_layer_ids)}
+    eagle, eagle_losses = train_eagle3(cfg, model_cfg | {"num_hidden_layers": 1}, target, data, tok.pad_token_id)
+    _save_bf16(paths["eagle3"], ecfg, eagle.state_dict())
+    lap("eagle3")
+
+    generated = [len(s) - len(p) for s, p in zip(seqs, prompts)]
+    report = {
+        "config": asdict(cfg),
+        "torch": torch.__version__,
+        "corpus": {"files": len(texts), "samples": len(samples), "training_tokens": len(stream),
+                   "regenerated": len(seqs), "mean_generated_tokens": float(np.mean(generated))},
+        "seconds": times | {"total": round(time.time() - t_start, 1)},
+        "final_loss": {"target": float(np.mean(target_losses[-25:])), "dflash": float(np.mean(dflash_losses[-25:])),
+                       "eagle3": float(np.mean(eagle_losses[-25:]))},
+        "dflash_target_layer_ids": default_target_layer_ids(shape.num_layers, shape.num_taps),
+    }
+    (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report["seconds"]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
