@@ -44,7 +44,11 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
     cells = manifest["cells"]
     groups = _group(records)
     rows = []
-    for (cid, dataset), kinds in sorted(groups.items(), key=lambda kv: (list(cells).index(kv[0][0]), kv[0][1])):
+    def order(key: tuple[str, str]) -> tuple:
+        c = cells[key[0]]
+        return c["engine"], c["temperature"], c["method"] != "baseline", c["method"], c["k"], key[1]
+
+    for (cid, dataset), kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):
         cell = cells[cid]
         reqs = sorted(kinds.get("request", []), key=lambda r: r["prompt_index"])
         tpots = [r["tpot_ms"] if r["tpot_ms"] is not None else math.nan for r in reqs]
