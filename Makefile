@@ -38,7 +38,7 @@ report: setup
 figures: setup
 	$(PY) -m benchmarks.plots --published --run $(RUN) --out results/figures
 
-# Retrain the embedded tiny model set into models/tiny (about 20 min on 2 CPU cores).
+# Retrain the embedded tiny model set into models/tiny (about 31 min on 2 CPU cores; one thread, seeded).
 tiny-models: setup
 	$(PY) -m preparation.train_tiny --out models/tiny
 

@@ -116,17 +116,20 @@ class Qwen3Layer(nn.Module):
         self.post_attention_layernorm = RMSNorm(h, eps)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None,
-                past: tuple[torch.Tensor, torch.Tensor] | None = None
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """Self-attention block (causal unless `mask` is given), appending to `past` K/V; returns (x, K/V)."""
+                cache: tuple[torch.Tensor, torch.Tensor] | None = None, start: int = 0) -> torch.Tensor:
+        """Self-attention block, causal unless `mask` is given. With `cache` (preallocated K/V buffers
+        [B, kv_heads, T_max, D]) the new K/V are written at `start` and the queries see the cache up to them."""
         a = self.self_attn
         h = self.input_layernorm(x)
         q = a.queries(h, cos, sin)
         k, v = a.keys_values(h, cos, sin)
-        if past is not None:
-            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        if cache is not None:
+            end = start + k.shape[2]
+            cache[0][:, :, start:end] = k
+            cache[1][:, :, start:end] = v
+            k, v = cache[0][:, :, :end], cache[1][:, :, :end]
         x = x + a.attend(q, k, v, mask=mask, causal=mask is None)
-        return x + self.mlp(self.post_attention_layernorm(x)), (k, v)
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class Qwen3Target(nn.Module):
@@ -159,7 +162,7 @@ class Qwen3Target(nn.Module):
         x = self.model.embed_tokens(ids)
         states = [x]
         for layer in self.model.layers:
-            x, _ = layer(x, cos, sin)
+            x = layer(x, cos, sin)
             states.append(x)
         return self.model.norm(x), states
 
@@ -167,34 +170,36 @@ class Qwen3Target(nn.Module):
     def generate(self, prompts: list[list[int]], max_new_tokens: int, eos: set[int], pad: int) -> list[list[int]]:
         """Greedy continuations (stopped after an `eos` token) of left-padded prompts, with a K/V cache."""
         b, width = len(prompts), max(len(p) for p in prompts)
+        total = width + max_new_tokens
         offset = torch.tensor([width - len(p) for p in prompts])
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
         positions = (torch.arange(width) - offset[:, None]).clamp(min=0)
-        valid = torch.arange(width)[None] >= offset[:, None]  # [B, W] real (not padding) keys
+        valid = torch.arange(total)[None] >= offset[:, None]  # [B, T_max]: real (not padding) keys
         # padding queries also see themselves, so that no attention row is empty
-        mask = (valid[:, None, :] & torch.tril(torch.ones(width, width, dtype=torch.bool))) | torch.eye(
+        mask = (valid[:, None, :width] & torch.tril(torch.ones(width, width, dtype=torch.bool))) | torch.eye(
             width, dtype=torch.bool)
-        x, caches = self.model.embed_tokens(ids), []
+        shape = (b, self.cfg["num_key_value_heads"], total, self.cfg["head_dim"])
+        caches = [(torch.zeros(shape), torch.zeros(shape)) for _ in self.model.layers]
+        x = self.model.embed_tokens(ids)
         cos, sin = self.rope.cos_sin(positions)
-        for layer in self.model.layers:
-            x, kv = layer(x, cos, sin, mask=mask[:, None])
-            caches.append(kv)
+        for layer, cache in zip(self.model.layers, caches):
+            x = layer(x, cos, sin, mask=mask[:, None], cache=cache)
         out: list[list[int]] = [[] for _ in prompts]
         done = torch.zeros(b, dtype=torch.bool)
         eos_ids = torch.tensor(sorted(eos))
-        for _ in range(max_new_tokens):
+        for step in range(max_new_tokens):
             nxt = self.lm_head(self.model.norm(x[:, -1])).argmax(-1)
             for i in (~done).nonzero().flatten().tolist():
                 out[i].append(int(nxt[i]))
             done |= torch.isin(nxt, eos_ids)
-            if bool(done.all()):
+            if bool(done.all()) or step == max_new_tokens - 1:
                 break
             positions = positions[:, -1:] + 1
-            valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool)], dim=1)
             cos, sin = self.rope.cos_sin(positions)
             x = self.model.embed_tokens(nxt[:, None])
-            for i, layer in enumerate(self.model.layers):
-                x, caches[i] = layer(x, cos, sin, mask=valid[:, None, None, :], past=caches[i])
+            step_mask = valid[:, None, None, :width + step + 1]
+            for layer, cache in zip(self.model.layers, caches):
+                x = layer(x, cos, sin, mask=step_mask, cache=cache, start=width + step)
         return out
 
 

@@ -9,7 +9,7 @@ shows the function's header and docstring in a fenced block; the assistant conti
 Steps, all seeded and run with a fixed thread count (deterministic on one machine and torch build):
 1. byte-level BPE tokenizer with the chat template and <|MASK|> (`build_tokenizer`);
 2. the target, a Qwen3 LM trained on the packed chat samples (bf16 autocast), rounded to bf16 and saved;
-3. the target regenerates greedy continuations of held chat prompts: the drafts learn what it actually emits;
+3. the target regenerates greedy continuations of the first chat prompts: the drafts learn what it actually emits;
 4. the DFlash draft: random anchors in the generated part, block [x_a, MASK×15] at positions a..a+15 seeing the
    context before a, labels x[a+k], CE weighted by exp(-(k-1)/γ), target embedding and LM head frozen;
 5. the EAGLE-3 draft: next-next-token prediction from fc(3 taps) and the next token's embedding, unrolled over
@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from preparation.tiny_models import (
     TinyShape,
     build_tokenizer,
-    default_target_layer_ids,
     dflash_config,
     eagle3_config,
     save_target,
@@ -61,13 +60,15 @@ class TrainConfig:
     target_batch: int = 8
     target_steps: int = 480
     target_lr: float = 3e-3
-    compile_target: bool = True
-    regen_prompts: int = 768
-    regen_batch: int = 64
-    regen_new_tokens: int = 256
-    dflash_steps: int = 500
-    dflash_batch: int = 8
-    dflash_anchors: int = 32
+    compile: bool = True
+    regen_prompts: int = 2048
+    regen_max_prompt_tokens: int = 384
+    regen_batch: int = 128
+    regen_new_tokens: int = 160
+    dflash_steps: int = 2500
+    dflash_layer_ids: tuple[int, ...] | None = None  # None: the reference rule (NOTES §1) for the target's depth
+    dflash_batch: int = 16
+    dflash_anchors: int = 16
     dflash_lr: float = 3e-3
     gamma: float = 7.0
     eagle_steps: int = 200
@@ -187,7 +188,7 @@ def train_target(cfg: TrainConfig, model_cfg: dict, stream: list[int]) -> tuple[
             logits = model.lm_head(hidden)
         return F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
 
-    step_loss = torch.compile(lm_loss) if cfg.compile_target else lm_loss
+    step_loss = torch.compile(lm_loss) if cfg.compile else lm_loss
     losses = _optimise(list(model.parameters()), cfg.target_steps, cfg.target_lr,
                        lambda step: step_loss(rows[order[step * cfg.target_batch:(step + 1) * cfg.target_batch]]),
                        "target")
@@ -232,10 +233,11 @@ class Regenerated:
     states: list[torch.Tensor]  # [T, n, H] per sequence, layers as in `layers`
     layers: list[int]
 
-    def batch(self, idx: list[int], layers: list[int], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Right-padded ids [B, T] and concatenated taps [B, T, len(layers)*H] (fp32)."""
+    def batch(self, idx: list[int], layers: list[int], pad: int, width: int | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids [B, T] and concatenated taps [B, T, len(layers)*H] (fp32), right-padded to `width` (default: longest)."""
         sel = [self.layers.index(k) for k in layers]
-        width = max(len(self.seqs[i]) for i in idx)
+        width = width or max(len(self.seqs[i]) for i in idx)
         ids = torch.full((len(idx), width), pad)
         h = self.states[0].shape[-1]
         taps = torch.zeros(len(idx), width, len(layers) * h)
@@ -255,6 +257,24 @@ def _init_draft(draft: torch.nn.Module, target: Qwen3Target, gen: torch.Generato
         draft.norm.weight.copy_(target.model.norm.weight)
 
 
+def _init_dflash_from_target(draft: DFlashDraft, target: Qwen3Target, tap_layers: list[int]) -> None:
+    """Start the draft layers as the target layers that follow the deepest tap, reading that tap.
+
+    fc starts as the identity on the deepest tap and hidden_norm as the input_layernorm of the target layer that
+    reads it, so the first draft layer's context K/V start as exactly that target layer's own K/V: its learned
+    attention (recency, copying) is there from step 0 instead of being rediscovered by a tiny draft.
+    """
+    h = target.cfg["hidden_size"]
+    first = max(tap_layers)
+    with torch.no_grad():
+        for i, layer in enumerate(draft.layers):
+            layer.load_state_dict(target.model.layers[min(first + i, len(target.model.layers) - 1)].state_dict())
+        draft.fc.weight.zero_()
+        col = tap_layers.index(first) * h
+        draft.fc.weight[:, col:col + h] = torch.eye(h)
+        draft.hidden_norm.weight.copy_(target.model.layers[first].input_layernorm.weight)
+
+
 def train_dflash(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: Regenerated, mask_id: int,
                  pad: int) -> tuple[DFlashDraft, list[float]]:
     """The DFlash objective of the notes on the regenerated sequences (anchors in the generated part)."""
@@ -263,14 +283,25 @@ def train_dflash(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: R
     draft = DFlashDraft(draft_cfg, len(tap_layers))
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     _init_draft(draft, target, gen)
+    _init_dflash_from_target(draft, target, tap_layers)
     embed = target.model.embed_tokens.weight.detach()
     s = shape.block_size
     k = torch.arange(1, s)
     k_weight = torch.exp(-(k - 1).float() / cfg.gamma)
+    width = max(len(x) for x in data.seqs)  # one static shape, so that the loss compiles once
+
+    def block_loss(taps: torch.Tensor, block: torch.Tensor, anchors: torch.Tensor, labels: torch.Tensor,
+                   weights: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = draft(taps, F.embedding(block, embed), anchors)[:, :, 1:]
+            logits = out @ embed.t().to(out.dtype)
+        return weighted_ce(logits, labels, weights)
+
+    step_loss = torch.compile(block_loss, dynamic=False) if cfg.compile else block_loss
 
     def loss_fn(step: int) -> torch.Tensor:
         idx = torch.randint(len(data.seqs), (cfg.dflash_batch,), generator=gen).tolist()
-        ids, taps = data.batch(idx, tap_layers, pad)
+        ids, taps = data.batch(idx, tap_layers, pad, width)
         anchors = torch.zeros(len(idx), cfg.dflash_anchors, dtype=torch.long)
         for j, i in enumerate(idx):
             lo, hi = data.prompt_lens[i], len(data.seqs[i]) - 2  # anchor a needs label a+1 inside the sequence
@@ -281,10 +312,7 @@ def train_dflash(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: R
         labels = torch.gather(ids, 1, label_pos.clamp(max=ids.shape[1] - 1).flatten(1)).view_as(label_pos)
         block = torch.full((len(idx), cfg.dflash_anchors, s), mask_id)
         block[:, :, 0] = torch.gather(ids, 1, anchors)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = draft(taps, F.embedding(block, embed), anchors)[:, :, 1:]
-            logits = out @ embed.t().to(out.dtype)
-        return weighted_ce(logits, labels, valid * k_weight)
+        return step_loss(taps, block, anchors, labels, valid * k_weight)
 
     losses = _optimise(list(draft.parameters()), cfg.dflash_steps, cfg.dflash_lr, loss_fn, "dflash")
     return draft, losses
@@ -359,11 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=TrainConfig.threads,
                     help="torch threads; fixed for determinism (1 is also the fastest on busy shared cores)")
     ap.add_argument("--eager", action="store_true",
-                    help="train the target without torch.compile (no C++ toolchain; ~2x slower, other rounding)")
+                    help="train without torch.compile (no C++ toolchain; slower, and other rounding)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply every step and prompt count (a quick smoke run with e.g. 0.02)")
     args = ap.parse_args(argv)
-    cfg = scaled(replace(TrainConfig(), seed=args.seed, threads=args.threads, compile_target=not args.eager),
+    cfg = scaled(replace(TrainConfig(), seed=args.seed, threads=args.threads, compile=not args.eager),
                  args.scale)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -381,23 +409,25 @@ def main(argv: list[str] | None = None) -> int:
     mask_id = tok.convert_tokens_to_ids("<|MASK|>")
     samples = function_samples(texts, cfg.continuation_chars)
     random.Random(cfg.seed).shuffle(samples)
-    held, train = samples[:cfg.regen_prompts], samples[cfg.regen_prompts:]
-    stream = [t for prefix, cont in train for t in chat_ids(tok, prefix, cont)]
+    stream = [t for prefix, cont in samples for t in chat_ids(tok, prefix, cont)]
+    # the drafts learn the target's own continuations of these prompts (HumanEval itself is not in the corpus)
+    prompts = [ids for ids in (chat_ids(tok, prefix) for prefix, _ in samples[:cfg.regen_prompts])
+               if len(ids) <= cfg.regen_max_prompt_tokens]
     lap("data")
     print(f"{len(texts)} files, {len(samples)} samples, {len(stream)} training tokens", flush=True)
 
-    model_cfg = {k: v for k, v in asdict(shape).items()}
-    model_cfg |= {"num_hidden_layers": shape.num_layers, "num_attention_heads": shape.num_heads,
+    model_cfg = asdict(shape) | {"num_hidden_layers": shape.num_layers, "num_attention_heads": shape.num_heads,
                   "num_key_value_heads": shape.num_kv_heads}
     target, target_losses = train_target(cfg, model_cfg, stream)
     export_target(paths["target"], cfg, target, eos)
     lap("target")
 
-    prompts = [chat_ids(tok, prefix) for prefix, _ in held]
     seqs = regenerate(target, prompts, cfg, eos, tok.pad_token_id)
     lap("regenerate")
 
     dcfg = dflash_config(shape, mask_id)
+    if cfg.dflash_layer_ids is not None:
+        dcfg["dflash_config"]["target_layer_ids"] = list(cfg.dflash_layer_ids)
     state_layers = sorted({k + 1 for k in dcfg["dflash_config"]["target_layer_ids"]} | set(cfg.eagle_layer_ids))
     data = Regenerated(seqs, [len(p) for p in prompts], target_states(target, seqs, state_layers, tok.pad_token_id),
                        state_layers)
@@ -421,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": times | {"total": round(time.time() - t_start, 1)},
         "final_loss": {"target": float(np.mean(target_losses[-25:])), "dflash": float(np.mean(dflash_losses[-25:])),
                        "eagle3": float(np.mean(eagle_losses[-25:]))},
-        "dflash_target_layer_ids": default_target_layer_ids(shape.num_layers, shape.num_taps),
+        "dflash_target_layer_ids": dcfg["dflash_config"]["target_layer_ids"],
     }
     (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["seconds"]), flush=True)

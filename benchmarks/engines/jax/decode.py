@@ -11,8 +11,10 @@ The token at position p+1 is drawn with the key fold_in(seed, p) in both loops, 
 samples from (numerically) the same distributions.
 
 Static shapes: caches have a fixed length (max_model_len plus one draft block of slack for the last verify, rounded up
-to a multiple of 128), prompts are padded to bucket sizes, positions and temperature are traced scalars: each
-(model, K) step compiles once, each prefill once per bucket, and nothing recompiles as the sequence grows.
+to a multiple of 128), prompts are padded to bucket sizes, positions and temperature are traced scalars. A step reads
+only a prefix ("span") of the caches, the smallest of 256, 512, ... rows that holds the context, so that attention
+costs what the context needs rather than max_model_len. Each (model, K, span) step compiles once, each prefill once
+per bucket, and nothing recompiles within a request.
 Timing syncs through `jax.block_until_ready` and host reads; compiles run before the clock, reported apart.
 """
 from __future__ import annotations
@@ -46,10 +48,10 @@ def prefill_step(params, tokens, length, cache, key, temperature, *, cfg):
     return pick(logits[None], (length - 1)[None], key, temperature)[0], cache
 
 
-@partial(jax.jit, static_argnames=("cfg",), donate_argnames=("cache",))
-def ar_step(params, token, pos, cache, key, temperature, *, cfg):
+@partial(jax.jit, static_argnames=("cfg", "span"), donate_argnames=("cache",))
+def ar_step(params, token, pos, cache, key, temperature, *, cfg, span):
     """One AR step: the token at position pos in, the token at pos+1 out."""
-    logits, _, cache = M.forward(params, token[None], pos, cache, cfg=cfg)
+    logits, _, cache = M.forward(params, token[None], pos, cache, cfg=cfg, span=span)
     return pick(logits, pos[None], key, temperature)[0], cache
 
 
@@ -61,30 +63,33 @@ def dflash_prefill_step(tparams, dparams, tokens, length, tcache, dcache, key, t
     return pick(logits[None], (length - 1)[None], key, temperature)[0], tcache, dcache
 
 
-def _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries):
-    drafts, dcache = D.propose(dparams, tparams, dcache, pending, pending_start, anchor, s, dcfg, tcfg, num_queries)
+def _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries, span):
+    drafts, dcache = D.propose(dparams, tparams, dcache, pending, pending_start, anchor, s, dcfg, tcfg, num_queries,
+                               span)
     return drafts[:k], dcache
 
 
-def _verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg, tap_ids):
+def _verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg, tap_ids, span):
     tokens = jnp.concatenate([anchor[None], drafts])
-    logits, taps, tcache = M.forward(tparams, tokens, s, tcache, cfg=tcfg, tap_ids=tap_ids)
+    logits, taps, tcache = M.forward(tparams, tokens, s, tcache, cfg=tcfg, tap_ids=tap_ids, span=span)
     picked = pick(logits, s + jnp.arange(tokens.shape[0], dtype=jnp.int32), key, temperature)
     n = jnp.sum(jnp.cumprod(drafts == picked[:-1]))
     return n, picked, taps, tcache
 
 
-draft_step = jax.jit(_draft, static_argnames=("dcfg", "tcfg", "k", "num_queries"), donate_argnames=("dcache",))
-verify_step = jax.jit(_verify, static_argnames=("tcfg", "tap_ids"), donate_argnames=("tcache",))
+draft_step = jax.jit(_draft, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"),
+                     donate_argnames=("dcache",))
+verify_step = jax.jit(_verify, static_argnames=("tcfg", "tap_ids", "span"), donate_argnames=("tcache",))
 
 
-@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries"), donate_argnames=("tcache", "dcache"))
+@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"), donate_argnames=("tcache", "dcache"))
 def spec_step(tparams, dparams, pending, pending_start, anchor, s, tcache, dcache, key, temperature, *,
-              dcfg, tcfg, k, num_queries):
+              dcfg, tcfg, k, num_queries, span):
     """Draft + verify + accept fused in one call: (n accepted, picked [K+1], taps [K+1, n*H], caches)."""
-    drafts, dcache = _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries)
+    drafts, dcache = _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries,
+                            span)
     n, picked, taps, tcache = _verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg,
-                                      dcfg.target_layer_ids)
+                                      dcfg.target_layer_ids, span)
     return n, picked, taps, tcache, dcache
 
 
@@ -147,6 +152,7 @@ class Decoder:
         self.tcache = M.init_cache(tcfg, cache_len, dtype)
         self.dcache = M.init_cache(dcfg.layers, cache_len, dtype) if dcfg else None
         self.buckets = buckets(cache_len)
+        self.spans = buckets(cache_len, smallest=256)
         self._warm: set[tuple] = set()
 
     @property
@@ -163,7 +169,7 @@ class Decoder:
         tokens = np.zeros(bucket, np.int32)
         tokens[:p] = prompt
         req = Request(jnp.asarray(tokens), jnp.int32(p), jax.random.key(seed), jnp.float32(temperature))
-        compile_s = self._compile(req, breakdown)
+        compile_s = self._compile(req, breakdown, limit)
         if self.speculative:
             return self._dflash(req, limit, set(eos_ids), breakdown, compile_s)
         return self._ar(req, limit, set(eos_ids), compile_s)
@@ -187,7 +193,7 @@ class Decoder:
         pos = int(req.length)
         while len(out) < limit and out[-1] not in eos:
             token, self.tcache = ar_step(self.tparams, token, jnp.int32(pos), self.tcache, req.key, req.temperature,
-                                         cfg=self.tcfg)
+                                         cfg=self.tcfg, span=self._span(pos))
             out.append(int(token))
             pos += 1
         return Generation(out, ttft, time.perf_counter() - t0, None, compile_s, len(req.tokens))
@@ -204,12 +210,12 @@ class Decoder:
         done = out[-1] in eos
         while len(out) < limit and not done:
             if breakdown:
-                n, picked, pending = self._step_timed(req, pending, pending_start, anchor, s, times)
+                n, picked, pending = self._step_timed(req, pending, pending_start, anchor, s, self._span(s), times)
             else:
                 n, picked, pending, self.tcache, self.dcache = spec_step(
                     self.tparams, self.dparams, pending, jnp.int32(pending_start), anchor, jnp.int32(s), self.tcache,
                     self.dcache, req.key, req.temperature, dcfg=self.dcfg, tcfg=self.tcfg, k=self.k,
-                    num_queries=self.num_queries)
+                    num_queries=self.num_queries, span=self._span(s))
             t_host = time.perf_counter()
             n, committed = jax.device_get((n, picked))
             n = int(n)
@@ -222,47 +228,55 @@ class Decoder:
         return Generation(_truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
                           len(req.tokens), times if breakdown else {})
 
+    def _span(self, start: int) -> int:
+        """The cache rows a step at position `start` reads: the smallest span holding rows 0..start-1."""
+        return next(x for x in self.spans if x >= start)
+
     def _no_context(self) -> jax.Array:
         """Pending taps for the first step: zeros at positions >= the anchor's, which the draft never reads."""
         width = len(self.dcfg.target_layer_ids) * self.tcfg.hidden_size
         return jnp.zeros((self.k + 1, width), self.tcache["k"][0].dtype)
 
     def _step_timed(self, req: Request, pending: jax.Array, pending_start: int, anchor: jax.Array, s: int,
-                    times: dict[str, float]) -> tuple[jax.Array, jax.Array, jax.Array]:
+                    span: int, times: dict[str, float]) -> tuple[jax.Array, jax.Array, jax.Array]:
         """One DFlash step as two synchronised calls, adding their times into `times`."""
         t = time.perf_counter()
         drafts, self.dcache = jax.block_until_ready(draft_step(
             self.dparams, self.tparams, pending, jnp.int32(pending_start), anchor, jnp.int32(s), self.dcache,
-            dcfg=self.dcfg, tcfg=self.tcfg, k=self.k, num_queries=self.num_queries))
+            dcfg=self.dcfg, tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span))
         t_draft = time.perf_counter()
         n, picked, pending, self.tcache = jax.block_until_ready(verify_step(
             self.tparams, anchor, drafts, jnp.int32(s), self.tcache, req.key, req.temperature, tcfg=self.tcfg,
-            tap_ids=self.dcfg.target_layer_ids))
+            tap_ids=self.dcfg.target_layer_ids, span=span))
         times["draft_s"] += t_draft - t
         times["verify_s"] += time.perf_counter() - t_draft
         return n, picked, pending
 
-    def _compile(self, req: Request, breakdown: bool) -> float:
+    def _compile(self, req: Request, breakdown: bool, limit: int) -> float:
         """Run each function this request needs once on its shapes, unless done before; returns the seconds spent.
 
         Warm-up writes land at positions that a request rewrites before reading them (see model.py), so the live
         caches serve as scratch.
         """
-        todo = [key for key in (("prefill", len(req.tokens)), ("step", breakdown)) if key not in self._warm]
+        p = int(req.length)
+        steps = [("step", breakdown, span) for span in self.spans if self._span(p) <= span <= self._span(p + limit)]
+        todo = [key for key in [("prefill", len(req.tokens)), *steps] if key not in self._warm]
         t = time.perf_counter()
         for key in todo:
+            span = key[-1]
             if key[0] == "prefill":
                 jax.block_until_ready(self._prefill(req))
             elif not self.speculative:
                 _, self.tcache = jax.block_until_ready(ar_step(
-                    self.tparams, jnp.int32(0), jnp.int32(0), self.tcache, req.key, req.temperature, cfg=self.tcfg))
+                    self.tparams, jnp.int32(0), jnp.int32(0), self.tcache, req.key, req.temperature, cfg=self.tcfg,
+                    span=span))
             elif breakdown:
-                self._step_timed(req, self._no_context(), 0, jnp.int32(0), 0, dict.fromkeys(
+                self._step_timed(req, self._no_context(), 0, jnp.int32(0), 0, span, dict.fromkeys(
                     ("draft_s", "verify_s"), 0.0))
             else:
                 out = spec_step(self.tparams, self.dparams, self._no_context(), jnp.int32(0), jnp.int32(0),
                                 jnp.int32(0), self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
-                                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries)
+                                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span)
                 _, _, _, self.tcache, self.dcache = jax.block_until_ready(out)
             self._warm.add(key)
         return time.perf_counter() - t if todo else 0.0

@@ -84,9 +84,9 @@ def prefill_context(dparams: Params, taps: jax.Array, dcache: Cache, dcfg: Draft
 
 def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.Array, pending_start: jax.Array,
                  anchor: jax.Array, start: jax.Array, dcfg: DraftConfig, tcfg: ModelConfig,
-                 num_queries: int) -> tuple[jax.Array, Cache]:
+                 num_queries: int, span: int | None = None) -> tuple[jax.Array, Cache]:
     """Logits [num_queries-1, V] of the block [anchor, MASK...] at positions start.., and the cache with the pending
-    context written in.
+    context written in. Only the first `span` cache rows are read (default: all), so pending_start must be <= span.
 
     The context is the cache rows before pending_start plus the pending taps [P, n*H] (positions pending_start..;
     the rows at positions >= start are rejected tokens and stay unseen). The anchor is not yet verified.
@@ -95,7 +95,8 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
     cfg = dcfg.layers
     tokens = jnp.full((num_queries,), dcfg.mask_token_id, jnp.int32).at[0].set(anchor)
     positions = start + jnp.arange(num_queries, dtype=jnp.int32)
-    cached = jnp.arange(dcache["k"][0].shape[1]) < pending_start
+    span = dcache["k"][0].shape[1] if span is None else span
+    cached = jnp.arange(span) < pending_start
     fresh = pending_start + jnp.arange(pending.shape[0]) < start
     block = jnp.ones((num_queries, num_queries), bool)  # non-causal
     h = tparams["embed"][tokens]
@@ -103,7 +104,7 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
     layers = zip(dparams["layers"], dcache["k"], dcache["v"], context_kv(dparams, pending, pending_start, dcfg))
     for lp, ck, cv, (pk, pv) in layers:
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
-        attn = attend(q, [(ck, cv, cached), (pk.astype(ck.dtype), pv.astype(cv.dtype), fresh),
+        attn = attend(q, [(ck[:, :span], cv[:, :span], cached), (pk.astype(ck.dtype), pv.astype(cv.dtype), fresh),
                           (k.astype(ck.dtype), v.astype(cv.dtype), block)])
         out["k"].append(write_after(ck, pk, pending_start, attn))
         out["v"].append(write_after(cv, pv, pending_start, attn))
@@ -114,8 +115,8 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
 
 def propose(dparams: Params, tparams: Params, dcache: Cache, pending: jax.Array, pending_start: jax.Array,
             anchor: jax.Array, start: jax.Array, dcfg: DraftConfig, tcfg: ModelConfig,
-            num_queries: int) -> tuple[jax.Array, Cache]:
+            num_queries: int, span: int | None = None) -> tuple[jax.Array, Cache]:
     """Draft tokens [num_queries-1] (argmax of draft_logits) and the updated draft cache."""
     logits, dcache = draft_logits(dparams, tparams, dcache, pending, pending_start, anchor, start, dcfg, tcfg,
-                                  num_queries)
+                                  num_queries, span)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32), dcache

@@ -13,7 +13,9 @@ API
         drafts, prefill padding) need no clearing: "cropping" the cache is just choosing the next `start`.
         logits [T, V] float32; taps [T, len(tap_ids)*H]: tap id k is the output of layer k (0-based), i.e.
         HF hidden_states[k+1], concatenated in tap order.
-        One compile per (cfg, T, tap_ids, cache length): verifying K+1 tokens is forward with T = K+1.
+        One compile per (cfg, T, tap_ids, cache length, span): verifying K+1 tokens is forward with T = K+1.
+        span (static, optional): read only cache rows < span (needs start <= span). Attention then costs what the
+        live context needs rather than the whole cache; callers round span up to a few sizes to bound compiles.
     last_logits, taps, cache = prefill(params, tokens, length, cache, cfg=cfg, tap_ids=())
         tokens padded to a bucket size, written from position 0; logits of row length-1 only.
     `forward` and `prefill` donate the cache: use the returned one.
@@ -206,17 +208,21 @@ def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
 # The decoder
 
 def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
-            tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
-    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward)."""
+            tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
+    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward).
+
+    Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span.
+    """
     t = tokens.shape[0]
+    span = cache["k"][0].shape[1] if span is None else span
     positions = start + jnp.arange(t, dtype=jnp.int32)
-    earlier = jnp.arange(cache["k"][0].shape[1]) < start
+    earlier = jnp.arange(span) < start
     causal = jnp.tril(jnp.ones((t, t), bool))
     h = params["embed"][tokens]
     taps, new_cache = {}, {"k": [], "v": []}
     for i, (lp, ck, cv) in enumerate(zip(params["layers"], cache["k"], cache["v"])):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
-        attn = attend(q, [(ck, cv, earlier), (k, v, causal)])
+        attn = attend(q, ([(ck[:, :span], cv[:, :span], earlier)] if span else []) + [(k, v, causal)])
         new_cache["k"].append(write_after(ck, k, start, attn))
         new_cache["v"].append(write_after(cv, v, start, attn))
         h = h + linear(attn, lp["o_proj"])
@@ -227,11 +233,11 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
     return rms_norm(h, params["norm"], cfg.rms_norm_eps), tapped, new_cache
 
 
-@partial(jax.jit, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
+@partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
 def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *, cfg: ModelConfig,
-            tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
+            tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
     """Logits [T, V] (float32), taps [T, n*H] and the cache, for tokens [T] at positions start.. (see module doc)."""
-    h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids)
+    h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids, span)
     return lm_head(params, h, cfg), taps, cache
 
 
@@ -239,7 +245,7 @@ def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *
 def prefill(params: Params, tokens: jax.Array, length: jax.Array, cache: Cache, *, cfg: ModelConfig,
             tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
     """A padded prompt from position 0: logits [V] of row length-1, taps [T, n*H] (rows >= length are padding)."""
-    h, taps, cache = decoder(params, tokens, jnp.int32(0), cache, cfg, tap_ids)
+    h, taps, cache = decoder(params, tokens, jnp.int32(0), cache, cfg, tap_ids, span=0)
     return lm_head(params, h[length - 1], cfg), taps, cache
 
 
