@@ -24,9 +24,10 @@ Where vLLM (0.32, V1 runner) and the JAX engine differ in bookkeeping, and how t
 - Per-step acceptance on a trained pair (models/tiny, K=15, HumanEval, float32) is not identical, although tokens are:
   τ 3.98 (JAX) vs 3.85 (vLLM) over 16 prompts. The JAX draft is not near a tie (1e-4 relative noise on its weights
   changes no accept length), so the difference is in what the draft sees. Moving the JAX engine's *prompt* context
-  keys one position later makes the first steps match vLLM's on 3 of 3 requests (moving all context keys does not):
-  vLLM appears to pair the prompt's features as EAGLE does (feature i with position i+1). Later steps still differ
-  in about one step in ten; that cause is not isolated. Hence the τ tolerance (--tau-tol) on trained pairs.
+  keys one position later makes the first steps match vLLM's on 3 of 3 requests (moving all context keys does not).
+  vLLM's own input op (copy_and_expand_dflash_inputs, CPU build) does place context at the target positions and
+  queries at last accepted + 1.. (checked on a toy input), so the offset would lie in which hidden states reach the
+  prompt's context. Later steps still differ in about one step in ten. Not isolated; hence --tau-tol on trained pairs.
 """
 from __future__ import annotations
 
