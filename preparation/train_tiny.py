@@ -356,14 +356,13 @@ def train_eagle3(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: R
 # ----------------------------------------------------------------------------------------------- export
 
 
-def _save_bf16(out_dir: Path, config: dict | None, weights: dict[str, torch.Tensor]) -> None:
-    """Write bf16 safetensors (and config.json when given, with dtype bfloat16)."""
+def _save_bf16(out_dir: Path, config: dict, weights: dict[str, torch.Tensor]) -> None:
+    """Write bf16 safetensors and config.json (with dtype bfloat16)."""
     from safetensors.torch import save_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    if config is not None:
-        config = {k: v for k, v in config.items() if k != "torch_dtype"} | {"dtype": "bfloat16"}
-        (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    config = {k: v for k, v in config.items() if k != "torch_dtype"} | {"dtype": "bfloat16"}
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     save_file({k: v.detach().to(torch.bfloat16).contiguous() for k, v in weights.items()},
               str(out_dir / "model.safetensors"), metadata={"format": "pt"})
 
@@ -374,10 +373,8 @@ def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list
     save_target(out_dir, cfg.shape, eos, cfg.seed, tie=True, state=state)
     from safetensors.torch import load_file
 
-    weights = load_file(str(out_dir / "model.safetensors"))
     config = json.loads((out_dir / "config.json").read_text())
-    config.pop("torch_dtype", None)
-    _save_bf16(out_dir, config, weights)
+    _save_bf16(out_dir, config, load_file(str(out_dir / "model.safetensors")))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,7 @@ class EngineRun:
     outputs: list[list[int]]
     accept_lengths: list[list[int] | None]
     counters: SpecCounters | None
+    tpot_ms: list[float]
 
     @property
     def tau(self) -> float:
@@ -88,18 +89,23 @@ class Parity:
         return out
 
 
-def run_engine(cell: Cell, prompts: list[list[int]], params: SamplingParams) -> EngineRun:
-    """Load one engine, run the prompts one at a time, read its counters, close it (vLLM allows one per process)."""
+def run_engine(cell: Cell, prompts: list[list[int]], params: SamplingParams,
+               warmup: list[int] | None = None) -> EngineRun:
+    """Load one engine, serve the (untimed, uncounted) warm-up prompt, run the prompts one at a time, read its
+    counters, close it (vLLM allows one engine per process)."""
     from benchmarks.engines import create_engine
 
     engine = create_engine(cell.engine)
     engine.load(cell)
     try:
+        if warmup is not None:
+            engine.generate(warmup, params)
         before = engine.spec_counters()
         records = [engine.generate(p, params) for p in prompts]
         after = engine.spec_counters()
         counters = None if after is None else after - before
-        return EngineRun(cell.engine, [r.output_ids for r in records], [r.accept_lengths for r in records], counters)
+        return EngineRun(cell.engine, [r.output_ids for r in records], [r.accept_lengths for r in records], counters,
+                         [metrics.tpot_ms(r.ttft_s, r.last_token_s, len(r.output_ids)) for r in records])
     finally:
         engine.close()
 

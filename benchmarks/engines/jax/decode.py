@@ -263,8 +263,8 @@ class Decoder:
         todo = [key for key in [("prefill", len(req.tokens)), *steps] if key not in self._warm]
         t = time.perf_counter()
         for key in todo:
-            span = key[-1]
-            if key[0] == "prefill":
+            kind, span = key[0], key[-1]  # a "prefill" key ends with its bucket, which _prefill takes from req
+            if kind == "prefill":
                 jax.block_until_ready(self._prefill(req))
             elif not self.speculative:
                 _, self.tcache = jax.block_until_ready(ar_step(
