@@ -134,18 +134,19 @@ def reference_draft_logits(dp, tp, dcfg, taps: np.ndarray, block: np.ndarray, st
     for lp in layers:
         x = norm(h, lp["input_norm"])
         both = np.concatenate([ctx, x])  # ctx skips input_layernorm
-        q = rot(norm((x @ lp["q_proj"].T).reshape(b, nh, d), lp["q_norm"]), pos_blk)
-        k = rot(norm((both @ lp["k_proj"].T).reshape(c + b, kvh, d), lp["k_norm"]),
+        wq, wk, wv = np.split(lp["qkv_proj"], [nh * d, (nh + kvh) * d])
+        q = rot(norm((x @ wq.T).reshape(b, nh, d), lp["q_norm"]), pos_blk)
+        k = rot(norm((both @ wk.T).reshape(c + b, kvh, d), lp["k_norm"]),
                 np.concatenate([pos_ctx, pos_blk]))
-        v = (both @ lp["v_proj"].T).reshape(c + b, kvh, d)
+        v = (both @ wv.T).reshape(c + b, kvh, d)
         k, v = np.repeat(k, nh // kvh, 1), np.repeat(v, nh // kvh, 1)
         s = np.einsum("thd,shd->hts", q, k) / np.sqrt(d)
         p = np.exp(s - s.max(-1, keepdims=True))
         p /= p.sum(-1, keepdims=True)
         h = h + np.einsum("hts,shd->thd", p, v).reshape(b, nh * d) @ lp["o_proj"].T
         x = norm(h, lp["post_norm"])
-        g = x @ lp["gate_proj"].T
-        h = h + ((g / (1 + np.exp(-g))) * (x @ lp["up_proj"].T)) @ lp["down_proj"].T
+        g, u = np.split(x @ lp["gate_up_proj"].T, 2, axis=-1)
+        h = h + ((g / (1 + np.exp(-g))) * u) @ lp["down_proj"].T
     return norm(h[1:], f["norm"]) @ embed.T  # the tiny target ties its lm_head to the embedding
 
 

@@ -16,6 +16,7 @@ only a prefix ("span") of the caches, the smallest of 256, 512, ... rows that ho
 costs what the context needs rather than max_model_len. Each (model, K, span) step compiles once, each prefill once
 per bucket, and nothing recompiles within a request.
 Timing syncs through `jax.block_until_ready` and host reads; compiles run before the clock, reported apart.
+Host scalars enter the steps as numpy values: building a jnp scalar dispatches an op (about 40 us on CPU), per step.
 """
 from __future__ import annotations
 
@@ -192,7 +193,7 @@ class Decoder:
         ttft = time.perf_counter() - t0
         pos = int(req.length)
         while len(out) < limit and out[-1] not in eos:
-            token, self.tcache = ar_step(self.tparams, token, jnp.int32(pos), self.tcache, req.key, req.temperature,
+            token, self.tcache = ar_step(self.tparams, token, np.int32(pos), self.tcache, req.key, req.temperature,
                                          cfg=self.tcfg, span=self._span(pos))
             out.append(int(token))
             pos += 1
@@ -213,7 +214,7 @@ class Decoder:
                 n, picked, pending = self._step_timed(req, pending, pending_start, anchor, s, self._span(s), times)
             else:
                 n, picked, pending, self.tcache, self.dcache = spec_step(
-                    self.tparams, self.dparams, pending, jnp.int32(pending_start), anchor, jnp.int32(s), self.tcache,
+                    self.tparams, self.dparams, pending, np.int32(pending_start), anchor, np.int32(s), self.tcache,
                     self.dcache, req.key, req.temperature, dcfg=self.dcfg, tcfg=self.tcfg, k=self.k,
                     num_queries=self.num_queries, span=self._span(s))
             t_host = time.perf_counter()
@@ -223,7 +224,7 @@ class Decoder:
             new = [int(x) for x in committed[: n + 1]]
             out.extend(new)
             done = not eos.isdisjoint(new)
-            anchor, pending_start, s = jnp.int32(new[-1]), s, s + n + 1
+            anchor, pending_start, s = np.int32(new[-1]), s, s + n + 1
             times["host_s"] += time.perf_counter() - t_host
         return Generation(_truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
                           len(req.tokens), times if breakdown else {})
@@ -242,11 +243,11 @@ class Decoder:
         """One DFlash step as two synchronised calls, adding their times into `times`."""
         t = time.perf_counter()
         drafts, self.dcache = jax.block_until_ready(draft_step(
-            self.dparams, self.tparams, pending, jnp.int32(pending_start), anchor, jnp.int32(s), self.dcache,
+            self.dparams, self.tparams, pending, np.int32(pending_start), anchor, np.int32(s), self.dcache,
             dcfg=self.dcfg, tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span))
         t_draft = time.perf_counter()
         n, picked, pending, self.tcache = jax.block_until_ready(verify_step(
-            self.tparams, anchor, drafts, jnp.int32(s), self.tcache, req.key, req.temperature, tcfg=self.tcfg,
+            self.tparams, anchor, drafts, np.int32(s), self.tcache, req.key, req.temperature, tcfg=self.tcfg,
             tap_ids=self.dcfg.target_layer_ids, span=span))
         times["draft_s"] += t_draft - t
         times["verify_s"] += time.perf_counter() - t_draft

@@ -17,8 +17,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from benchmarks.engines.jax.model import (Cache, ModelConfig, Params, attend, inv_freq, linear, lm_head, mlp, qkv,
-                                          random_layers, rms_norm, rope, write_after)
+from benchmarks.engines.jax.model import (Cache, ModelConfig, Params, attend, inv_freq, linear, lm_head, mlp, project,
+                                          qkv, random_layers, rms_norm, rope, write_after)
 
 
 def default_target_layer_ids(num_target_layers: int, num_taps: int) -> tuple[int, ...]:
@@ -66,9 +66,8 @@ def context_kv(dparams: Params, taps: jax.Array, start: jax.Array, dcfg: DraftCo
     positions = start + jnp.arange(t, dtype=jnp.int32)
     out = []
     for lp in dparams["layers"]:
-        k = linear(ctx, lp["k_proj"]).reshape(t, cfg.num_kv_heads, cfg.head_dim)
+        _, k, v = project(lp, ctx, cfg)  # one matmul; the q columns are cheaper to drop than to slice out of the weight
         k = rope(rms_norm(k, lp["k_norm"], cfg.rms_norm_eps), positions, inv_freq(cfg))
-        v = linear(ctx, lp["v_proj"]).reshape(t, cfg.num_kv_heads, cfg.head_dim)
         out.append((k.transpose(1, 0, 2), v.transpose(1, 0, 2)))
     return out
 

@@ -11,12 +11,14 @@ from safetensors import safe_open
 from benchmarks.engines.jax.draft import DraftConfig
 from benchmarks.engines.jax.model import ModelConfig, Params, layer_shapes
 
-# Our layer keys -> HF names under "layers.{i}." (identical for Qwen3, Llama-3 and the DFlash draft).
+# Our layer keys -> the HF tensors under "layers.{i}." that they stack along the output axis (identical for Qwen3,
+# Llama-3 and the DFlash draft).
 HF_LAYER_NAMES = {
-    "q_proj": "self_attn.q_proj.weight", "k_proj": "self_attn.k_proj.weight", "v_proj": "self_attn.v_proj.weight",
-    "o_proj": "self_attn.o_proj.weight", "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight",
-    "gate_proj": "mlp.gate_proj.weight", "up_proj": "mlp.up_proj.weight", "down_proj": "mlp.down_proj.weight",
-    "input_norm": "input_layernorm.weight", "post_norm": "post_attention_layernorm.weight",
+    "qkv_proj": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+    "o_proj": ("self_attn.o_proj.weight",), "q_norm": ("self_attn.q_norm.weight",),
+    "k_norm": ("self_attn.k_norm.weight",), "gate_up_proj": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+    "down_proj": ("mlp.down_proj.weight",), "input_norm": ("input_layernorm.weight",),
+    "post_norm": ("post_attention_layernorm.weight",),
 }
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
@@ -61,8 +63,11 @@ class Checkpoint:
 
 
 def _layers(ckpt: Checkpoint, prefix: str, cfg: ModelConfig, dtype: Any) -> list[Params]:
-    return [{key: ckpt.take(f"{prefix}layers.{i}.{HF_LAYER_NAMES[key]}", dtype) for key in layer_shapes(cfg)}
-            for i in range(cfg.num_layers)]
+    def stacked(i: int, key: str) -> Any:
+        parts = [ckpt.take(f"{prefix}layers.{i}.{name}", dtype) for name in HF_LAYER_NAMES[key]]
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+
+    return [{key: stacked(i, key) for key in layer_shapes(cfg)} for i in range(cfg.num_layers)]
 
 
 def load_target(path: str | Path, dtype: str | None = None) -> tuple[ModelConfig, Params]:
