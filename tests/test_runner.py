@@ -17,6 +17,8 @@ class ScriptedEngine:
     name = "scripted"
     loads: list[str] = []
     fail_on: set[str] = set()
+    calls: list[tuple[str, int]] = []  # (label, sum of the prompt ids) of every generate, in order
+    fail_at_call: int | None = None  # the dflash engine raises at this call of its own (warm-ups count)
 
     def load(self, cell):
         if cell.method in self.fail_on:
@@ -26,6 +28,10 @@ class ScriptedEngine:
         ScriptedEngine.loads.append(cell.label)
 
     def generate(self, prompt_ids, params):
+        ScriptedEngine.calls.append((self.cell.label, sum(prompt_ids)))
+        own = sum(label == self.cell.label for label, _ in ScriptedEngine.calls)
+        if self.cell.method == "dflash" and own == self.fail_at_call:
+            raise RuntimeError("draft went away")
         out = [(sum(prompt_ids) + i) % 97 for i in range(params.max_new_tokens)]
         tpot = 0.010 if self.cell.method == "baseline" else 0.004
         if self.cell.method != "baseline":
@@ -64,6 +70,8 @@ def matrix(random_pair, prompts_file):
 def scripted(monkeypatch):
     ScriptedEngine.loads = []
     ScriptedEngine.fail_on = set()
+    ScriptedEngine.calls = []
+    ScriptedEngine.fail_at_call = None
     monkeypatch.setattr(runner, "create_engine", lambda name: ScriptedEngine())
 
 
@@ -108,6 +116,42 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
     assert not [r for r in records if r["kind"] == "error"]
     keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in records if r["kind"] == "request"]
     assert len(keys) == len(set(keys)) == 12
+
+
+def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, tmp_path):
+    plain_dir, _ = runner.run_matrix(matrix, tmp_path / "plain", progress=False)
+    sequential = list(ScriptedEngine.calls)
+    ScriptedEngine.calls = []
+    matrix.interleave = True
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "interleaved", progress=False)
+    assert failed == 0
+    assert len(ScriptedEngine.calls) == len(sequential) == 2 * 2 * (3 + 2)  # cells × datasets × (measured + warm-up)
+    assert [label for label, _ in sequential[:10]] == ["baseline"] * 10  # one cell's datasets, then the next's
+    # interleaved: each cell's warm-ups, then every measured prompt on both cells in turn
+    labels = [label for label, _ in ScriptedEngine.calls]
+    assert labels[:10] == ["baseline"] * 2 + ["dflash-k3"] * 2 + ["baseline", "dflash-k3"] * 3
+    assert ScriptedEngine.calls[4][1] == ScriptedEngine.calls[5][1] != ScriptedEngine.calls[6][1]
+
+    def requests(path):
+        return sorted((r["cell_id"], r["dataset"], r["prompt_index"], tuple(r["output_ids"]), r["tpot_ms"])
+                      for r in RunStore(path).records() if r["kind"] == "request")
+
+    assert requests(run_dir) == requests(plain_dir) and len(requests(run_dir)) == 12
+    spec = [r for r in RunStore(run_dir).records() if r["kind"] == "spec"]
+    assert {r["num_drafts"] for r in spec} == {12}  # each engine's counters cover its own measured prompts only
+
+
+def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
+    matrix.interleave = True
+    ScriptedEngine.fail_at_call = 4  # dflash: 2 warm-ups, a measured prompt, then it raises on the second
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    records = RunStore(run_dir).records()
+    errors = [r for r in records if r["kind"] == "error"]
+    assert failed == 1 and [(e["label"], e["dataset"]) for e in errors] == [("dflash-k3", "local")]
+    assert "draft went away" in errors[0]["error"]
+    done = [(r["label"], r["dataset"]) for r in records if r["kind"] == "request"]
+    assert done.count(("baseline", "local")) == 3 and done.count(("dflash-k3", "other")) == 3
+    assert ("dflash-k3", "local") not in done  # a failed unit keeps no partial requests
 
 
 def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monkeypatch):
