@@ -163,11 +163,11 @@ def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repe
     import jax.numpy as jnp
 
     from benchmarks.engines.jax import model as M
-    from benchmarks.engines.jax.decode import buckets
+    from benchmarks.engines.jax.decode import buckets, span_for
     from benchmarks.engines.jax.loader import load_target
 
     cfg, params = load_target(target, "float32")
-    span = next(x for x in buckets(cache_len, smallest=256) if x >= context)
+    span = span_for(buckets(cache_len, smallest=256), context)
     caches = {name: M.init_cache(cfg, cache_len, jnp.float32) for name in ("span", "whole")}
     reads = {"span": span, "whole": None}
     tokens = jnp.zeros(k + 1, jnp.int32)

@@ -155,11 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", help="chat-templated prompts of a registered dataset (seed 0) instead")
     args = ap.parse_args(argv)
     if args.dataset:
-        from transformers import AutoTokenizer
-
         from benchmarks.datasets import load_prompts
+        from benchmarks.runner import load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(args.target)
+        tokenizer = load_tokenizer(str(args.target))
         max_prompt = PARITY_OPTIONS["jax"]["max_model_len"] - args.new
         prompts = [p.ids for p in load_prompts(args.dataset, args.prompts, 0, tokenizer, max_prompt_tokens=max_prompt)]
     else:

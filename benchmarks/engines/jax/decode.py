@@ -107,6 +107,11 @@ def buckets(cache_len: int, smallest: int = 32) -> list[int]:
     return [b for b in out if b < cache_len] + [cache_len]
 
 
+def span_for(spans: list[int], start: int) -> int:
+    """The cache rows a step at position `start` reads: the smallest span holding rows 0..start-1."""
+    return next(x for x in spans if x >= start)
+
+
 @dataclass(frozen=True)
 class Request:
     tokens: jax.Array  # the prompt padded to a bucket
@@ -230,8 +235,7 @@ class Decoder:
                           len(req.tokens), times if breakdown else {})
 
     def _span(self, start: int) -> int:
-        """The cache rows a step at position `start` reads: the smallest span holding rows 0..start-1."""
-        return next(x for x in self.spans if x >= start)
+        return span_for(self.spans, start)
 
     def _no_context(self) -> jax.Array:
         """Pending taps for the first step: zeros at positions >= the anchor's, which the draft never reads."""
