@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
+import re
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,18 +24,46 @@ import numpy as np
 
 from benchmarks import metrics
 
-# Peak memory bandwidth in GB/s, matched as case-insensitive substrings of the device name (first match wins).
-HBM_GBS: list[tuple[str, float]] = [
-    ("TPU v5 lite", 819.0),  # v5e, as JAX names it; cloud.google.com/tpu/docs/v5e: 819 GBps HBM
-    ("TPU v5e", 819.0),
-    ("TPU v5p", 2765.0),  # cloud.google.com/tpu/docs/v5p: 2765 GBps HBM2e
-    ("TPU v5", 2765.0),  # JAX names v5p "TPU v5"
-    ("TPU v6 lite", 1640.0),  # v6e (Trillium), as JAX names it; cloud.google.com/tpu/docs/v6e: 1640 GBps
-    ("TPU v6e", 1640.0),
-    ("H200", 4800.0),  # nvidia.com/en-us/data-center/h200: H200 SXM 4.8 TB/s HBM3e
-    ("H100 PCIe", 2000.0),  # nvidia.com/en-us/data-center/h100 datasheet: H100 PCIe 2.0 TB/s HBM2e
-    ("H100 NVL", 3900.0),  # same datasheet: H100 NVL 3.9 TB/s
-    ("H100", 3350.0),  # same datasheet: H100 SXM 3.35 TB/s HBM3
+# Peak memory bandwidth per chip in GB/s. TPU generations are told apart by `tpu_generation`, never by substring.
+TPU_GBS: dict[str, float] = {
+    "v3": 900.0,  # cloud.google.com/tpu/docs/v3: 900 GBps HBM per chip
+    "v4": 1200.0,  # cloud.google.com/tpu/docs/v4: 1200 GBps HBM2 per chip
+    "v5e": 819.0,  # cloud.google.com/tpu/docs/v5e: 819 GBps HBM2 per chip
+    "v5p": 2765.0,  # cloud.google.com/tpu/docs/v5p: 2765 GBps HBM2e per chip
+    "v6e": 1640.0,  # cloud.google.com/tpu/docs/v6e (Trillium): 1640 GBps HBM per chip
+    "v7": 7380.0,  # cloud.google.com/tpu/docs/tpu7x (Ironwood): 7380 GBps HBM3e per chip (launch blog: ~7.2 TB/s)
+}
+# JAX device kinds and Cloud TPU accelerator types (TPU_ACCELERATOR_TYPE), lower-cased, first match wins. "TPU v5"
+# alone is JAX's name for a v5p; a v5e calls itself "TPU v5 lite" or v5litepod-N, so the v5e rule comes first.
+TPU_KINDS: list[tuple[str, str]] = [
+    (r"v5\s*lite|v5litepod|\bv5e\b", "v5e"),
+    (r"\bv5p\b|^tpu v5$|v5p-\d", "v5p"),
+    (r"v6\s*lite|\bv6e\b", "v6e"),
+    (r"tpu\s*7x?\b|\bv7x?\b|ironwood", "v7"),
+    (r"\bv4\b|\bv4-\d|^tpu v4", "v4"),
+    (r"\bv3\b|\bv3-\d", "v3"),
+]
+# GPUs by nvidia-smi / JAX name, lower-cased regex, first match wins (specific variants before the family).
+GPU_GBS: list[tuple[str, float]] = [
+    (r"gb200|b200", 8000.0),  # nvidia.com DGX/HGX B200 datasheet: 8 TB/s HBM3e per GPU
+    (r"h200", 4800.0),  # nvidia.com/en-us/data-center/h200: H200 SXM and NVL 4.8 TB/s HBM3e
+    (r"h100.*pcie", 2000.0),  # nvidia.com/en-us/data-center/h100 datasheet: H100 PCIe 2.0 TB/s HBM2e
+    (r"h100.*nvl", 3900.0),  # same datasheet: H100 NVL 3.9 TB/s
+    (r"h100", 3350.0),  # same datasheet: H100 SXM 3.35 TB/s HBM3
+    (r"a100.*80gb.*pcie|a100.*pcie.*80gb", 1935.0),  # nvidia.com A100 datasheet: 80 GB PCIe 1935 GB/s
+    (r"a100.*80gb", 2039.0),  # same datasheet: 80 GB SXM 2039 GB/s
+    (r"a100", 1555.0),  # same datasheet: 40 GB 1555 GB/s
+    (r"l40s", 864.0),  # nvidia.com L40S datasheet: 864 GB/s GDDR6
+    (r"\bl4\b", 300.0),  # nvidia.com L4 datasheet: 300 GB/s GDDR6
+    (r"a10g", 600.0),  # AWS G5 (A10G): 600 GB/s GDDR6
+    (r"\ba10\b", 600.0),  # nvidia.com A10 datasheet: 600 GB/s GDDR6
+    (r"\bt4\b", 320.0),  # nvidia.com T4 datasheet: 320 GB/s GDDR6
+    (r"v100", 900.0),  # nvidia.com V100 datasheet: SXM2/PCIe 900 GB/s HBM2
+    (r"rtx 6000 ada", 960.0),  # nvidia.com RTX 6000 Ada datasheet: 960 GB/s GDDR6
+    (r"rtx 2000 ada", 224.0),  # nvidia.com RTX 2000 Ada datasheet: 224 GB/s GDDR6
+    (r"rtx 5090", 1792.0),  # nvidia.com GeForce RTX 5090 specs: 1792 GB/s GDDR7
+    (r"rtx 4090", 1008.0),  # nvidia.com GeForce RTX 4090 specs: 1008 GB/s GDDR6X
+    (r"rtx 3090", 936.0),  # nvidia.com GeForce RTX 3090 specs: 936 GB/s GDDR6X
 ]
 ENV_BANDWIDTH = "DFLASH_BANDWIDTH_GBS"
 
@@ -46,44 +77,89 @@ class Hardware:
     cache_bytes: int | None  # the CPU's last-level cache; None on accelerators or when unknown
 
 
-def platform_name() -> str:
+def tpu_generation(*names: str | None) -> str | None:
+    """The TPU generation (v4, v5e, v5p, v6e, v7, …) of a JAX device kind or accelerator type; None if unknown."""
+    for name in names:
+        text = (name or "").strip().lower()
+        for pattern, gen in TPU_KINDS if text else ():
+            if re.search(pattern, text):
+                return gen
+    return None
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def accelerator_type() -> str | None:
+    """The Cloud TPU accelerator type (e.g. v5litepod-8, v5p-8), from the VM's environment."""
+    return os.environ.get("TPU_ACCELERATOR_TYPE", "").strip() or None
+
+
+def nvidia_gpu_name() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def device_name_without_jax(platform_name: str) -> str:
+    """A readable accelerator name without initialising JAX (which would reserve GPU memory vLLM needs)."""
+    if platform_name == "tpu":
+        return f"TPU {accelerator_type() or 'unknown type'}"
+    if platform_name == "gpu":
+        return nvidia_gpu_name() or "NVIDIA GPU"
+    return cpu_name()
+
+
+def jax_platform() -> str:
     import jax
 
     p = jax.default_backend()
     return "gpu" if p in ("cuda", "rocm", "gpu") else p
 
 
-def device_name() -> str:
+def jax_device_name() -> str:
     import jax
 
-    if platform_name() == "cpu":
-        from benchmarks.provenance import cpu_name
-
-        return cpu_name()
-    return jax.devices()[0].device_kind
+    return cpu_name() if jax_platform() == "cpu" else jax.devices()[0].device_kind
 
 
 def detect() -> Hardware:
     """Platform, device and memory bandwidth of JAX's default device."""
-    platform, device = platform_name(), device_name()
-    bw, source = _bandwidth(platform, device)
-    return Hardware(platform, device, bw, source, last_level_cache_bytes() if platform == "cpu" else None)
+    platform_name, device = jax_platform(), jax_device_name()
+    bw, source = bandwidth(platform_name, device)
+    return Hardware(platform_name, device, bw, source, last_level_cache_bytes() if platform_name == "cpu" else None)
 
 
-def bandwidth_bytes_per_s(platform: str, device: str | None = None) -> float | None:
+def bandwidth_bytes_per_s(platform_name: str, device: str | None = None) -> float | None:
     """Memory bandwidth of a device (bytes/s): env override, table, CPU measurement; None for an unknown accelerator."""
-    return _bandwidth(platform, device if device is not None else device_name())[0]
+    return bandwidth(platform_name, device if device is not None else jax_device_name())[0]
 
 
-def _bandwidth(platform: str, device: str) -> tuple[float | None, str]:
+def bandwidth(platform_name: str, device: str) -> tuple[float | None, str]:
+    """(bytes/s, where the figure comes from). A TPU also consults TPU_ACCELERATOR_TYPE when its name says too little."""
     if os.environ.get(ENV_BANDWIDTH):
         return float(os.environ[ENV_BANDWIDTH]) * 1e9, f"${ENV_BANDWIDTH}"
-    for pattern, gbs in HBM_GBS:
-        if pattern.lower() in device.lower():
-            return gbs * 1e9, f"datasheet ({pattern})"
-    if platform == "cpu":
+    if platform_name == "tpu" or device.lower().startswith("tpu"):
+        gen = tpu_generation(device, accelerator_type())
+        if gen:
+            return TPU_GBS[gen] * 1e9, f"datasheet: TPU {gen}, per chip"
+    elif platform_name != "cpu":
+        for pattern, gbs in GPU_GBS:
+            if re.search(pattern, device.lower()):
+                return gbs * 1e9, f"datasheet: /{pattern}/"
+    if platform_name == "cpu":
         return measure_copy_bytes_per_s(), "measured: numpy copy of 256 MiB"
-    return None, f"unknown device {device!r}; set {ENV_BANDWIDTH}"
+    return None, f"unknown device {device!r}: set {ENV_BANDWIDTH} (GB/s) to its memory bandwidth"
 
 
 @functools.lru_cache(maxsize=None)

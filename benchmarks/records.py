@@ -17,7 +17,8 @@ SHARED_PROCESS_ENGINES = ("jax",)
 class Cell:
     """One engine instance to build: (engine, target, method, draft, K) plus the sampling budget.
 
-    Datasets are not part of a cell: one loaded engine serves every dataset of the matrix.
+    Datasets are not part of a cell: one loaded engine serves every dataset of the matrix. `weights` identifies the
+    content of the model files the cell loads (benchmarks.provenance.weights_id), so new weights get a new cell id.
     """
 
     engine: str
@@ -29,11 +30,15 @@ class Cell:
     max_new_tokens: int
     seed: int
     engine_options: dict[str, Any] = field(default_factory=dict)
+    weights: str = ""
 
     @property
     def cell_id(self) -> str:
-        """Content hash: the same settings always give the same id, so reruns resume."""
-        blob = json.dumps(asdict(self), sort_keys=True, default=str)
+        """Content hash: the same settings and model files always give the same id, so reruns resume."""
+        fields = asdict(self)
+        if not fields["weights"]:  # a cell whose files are not identified keeps the id it had before they were
+            del fields["weights"]
+        blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     @property

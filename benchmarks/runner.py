@@ -73,21 +73,49 @@ def run_id_for(matrix: Matrix) -> str:
     return f"{matrix.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 
 
-def build_manifest(matrix: Matrix, cells: list[Cell], run_id: str) -> dict[str, Any]:
-    models = {ref: provenance.model_fingerprint(materialize(ref) or "")
-              for ref in {matrix.target, *(c.draft for c in cells if c.draft)}}
+def fingerprint_models(matrix: Matrix, cells: list[Cell]) -> dict[str, dict[str, Any]]:
+    """The files behind every model reference of a matrix: content hash, config, weight size."""
+    return {ref: provenance.model_fingerprint(materialize(ref) or "")
+            for ref in sorted({matrix.target, *(c.draft for c in cells if c.draft)})}
+
+
+def identify_weights(cells: list[Cell], models: dict[str, dict[str, Any]]) -> list[Cell]:
+    """Cells whose ids include the content of the model files they load."""
+    return [dataclasses.replace(c, weights=provenance.weights_id(models[c.target], models.get(c.draft or "")))
+            for c in cells]
+
+
+def build_manifest(matrix: Matrix, cells: list[Cell], run_id: str, models: dict[str, dict[str, Any]],
+                   env: dict[str, Any]) -> dict[str, Any]:
+    """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
+    was measured with is in its provenance record."""
     return {
         "run_id": run_id,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config_path": matrix.source,
         "config": dataclasses.asdict(matrix),
         "cells": {c.cell_id: dataclasses.asdict(c) for c in cells},
-        "git_sha": provenance.git_sha(),
-        "packages": provenance.package_versions(),
-        "platform": provenance.detect_platform(),
-        "hardware": provenance.describe_hardware(),
+        "git_sha": env["git_sha"],
+        "packages": env["packages"],
+        "platform": env["platform"],
+        "hardware": env["hardware"],
         "models": models,
     }
+
+
+def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str, Any]],
+                    describe: dict[str, Any] | None, load_error: str | None = None) -> dict[str, Any]:
+    """What one engine load measures with: the environment, the model files, and the engine's own description."""
+    return {"environment": env, "cell_id": cell.cell_id, "engine": cell.engine, "method": cell.method,
+            "models": {"target": models[cell.target], **({"draft": models[cell.draft]} if cell.draft else {})},
+            "describe": describe, "load_error": load_error}
+
+
+def _describe(engine: Any) -> dict[str, Any]:
+    try:
+        return engine.describe()
+    except Exception as exc:  # a description that fails must not cost the measurement
+        return {"describe_error": f"{type(exc).__name__}: {exc}"}
 
 
 def _request_record(cell: Cell, prompt: Prompt, rec: Any) -> dict[str, Any]:
@@ -148,9 +176,16 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True) -> tuple[Path, int]:
     """Run every pending (cell, dataset) unit; return the run folder and the number of failed units."""
     cells = expand(matrix)
+    models = fingerprint_models(matrix, cells)
+    cells = identify_weights(cells, models)
+    env = provenance.environment()
     run_dir = Path(run_dir) if run_dir else RUNS_DIR / run_id_for(matrix)
     store = RunStore(run_dir)
-    store.write_manifest(build_manifest(matrix, cells, run_dir.name))
+    superseded = store.retire_units({c.cell_id for c in cells})
+    if superseded:
+        tqdm.write(f"{len(superseded)} units measured with other model files moved to units/superseded/; "
+                   f"their cells are measured again")
+    store.write_manifest(build_manifest(matrix, cells, run_dir.name, models, env))
     point_latest(run_dir)
 
     target = materialize(matrix.target)
@@ -168,6 +203,7 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     for group in groups:
         pending = {c.cell_id: [d for d in matrix.datasets if not store.is_done(c.cell_id, d.name)] for c in group}
         started: list[tuple[Any, Cell]] = []
+        pids: dict[str, str] = {}
         try:
             for cell in (c for c in group if pending[c.cell_id]):
                 engine = None
@@ -176,10 +212,13 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
                     t0 = time.perf_counter()
                     engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
                     tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
+                    pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, models, _describe(engine)))
                     started.append((engine, cell))
                 except Exception as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                    pid = store.write_provenance(unit_provenance(env, cell, models, None, failure))
                     for d in pending[cell.cell_id]:
-                        store.write_unit(cell.cell_id, d.name, [_error_record(cell, d.name, exc)])
+                        store.write_unit(cell.cell_id, d.name, [_error_record(cell, d.name, exc)], pid)
                     failed += len(pending[cell.cell_id])
                     tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
                     if engine is not None:
@@ -189,7 +228,7 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
                 if todo:
                     measured, warmup = prompts[d.name]
                     for cell_id, records in run_dataset(todo, d.name, measured, warmup, progress).items():
-                        store.write_unit(cell_id, d.name, records)
+                        store.write_unit(cell_id, d.name, records, pids[cell_id])
                         failed += any(r["kind"] == "error" for r in records)
         finally:
             for engine, _ in started:

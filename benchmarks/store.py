@@ -1,8 +1,12 @@
 """The results store of one run: atomic writes, one unit file per (cell, dataset), resume by cell id.
 
     results/runs/<run_id>/
-      manifest.json        config, cells, versions, platform, hardware, model hashes
-      units/<cell>__<dataset>.jsonl   the records of one (cell, dataset), written in one atomic rename
+      manifest.json        config, cells, model fingerprints, and the environment of the latest invocation
+      provenance/<id>.json what one engine load was measured with (git SHA, packages, hardware, model files, the
+                           engine's describe()); content-addressed, written before any unit that names it
+      units/<cell>__<dataset>.jsonl   the records of one (cell, dataset), each naming its `provenance_id`,
+                           written in one atomic rename
+      units/superseded/    units of cells that are no longer in the run (their model files changed)
       records.jsonl        all units concatenated (rebuilt atomically after each unit)
 
 A `kill -9` at any moment leaves only whole files: a unit is either absent (and is redone) or complete.
@@ -10,6 +14,7 @@ Units holding an error record are redone on the next run.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -62,9 +67,38 @@ class RunStore:
         path = self._unit_path(cell_id, dataset)
         return path.is_file() and not any(r.get("kind") == "error" for r in read_jsonl(path))
 
-    def write_unit(self, cell_id: str, dataset: str, records: list[dict[str, Any]]) -> None:
+    def write_unit(self, cell_id: str, dataset: str, records: list[dict[str, Any]],
+                   provenance_id: str | None = None) -> None:
+        """Write one unit atomically; every record names the provenance it was measured with."""
+        if provenance_id is not None:
+            records = [{**r, "provenance_id": provenance_id} for r in records]
         atomic_write_text(self._unit_path(cell_id, dataset), _jsonl(records))
         self.rebuild_records()
+
+    def retire_units(self, cell_ids: set[str]) -> list[str]:
+        """Move the units of cells not in `cell_ids` to units/superseded/; return their file names."""
+        moved = []
+        for p in sorted(self.units_dir.glob("*.jsonl")):
+            if p.name.split("__", 1)[0] not in cell_ids:
+                (self.units_dir / "superseded").mkdir(exist_ok=True)
+                os.replace(p, self.units_dir / "superseded" / p.name)
+                moved.append(p.name)
+        if moved:
+            self.rebuild_records()
+        return moved
+
+    def write_provenance(self, provenance: dict[str, Any]) -> str:
+        """Store a provenance record under its content hash (once) and return that id."""
+        text = json.dumps(provenance, indent=2, sort_keys=True, default=str) + "\n"
+        pid = hashlib.sha256(text.encode()).hexdigest()[:12]
+        path = self.run_dir / "provenance" / f"{pid}.json"
+        if not path.is_file():
+            atomic_write_text(path, text)
+        return pid
+
+    def provenances(self) -> dict[str, dict[str, Any]]:
+        """Every provenance record of the run, by id."""
+        return {p.stem: json.loads(p.read_text()) for p in sorted((self.run_dir / "provenance").glob("*.json"))}
 
     def rebuild_records(self) -> None:
         records = [r for p in sorted(self.units_dir.glob("*.jsonl")) for r in read_jsonl(p)]
