@@ -146,7 +146,7 @@ def bandwidth_bytes_per_s(platform_name: str, device: str | None = None) -> floa
 
 
 def bandwidth(platform_name: str, device: str) -> tuple[float | None, str]:
-    """(bytes/s, where the figure comes from). A TPU also consults TPU_ACCELERATOR_TYPE when its name says too little."""
+    """(bytes/s, where the figure comes from). A TPU also reads TPU_ACCELERATOR_TYPE when its name says too little."""
     if os.environ.get(ENV_BANDWIDTH):
         return float(os.environ[ENV_BANDWIDTH]) * 1e9, f"${ENV_BANDWIDTH}"
     if platform_name == "tpu" or device.lower().startswith("tpu"):

@@ -131,14 +131,18 @@ def _load_hash_cache() -> dict[str, Any]:
         return {}
 
 
-def file_sha256(path: Path, cache: dict[str, Any]) -> str:
-    """sha256 of a file's bytes, reused from `cache` while its (real path, size, mtime) is unchanged."""
+def _cache_key(path: Path) -> str:
     real = path.resolve()
     st = real.stat()
-    key = f"{real}|{st.st_size}|{st.st_mtime_ns}"
+    return f"{real}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def file_sha256(path: Path, cache: dict[str, Any]) -> str:
+    """sha256 of a file's bytes, reused from `cache` while its (real path, size, mtime) is unchanged."""
+    key = _cache_key(path)
     if key not in cache:
         h = hashlib.sha256()
-        with open(real, "rb") as f:
+        with open(path.resolve(), "rb") as f:
             for block in iter(lambda: f.read(1 << 24), b""):
                 h.update(block)
         cache[key] = h.hexdigest()
@@ -150,6 +154,8 @@ def content_sha256(folder: Path) -> str:
     files = sorted({p for pattern in MODEL_FILES for p in folder.glob(pattern) if p.is_file()})
     cache = _load_hash_cache()
     before = len(cache)
+    if sum(p.stat().st_size for p in files if _cache_key(p) not in cache) > 1 << 30:
+        print(f"hashing the model files of {folder} (cached by path, size and mtime for later runs)", file=sys.stderr)
     digest = hashlib.sha256()
     for p in files:
         digest.update(f"{p.name}\0{file_sha256(p, cache)}\n".encode())

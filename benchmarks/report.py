@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-from benchmarks import metrics
+from benchmarks import hardware, metrics
 from benchmarks.provenance import DTYPE_BYTES, content_id, environment_key
 from benchmarks.store import RunStore, atomic_write_text
 from benchmarks.summary import COLUMNS, summarize
@@ -72,9 +72,24 @@ def _run_weight_bytes(model: dict[str, Any], options: dict[str, Any]) -> tuple[f
     return model.get("weight_bytes"), source
 
 
-def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
+def engine_bandwidth(manifest: dict[str, Any], provenances: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The manifest's hardware, with the bandwidth of the device an engine saw when the host could not name it (a
+    TPU VM without TPU_ACCELERATOR_TYPE: only the engine that holds the chip knows its kind)."""
+    hw = dict(manifest.get("hardware") or {})
+    platform = manifest.get("platform")
+    for p in provenances.values() if not hw.get("bandwidth_gbps") and platform != "cpu" else ():
+        device = _setting(p.get("describe") or {}, "device_name") or _setting(p.get("describe") or {}, "device")
+        bw, source = hardware.bandwidth(platform or "", str(device)) if device else (None, "")
+        if bw:
+            source = f"{source}, the device as the engine named it"
+            return hw | {"device": device, "bandwidth_gbps": bw / 1e9, "bandwidth_source": source}
+    return hw
+
+
+def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
+                provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
-    hw = manifest.get("hardware") or {}
+    hw = engine_bandwidth(manifest, provenances or {})
     bw = hw.get("bandwidth_gbps")
     model = (manifest.get("models") or {}).get(manifest["config"]["target"], {})
     weight_bytes, source = _run_weight_bytes(model, manifest["config"].get("engine_options") or {})
@@ -314,7 +329,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Lossless check (greedy)",
         "\n".join(f"- {line}" for line in lossless) if lossless
         else "All greedy speculative outputs are token-identical to the AR baseline.",
-        "", "## Physical floor", "\n".join(floor_lines(rows, manifest) + timing_error_lines(records)),
+        "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances) + timing_error_lines(records)),
     ]
     if errors:
         parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}: {r['error']}"

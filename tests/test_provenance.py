@@ -11,7 +11,7 @@ import pytest
 from benchmarks import hardware, provenance, runner
 from benchmarks.config import parse_matrix
 from benchmarks.records import RequestRecord, SpecCounters
-from benchmarks.report import caveat_lines, write_reports
+from benchmarks.report import caveat_lines, floor_lines, write_reports
 from benchmarks.store import RunStore
 
 TINY = Path(__file__).resolve().parent.parent / "models" / "tiny"
@@ -320,3 +320,14 @@ def test_jax_timing_errors_reach_the_report(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "jax baseline on math500: 1 of 2 requests step faster than the per-step floor (1.310 ms < 2.900 ms)" \
         in report and "TIMING ERROR" in report
+
+
+def test_a_tpu_the_host_cannot_name_takes_the_device_kind_the_engine_saw(monkeypatch):
+    monkeypatch.delenv(hardware.ENV_BANDWIDTH)
+    monkeypatch.delenv("TPU_ACCELERATOR_TYPE", raising=False)
+    manifest = {"platform": "tpu", "config": {"target": "t"}, "models": {"t": {"weight_bytes": 8.0e9}},
+                "hardware": {"device": "TPU unknown type", "bandwidth_gbps": None}}
+    assert "not computed" in floor_lines([], manifest)[0]
+    seen = {"p": {"describe": {"engine": "jax", "device": "TPU v5 lite"}}}
+    line = floor_lines([], manifest, seen)[0]
+    assert f"{hardware.TPU_GBS['v5e']:.0f} GB/s" in line and "v5e" in line
