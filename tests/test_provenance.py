@@ -284,6 +284,14 @@ def test_rope_caveat_only_for_affected_tpu_inference_and_draft_config():
     assert not rope(caveat_lines([], {}, tpu_provenance(draft_config={})))
 
 
+def test_rope_caveat_from_the_manifest_of_a_run_without_provenance_records():
+    rows = [{"engine": "vllm", "method": "dflash", "draft": "d"}]
+    manifest = {"platform": "tpu", "packages": {"tpu-inference": "0.32.0", "transformers": "5.19.0"},
+                "models": {"d": {"config": {"rope_theta": 1e6}}}}
+    assert rope(caveat_lines(rows, manifest))
+    assert not rope(caveat_lines(rows, manifest | {"packages": {"tpu-inference": "0.33.0", "transformers": "5.19.0"}}))
+
+
 def test_rope_caveat_reaches_report_md_of_a_tpu_run(tmp_path, prompts):
     m = make_matrix(TINY / "target", TINY / "dflash", prompts)
     run_dir, _ = runner.run_matrix(m, tmp_path / "run", progress=False)
