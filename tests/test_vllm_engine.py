@@ -353,6 +353,7 @@ def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
     report = (run_dir / "report.md").read_text()
     failed_units = report.split("## Failed units", 1)[1]
     assert "ValueError: " in failed_units and "kv_cache_utils.py" in failed_units
+    assert "See root cause above" not in failed_units
 
 
 # --- errors before any engine is built -------------------------------------------------------------------------

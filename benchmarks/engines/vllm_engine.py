@@ -166,7 +166,10 @@ class OutputTail:
         sys.stdout.flush()
         sys.stderr.flush()
         for fd in self.lines:
-            saved = os.dup(fd)
+            try:
+                saved = os.dup(fd)
+            except OSError:
+                continue  # not open in this process: nothing to copy
             read, write = os.pipe()
             os.dup2(write, fd)
             os.close(write)
@@ -252,8 +255,8 @@ def _start_error(exc: Exception, output: OutputTail) -> Exception:
     if found is None:
         return exc
     cause, trace = found
-    error = EngineStartError(f"vllm engine failed to start: {cause} (vLLM reported {type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else ''})")
+    said = re.sub(r"\s*See root cause above\.", "", (str(exc).splitlines() or [""])[0])
+    error = EngineStartError(f"vllm engine failed to start: {cause} (vLLM reported {type(exc).__name__}: {said})")
     error.add_note("engine-core traceback (tail):\n" + trace)
     return error
 
@@ -296,7 +299,8 @@ class VllmEngine:
             output.restore()
             output.settle()
             raise _start_error(exc, output) from exc
-        output.restore()
+        finally:
+            output.restore()
         self._cell, self._args = cell, args
         _live = self
 
