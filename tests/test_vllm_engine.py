@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("vllm")
 
 from benchmarks.engines import create_engine  # noqa: E402
-from benchmarks.engines.vllm_engine import VllmEngine  # noqa: E402
+from benchmarks.engines import vllm_engine  # noqa: E402
+from benchmarks.engines.vllm_engine import OutputTail, VllmEngine, features, start_failure  # noqa: E402
 from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters  # noqa: E402
 
 pytestmark = pytest.mark.vllm
@@ -26,6 +27,8 @@ slow = pytest.mark.slow
 OPTIONS = {"max_model_len": 512, "enforce_eager": True, "dtype": "float32"}
 GREEDY_TOKENS = 24
 PROMPTS = [np.random.default_rng(n).integers(4, 1024, size=n).tolist() for n in (5, 37, 150)]
+# vLLM 0.27 (the TPU pin) has no per-request spec-decode metrics; 0.32 (CPU/GPU) has them.
+PER_REQUEST = features()["per_request_spec_decode_metrics"]
 
 
 def oracle_tokens(k: int, steps: int) -> int:
@@ -74,8 +77,17 @@ def tau(c: SpecCounters) -> float:
 
 
 def assert_consistent(run: Run, k: int) -> None:
-    """Per-request accept lengths (vLLM's per-request metrics) agree with the engine-wide counters."""
+    """Per-request accept lengths (vLLM's per-request metrics) agree with the engine-wide counters.
+
+    Without per-request metrics, the records say so (None) instead of guessing, and describe() names the loss.
+    """
     c = run.counters
+    assert len(c.accepted_per_pos) == k
+    if not PER_REQUEST:
+        assert all(r.accept_lengths is None and "draft_lengths" not in r.extra for r in run.records)
+        assert "per_request_spec_decode_metrics" in run.description["missing"]
+        assert c.num_drafts > 0 and c.num_accepted_tokens == sum(c.accepted_per_pos)
+        return
     steps = [n for r in run.records for n in r.accept_lengths]
     assert c.num_drafts == len(steps) > 0
     assert c.num_accepted_tokens == sum(steps)
@@ -135,7 +147,8 @@ def test_oracle_accepts_every_draft(oracle_k4: Run) -> None:
     assert c.num_drafts == sum((len(r.output_ids) - 1) // (k + 1) for r in run.records)
     for r in run.records:
         assert (len(r.output_ids) - 1) % (k + 1) == 0 and r.extra["finish_reason"] == "length"
-        assert r.accept_lengths == [k] * ((len(r.output_ids) - 1) // (k + 1))
+        if PER_REQUEST:
+            assert r.accept_lengths == [k] * ((len(r.output_ids) - 1) // (k + 1))
     assert_consistent(run, k)
 
 
@@ -213,7 +226,8 @@ def test_timings(request, run_name: str) -> None:
         n = len(r.output_ids)
         assert r.extra["num_generation_tokens"] == n
         assert 0 < r.ttft_s <= r.last_token_s <= wall
-        assert r.ttft_s <= r.extra["frontend_ttft_s"] + 1e-3
+        if run.description["missing"].get("frontend_ttft") is None:
+            assert r.ttft_s <= r.extra["frontend_ttft_s"] + 1e-3
         if n > 1:
             assert (r.last_token_s - r.ttft_s) / (n - 1) > 0
 
@@ -234,6 +248,112 @@ def test_describe(oracle_k4: Run) -> None:
     assert d["resolved"]["dtype"] == "torch.float32"
     assert d["resolved"]["speculative"]["method"] == "dflash"
     assert d["resolved"]["speculative"]["num_speculative_tokens"] == 4
+    assert set(d["missing"]) == {name for name, present in features().items() if not present}
+    assert ("per_request_spec_decode_metrics" in d["engine_args"]) == PER_REQUEST
+
+
+# --- what a release lacks -----------------------------------------------------------------------------------
+
+
+def test_release_without_per_request_metrics_is_not_asked_for_them(random_pair, monkeypatch) -> None:
+    """vLLM 0.27 has no per_request_spec_decode_metrics engine argument: the adapter must not pass it there."""
+    real = vllm_engine._fields
+    monkeypatch.setattr(vllm_engine, "_fields", lambda module, name: real(module, name) - {
+        "per_request_spec_decode_metrics", "spec_decode_metrics"})
+    have = features()
+    assert have["per_request_spec_decode_metrics"] is False
+    assert "per_request_spec_decode_metrics" not in vllm_engine.engine_args(make_cell(random_pair, "dflash", 4), have)
+    full = {**have, "per_request_spec_decode_metrics": True}
+    assert vllm_engine.engine_args(make_cell(random_pair, "dflash", 4), full)["per_request_spec_decode_metrics"]
+
+
+def test_release_without_engine_core_timestamps_is_refused(monkeypatch) -> None:
+    real = vllm_engine._fields
+    monkeypatch.setattr(vllm_engine, "_fields", lambda module, name: real(module, name) - {"last_token_ts"})
+    with pytest.raises(RuntimeError, match="RequestStateStats.last_token_ts"):
+        features()
+
+
+# --- start-up failures: the engine core's own exception -----------------------------------------------------
+
+ENGINE_CORE_LOG = """\
+(EngineCore pid=7) INFO 11-30 19:18:58 [core.py:99] Loading weights
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510] EngineCore failed to start.
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510] Traceback (most recent call last):
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]   File "/x/site-packages/vllm/v1/engine/core.py", line 1482, in run
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]     engine_core = EngineCoreProc()
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510] KeyError: 'first'
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510] During handling of the above exception, another exception occurred:
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510] Traceback (most recent call last):
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]   File "/x/site-packages/tpu_inference/mesh.py", line 12, in make_mesh
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]     return device.coords
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510] AttributeError: 'CpuDevice' object has no attribute 'coords'
+(EngineCore pid=7) ERROR 11-30 19:18:58 [core.py:1510]   second line of the message
+(EngineCore pid=7) INFO 11-30 19:19:03 [multiproc_executor.py:486] [shutdown] Executor: all workers exited
+"""
+
+
+def test_start_failure_finds_the_last_exception_and_where_it_was_raised() -> None:
+    cause, trace = start_failure(ENGINE_CORE_LOG.splitlines())
+    assert cause == ("AttributeError: 'CpuDevice' object has no attribute 'coords' "
+                     "[at tpu_inference/mesh.py:12 in make_mesh]")
+    assert trace.splitlines()[0] == "Traceback (most recent call last):"
+    assert trace.splitlines()[-1] == "AttributeError: 'CpuDevice' object has no attribute 'coords'"
+    assert "KeyError" not in trace and "pid=" not in trace
+
+
+def test_start_failure_without_a_traceback_is_none() -> None:
+    assert start_failure(ENGINE_CORE_LOG.splitlines()[:2]) is None
+
+
+def test_output_tail_keeps_what_subprocesses_write_and_still_passes_it_on(capfd) -> None:
+    import subprocess
+    import sys
+
+    tail = OutputTail(max_lines=3)
+    tail.start()
+    try:
+        subprocess.run([sys.executable, "-c", "import sys\nfor i in range(5): print('out', i)\n"
+                        "sys.stderr.write('err line\\n')"], check=True)
+    finally:
+        tail.restore()
+    tail.settle(quiet_s=0.2)
+    assert list(tail.lines[1]) == ["out 2", "out 3", "out 4"] and list(tail.lines[2]) == ["err line"]
+    seen = capfd.readouterr()
+    assert "out 0" in seen.out and "err line" in seen.err
+
+
+@slow
+def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
+    """An option that EngineArgs accepts but the engine core rejects at start-up (one KV block cannot hold a
+    512-token request): report.md's failed units name the engine core's ValueError, not "see root cause above"."""
+    import json
+
+    from benchmarks import runner
+    from benchmarks.config import parse_matrix
+    from benchmarks.report import write_reports
+    from benchmarks.store import RunStore
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"question {i}"}) + "\n" for i in range(2)))
+    matrix = parse_matrix({
+        "name": "broken", "engine": "vllm", "target": str(random_pair["target"]), "methods": ["baseline"],
+        "num_prompts": 1, "warmup_prompts": 0, "max_new_tokens": 4,
+        "engine_options": {**OPTIONS, "num_gpu_blocks_override": 1},
+        "datasets": [{"name": "local", "path": str(prompts)}],
+    })
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 1
+    [error] = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
+    assert error["error"].startswith("EngineStartError: vllm engine failed to start: ValueError: ")
+    assert "kv_cache_utils.py" in error["error"] and "engine-core traceback" in error["traceback"]
+    write_reports(run_dir)
+    report = (run_dir / "report.md").read_text()
+    failed_units = report.split("## Failed units", 1)[1]
+    assert "ValueError: " in failed_units and "kv_cache_utils.py" in failed_units
+    assert "See root cause above" not in failed_units
 
 
 # --- errors before any engine is built -------------------------------------------------------------------------

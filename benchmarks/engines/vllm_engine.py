@@ -11,6 +11,15 @@ Engine core placement: vLLM's default, a separate engine-core process (VLLM_ENAB
 
 Prometheus counters live in one registry per process and are reset when an engine is built, so only one
 engine may be loaded at a time.
+
+Releases: written against vLLM 0.32 (CPU/GPU pin) and 0.27 (TPU pin). What differs is feature-detected
+(`features()`); a release without per-request spec-decode metrics (0.27) gives accept_lengths None, the
+engine-wide counters still give tau, and `describe()["missing"]` says what is absent.
+
+Start-up failures: vLLM's engine core runs in a subprocess whose exception reaches only its own output, while
+the frontend raises "Engine core initialization failed. See root cause above.". `load` copies the process's
+stdout and stderr (which the subprocesses inherit) through a bounded tail (`OutputTail`) and raises
+`EngineStartError` carrying the subprocess's last exception, with its traceback tail as a note.
 """
 from __future__ import annotations
 
@@ -20,6 +29,10 @@ import gc
 import os
 import platform
 import re
+import sys
+import threading
+import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +48,46 @@ NGRAM_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max")
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
 DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
 
+# Optional vLLM features the adapter uses where a release has them, and what is lost without one.
+FEATURE_LOSS = {
+    "per_request_spec_decode_metrics": "per-request spec-decode metrics (the engine argument and "
+                                       "CompletionOutput.spec_decode_metrics): accept_lengths and draft_lengths "
+                                       "are None; tau and per-position rates still come from the engine-wide counters",
+    "frontend_ttft": "RequestStateStats.first_token_latency: extra['frontend_ttft_s'] is None",
+}
+# Engine-core timestamps every timing depends on: a release without them cannot be measured honestly.
+REQUIRED_STATS = ("queued_ts", "first_token_ts", "last_token_ts", "num_generation_tokens")
+
 _METRIC = "vllm:spec_decode_"
 _HUB_ID = re.compile(r"\w[\w.-]*/\w[\w.-]*")
 _live: VllmEngine | None = None
+
+
+def _fields(module: str, name: str) -> set[str]:
+    """The dataclass fields of vllm's `module.name`, or none when this release does not have it."""
+    import importlib
+
+    try:
+        return {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    except (ImportError, AttributeError, TypeError):
+        return set()
+
+
+def features() -> dict[str, bool]:
+    """Which optional features (FEATURE_LOSS) the installed vLLM has; raises if a required timestamp is missing."""
+    import vllm
+
+    stats = _fields("vllm.v1.metrics.stats", "RequestStateStats")
+    missing = [name for name in REQUIRED_STATS if name not in stats]
+    if missing:
+        raise RuntimeError(f"vllm engine: vLLM {vllm.__version__} has no RequestStateStats.{', .'.join(missing)}, "
+                           "which every timing uses; install vLLM 0.27-0.32 (requirements-*.txt)")
+    return {
+        "per_request_spec_decode_metrics": "per_request_spec_decode_metrics" in _fields("vllm.engine.arg_utils",
+                                                                                        "EngineArgs")
+        and "spec_decode_metrics" in _fields("vllm.outputs", "CompletionOutput"),
+        "frontend_ttft": "first_token_latency" in stats,
+    }
 
 
 def _check_checkpoint(path: str, role: str) -> None:
@@ -51,8 +101,11 @@ def _check_checkpoint(path: str, role: str) -> None:
     )
 
 
-def engine_args(cell: Cell) -> dict[str, Any]:
-    """The keyword arguments of `vllm.LLM` for a cell, after validating method, draft, K and engine options."""
+def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, Any]:
+    """The keyword arguments of `vllm.LLM` for a cell, after validating method, draft, K and engine options.
+
+    `have` is `features()` (detected when not given): per-request metrics are asked for only where they exist.
+    """
     from vllm.engine.arg_utils import EngineArgs
 
     if cell.method not in ("baseline", *SPEC_METHODS):
@@ -85,8 +138,127 @@ def engine_args(cell: Cell) -> dict[str, Any]:
             _check_checkpoint(cell.draft, "draft")
             spec["model"] = cell.draft
         args["speculative_config"] = spec
-        args["per_request_spec_decode_metrics"] = "detailed"  # accepted count of every verify step
+        if (features() if have is None else have)["per_request_spec_decode_metrics"]:
+            args["per_request_spec_decode_metrics"] = "detailed"  # accepted count of every verify step
     return args
+
+
+class EngineStartError(RuntimeError):
+    """vLLM could not start its engine; the message carries the engine-core subprocess's own exception."""
+
+
+class OutputTail:
+    """Copy file descriptors 1 and 2 through pipes, keeping the last `max_lines` lines written to each.
+
+    Subprocesses started while `start()` is in effect inherit the pipes, so their output is kept too and keeps
+    reaching the terminal through this process for as long as they live; `restore()` puts this process's own
+    descriptors back, and the copying threads end when the last subprocess holding a pipe exits.
+    """
+
+    def __init__(self, max_lines: int = 400, max_line_chars: int = 2000) -> None:
+        self.lines: dict[int, deque[str]] = {fd: deque(maxlen=max_lines) for fd in (1, 2)}
+        self._max_chars = max_line_chars
+        self._saved: dict[int, int] = {}
+        self._threads: list[threading.Thread] = []
+        self._received = 0  # bytes read so far, over all pipes
+
+    def start(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd in self.lines:
+            try:
+                saved = os.dup(fd)
+            except OSError:
+                continue  # not open in this process: nothing to copy
+            read, write = os.pipe()
+            os.dup2(write, fd)
+            os.close(write)
+            self._saved[fd] = saved
+            thread = threading.Thread(target=self._copy, args=(read, os.dup(saved), self.lines[fd]), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def restore(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, saved in self._saved.items():
+            os.dup2(saved, fd)
+            os.close(saved)
+        self._saved = {}
+
+    def settle(self, quiet_s: float = 1.0, timeout_s: float = 10.0) -> None:
+        """Wait until the pipes end or stay quiet for `quiet_s` (at most `timeout_s`): the last output is in.
+
+        A pipe may never end while some long-lived helper (multiprocessing's resource tracker) holds it.
+        """
+        deadline, seen, quiet_since = time.monotonic() + timeout_s, -1, time.monotonic()
+        while time.monotonic() < deadline and any(t.is_alive() for t in self._threads):
+            count = self._received
+            if count != seen:
+                seen, quiet_since = count, time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet_s:
+                return
+            time.sleep(0.05)
+
+    def _copy(self, read: int, out: int, lines: deque[str]) -> None:
+        pending = b""
+        try:
+            while chunk := os.read(read, 65536):
+                self._received += len(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view):]
+                *done, pending = (pending + chunk).split(b"\n")
+                lines.extend(line.decode(errors="replace")[: self._max_chars] for line in done)
+                pending = pending[-self._max_chars:]
+        except OSError:
+            pass  # the terminal went away; stop copying
+        finally:
+            if pending:
+                lines.append(pending.decode(errors="replace"))
+            os.close(read)
+            os.close(out)
+
+
+# vLLM's log-line decorations: ANSI colours, "(EngineCore pid=1) " and "ERROR 11-30 19:18:58 [core.py:1510] ".
+_DECORATION = re.compile(r"\x1b\[[0-9;]*m|^\(\w+ pid=\d+\) |"
+                         r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[[^\]]*\] ")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
+
+
+def start_failure(lines: list[str], tail: int = 20) -> tuple[str, str] | None:
+    """The last exception in captured output, as ("Type: message [at file:line in fn]", traceback tail).
+
+    A traceback's exception line is the first unindented line after its frames; only its first line is kept.
+    None when the output holds no traceback.
+    """
+    clean = [_DECORATION.sub("", _DECORATION.sub("", line.rstrip("\r"))) for line in lines]
+    starts = [i for i, line in enumerate(clean) if line.startswith("Traceback (most recent call last):")]
+    for start in reversed(starts):
+        frames = None
+        for end in range(start + 1, len(clean)):
+            line = clean[end]
+            if match := _FRAME.match(line):
+                frames = match
+            elif line.strip() and not line[0].isspace():
+                if frames is None:
+                    break
+                path = re.sub(r"^.*/(?:site-packages|dist-packages)/", "", frames["file"])
+                cause = f"{line.strip()} [at {path}:{frames['line']} in {frames['fn']}]"
+                return cause, "\n".join(clean[max(start, end - tail): end + 1])
+    return None
+
+
+def _start_error(exc: Exception, output: OutputTail) -> Exception:
+    """EngineStartError with the subprocess's own exception when its output holds one, else `exc` unchanged."""
+    found = start_failure(list(output.lines[2])) or start_failure(list(output.lines[1]))
+    if found is None:
+        return exc
+    cause, trace = found
+    said = re.sub(r"\s*See root cause above\.", "", (str(exc).splitlines() or [""])[0])
+    error = EngineStartError(f"vllm engine failed to start: {cause} (vLLM reported {type(exc).__name__}: {said})")
+    error.add_note("engine-core traceback (tail):\n" + trace)
+    return error
 
 
 def _set_environment() -> None:
@@ -108,16 +280,27 @@ class VllmEngine:
         self._llm: Any = None
         self._cell: Cell | None = None
         self._args: dict[str, Any] = {}
+        self._features: dict[str, bool] = {}
 
     def load(self, cell: Cell) -> None:
         global _live
         if _live is not None:
             raise RuntimeError("vllm engine: another engine is loaded in this process; close() it first")
-        args = engine_args(cell)
+        self._features = features()
+        args = engine_args(cell, self._features)
         _set_environment()
         from vllm import LLM
 
-        self._llm = LLM(cell.target, **args)
+        output = OutputTail()
+        output.start()
+        try:
+            self._llm = LLM(cell.target, **args)
+        except Exception as exc:
+            output.restore()
+            output.settle()
+            raise _start_error(exc, output) from exc
+        finally:
+            output.restore()
         self._cell, self._args = cell, args
         _live = self
 
@@ -153,11 +336,11 @@ class VllmEngine:
         stats, completion = out.metrics, out.outputs[0]
         if stats is None or stats.queued_ts == 0.0 or stats.first_token_ts == 0.0:
             raise RuntimeError("vllm engine: request came back without timing stats (is disable_log_stats set?)")
-        spec = completion.spec_decode_metrics
+        spec = getattr(completion, "spec_decode_metrics", None)
         extra: dict[str, Any] = {
             "finish_reason": completion.finish_reason,
             "num_generation_tokens": stats.num_generation_tokens,
-            "frontend_ttft_s": stats.first_token_latency,
+            "frontend_ttft_s": getattr(stats, "first_token_latency", None),
         }
         if spec is not None:
             extra["draft_lengths"] = list(spec.per_step_drafted)
@@ -198,6 +381,7 @@ class VllmEngine:
             "vllm": vllm.__version__,
             "torch": torch.__version__,
             "engine_args": self._args,
+            "missing": {name: FEATURE_LOSS[name] for name, present in self._features.items() if not present},
             "resolved": {
                 "max_model_len": config.model_config.max_model_len,
                 "dtype": str(config.model_config.dtype),
