@@ -9,13 +9,6 @@ import pytest
 from benchmarks import cost_model as cm
 
 
-def test_tau_counts_the_bonus_token_and_needs_enough_positions():
-    assert cm.tau([0.9, 0.8, 0.5], 0) == 1.0
-    assert cm.tau([0.9, 0.8, 0.5], 2) == pytest.approx(2.7)
-    with pytest.raises(ValueError):
-        cm.tau([0.9], 2)
-
-
 def test_predict_by_hand():
     # p = .8 .6 .4 .2; t_AR 10 ms; draft 2 ms; verify 10 ms at K=1, 12 ms at K=3; host 1 ms
     preds = cm.predict([0.8, 0.6, 0.4, 0.2], 10.0, {1: 2.0, 3: 2.0}, {1: 10.0, 3: 12.0}, 1.0, [1, 2, 3, 4])

@@ -11,7 +11,8 @@ def test_tpot_excludes_prefill():
     # first token at 0.5 s (prefill), 5 tokens, last at 0.9 s: 4 decode intervals of 100 ms
     assert metrics.tpot_ms(0.5, 0.9, 5) == pytest.approx(100.0)
     assert math.isnan(metrics.tpot_ms(0.5, 0.5, 1))
-    assert metrics.output_tok_per_s(0.5, 0.9, 5) == pytest.approx(12.5)
+    assert metrics.output_tok_per_s(5, 0.9 - 0.5) == pytest.approx(12.5)
+    assert math.isnan(metrics.output_tok_per_s(1, 0.0))
 
 
 def test_acceptance_from_counters():
@@ -73,3 +74,28 @@ def test_floor():
     assert floor == pytest.approx(2.899, abs=1e-3)
     assert metrics.below_floor(1.31, floor)
     assert not metrics.below_floor(3.0, floor)
+
+
+def test_ratio_of_two_tpots_and_of_medians():
+    assert metrics.tpot_ratio(7.30, 2.66) == pytest.approx(2.7444, abs=1e-4)  # the published means' ratio
+    assert math.isnan(metrics.tpot_ratio(7.3, 0.0)) and math.isnan(metrics.tpot_ratio(math.nan, 2.0))
+    # medians 20 and 5 (unpaired, odd lengths, a NaN dropped): 4x, where the ratio of means would be 30/7
+    assert metrics.median_speedup([10.0, 20.0, 60.0], [5.0, 4.0, 12.0, math.nan]) == pytest.approx(20.0 / 5.0)
+
+
+def test_tau_from_per_position_counts_the_bonus_token():
+    assert metrics.tau_from_per_position([0.9, 0.8, 0.5], 0) == 1.0
+    assert metrics.tau_from_per_position([0.9, 0.8, 0.5], 2) == pytest.approx(2.7)
+    with pytest.raises(ValueError, match="needs p_1..p_2"):
+        metrics.tau_from_per_position([0.9], 2)
+    # agrees with τ from counters when the rates come from the same steps
+    c = SpecCounters.from_accept_lengths([3, 1, 0], k=3)
+    assert metrics.tau_from_per_position(metrics.acceptance(c).per_position, 3) == pytest.approx(
+        metrics.acceptance(c).tau)
+
+
+def test_predicted_speedup_and_step_cost():
+    # τ 2.8 tokens per 15 ms step against one token per 10 ms: 28/15
+    assert metrics.predicted_speedup(2.8, 10.0, 15.0) == pytest.approx(28 / 15)
+    # DFlash TPOT 4 ms at τ 3 against AR 10 ms: one step costs 1.2 AR steps
+    assert metrics.step_cost_in_ar_steps(3.0, 4.0, 10.0) == pytest.approx(1.2)
