@@ -143,6 +143,8 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         raise _fail(source, "target", "missing; give an HF id or a local folder, or a 'preset'")
 
     methods = _as_list(merged.get("methods", ["baseline", "dflash"]))
+    if not methods:
+        raise _fail(source, "methods", f"empty; list at least one of {', '.join(METHODS)}")
     for m in methods:
         if m not in METHODS:
             raise _fail(source, "methods", f"unknown method {m!r}; allowed: {', '.join(METHODS)}")
@@ -260,6 +262,8 @@ def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list
     else:
         per_method = {m: _as_list(value) for m in spec_methods}
     for m, ks in per_method.items():
+        if not ks:
+            raise _fail(source, "k", f"no K given for {m}; give an int >= 1 or a list of them")
         for kk in ks:
             _check_int(source, "k", kk, 1)
     return per_method
