@@ -1,6 +1,7 @@
 """Shared fixtures: tiny checkpoints built once per test session (no network); run folders in a temporary folder."""
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import tempfile
@@ -23,6 +24,21 @@ def _latest_state() -> tuple[str, int] | None:
     if not USER_LATEST.is_symlink():
         return None
     return os.readlink(USER_LATEST), os.lstat(USER_LATEST).st_mtime_ns
+
+
+# Engines every platform's environment installs: a test marked with one fails (never skips) when it does not import.
+REQUIRED_ENGINE_PACKAGES = {"vllm": "vllm", "jax": "jax"}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, package in REQUIRED_ENGINE_PACKAGES.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        try:
+            importlib.import_module(package)
+        except Exception as exc:  # noqa: BLE001 - any import failure means the environment is broken
+            pytest.fail(f"{package} does not import ({type(exc).__name__}: {exc}); every platform's environment "
+                        f"needs it: rerun `bash preparation/bootstrap.sh`", pytrace=False)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

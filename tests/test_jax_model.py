@@ -4,17 +4,16 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import jax  # required on every platform (as is torch): a missing one fails this module, never skips it
+import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 
-jax = pytest.importorskip("jax")
-torch = pytest.importorskip("torch")
-import jax.numpy as jnp  # noqa: E402
-
-from benchmarks import hardware, metrics  # noqa: E402
-from benchmarks.engines.jax import draft as D  # noqa: E402
-from benchmarks.engines.jax import model as M  # noqa: E402
-from benchmarks.engines.jax.loader import load_draft, load_target  # noqa: E402
+from benchmarks import hardware, metrics
+from benchmarks.engines.jax import draft as D
+from benchmarks.engines.jax import model as M
+from benchmarks.engines.jax.loader import load_draft, load_target
 
 TOL = 1e-4
 
