@@ -45,7 +45,14 @@ def test_paired_speedup_geomean_and_ratio_of_means():
     assert s.mean_ratio == pytest.approx(15.0 / 5.0)
     assert 2.0 <= s.ci_low <= s.geomean <= s.ci_high <= 4.0
     assert s.n == 2
-    assert metrics.paired_speedup(base, meth, seed=0) == s  # seeded bootstrap is reproducible
+
+
+def test_bootstrap_ci_is_seeded():
+    base, meth = [10.0, 20.0, 12.0, 30.0, 9.0], [5.0, 5.0, 8.0, 6.0, 4.0]
+    s0 = metrics.paired_speedup(base, meth, seed=0)
+    assert metrics.paired_speedup(list(base), list(meth), seed=0) == s0  # same seed, same CI: reruns agree
+    others = {(s.ci_low, s.ci_high) for s in (metrics.paired_speedup(base, meth, seed=i) for i in range(1, 6))}
+    assert others != {(s0.ci_low, s0.ci_high)}  # the resampling does depend on the seed it is given
 
 
 def test_paired_speedup_constant_ratio_has_tight_ci():
