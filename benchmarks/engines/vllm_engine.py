@@ -58,7 +58,7 @@ def option_names() -> frozenset[str] | None:
     options; None when vllm does not import here (the options cannot be checked before a run)."""
     try:
         from vllm.engine.arg_utils import EngineArgs
-    except ImportError:
+    except Exception:  # noqa: BLE001 - a vllm that does not import here cannot run here either; load() says why
         return None
     return frozenset({f.name for f in dataclasses.fields(EngineArgs)} - OWNED_ARGS) | frozenset(NGRAM_OPTIONS)
 
