@@ -106,3 +106,13 @@ def test_predicted_speedup_and_step_cost():
     assert metrics.predicted_speedup(2.8, 10.0, 15.0) == pytest.approx(28 / 15)
     # DFlash TPOT 4 ms at τ 3 against AR 10 ms: one step costs 1.2 AR steps
     assert metrics.step_cost_in_ar_steps(3.0, 4.0, 10.0) == pytest.approx(1.2)
+
+
+def test_speed_checks_use_these_definitions():
+    from benchmarks import speed
+    from benchmarks.records import RequestRecord
+
+    # 3 tokens, first at 0.1 s, last at 0.3 s: two decode intervals of 100 ms; one token: no TPOT
+    recs = [RequestRecord([1, 2, 3], ttft_s=0.1, last_token_s=0.3), RequestRecord([1], ttft_s=0.1, last_token_s=0.1)]
+    tpots = speed.tpots_ms(recs)
+    assert tpots[0] == pytest.approx(100.0) and math.isnan(tpots[1])
