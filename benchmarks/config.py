@@ -1,6 +1,7 @@
 """YAML test matrices and model presets: schema, validation with errors that name file, key and what is allowed."""
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,8 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         raise _fail(source, "target", "missing; give an HF id or a local folder, or a 'preset'")
 
     methods = _as_list(merged.get("methods", ["baseline", "dflash"]))
+    if not methods:
+        raise _fail(source, "methods", f"empty; list at least one of {', '.join(METHODS)}")
     for m in methods:
         if m not in METHODS:
             raise _fail(source, "methods", f"unknown method {m!r}; allowed: {', '.join(METHODS)}")
@@ -175,6 +178,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     for e in ENGINES:
         if not isinstance(options.get(e) or {}, dict):
             raise _fail(source, "engine_options", f"'{e}' must be a mapping of {e}-only options")
+    _check_engine_options(source, engines, options)
     interleave = merged.get("interleave", False)
     if not isinstance(interleave, bool):
         raise _fail(source, "interleave", f"expected true or false, got {interleave!r}")
@@ -202,6 +206,30 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         interleave=interleave,
         raw=raw,
     )
+
+
+def _check_engine_options(source: str, engines: list[str], options: dict[str, Any]) -> None:
+    """Each shared option must be one every engine of the matrix accepts, and each engine's sub-mapping its own;
+    an engine whose package does not import here is not checked (it cannot run here either)."""
+    from benchmarks.engines import option_names  # the registry; an engine package is imported only when listed
+
+    shared = [key for key in options if key not in ENGINES]
+    for e in engines:
+        known = option_names(e)
+        if known is None:
+            continue
+        for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{e}")
+                                                                      for k in options.get(e) or {}]:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            allowed = (f"did you mean {', '.join(close)}?" if close
+                       else f"{e} accepts {', '.join(sorted(known))}" if len(known) <= 12 else f"see {e}'s engine "
+                       f"arguments")
+            scope = (f"a shared option goes to every engine of the matrix ({', '.join(engines)}): put it under "
+                     f"'engine_options: {{<engine>: {{{key}: ...}}}}' for the engine that takes it, or drop it; "
+                     if where == "engine_options" else "")
+            raise _fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{allowed}")
 
 
 def resolve_model_ref(ref: str) -> str:
@@ -234,6 +262,8 @@ def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list
     else:
         per_method = {m: _as_list(value) for m in spec_methods}
     for m, ks in per_method.items():
+        if not ks:
+            raise _fail(source, "k", f"no K given for {m}; give an int >= 1 or a list of them")
         for kk in ks:
             _check_int(source, "k", kk, 1)
     return per_method

@@ -20,7 +20,7 @@ Inputs, all from one run of the harness (records.jsonl + manifest.json):
 Optionally a K-flat CSV (`--kflat`) gives the shape of t_verify(K) at the Ks not run: its curve, at the context
 length nearest the run's mean decode position, times one scale (the median of the engine's verify time / the
 curve over the Ks run: the engine's verify step adds sampling and host reads to the bare forward).
-Predicted speedups are compared with the measured mean-ratio speedup (mean TPOT_AR / mean TPOT_M, the same
+τ(K), the predicted speedup and tokens/s are computed by benchmarks.metrics. Predicted speedups are compared with the measured mean-ratio speedup (mean TPOT_AR / mean TPOT_M, the same
 ratio-of-means form as the model) and shown beside the geometric mean, twice: in-sample (each K's own step times:
 does the decomposition account for the measured TPOT?) and held-out (inputs from the other Ks only: a prediction).
 
@@ -39,23 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import metrics
+
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
-
-
-def tau(per_position: Sequence[float], k: int) -> float:
-    """Expected tokens per step at K from per-position acceptance p_1..p_n (n >= K)."""
-    if k > len(per_position):
-        raise ValueError(f"K={k} needs p_1..p_{k}; only {len(per_position)} positions are known")
-    return 1.0 + float(sum(per_position[:k]))
 
 
 def step_ms(draft_ms: float, verify_ms: float, host_ms: float) -> float:
     return draft_ms + verify_ms + host_ms
-
-
-def speedup(tau_k: float, t_ar_ms: float, step_time_ms: float) -> float:
-    """τ(K) tokens per step of step_time_ms against one token per t_ar_ms."""
-    return tau_k * t_ar_ms / step_time_ms
 
 
 def interpolate(points: Mapping[int, float], k: int, hold: bool = False) -> float:
@@ -91,8 +81,9 @@ def predict(per_position: Sequence[float], t_ar_ms: float, draft_ms: Mapping[int
         v = interpolate(verify_ms, k)
         if k > len(per_position) or math.isnan(d) or math.isnan(v):
             continue
-        t, s = tau(per_position, k), step_ms(d, v, host_ms)
-        out.append(Prediction(k, t, d, v, host_ms, s, 1000.0 * t / s, speedup(t, t_ar_ms, s)))
+        t, s = metrics.tau_from_per_position(list(per_position), k), step_ms(d, v, host_ms)
+        out.append(Prediction(k, t, d, v, host_ms, s, metrics.output_tok_per_s(t, s / 1000.0),
+                              metrics.predicted_speedup(t, t_ar_ms, s)))
     return out
 
 

@@ -200,8 +200,10 @@ def bytes_read(params: Any, cfg: Any, dtype: Any) -> tuple[float, float]:
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     import pandas as pd
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(list(rows), columns=list(CSV_COLUMNS)).to_csv(path, index=False, float_format="%.6g")
+    from benchmarks.store import atomic_write_text
+
+    atomic_write_text(path, pd.DataFrame(list(rows), columns=list(CSV_COLUMNS)).to_csv(index=False,
+                                                                                       float_format="%.6g"))
 
 
 def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -> None:
@@ -212,6 +214,8 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from benchmarks.plots import save_figure
 
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
@@ -257,8 +261,7 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
     ax_abs.set_title("verify forward time")
     ax_norm.set_title("normalised to K=0 (1.0 = flat)")
     fig.suptitle(title if floor.applies else f"{title}\nfloor not binding: {floor.note}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    save_figure(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------

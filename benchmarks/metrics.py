@@ -3,7 +3,7 @@
 Per request:
   TTFT  = first token time - request start
   TPOT  = (last token time - first token time) / (n_out - 1)          (prefill excluded)
-  tok/s = n_out / (last token time - first token time)
+  tok/s = n_out / (last token time - first token time)                (summed over requests for a row)
 Speculative (from cumulative engine counters diffed around one dataset, warm-up excluded):
   tau   = committed tokens / verify steps = 1 + accepted / drafts     (includes the bonus token)
   alpha = accepted draft tokens / drafted tokens
@@ -11,6 +11,9 @@ Speculative (from cumulative engine counters diffed around one dataset, warm-up 
   hist  = verify steps by exact number of accepted drafts (0..K)
 Speedup of method M over the AR baseline, paired on identical prompts:
   per prompt TPOT_AR / TPOT_M; geometric mean with a seeded bootstrap 95 % CI; and mean TPOT_AR / mean TPOT_M.
+  Side-by-side speed checks (benchmarks.speed) use the ratio of medians, median TPOT_AR / median TPOT_M.
+Cost model (benchmarks.cost_model), from per-position rates and step times:
+  tau(K) = 1 + sum_{i<=K} p_i;  speedup(K) = tau(K) * TPOT_AR / step(K);  step cost in AR steps = tau * TPOT_M / TPOT_AR
 Lossless (greedy): fraction of prompts whose tokens equal AR's, and the first divergence index.
 Physical floor: AR TPOT >= weight bytes / memory bandwidth; a time below it is a timing bug.
 """
@@ -31,8 +34,8 @@ def tpot_ms(ttft_s: float, last_token_s: float, n_out: int) -> float:
     return 1000.0 * (last_token_s - ttft_s) / (n_out - 1)
 
 
-def output_tok_per_s(ttft_s: float, last_token_s: float, n_out: int) -> float:
-    decode_s = last_token_s - ttft_s
+def output_tok_per_s(n_out: float, decode_s: float) -> float:
+    """Output tokens per second of decode time (first token to last); NaN when no decode time elapsed."""
     return n_out / decode_s if decode_s > 0 else math.nan
 
 
@@ -96,6 +99,36 @@ def paired_speedup(tpot_base: list[float], tpot_method: list[float], seed: int =
         mean_ratio=float(base.mean() / meth.mean()),
         n=len(pairs),
     )
+
+
+def tpot_ratio(tpot_base: float, tpot_method: float) -> float:
+    """Speedup from two summary TPOTs (e.g. published means): TPOT_AR / TPOT_M; NaN unless both are positive."""
+    if not (tpot_base > 0 and tpot_method > 0):
+        return math.nan
+    return tpot_base / tpot_method
+
+
+def median_speedup(tpot_base: list[float], tpot_method: list[float]) -> float:
+    """Speedup as a ratio of medians: median TPOT_AR / median TPOT_M (unpaired; NaN values dropped)."""
+    return tpot_ratio(percentile(tpot_base, 50), percentile(tpot_method, 50))
+
+
+def tau_from_per_position(per_position: list[float], k: int) -> float:
+    """Expected tokens per verify step at K from per-position rates p_1..p_n (n >= K); p_i do not depend on K for a
+    block drafter, so the rates of a larger K give τ at a smaller one."""
+    if k > len(per_position):
+        raise ValueError(f"K={k} needs p_1..p_{k}; only {len(per_position)} positions are known")
+    return 1.0 + float(sum(per_position[:k]))
+
+
+def predicted_speedup(tau: float, tpot_base_ms: float, step_ms: float) -> float:
+    """τ tokens per speculative step of step_ms against one token per AR step of tpot_base_ms."""
+    return tau * tpot_base_ms / step_ms
+
+
+def step_cost_in_ar_steps(tau: float, tpot_method: float, tpot_base: float) -> float:
+    """One draft + verify step, in AR steps: τ · TPOT_M / TPOT_AR (the inverse of the speedup, times τ)."""
+    return tau * tpot_method / tpot_base
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:

@@ -13,6 +13,7 @@ DIR/runs/<run_id>/. A missing run is reported and the published figures are stil
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
@@ -24,11 +25,12 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from benchmarks.store import RUNS_DIR, atomic_write_bytes
 from verification.published import load_k_flat, load_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES_DIR = ROOT / "results" / "figures"
-DEFAULT_RUN = ROOT / "results" / "runs" / "latest"
+DEFAULT_RUN = RUNS_DIR / "latest"
 RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf")
 PUBLISHED_FIGURES = ("published_tpu_v5p_qwen3_4b", "published_llama31_8b_dflash_vs_eagle3", "published_k_flat")
 CI_NOTE = "whiskers: bootstrap 95 % CI of the geometric mean"
@@ -40,9 +42,11 @@ def _new_figure(width: float = 9.0, height: float = 5.0) -> Figure:
     return fig
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})  # no version stamp: same data, same bytes
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Render to memory, then write atomically: an interrupted save never leaves a truncated figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})  # no version stamp: same data, same bytes
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 
@@ -219,7 +223,7 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         per_position_figure(summary),
         tpot_cdf_figure(load_requests(run_dir), _subtitle(summary) if not summary.empty else ""),
     )))
-    return [_save(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
+    return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
 
 
 def _conditions(row: pd.Series) -> str:
@@ -343,7 +347,7 @@ def published_figures(out_dir: Path) -> list[Path]:
     k_flat = load_k_flat()
     figures = dict(zip(PUBLISHED_FIGURES, (published_v5p_figure(reference), published_llama_figure(reference),
                                            published_k_flat_figure(k_flat))))
-    return [_save(fig, Path(out_dir) / f"{name}.png") for name, fig in figures.items()]
+    return [save_figure(fig, Path(out_dir) / f"{name}.png") for name, fig in figures.items()]
 
 
 def _run_id(run_dir: Path) -> str:

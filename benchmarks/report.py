@@ -21,7 +21,8 @@ DEFINITIONS = """\
 - **τ** = committed tokens per verify step = 1 + accepted/drafts (includes the bonus token); **α** = accepted/drafted.
 - **p_i** = fraction of verify steps with ≥ i accepted drafts. Warm-up prompts are excluded from everything.
 - **speedup** = geometric mean over prompts of TPOT_AR/TPOT_M on identical prompts, with a seeded bootstrap 95 % CI;
-  **mean-ratio** = mean TPOT_AR / mean TPOT_M (the form the published tables use).
+  **mean-ratio** = mean TPOT_AR / mean TPOT_M (the form the published tables use); **pairs** = prompts in the speedup
+  (measured by both cells on the same prompt hash, with a TPOT); fewer than n means prompts dropped from the pairing.
 - **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check)."""
 
 
@@ -45,10 +46,10 @@ def results_table(rows: list[dict[str, Any]]) -> str:
         body.append([r["dataset"], r["engine"], r["label"], str(r["n_prompts"]), _fmt(r["tau"]),
                      _fmt(r["acceptance_rate"], 3), _fmt(r["tpot_ms_mean"]), _fmt(r["tpot_ms_p50"]),
                      _fmt(r["tpot_ms_p90"]), _fmt(r["ttft_ms_mean"]), _fmt(r["output_tok_per_s"], 1),
-                     f"{_fmt(r['speedup'])} {ci}".strip(), _fmt(r["speedup_mean_ratio"]),
+                     f"{_fmt(r['speedup'])} {ci}".strip(), _fmt(r["n_pairs"]), _fmt(r["speedup_mean_ratio"]),
                      _fmt(r["identical_frac"], 3)])
     return _table(["dataset", "engine", "method", "n", "τ", "α", "TPOT ms", "p50", "p90", "TTFT ms", "tok/s",
-                   "speedup [95% CI]", "mean-ratio", "identical"], body)
+                   "speedup [95% CI]", "pairs", "mean-ratio", "identical"], body)
 
 
 def acceptance_table(rows: list[dict[str, Any]]) -> str:

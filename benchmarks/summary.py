@@ -13,7 +13,7 @@ COLUMNS = [
     "run_id", "cell_id", "label", "engine", "platform", "hardware", "target", "draft", "method", "k", "temperature",
     "max_new_tokens", "dataset", "n_prompts", "n_errors", "tau", "acceptance_rate", "per_position", "histogram",
     "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_mean", "output_tok_per_s",
-    "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "identical_frac", "first_divergence_min",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "n_pairs", "identical_frac", "first_divergence_min",
     "error",
 ]
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
@@ -65,7 +65,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             "tpot_ms_mean": metrics.mean(tpots), "tpot_ms_p50": metrics.percentile(tpots, 50),
             "tpot_ms_p90": metrics.percentile(tpots, 90), "tpot_ms_p99": metrics.percentile(tpots, 99),
             "ttft_ms_mean": metrics.mean([r["ttft_ms"] for r in reqs]),
-            "output_tok_per_s": sum(r["n_out"] for r in reqs) / decode_s if decode_s > 0 else math.nan,
+            "output_tok_per_s": metrics.output_tok_per_s(sum(r["n_out"] for r in reqs), decode_s),
         })
         row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}")
         spec = kinds.get("spec")
@@ -82,7 +82,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             if pairs:
                 sp = metrics.paired_speedup([b["tpot_ms"] for b, _ in pairs], [m["tpot_ms"] for _, m in pairs], seed)
                 row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
-                           speedup_mean_ratio=sp.mean_ratio)
+                           speedup_mean_ratio=sp.mean_ratio, n_pairs=sp.n)
                 if cell["temperature"] == 0 and cell["method"] != "baseline":
                     ll = metrics.lossless([b["output_ids"] for b, _ in pairs], [m["output_ids"] for _, m in pairs])
                     row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)

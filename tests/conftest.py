@@ -1,13 +1,58 @@
-"""Shared fixtures: tiny checkpoints built once per test session (no network)."""
+"""Shared fixtures: tiny checkpoints built once per test session (no network); run folders in a temporary folder."""
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# Every run the suite makes without a run folder of its own (the CLI, the notebook's `make bench`) goes here, never
+# into the user's results/runs; set before any benchmarks module is imported.
+TEST_RUNS_DIR = Path(tempfile.mkdtemp(prefix="dflash-test-runs-"))
+os.environ["DFLASH_RUNS_DIR"] = str(TEST_RUNS_DIR)
+USER_LATEST = Path(__file__).resolve().parent.parent / "results" / "runs" / "latest"
+_LATEST_KEY = pytest.StashKey[tuple[str, int] | None]()
+
+
+def _latest_state() -> tuple[str, int] | None:
+    """Where the user's results/runs/latest points and when it was last replaced; None when there is none."""
+    if not USER_LATEST.is_symlink():
+        return None
+    return os.readlink(USER_LATEST), os.lstat(USER_LATEST).st_mtime_ns
+
+
+# Engines every platform's environment installs: a test marked with one fails (never skips) when it does not import.
+REQUIRED_ENGINE_PACKAGES = {"vllm": "vllm", "jax": "jax"}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, package in REQUIRED_ENGINE_PACKAGES.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        try:
+            importlib.import_module(package)
+        except Exception as exc:  # noqa: BLE001 - any import failure means the environment is broken
+            pytest.fail(f"{package} does not import ({type(exc).__name__}: {exc}); every platform's environment "
+                        f"needs it: rerun `bash preparation/bootstrap.sh`", pytrace=False)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_LATEST_KEY] = _latest_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when any test moved the user's results/runs/latest (tests write to temporary folders)."""
+    shutil.rmtree(TEST_RUNS_DIR, ignore_errors=True)
+    if _latest_state() != session.config.stash.get(_LATEST_KEY, None):
+        print(f"\nERROR: the test session moved {USER_LATEST.relative_to(USER_LATEST.parents[2])}; a test wrote a "
+              f"run outside its temporary folders (or a run finished elsewhere meanwhile)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 
 @pytest.fixture(scope="session")

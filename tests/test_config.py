@@ -34,6 +34,12 @@ def write(tmp_path, data) -> Path:
     ({"engine_options": [1]}, "engine_options", "expected a mapping"),
     ({"datasets": [{"name": "x", "url": "y"}]}, "datasets", "must be a name or a mapping"),
     ({"interleave": "yes"}, "interleave", "expected true or false"),
+    ({"methods": []}, "methods", "empty"),
+    ({"k": []}, "k", "no K given for dflash"),
+    ({"engine": "jax", "engine_options": {"enforce_eager": True}}, "engine_options",
+     "'enforce_eager' is not an option of the jax engine"),
+    ({"engine": "jax", "engine_options": {"jax": {"draft_query": "k+1"}}}, "engine_options.jax",
+     "did you mean draft_queries?"),
     ({"interleave": True}, "interleave", "needs engines that share a process (jax), not vllm"),
 ])
 def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):

@@ -9,13 +9,6 @@ import pytest
 from benchmarks import cost_model as cm
 
 
-def test_tau_counts_the_bonus_token_and_needs_enough_positions():
-    assert cm.tau([0.9, 0.8, 0.5], 0) == 1.0
-    assert cm.tau([0.9, 0.8, 0.5], 2) == pytest.approx(2.7)
-    with pytest.raises(ValueError):
-        cm.tau([0.9], 2)
-
-
 def test_predict_by_hand():
     # p = .8 .6 .4 .2; t_AR 10 ms; draft 2 ms; verify 10 ms at K=1, 12 ms at K=3; host 1 ms
     preds = cm.predict([0.8, 0.6, 0.4, 0.2], 10.0, {1: 2.0, 3: 2.0}, {1: 10.0, 3: 12.0}, 1.0, [1, 2, 3, 4])
@@ -99,9 +92,14 @@ def test_markdown_says_what_is_missing():
 
 
 @pytest.mark.slow
-def test_prediction_within_15_percent_on_a_tiny_jax_run(oracle_pair, tmp_path):
-    """Oracle pair (every draft accepted) on the JAX engine at K = 3 and 7: the in-sample prediction from the
-    breakdown and p_i matches the measured mean-ratio speedup within 15 %."""
+def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
+    """Oracle pair (every draft accepted) on the JAX engine at K = 3, 5 and 7, interleaved: the speedup at K=5
+    predicted from the K=3 and K=7 cells alone (p_i of K=7, step times interpolated in K) matches K=5's measured
+    mean-ratio speedup. Nothing measured at K=5 enters the prediction.
+
+    t_AR cancels between predicted and measured, so the error is K=5's measured step time (τ·TPOT) against the
+    interpolation of K=3's and K=7's, which a busy shared host moves by itself; hence 25 %. A model that drops τ
+    (5×) or the draft time (about 30 % of a step here) misses by more."""
     from benchmarks.config import parse_matrix
     from benchmarks.runner import run_matrix
     from benchmarks.store import RunStore
@@ -109,26 +107,30 @@ def test_prediction_within_15_percent_on_a_tiny_jax_run(oracle_pair, tmp_path):
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"def function_{i}(x):\n    return x + {i}"}) + "\n"
-                               for i in range(4)))
+                               for i in range(6)))
     matrix = parse_matrix({
         "name": "cost-model", "engine": "jax", "target": str(oracle_pair["target"]),
-        "drafts": {"dflash": str(oracle_pair["dflash"])}, "methods": ["baseline", "dflash"], "k": [3, 7],
-        "datasets": [{"name": "local", "path": str(prompts)}], "max_new_tokens": 96, "num_prompts": 3,
-        "warmup_prompts": 1, "engine_options": {"breakdown": True, "max_model_len": 256, "dtype": "float32"},
+        "drafts": {"dflash": str(oracle_pair["dflash"])}, "methods": ["baseline", "dflash"], "k": [3, 5, 7],
+        "datasets": [{"name": "local", "path": str(prompts)}], "max_new_tokens": 96, "num_prompts": 5,
+        "warmup_prompts": 1, "interleave": True,
+        "engine_options": {"breakdown": True, "max_model_len": 256, "dtype": "float32"},
     })
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0
     store = RunStore(run_dir)
     records, manifest = store.records(), store.manifest()
     rows = summarize(records, manifest)
-    spec = [r for r in rows if r["method"] == "dflash"]
-    cells = manifest["cells"]
+    by_k = {r["k"]: r for r in rows if r["method"] == "dflash"}
     ar = next(r for r in rows if r["method"] == "baseline")
-    by_unit = {r["cell_id"]: [x for x in records if x["cell_id"] == r["cell_id"]] for r in spec}
-    inputs = cm.gather(spec, {cid: cm.breakdown(rs) for cid, rs in by_unit.items()})
-    preds = {p.k: p for p in cm.predict(inputs.per_position, ar["tpot_ms_mean"], inputs.draft_ms, inputs.verify_ms,
-                                        inputs.host_ms, [3, 7])}
-    for r in spec:
-        assert cells[r["cell_id"]]["k"] == r["k"] and r["tau"] == pytest.approx(r["k"] + 1)
-        assert preds[r["k"]].speedup == pytest.approx(r["speedup_mean_ratio"], rel=0.15)
-    assert "Predicted best K" in cm.cost_model_markdown(rows, records, manifest)
+    assert {k: r["tau"] for k, r in by_k.items()} == {3: 4.0, 5: 6.0, 7: 8.0}  # the oracle accepts every draft
+    others = [by_k[3], by_k[7]]
+    parts = {r["cell_id"]: cm.breakdown([x for x in records if x["cell_id"] == r["cell_id"]]) for r in others}
+    inputs = cm.gather(others, parts)
+    assert sorted(inputs.verify_ms) == [3, 7] and inputs.p_source == "dflash-k7"
+    (pred,) = cm.predict(inputs.per_position, ar["tpot_ms_mean"], inputs.draft_ms, inputs.verify_ms,
+                         inputs.host_ms, [5])
+    print(f"K=5 held out: predicted {pred.speedup:.3f}x, measured {by_k[5]['speedup_mean_ratio']:.3f}x")
+    assert pred.tau == 6.0
+    assert pred.speedup == pytest.approx(by_k[5]["speedup_mean_ratio"], rel=0.25)
+    md = cm.cost_model_markdown(rows, records, manifest)
+    assert "Predicted best K" in md

@@ -1,17 +1,16 @@
 """JAX decode loops: DFlash is lossless against AR, the oracle pair accepts everything, shapes stay static."""
 from __future__ import annotations
 
+import jax  # required on every platform: a missing JAX fails this module, never skips it
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-
-from benchmarks.engines import create_engine  # noqa: E402
-from benchmarks.engines.jax import decode  # noqa: E402
-from benchmarks.engines.jax.decode import Decoder  # noqa: E402
-from benchmarks.engines.jax.loader import load_draft, load_target  # noqa: E402
-from benchmarks.records import Cell, SamplingParams  # noqa: E402
+from benchmarks.engines import create_engine
+from benchmarks.engines.jax import decode
+from benchmarks.engines.jax.decode import Decoder
+from benchmarks.engines.jax.loader import load_draft, load_target
+from benchmarks.records import Cell, SamplingParams
 
 MAX_LEN = 96  # caches of 128 rows: prefill buckets 32, 64 and 128
 NEW = 24

@@ -4,17 +4,16 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import jax  # required on every platform (as is torch): a missing one fails this module, never skips it
+import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 
-jax = pytest.importorskip("jax")
-torch = pytest.importorskip("torch")
-import jax.numpy as jnp  # noqa: E402
-
-from benchmarks import hardware, metrics  # noqa: E402
-from benchmarks.engines.jax import draft as D  # noqa: E402
-from benchmarks.engines.jax import model as M  # noqa: E402
-from benchmarks.engines.jax.loader import load_draft, load_target  # noqa: E402
+from benchmarks import hardware, metrics
+from benchmarks.engines.jax import draft as D
+from benchmarks.engines.jax import model as M
+from benchmarks.engines.jax.loader import load_draft, load_target
 
 TOL = 1e-4
 
@@ -103,11 +102,51 @@ def test_config_from_transformers4_fields():
           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 500000.0,
           "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                            "original_max_position_embeddings": 8192}}
-    cfg = M.ModelConfig.from_hf(hf)
+    with pytest.warns(UserWarning) as notes:
+        cfg = M.ModelConfig.from_hf(hf)
     assert (cfg.head_dim, cfg.rope_theta, cfg.qk_norm, cfg.tie_word_embeddings) == (16, 500000.0, False, False)
     assert cfg.rope_scaling == M.SHAPES["llama3.1-8b"].rope_scaling
+    # the fields left out take transformers' defaults, each with a note naming the file and the key
+    assert sorted(str(n.message).split("'")[1] for n in notes) == ["head_dim", "rms_norm_eps", "tie_word_embeddings"]
+    assert any(str(n.message) == "config.json: no 'rms_norm_eps'; using the llama default 1e-06 (as transformers does)"
+               for n in notes)
     with pytest.raises(ValueError, match="model_type"):
         M.ModelConfig.from_hf({**hf, "model_type": "gpt2"})
+
+
+QWEN3_TF5 = {"model_type": "qwen3", "vocab_size": 8, "hidden_size": 64, "intermediate_size": 128,
+             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+             "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+             "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}}
+
+
+def test_config_from_transformers5_rope_parameters():
+    cfg = M.ModelConfig.from_hf(QWEN3_TF5)
+    assert (cfg.rope_theta, cfg.rope_scaling, cfg.qk_norm) == (1000000.0, (), True)
+    llama = {**QWEN3_TF5, "model_type": "llama", "rope_parameters": {
+        "rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+    assert M.ModelConfig.from_hf(llama).rope_scaling == M.SHAPES["llama3.1-8b"].rope_scaling
+
+
+def test_config_without_a_rope_base_or_a_shape_field_fails_naming_file_and_key():
+    no_theta = {k: v for k, v in QWEN3_TF5.items() if k != "rope_parameters"}
+    with pytest.raises(ValueError, match=r"^m/config.json: no RoPE base: add 'rope_theta'"):
+        M.ModelConfig.from_hf(no_theta, "m/config.json")
+    with pytest.raises(ValueError, match=r"m/config.json: no RoPE base"):
+        M.ModelConfig.from_hf({**no_theta, "rope_parameters": {"rope_type": "default"}}, "m/config.json")
+    with pytest.raises(ValueError, match=r"^m/config.json: missing 'hidden_size'"):
+        M.ModelConfig.from_hf({k: v for k, v in QWEN3_TF5.items() if k != "hidden_size"}, "m/config.json")
+
+
+def test_loader_names_the_checkpoint_file(tmp_path):
+    import json
+
+    from benchmarks.engines.jax.loader import load_target
+
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in QWEN3_TF5.items() if k != "rope_parameters"}))
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'config.json'}: no RoPE base"):
+        load_target(tmp_path)
 
 
 def reference_draft_logits(dp, tp, dcfg, taps: np.ndarray, block: np.ndarray, start: int) -> np.ndarray:

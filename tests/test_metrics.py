@@ -11,7 +11,8 @@ def test_tpot_excludes_prefill():
     # first token at 0.5 s (prefill), 5 tokens, last at 0.9 s: 4 decode intervals of 100 ms
     assert metrics.tpot_ms(0.5, 0.9, 5) == pytest.approx(100.0)
     assert math.isnan(metrics.tpot_ms(0.5, 0.5, 1))
-    assert metrics.output_tok_per_s(0.5, 0.9, 5) == pytest.approx(12.5)
+    assert metrics.output_tok_per_s(5, 0.9 - 0.5) == pytest.approx(12.5)
+    assert math.isnan(metrics.output_tok_per_s(1, 0.0))
 
 
 def test_acceptance_from_counters():
@@ -44,7 +45,14 @@ def test_paired_speedup_geomean_and_ratio_of_means():
     assert s.mean_ratio == pytest.approx(15.0 / 5.0)
     assert 2.0 <= s.ci_low <= s.geomean <= s.ci_high <= 4.0
     assert s.n == 2
-    assert metrics.paired_speedup(base, meth, seed=0) == s  # seeded bootstrap is reproducible
+
+
+def test_bootstrap_ci_is_seeded():
+    base, meth = [10.0, 20.0, 12.0, 30.0, 9.0], [5.0, 5.0, 8.0, 6.0, 4.0]
+    s0 = metrics.paired_speedup(base, meth, seed=0)
+    assert metrics.paired_speedup(list(base), list(meth), seed=0) == s0  # same seed, same CI: reruns agree
+    others = {(s.ci_low, s.ci_high) for s in (metrics.paired_speedup(base, meth, seed=i) for i in range(1, 6))}
+    assert others != {(s0.ci_low, s0.ci_high)}  # the resampling does depend on the seed it is given
 
 
 def test_paired_speedup_constant_ratio_has_tight_ci():
@@ -73,3 +81,38 @@ def test_floor():
     assert floor == pytest.approx(2.899, abs=1e-3)
     assert metrics.below_floor(1.31, floor)
     assert not metrics.below_floor(3.0, floor)
+
+
+def test_ratio_of_two_tpots_and_of_medians():
+    assert metrics.tpot_ratio(7.30, 2.66) == pytest.approx(2.7444, abs=1e-4)  # the published means' ratio
+    assert math.isnan(metrics.tpot_ratio(7.3, 0.0)) and math.isnan(metrics.tpot_ratio(math.nan, 2.0))
+    # medians 20 and 5 (unpaired, odd lengths, a NaN dropped): 4x, where the ratio of means would be 30/7
+    assert metrics.median_speedup([10.0, 20.0, 60.0], [5.0, 4.0, 12.0, math.nan]) == pytest.approx(20.0 / 5.0)
+
+
+def test_tau_from_per_position_counts_the_bonus_token():
+    assert metrics.tau_from_per_position([0.9, 0.8, 0.5], 0) == 1.0
+    assert metrics.tau_from_per_position([0.9, 0.8, 0.5], 2) == pytest.approx(2.7)
+    with pytest.raises(ValueError, match="needs p_1..p_2"):
+        metrics.tau_from_per_position([0.9], 2)
+    # agrees with τ from counters when the rates come from the same steps
+    c = SpecCounters.from_accept_lengths([3, 1, 0], k=3)
+    assert metrics.tau_from_per_position(metrics.acceptance(c).per_position, 3) == pytest.approx(
+        metrics.acceptance(c).tau)
+
+
+def test_predicted_speedup_and_step_cost():
+    # τ 2.8 tokens per 15 ms step against one token per 10 ms: 28/15
+    assert metrics.predicted_speedup(2.8, 10.0, 15.0) == pytest.approx(28 / 15)
+    # DFlash TPOT 4 ms at τ 3 against AR 10 ms: one step costs 1.2 AR steps
+    assert metrics.step_cost_in_ar_steps(3.0, 4.0, 10.0) == pytest.approx(1.2)
+
+
+def test_speed_checks_use_these_definitions():
+    from benchmarks import speed
+    from benchmarks.records import RequestRecord
+
+    # 3 tokens, first at 0.1 s, last at 0.3 s: two decode intervals of 100 ms; one token: no TPOT
+    recs = [RequestRecord([1, 2, 3], ttft_s=0.1, last_token_s=0.3), RequestRecord([1], ttft_s=0.1, last_token_s=0.1)]
+    tpots = speed.tpots_ms(recs)
+    assert tpots[0] == pytest.approx(100.0) and math.isnan(tpots[1])

@@ -137,3 +137,26 @@ def test_cli_run_figures_go_under_runs(tmp_path: Path, run_dir: Path) -> None:
     out = tmp_path / "fig" / "runs" / "synthetic"
     assert sorted(p.name for p in out.glob("*.png")) == sorted(f"{n}.png" for n in plots.RUN_FIGURES)
     assert not list((tmp_path / "fig").glob("published_*.png"))
+
+
+def test_a_figure_interrupted_while_saving_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    """The figure is written to a temporary file and renamed: a save that dies half-way changes nothing."""
+    from matplotlib.figure import Figure
+
+    path = tmp_path / "figures" / "f.png"
+    plots.save_figure(plots._new_figure(), path)
+    before = path.read_bytes()
+    assert before.startswith(b"\x89PNG")
+
+    def dies_half_way(self, fname, *args, **kwargs):
+        if hasattr(fname, "write"):
+            fname.write(b"\x89PNG half")
+        else:
+            Path(fname).write_bytes(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", dies_half_way)
+    with pytest.raises(OSError, match="disk full"):
+        plots.save_figure(plots._new_figure(), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == ["f.png"]  # no temporary file left behind

@@ -51,6 +51,7 @@ def test_write_reports_rows_and_lossless_verdict(run_dir):
     assert json.loads(d["per_position"]) == pytest.approx([0.75, 0.5, 0.25])
     assert float(d["speedup"]) == pytest.approx((2 * 4) ** 0.5)  # per-prompt 2× and 4×
     assert float(d["speedup_mean_ratio"]) == pytest.approx(10.0 / 3.75)
+    assert d["n_pairs"] == "2" and rows["baseline"]["n_pairs"] == "2"
     assert float(d["identical_frac"]) == 0.5 and d["first_divergence_min"] == "1"
     report = (run_dir / "report.md").read_text()
     assert "LOSSLESS VIOLATION: vllm dflash-k3 on humaneval: 0.500 of prompts identical" in report
@@ -82,3 +83,19 @@ def test_floor_not_binding_when_weights_fit_the_cache():
 
 def test_floor_unknown_bandwidth_is_said():
     assert "not computed" in floor_lines([], manifest())[0]
+
+
+def test_prompts_dropped_from_the_pairing_show_in_n_pairs(tmp_path):
+    """A method prompt the baseline never measured (another prompt hash) counts in n but not in the speedup."""
+    store = RunStore(tmp_path)
+    store.write_manifest(manifest())
+    store.write_unit("base", "humaneval", [request("base", 0, 10.0, [1, 2, 3, 4]), request("base", 1, 10.0, [5, 6])])
+    store.write_unit("dfl", "humaneval", [request("dfl", 0, 5.0, [1, 2, 3, 4]),
+                                          {**request("dfl", 1, 2.5, [5, 6]), "prompt_sha256": "other"}])
+    write_reports(tmp_path)
+    rows = {r["label"]: r for r in csv.DictReader((tmp_path / "summary.csv").open())}
+    d = rows["dflash-k3"]
+    assert (d["n_prompts"], d["n_pairs"]) == ("2", "1")
+    assert float(d["speedup"]) == pytest.approx(2.0)  # the unpaired 4x prompt is left out
+    assert "| humaneval | vllm | dflash-k3 | 2 |" in (tmp_path / "report.md").read_text()
+    assert "| 2.00 [2.00, 2.00] | 1 | 2.00 |" in (tmp_path / "report.md").read_text()

@@ -1,6 +1,8 @@
 """Runner, store and summary with a scripted in-process engine: warm-up exclusion, counter diffs, pairing,
 errors that do not stop the run, and resume."""
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -160,22 +162,32 @@ def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
 
 
 def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monkeypatch):
-    """A crash between units leaves only complete files; the rerun finishes without duplicates."""
-    calls = {"n": 0}
-    original = RunStore.write_unit
+    """A kill in the middle of writing the second unit (half its bytes on disk, not yet flushed) leaves the first unit
+    whole and no second unit file; the rerun redoes only the second and ends without duplicates."""
+    from benchmarks import store
 
-    def crash_after_first(self, *a, **k):
-        if calls["n"] == 1:
-            raise KeyboardInterrupt  # stands for a kill between two units
-        calls["n"] += 1
-        return original(self, *a, **k)
+    unit_writes = {"n": 0}
+    real_fsync = os.fsync
 
-    monkeypatch.setattr(RunStore, "write_unit", crash_after_first)
+    def killed_mid_write(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if "__" in Path(path).name:  # a unit file (units/<cell>__<dataset>.jsonl), under whatever name it is written
+            unit_writes["n"] += 1
+            if unit_writes["n"] == 2:
+                os.ftruncate(fd, os.fstat(fd).st_size // 2)  # only half the bytes reached the disk
+                raise KeyboardInterrupt  # stands for the kill
+        real_fsync(fd)
+
+    monkeypatch.setattr(store.os, "fsync", killed_mid_write)
     with pytest.raises(KeyboardInterrupt):
         runner.run_matrix(matrix, tmp_path / "run", progress=False)
-    assert len(list((tmp_path / "run" / "units").glob("*.jsonl"))) == 1
-    assert not list((tmp_path / "run" / "units").glob(".*tmp"))
-    monkeypatch.setattr(RunStore, "write_unit", original)
+    units = tmp_path / "run" / "units"
+    assert len(list(units.glob("*.jsonl"))) == 1  # the interrupted unit left no file a rerun would take as done
+    assert not list(units.glob(".*tmp"))
+    whole = [r for p in units.glob("*.jsonl") for r in store.read_jsonl(p)]
+    assert [r["label"] for r in whole] == ["baseline"] * 3  # the first unit (the baseline's), every line parseable
+    monkeypatch.setattr(store.os, "fsync", real_fsync)
+    ScriptedEngine.loads = []
     run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
     keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).records()
             if r["kind"] == "request"]
@@ -183,8 +195,14 @@ def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monke
 
 
 def test_run_id_is_stable_per_matrix_content(matrix):
-    assert runner.run_id_for(matrix) == runner.run_id_for(matrix)
+    """Equal content gives the same id (so a rerun resumes), whichever object holds it; any change gives another."""
+    import dataclasses
+
+    again = parse_matrix(dict(matrix.raw))  # parsed anew from the same mapping: another object, equal content
+    assert again is not matrix and runner.run_id_for(again) == runner.run_id_for(matrix)
     assert runner.run_id_for(matrix).startswith("scripted-")
+    for change in ({"num_prompts": 4}, {"seed": 1}, {"temperatures": [0.5]}, {"target": matrix.target + "x"}):
+        assert runner.run_id_for(dataclasses.replace(matrix, **change)) != runner.run_id_for(matrix), change
 
 
 def test_model_references():

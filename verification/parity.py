@@ -29,7 +29,9 @@ Where vLLM (0.32, V1 runner) and the JAX engine differ in bookkeeping, and how t
   k_norm, at every step (tests/test_vllm_engine.py checks that kernel). Context hidden states and positions are right
   in vLLM: prompt taps 0..P-1 at positions 0..P-1, the block from P. A per-layer norm in that function makes vLLM's
   draft logits match a direct reference to 2e-5 at every step of a traced request. The target never sees the draft's
-  keys, so greedy tokens stay identical; only the accept lengths move, hence --tau-tol on trained pairs.
+  keys, so greedy tokens stay identical; only the accept lengths move, hence --tau-tol on trained pairs. With layer
+  0's k_norm on every layer's context keys, the JAX draft gives vLLM's accepted lengths step for step
+  (tests/test_parity.py, trained pair, K=7, 4 HumanEval prompts).
 """
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.datasets import DATASETS
+from benchmarks import metrics
 from benchmarks.metrics import below_floor, tpot_floor_ms
 from benchmarks.records import METHODS
 
@@ -148,7 +149,7 @@ def _check_results_table(df: pd.DataFrame, path: Path) -> None:
         if _present(r["temperature"]) and r["temperature"] < 0:
             raise fail(i, "temperature must be >= 0")
         if r["stat"] == "value" and all(_present(r[c]) for c in ("speedup", "tpot_ar_ms", "tpot_ms")):
-            implied = r["tpot_ar_ms"] / r["tpot_ms"]
+            implied = metrics.tpot_ratio(r["tpot_ar_ms"], r["tpot_ms"])
             if abs(implied - r["speedup"]) > SPEEDUP_TPOT_TOLERANCE * r["speedup"]:
                 raise fail(i, f"speedup {r['speedup']} disagrees with tpot_ar_ms/tpot_ms = {implied:.3f}")
     dup = df.duplicated(subset=["dataset", "stat", "method", "k"], keep=False)

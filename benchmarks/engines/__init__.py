@@ -10,6 +10,12 @@ _REGISTRY = {
     "vllm": "benchmarks.engines.vllm_engine:VllmEngine",
     "jax": "benchmarks.engines.jax.engine:JaxEngine",
 }
+# Each engine module's own list of the engine options it accepts (a function, so that listing them imports only
+# what that engine needs: vLLM's come from vllm's EngineArgs).
+_OPTION_NAMES = {
+    "vllm": "benchmarks.engines.vllm_engine:option_names",
+    "jax": "benchmarks.engines.jax.engine:option_names",
+}
 
 
 class Engine(Protocol):
@@ -37,3 +43,9 @@ def create_engine(name: str) -> Engine:
         raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(sorted(_REGISTRY))}")
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)()
+
+
+def option_names(name: str) -> frozenset[str] | None:
+    """The engine options engine `name` accepts; None when they cannot be known here (its package does not import)."""
+    module, fn = _OPTION_NAMES[name].split(":")
+    return getattr(importlib.import_module(module), fn)()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import gc
 import os
 import platform
@@ -101,13 +102,22 @@ def _check_checkpoint(path: str, role: str) -> None:
     )
 
 
+@functools.cache
+def option_names() -> frozenset[str] | None:
+    """The engine options a cell may set: vllm's EngineArgs fields but those the adapter owns, plus the n-gram
+    options; None when vllm does not import here (the options cannot be checked before a run)."""
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except Exception:  # noqa: BLE001 - a vllm that does not import here cannot run here either; load() says why
+        return None
+    return frozenset({f.name for f in dataclasses.fields(EngineArgs)} - OWNED_ARGS) | frozenset(NGRAM_OPTIONS)
+
+
 def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, Any]:
     """The keyword arguments of `vllm.LLM` for a cell, after validating method, draft, K and engine options.
 
     `have` is `features()` (detected when not given): per-request metrics are asked for only where they exist.
     """
-    from vllm.engine.arg_utils import EngineArgs
-
     if cell.method not in ("baseline", *SPEC_METHODS):
         raise ValueError(f"vllm engine: unknown method {cell.method!r}; use baseline, {', '.join(SPEC_METHODS)}")
     if cell.method in DRAFT_METHODS and not cell.draft:
@@ -121,7 +131,7 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
     ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
     if ngram and cell.method != "ngram":
         raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
-    known = {f.name for f in dataclasses.fields(EngineArgs)} - OWNED_ARGS
+    known = set(option_names() or ()) - set(NGRAM_OPTIONS)
     for key in options:
         if key in OWNED_ARGS:
             raise ValueError(f"vllm engine: option {key!r} is set from the cell itself and cannot be overridden")

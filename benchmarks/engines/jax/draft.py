@@ -36,17 +36,21 @@ class DraftConfig:
     target_layer_ids: tuple[int, ...]
 
     @classmethod
-    def from_hf(cls, hf: dict[str, Any]) -> "DraftConfig":
+    def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "DraftConfig":
+        layers = ModelConfig.from_hf({**hf, "model_type": "qwen3"}, source)
         dflash = hf.get("dflash_config") or {}
         mask = dflash.get("mask_token_id", hf.get("mask_token_id"))
         if mask is None:
-            raise ValueError("DFlash config names no mask_token_id")
+            raise ValueError(f"{source}: no 'dflash_config: {{mask_token_id: ...}}'")
+        if hf.get("block_size") is None:
+            raise ValueError(f"{source}: no 'block_size'")
         ids = dflash.get("target_layer_ids") or hf.get("target_layer_ids")
         if not ids:
+            if hf.get("num_target_layers") is None:
+                raise ValueError(f"{source}: neither 'dflash_config: {{target_layer_ids}}' nor 'num_target_layers'")
             # the reference's default: one tap per draft layer
             ids = default_target_layer_ids(hf["num_target_layers"], hf["num_hidden_layers"])
-        return cls(ModelConfig.from_hf({**hf, "model_type": "qwen3"}), int(hf["block_size"]), int(mask),
-                   tuple(int(i) for i in ids))
+        return cls(layers, int(hf["block_size"]), int(mask), tuple(int(i) for i in ids))
 
 
 def init_draft_params(dcfg: DraftConfig, key: jax.Array, dtype: Any = jnp.bfloat16, scale: float = 0.02) -> Params:

@@ -20,6 +20,11 @@ from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block", "ignore_eos": False}
 
 
+def option_names() -> frozenset[str]:
+    """The engine options this engine accepts (matrices are validated against them before anything runs)."""
+    return frozenset(OPTIONS)
+
+
 def resolve_checkpoint(name: str) -> Path:
     """A local folder, or an HF hub id already in the local cache."""
     path = Path(name).expanduser()

@@ -73,7 +73,7 @@ def _layers(ckpt: Checkpoint, prefix: str, cfg: ModelConfig, dtype: Any) -> list
 def load_target(path: str | Path, dtype: str | None = None) -> tuple[ModelConfig, Params]:
     """A Qwen3ForCausalLM / LlamaForCausalLM folder -> (config, params in model.py's layout)."""
     hf = read_config(path)
-    cfg = ModelConfig.from_hf(hf)
+    cfg = ModelConfig.from_hf(hf, str(Path(path) / "config.json"))
     dt = resolve_dtype(dtype, hf)
     ckpt = Checkpoint(path)
     params: Params = {"embed": ckpt.take("model.embed_tokens.weight", dt), "norm": ckpt.take("model.norm.weight", dt),
@@ -88,7 +88,7 @@ def load_draft(path: str | Path, dtype: str | None = None) -> tuple[DraftConfig,
     hf = read_config(path)
     if "DFlashDraftModel" not in (hf.get("architectures") or []):
         raise ValueError(f"{path} is not a DFlash draft (architectures={hf.get('architectures')})")
-    dcfg = DraftConfig.from_hf(hf)
+    dcfg = DraftConfig.from_hf(hf, str(Path(path) / "config.json"))
     dt = resolve_dtype(dtype, hf)
     ckpt = Checkpoint(path)
     prefix = "model." if "model.fc.weight" in ckpt else ""

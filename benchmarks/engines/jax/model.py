@@ -32,6 +32,8 @@ every weight and cache array is read in place, never sliced out of a stacked arr
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -55,7 +57,7 @@ class ModelConfig:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    rope_theta: float = 1_000_000.0
+    rope_theta: float = 1_000_000.0  # Qwen3's released value, for the named SHAPES below; from_hf never defaults it
     rms_norm_eps: float = 1e-6
     qk_norm: bool = True
     tie_word_embeddings: bool = True
@@ -64,38 +66,70 @@ class ModelConfig:
     rope_scaling: tuple[tuple[str, float], ...] = ()
 
     @classmethod
-    def from_hf(cls, hf: dict[str, Any]) -> "ModelConfig":
-        """From an HF config.json dict (transformers 4 `rope_theta`/`rope_scaling` or 5 `rope_parameters`)."""
+    def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "ModelConfig":
+        """From an HF config.json dict (transformers 4 `rope_theta`/`rope_scaling` or 5 `rope_parameters`).
+
+        A missing shape field or RoPE base fails naming `source` and the key; the fields transformers' own Qwen3 /
+        Llama configs default (ARCH_DEFAULTS) take that default with a warning that says so.
+        """
         model_type = hf.get("model_type")
         if model_type not in ("qwen3", "llama"):
-            raise ValueError(f"unsupported model_type {model_type!r}: the JAX engine runs qwen3 and llama")
+            raise ValueError(f"{source}: unsupported model_type {model_type!r}: the JAX engine runs qwen3 and llama")
         if hf.get("attention_bias") or hf.get("mlp_bias"):
-            raise ValueError("attention/MLP biases are not supported")
+            raise ValueError(f"{source}: attention/MLP biases are not supported")
+        missing = [key for key in REQUIRED_FIELDS if hf.get(key) is None]
+        if missing:
+            raise ValueError(f"{source}: missing {', '.join(repr(k) for k in missing)}; the JAX engine needs the "
+                             f"model's shape ({', '.join(REQUIRED_FIELDS)})")
         rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-        theta = hf.get("rope_theta") or rope.get("rope_theta") or (1_000_000.0 if model_type == "qwen3" else 10_000.0)
+        theta = hf.get("rope_theta") or rope.get("rope_theta")
+        if theta is None:
+            raise ValueError(f"{source}: no RoPE base: add 'rope_theta' (transformers 4) or "
+                             f"'rope_parameters: {{rope_theta: ...}}' (transformers 5) with the model's value")
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         scaling: tuple[tuple[str, float], ...] = ()
         if rope_type == "llama3":
             names = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+            absent = [n for n in names if n not in rope]
+            if absent:
+                raise ValueError(f"{source}: llama3 RoPE scaling lacks {', '.join(absent)}")
             scaling = tuple(sorted((n, float(rope[n])) for n in names))
         elif rope_type not in ("default", None):
-            raise ValueError(f"unsupported RoPE type {rope_type!r}")
+            raise ValueError(f"{source}: unsupported RoPE type {rope_type!r}")
         heads = hf["num_attention_heads"]
+
+        def field(key: str) -> Any:
+            if hf.get(key) is not None:
+                return hf[key]
+            value = ARCH_DEFAULTS[key](hf)
+            warnings.warn(f"{source}: no {key!r}; using the {model_type} default {value!r} (as transformers does)",
+                          stacklevel=3)
+            return value
+
         return cls(
             vocab_size=hf["vocab_size"],
             hidden_size=hf["hidden_size"],
             intermediate_size=hf["intermediate_size"],
             num_layers=hf["num_hidden_layers"],
             num_heads=heads,
-            num_kv_heads=hf.get("num_key_value_heads", heads),
-            head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
+            num_kv_heads=field("num_key_value_heads"),
+            head_dim=field("head_dim"),
             rope_theta=float(theta),
-            rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            rms_norm_eps=float(field("rms_norm_eps")),
             qk_norm=model_type == "qwen3",
-            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            tie_word_embeddings=bool(field("tie_word_embeddings")),
             rope_scaling=scaling,
         )
 
+
+REQUIRED_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+# What transformers' Qwen3Config and LlamaConfig take when config.json omits a field (the same for both).
+ARCH_DEFAULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "num_key_value_heads": lambda hf: hf["num_attention_heads"],
+    "head_dim": lambda hf: hf["hidden_size"] // hf["num_attention_heads"],
+    "rms_norm_eps": lambda hf: 1e-6,
+    "tie_word_embeddings": lambda hf: False,
+}
 
 _LLAMA3_ROPE = (("factor", 8.0), ("high_freq_factor", 4.0), ("low_freq_factor", 1.0),
                 ("original_max_position_embeddings", 8192.0))
