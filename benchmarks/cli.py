@@ -59,8 +59,7 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
 
 def choose_run_dir(matrix: Matrix, run_dir: Path | None, fresh: bool) -> Path:
     """The run folder, and what a rerun will do there: resume (say how much is done already) or measure afresh."""
-    from benchmarks.matrix import expand
-    from benchmarks.runner import run_id_for
+    from benchmarks.runner import matrix_cells, run_id_for
     from benchmarks.store import RUNS_DIR, RunStore
 
     if run_dir is None:
@@ -68,7 +67,7 @@ def choose_run_dir(matrix: Matrix, run_dir: Path | None, fresh: bool) -> Path:
         if fresh:  # a new folder: the earlier run stays as it was
             run_dir = run_dir.with_name(f"{run_dir.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}")
     store = RunStore(run_dir)
-    units = [(c.cell_id, d.name) for c in expand(matrix) for d in matrix.datasets]
+    units = [(c.cell_id, d.name) for c in matrix_cells(matrix)[0] for d in matrix.datasets]
     done = sum(store.is_done(*u) for u in units)
     if done and fresh:
         raise ConfigError(f"--fresh: {run_dir} already holds {done} measured unit(s); give a new --run-dir, or "

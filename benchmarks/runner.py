@@ -85,6 +85,13 @@ def identify_weights(cells: list[Cell], models: dict[str, dict[str, Any]]) -> li
             for c in cells]
 
 
+def matrix_cells(matrix: Matrix) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
+    """A matrix's cells with their final ids (settings and model files), and the fingerprints of those files."""
+    cells = expand(matrix)
+    models = fingerprint_models(matrix, cells)
+    return identify_weights(cells, models), models
+
+
 def build_manifest(matrix: Matrix, cells: list[Cell], run_id: str, models: dict[str, dict[str, Any]],
                    env: dict[str, Any]) -> dict[str, Any]:
     """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
@@ -175,9 +182,7 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
 
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True) -> tuple[Path, int]:
     """Run every pending (cell, dataset) unit; return the run folder and the number of failed units."""
-    cells = expand(matrix)
-    models = fingerprint_models(matrix, cells)
-    cells = identify_weights(cells, models)
+    cells, models = matrix_cells(matrix)
     env = provenance.environment()
     run_dir = Path(run_dir) if run_dir else RUNS_DIR / run_id_for(matrix)
     store = RunStore(run_dir)
