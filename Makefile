@@ -1,5 +1,8 @@
 # Every target sets the environment up first (bootstrap is a quick no-op when nothing changed).
-PY := .venv/bin/python
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The TPU environment built on any machine (tpu-preflight), reused by other TPU checks that run on CPU.
+TPU_VENV ?= .venv-tpu
 DATASET ?= humaneval
 ENGINE ?=
 METHODS ?=
@@ -10,6 +13,7 @@ TEMPERATURE ?=
 MAX_NEW_TOKENS ?=
 CONFIG ?= configs/matrices/smoke.yaml
 RUN ?= results/runs/latest
+RUN_DIR_TPU ?= results/runs/tpu-preflight
 PYTEST_ARGS ?=
 KFLAT_ARGS ?=
 
@@ -18,10 +22,10 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS))
 
-.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference clean
+.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference tpu-preflight clean
 
 setup:
-	@bash preparation/bootstrap.sh
+	@VENV=$(VENV) bash preparation/bootstrap.sh
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -49,6 +53,15 @@ kflat: setup
 test-tpu-inference:
 	bash preparation/test_tpu_inference.sh
 
+# Optional pre-flight for a TPU change, on any machine: the TPU environment in $(TPU_VENV) (the submodule's
+# tpu-inference when populated, else the pinned wheels; ~11 GB, ~6 min the first time), the import check of every
+# tpu-inference module vLLM loads, and the JAX engine on the tiny preset there (JAX on CPU; must be lossless).
+tpu-preflight:
+	@PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh
+	$(TPU_VENV)/bin/python preparation/check_engine.py tpu
+	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks bench --dataset $(DATASET) --engine jax --n 2 --preset tiny \
+		--run-dir $(RUN_DIR_TPU)
+
 clean:
-	rm -rf .venv .cache results/runs results/figures/runs .pytest_cache
+	rm -rf $(VENV) $(TPU_VENV) .cache results/runs results/figures/runs .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
