@@ -102,6 +102,5 @@ KNOWN='^nvidia-mtbench-evaluator [^ ]* requires '
 CONFLICTS="$("${PIP[@]}" check 2>&1 | grep -vE "$KNOWN|^No broken requirements" || true)"
 [ -z "$CONFLICTS" ] || die "pip check reports broken requirements in $VENV:"$'\n'"$CONFLICTS"
 
-"$VENV/bin/python" -c 'import jax, vllm; print(f"bootstrap: jax {jax.__version__} on {jax.default_backend()}, vllm {vllm.__version__}")'
 echo "$WANT" > "$STAMP"
 step "done."

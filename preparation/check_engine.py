@@ -56,7 +56,11 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # any import-time failure means the engine cannot start
             print(f"check_engine: error: cannot import {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
+    import jax
+    import vllm
+
     print(f"check_engine: {len(modules)} modules import on {argv[0]}: {', '.join(modules)}")
+    print(f"check_engine: jax {jax.__version__} on {jax.default_backend()}, vllm {vllm.__version__}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 import subprocess
 from pathlib import Path
 
@@ -224,3 +225,31 @@ def test_resolution_fails_for_pins_that_cannot_go_together(tmp_path):
     bad.write_text("vllm-tpu==0.27.0\ntpu-inference==0.26.0\n")
     r = _compile(bad)
     assert r.returncode != 0 and "tpu-inference" in r.stderr
+
+
+# The engine import check that set-up runs.
+
+def _check_engine(tmp: Path, platform: str, vllm_body: str) -> subprocess.CompletedProcess:
+    """check_engine.py with a stand-in ``vllm`` module first on the path."""
+    (tmp / "vllm.py").write_text(vllm_body)
+    env = {**os.environ, "PYTHONPATH": str(tmp), "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, str(ROOT / "preparation" / "check_engine.py"), platform], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_engine_check_fails_naming_vllm_when_it_does_not_import(tmp_path):
+    r = _check_engine(tmp_path, "cpu", "raise ImportError('no engine here')")
+    assert r.returncode == 1
+    assert "cannot import vllm: ImportError: no engine here" in r.stderr
+
+
+def test_engine_check_on_tpu_needs_the_tpu_inference_modules(tmp_path):
+    r = _check_engine(tmp_path, "tpu", "__version__ = '0'")
+    assert r.returncode == 1
+    assert "cannot import tpu_inference." in r.stderr
+
+
+def test_engine_check_passes_when_everything_imports(tmp_path):
+    r = _check_engine(tmp_path, "cpu", "__version__ = 'stand-in'")
+    assert r.returncode == 0, r.stderr
+    assert "vllm stand-in" in r.stdout
