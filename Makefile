@@ -22,7 +22,7 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS))
 
-.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference tpu-preflight clean
+.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference tpu-preflight locks clean
 
 setup:
 	@VENV=$(VENV) bash preparation/bootstrap.sh
@@ -61,6 +61,15 @@ tpu-preflight:
 	$(TPU_VENV)/bin/python preparation/check_engine.py tpu
 	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks bench --dataset $(DATASET) --engine jax --n 2 --preset tiny \
 		--run-dir $(RUN_DIR_TPU)
+
+# Regenerate the TPU/GPU lock files after changing a requirement file (needs the package index; ~20 s each).
+locks: setup
+	for p in tpu gpu; do \
+	  { sed -n '1,3p' preparation/locks/$$p.txt; \
+	    $(PY) -m uv pip compile --python-version 3.12 --python-platform x86_64-manylinux_2_35 --no-header \
+	      --no-annotate --quiet requirements-$$p.txt; } > preparation/locks/$$p.txt.new \
+	  && mv preparation/locks/$$p.txt.new preparation/locks/$$p.txt || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) $(TPU_VENV) .cache results/runs results/figures/runs .pytest_cache

@@ -43,9 +43,13 @@ if [ "$PLATFORM" = tpu ]; then
   read -r RELEASE SOURCE < <(bash preparation/tpu_release.sh) || exit 1
 fi
 
+# TPU and GPU installs are constrained to the committed lock of their set, resolved for Python 3.12.
+LOCK="preparation/locks/$PLATFORM.txt"
+[ -f "$LOCK" ] || LOCK=/dev/null
+
 STAMP="$VENV/.bootstrap-stamp"
 HASH="$(cat "$0" preparation/find_python.sh preparation/check_engine.py preparation/tpu_release.sh \
-  preparation/tpu_inference_releases.tsv requirements.txt "$REQ" | sha256sum | cut -c1-16)"
+  preparation/tpu_inference_releases.tsv requirements.txt "$REQ" "$LOCK" | sha256sum | cut -c1-16)"
 WANT="$PLATFORM $HASH tpu-inference=$SOURCE"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$VENV/bin/python" ]; then
   step "$PLATFORM environment is up to date ($VENV)."
@@ -66,16 +70,24 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV" || die "'$PY -m venv $VENV' failed; install the venv module for $PY."
 fi
 PIP=("$VENV/bin/python" -m pip)
+CONSTRAINTS=()
+if [ "$LOCK" != /dev/null ]; then
+  if [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = 3.12 ]; then
+    CONSTRAINTS=(-c "$LOCK")
+  else
+    step "note: $LOCK is resolved for Python 3.12; installing $REQ unconstrained."
+  fi
+fi
 "${PIP[@]}" install -q --upgrade pip wheel || die "could not upgrade pip in $VENV (is a package index reachable?)."
 
 if [ "$SOURCE" = wheels ]; then
   step "installing $REQ ($SIZE)"
-  "${PIP[@]}" install -r "$REQ" || die "'pip install -r $REQ' failed; see the pip output above."
+  "${PIP[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" || die "'pip install -r $REQ' failed; see the pip output above."
 else
   # The submodule's setup.py takes its version from VLLM_VERSION_OVERRIDE (else 0.0.0): build it as its release so
   # that vllm-tpu's tpu-inference==X requirement holds, and install its own dependencies with it.
   step "installing $REQ with tpu-inference from the submodule (release $RELEASE, commit $SOURCE) ($SIZE)"
-  VLLM_VERSION_OVERRIDE="$RELEASE" "${PIP[@]}" install -r "$REQ" -e ./tpu-inference \
+  VLLM_VERSION_OVERRIDE="$RELEASE" "${PIP[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" -e ./tpu-inference \
     || die "installing $REQ with the tpu-inference submodule failed; see the pip output above."
 fi
 

@@ -199,24 +199,31 @@ def _uv() -> str:
     return find_uv_bin()
 
 
-def _compile(requirements: Path) -> subprocess.CompletedProcess:
-    # manylinux_2_35: the glibc of a TPU VM's Ubuntu 22.04 image (libtpu needs >= 2.31).
+def _compile(requirements: Path, *extra: str) -> subprocess.CompletedProcess:
+    # manylinux_2_35: the glibc of a TPU VM's Ubuntu 22.04 image (libtpu needs >= 2.31); `make locks` runs the same.
     cmd = [_uv(), "pip", "compile", "--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_35",
-           "--no-header", "--quiet", str(requirements)]
+           "--no-header", "--no-annotate", "--quiet", *extra, str(requirements)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
 
 
+def _pins(text: str) -> dict[str, str]:
+    pairs = (line.split("==") for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    return {name.lower().replace("_", "-"): version.strip() for name, version in pairs}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name, pins", [
-    ("requirements-tpu.txt", ("vllm-tpu==0.27.0", "tpu-inference==0.27.0", "libtpu==")),
-    ("requirements-gpu.txt", ("vllm==0.32.0", "jax-cuda12-plugin==")),
+@pytest.mark.parametrize("platform, pins", [
+    ("tpu", {"vllm-tpu": "0.27.0", "tpu-inference": "0.27.0"}),
+    ("gpu", {"vllm": "0.32.0"}),
 ])
-def test_accelerator_requirements_resolve(name, pins):
-    r = _compile(ROOT / name)
+def test_accelerator_requirements_resolve_to_their_lock(platform, pins):
+    """The set resolves for its Python and platform, constrained to the committed lock, to exactly the lock."""
+    lock = ROOT / "preparation" / "locks" / f"{platform}.txt"
+    r = _compile(ROOT / f"requirements-{platform}.txt", "--constraint", str(lock))
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    for pin in pins:
-        assert any(line.startswith(pin) for line in lines), (pin, r.stdout[:2000])
+    got, want = _pins(r.stdout), _pins(lock.read_text())
+    assert got == want, f"{lock.name} is stale: run `make locks` ({sorted(set(got.items()) ^ set(want.items()))[:10]})"
+    assert {name: got.get(name) for name in pins} == pins
 
 
 @pytest.mark.slow
