@@ -54,7 +54,7 @@ test-tpu-inference:
 	bash preparation/test_tpu_inference.sh
 
 # Optional pre-flight for a TPU change, on any machine: the TPU environment in $(TPU_VENV) (the submodule's
-# tpu-inference when populated, else the pinned wheels; ~11 GB, ~6 min the first time), the import check of every
+# tpu-inference when populated, else the pinned wheels; ~11 GB, ~8 min the first time), the import check of every
 # tpu-inference module vLLM loads, and the JAX engine on the tiny preset there (JAX on CPU; must be lossless).
 tpu-preflight:
 	@PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh

@@ -25,7 +25,7 @@ REPORT_DIR="${REPORT_DIR:-$VENV}"
 die() { echo "test-tpu-inference: error: $*" >&2; exit 2; }
 step() { echo "test-tpu-inference: $*"; }
 
-# tpu-inference pins a jax that needs Python >= 3.11, and vllm-tpu is a cp312 wheel: the TPU platform's Python.
+# The TPU platform's Python (3.12: vllm-tpu is a cp312 wheel), found or installed as bootstrap does.
 PY="$(bash "$ROOT/preparation/find_python.sh" tpu)" || exit 2
 
 if [ ! -x "$VENV/bin/python" ]; then
