@@ -32,7 +32,7 @@ detect_platform() {
 PLATFORM="${PLATFORM:-$(detect_platform)}"
 # Sizes and times measured on a 2-core machine with a warm pip cache; a cold download adds its own time.
 case "$PLATFORM" in
-  cpu) REQ=requirements-cpu.txt; SIZE="~3.4 GB, ~3 min" ;;
+  cpu) REQ=requirements-cpu.txt; SIZE="~4.4 GB, ~5 min" ;;
   tpu) REQ=requirements-tpu.txt; SIZE="~11 GB (4.3 GB of it CUDA libraries pulled by tpu-inference's torch pins), ~8 min" ;;
   gpu) REQ=requirements-gpu.txt; SIZE="a CUDA torch, vllm and jax[cuda12]: expect over 10 GB" ;;
   *) die "PLATFORM='$PLATFORM' is not one of cpu, tpu, gpu." ;;
