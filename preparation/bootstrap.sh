@@ -81,7 +81,7 @@ fi
 "${PIP[@]}" install -q --upgrade pip wheel || die "could not upgrade pip in $VENV (is a package index reachable?)."
 
 if [ "$PLATFORM" = tpu ] && [ "$SOURCE" = wheels ] \
-  && "${PIP[@]}" show tpu-inference 2>/dev/null | grep -q '^Editable project location'; then
+  && "${PIP[@]}" show tpu-inference 2>/dev/null | grep '^Editable project location' >/dev/null; then
   step "the submodule is no longer populated: replacing its editable tpu-inference with the pinned wheel"
   "${PIP[@]}" uninstall -y -q tpu-inference || die "could not uninstall the editable tpu-inference."
 fi
