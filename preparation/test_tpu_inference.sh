@@ -4,8 +4,9 @@
 #   bash preparation/test_tpu_inference.sh
 #   VENV=/elsewhere TPU_INFERENCE_VERSION=0.32.0 VLLM_VERSION=0.32.0 PYTHON=python3.12 bash preparation/test_tpu_inference.sh
 #
-# tpu-inference pins jax 0.11.2, which needs Python >= 3.12, so it cannot share .venv (Python 3.11 on CPU).
-# The tests come from the populated submodule third_party/tpu-inference when present, else from the `tests/`
+# tpu-inference pins jax 0.11.2, which needs Python >= 3.12, so it cannot share .venv (Python 3.11 on CPU); it runs
+# on the Python that preparation/find_python.sh picks for the TPU platform (3.12).
+# The tests come from the populated submodule tpu-inference/ when present, else from the `tests/`
 # folder that the tpu-inference wheel installs into site-packages. The full engine needs a TPU; these unit tests
 # do not, except those that set TPU-only XLA compile options, which fail on CPU and are named in the summary.
 # Optional and not part of CI: the install is large (jax, a CUDA torch, flax, tokamax, vllm's Python code, ...).
@@ -18,26 +19,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv-tpu-inference}"
 VERSION="${TPU_INFERENCE_VERSION:-0.32.0}"
 VLLM_VERSION="${VLLM_VERSION:-$VERSION}"  # the vllm release a tpu-inference release is built against
-SUBMODULE="$ROOT/third_party/tpu-inference"
+SUBMODULE="$ROOT/tpu-inference"
 REPORT_DIR="${REPORT_DIR:-$VENV}"
 
 die() { echo "test-tpu-inference: error: $*" >&2; exit 2; }
 step() { echo "test-tpu-inference: $*"; }
 
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-  CANDIDATES=(python3.13 python3.12)
-  if command -v pyenv >/dev/null 2>&1; then  # pyenv shims only answer for the selected version: ask for the paths
-    CANDIDATES+=("$(pyenv root)"/versions/3.1[2-9]*/bin/python3)
-  fi
-  for c in "${CANDIDATES[@]}"; do
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
-      PY="$c"; break
-    fi
-  done
-fi
-[ -n "$PY" ] || die "needs Python >= 3.12 with the venv module (tried ${CANDIDATES[*]}); install one (pyenv, or apt-get install python3.12-venv) or set PYTHON=/path/to/python."
-"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))' || die "$PY is older than 3.12; tpu-inference $VERSION pins jax 0.11.2, which needs 3.12+."
+# The TPU platform's Python (3.12: vllm-tpu is a cp312 wheel), found or installed as bootstrap does.
+PY="$(bash "$ROOT/preparation/find_python.sh" tpu)" || exit 2
 
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating $VENV with $($PY --version 2>&1)"
@@ -76,9 +65,9 @@ elif [ -f "$SITE/tests/spec_decode/test_dflash.py" ]; then
 else
   cat >&2 <<EOF
 test-tpu-inference: error: no tpu-inference DFlash tests found.
-  The submodule third_party/tpu-inference is empty and the installed wheel ships no tests/spec_decode/test_dflash.py.
+  The submodule tpu-inference/ is empty and the installed wheel ships no tests/spec_decode/test_dflash.py.
   Populate the submodule, then rerun:
-    git submodule update --init third_party/tpu-inference
+    git submodule update --init tpu-inference
   or install a tpu-inference version whose wheel ships its tests:
     TPU_INFERENCE_VERSION=<version> bash preparation/test_tpu_inference.sh
 EOF
