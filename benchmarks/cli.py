@@ -1,7 +1,8 @@
 """One entry point: `python -m benchmarks {bench,matrix,report,validate}`.
 
 Exit codes: 0 success; 1 a (cell, dataset) unit failed; 2 bad input (config, dataset, model);
-3 a greedy speculative output diverged from AR (pass --allow-divergence to accept, e.g. bf16 on accelerators).
+3 a greedy speculative output diverged from AR, or a sampled one failed the distribution check (pass
+--allow-divergence to accept, e.g. bf16 on accelerators).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
 def run_and_report(matrix: Matrix, run_dir: Path | None, allow_divergence: bool) -> int:
     from benchmarks.report import results_table, write_reports
     from benchmarks.runner import run_matrix
-    from verification.lossless import divergent_rows, verdict_lines
+    from verification.lossless import distribution_failures, divergent_rows, verdict_lines
 
     run_dir, failed = run_matrix(matrix, run_dir)
     rows = write_reports(run_dir)
@@ -54,7 +55,7 @@ def run_and_report(matrix: Matrix, run_dir: Path | None, allow_divergence: bool)
         print(f"{failed} (cell, dataset) unit(s) failed; see report.md. Rerun the same command to retry them.",
               file=sys.stderr)
         return 1
-    if divergent_rows(rows) and not allow_divergence:
+    if (divergent_rows(rows) or distribution_failures(rows)) and not allow_divergence:
         return 3
     return 0
 

@@ -11,6 +11,7 @@ import pandas as pd
 from benchmarks import metrics
 from benchmarks.store import RunStore, atomic_write_text
 from benchmarks.summary import COLUMNS, summarize
+from verification import distribution
 from verification.lossless import verdict_lines
 
 DEFINITIONS = """\
@@ -19,7 +20,9 @@ DEFINITIONS = """\
 - **p_i** = fraction of verify steps with ≥ i accepted drafts. Warm-up prompts are excluded from everything.
 - **speedup** = geometric mean over prompts of TPOT_AR/TPOT_M on identical prompts, with a seeded bootstrap 95 % CI;
   **mean-ratio** = mean TPOT_AR / mean TPOT_M (the form the published tables use).
-- **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check)."""
+- **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check).
+- **τ (prompt mean)** = mean over prompts of each prompt's τ (z-lab's statistic; summary.csv `tau_prompt_mean`);
+  the table's τ is pooled over all verify steps."""
 
 
 def _fmt(x: Any, digits: int = 2) -> str:
@@ -123,6 +126,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Lossless check (greedy)",
         "\n".join(f"- {line}" for line in lossless) if lossless
         else "All greedy speculative outputs are token-identical to the AR baseline.",
+        "", "## Distribution check (T > 0)", distribution.report_markdown(rows),
         "", "## Physical floor", "\n".join(floor_lines(rows, manifest)),
     ]
     if errors:

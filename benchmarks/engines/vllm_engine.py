@@ -169,6 +169,18 @@ class VllmEngine:
             extra=extra,
         )
 
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        """Independent samples of one prompt, one request per seed, submitted together (the distribution check's
+        draws; per-request seeded generators keep each one reproducible whatever the batch)."""
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import TokensPrompt
+
+        prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))
+        sampling = [VllmSamplingParams(temperature=params.temperature, seed=s, max_tokens=params.max_new_tokens,
+                                       detokenize=False) for s in seeds]
+        outs = self.llm.generate([prompt] * len(seeds), sampling, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
     def spec_counters(self) -> SpecCounters | None:
         """vLLM's cumulative spec-decode counters since load, summed over engine labels; None for the baseline."""
         if self._cell is None or self._cell.method not in SPEC_METHODS:
