@@ -34,8 +34,8 @@ def test_false_positive_rate_is_at_most_nominal():
 def test_a_shift_of_the_detectable_size_is_found():
     rng = np.random.default_rng(1)
     moved = PROBS.copy()
-    moved[0] -= 0.15
-    moved[1] += 0.15  # 15 % of the mass between two 25 % tokens: w ~ 0.22
+    moved[0] -= 0.2
+    moved[1] += 0.2  # 20 % of the mass between two 25 % tokens: w ~ 0.31
     res = [dist.check(arm(rng, PROBS), arm(rng, moved)) for _ in range(30)]
     w = math.sqrt(0.25 * sum((a - b) ** 2 / ((a + b) / 2) for a, b in zip(PROBS, moved)))
     assert w >= res[0].detectable_w
@@ -44,7 +44,7 @@ def test_a_shift_of_the_detectable_size_is_found():
 
 def test_a_loglik_shift_alone_is_found():
     rng = np.random.default_rng(2)
-    res = [dist.check(arm(rng, PROBS), arm(rng, PROBS, shift=0.5)) for _ in range(20)]
+    res = [dist.check(arm(rng, PROBS), arm(rng, PROBS, shift=0.8)) for _ in range(20)]
     assert all(not r.passed for r in res)
     assert all(min(v for k, v in r.p_values.items() if k.endswith("loglik")) < dist.ALPHA for r in res)
 
@@ -106,3 +106,27 @@ def test_summary_report_and_verdicts_carry_the_check():
     assert distribution_failures(bad) == [row]
     assert any(line.startswith("DISTRIBUTION VIOLATION") for line in verdict_lines(bad))
     assert "| FAIL |" in dist.report_markdown(bad)
+
+
+def test_sampling_stage_draws_independent_arms_with_distinct_seeds():
+    from benchmarks.datasets import Prompt
+    from benchmarks.records import Cell, RequestRecord
+    from benchmarks.sampling import collect
+
+    class Echo:  # returns its seed as the only token: shows which seed drew which sample
+        def generate(self, ids, params):
+            assert params.max_new_tokens == dist.POSITIONS
+            return RequestRecord([params.seed], 0.0, 0.0)
+
+    common = dict(engine="jax", target="t", k=3, temperature=0.6, max_new_tokens=64, seed=0)
+    base, spec = Cell(method="baseline", draft=None, **common), Cell(method="dflash", draft="d", **common)
+    prompts = [Prompt("d", i, "x", [1, 2, i], f"sha{i}") for i in range(dist.PROMPTS + 1)]
+    score = lambda ids, samples, t: [float(len(s)) for s in samples]  # noqa: E731
+    a, b = collect(Echo(), base, "d", prompts, score), collect(Echo(), spec, "d", prompts, score)
+    assert [r["prompt_sha256"] for r in a] == [f"sha{i}" for i in range(dist.PROMPTS)]
+    seeds_a = {s for r in a for s in r["seeds"]}
+    seeds_b = {s for r in b for s in r["seeds"]}
+    assert len(seeds_a) == len(seeds_b) == dist.PROMPTS * dist.SAMPLES and not seeds_a & seeds_b
+    assert all(r["samples"] == [[s] for s in r["seeds"]] and r["loglik"] == [1.0] * dist.SAMPLES for r in a)
+    assert collect(Echo(), Cell(method="dflash", draft="d", **{**common, "temperature": 0.0}), "d", prompts,
+                   score) == []

@@ -10,10 +10,11 @@ with disjoint seeds so that the two arms are independent):
   (teacher-forced at the sampling temperature), which sees joint faults that leave every marginal intact;
 - Holm's correction over every test of a cell (all prompts and positions), at family-wise level ALPHA.
 
-Sizes come from a power calculation (`detectable_w`): with SAMPLES = 400 per arm, two prompts and POSITIONS = 4, a
-G-test with up to 12 pooled categories detects Cohen's w ≈ 0.27 (90 % power at ALPHA / number of tests), e.g. 10 % of
-the probability moved from one token to another among ~25 % ones; the log-likelihood test detects a shift of
-≈ 0.33 standard deviations. The engine tests inject sampler faults and check that these sizes catch them.
+Sizes come from a power calculation (`detectable_w`, `detectable_shift`): with SAMPLES = 200 per arm, two prompts and
+POSITIONS = 4 (10 tests, so each runs at ALPHA / 10), a G-test with 12 pooled categories detects Cohen's w ≈ 0.30
+with 90 % power, e.g. 20 % of the probability moved from one ~25 % token to another; the log-likelihood test detects a
+location shift of ≈ 0.46 standard deviations. Doubling SAMPLES lowers both by √2 and doubles the sampling time. The
+engine tests (tests/test_distribution_faults.py) inject sampler faults and check that these sizes catch them.
 """
 from __future__ import annotations
 
