@@ -5,6 +5,7 @@ first `distribution.PROMPTS` measured prompts of each dataset, one seed per samp
 cells use disjoint seed ranges: the two arms of the test must be independent (the JAX engine keys each position's
 draw by seed, so DFlash with AR's seeds would reproduce AR's tokens and prove nothing). The target's teacher-forced
 log-likelihood of every sample is stored with it, so the check itself (verification/distribution.py) is pure.
+An engine whose batched draws cannot be seeded (vLLM on CPU, see its `sample_many`) records `seeds: null`.
 """
 from __future__ import annotations
 
@@ -43,6 +44,6 @@ def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt],
         samples = draw(engine, p.ids, params, seed_list)
         out.append({"kind": "samples", "cell_id": cell.cell_id, "label": cell.label, "dataset": dataset,
                     "prompt_index": p.index, "prompt_sha256": p.sha256, "temperature": cell.temperature,
-                    "seeds": seed_list, "samples": samples,
+                    "seeds": seed_list if getattr(engine, "samples_seeded", True) else None, "samples": samples,
                     "loglik": score(p.ids, samples, cell.temperature) if score else None})
     return out

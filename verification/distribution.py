@@ -6,14 +6,15 @@ with disjoint seeds so that the two arms are independent):
 - per position j < POSITIONS of the continuation, a two-sample G-test of the token marginals; tokens too rare for the
   asymptotics (expected count < MIN_EXPECTED in either arm) are pooled into one category, and "ended" (EOS earlier)
   is a category of its own;
-- a sequence-level two-sample Kolmogorov-Smirnov test on the target's own log-likelihood of each sample
-  (teacher-forced at the sampling temperature), which sees joint faults that leave every marginal intact;
+- two sequence-level tests, which see joint faults that leave every marginal intact: a two-sample
+  Kolmogorov-Smirnov test on the target's own log-likelihood of each sample (teacher-forced at the sampling
+  temperature), and a G-test of the number of distinct tokens per sample (repetition);
 - Holm's correction over every test of a cell (all prompts and positions), at family-wise level ALPHA.
 
 Sizes come from a power calculation (`detectable_w`, `detectable_shift`): with SAMPLES = 200 per arm, two prompts and
-POSITIONS = 4 (10 tests, so each runs at ALPHA / 10), a G-test with 12 pooled categories detects Cohen's w ≈ 0.30
+POSITIONS = 6 (16 tests, so each runs at ALPHA / 16), a G-test with 12 pooled categories detects Cohen's w ≈ 0.31
 with 90 % power, e.g. 20 % of the probability moved from one ~25 % token to another; the log-likelihood test detects a
-location shift of ≈ 0.46 standard deviations. Doubling SAMPLES lowers both by √2 and doubles the sampling time. The
+location shift of ≈ 0.47 standard deviations. Doubling SAMPLES lowers both by √2 and doubles the sampling time. The
 engine tests (tests/test_distribution_faults.py) inject sampler faults and check that these sizes catch them.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from scipy import stats
 ALPHA = 0.01  # family-wise false-positive rate of one cell's check
 SAMPLES = 200  # independent samples per arm and prompt
 PROMPTS = 2  # prompts per dataset that are sampled
-POSITIONS = 4  # continuation length: tokens tested per sample
+POSITIONS = 6  # continuation length: tokens tested per sample
 MIN_EXPECTED = 5.0  # pool categories with a smaller expected count
 POWER = 0.9
 ENDED = -1  # the category of a sample that ended (EOS) before a position
@@ -57,6 +58,12 @@ def padded(samples: list[list[int]], length: int) -> np.ndarray:
         s = s[:length]
         out[i, : len(s)] = s
     return out
+
+
+def distinct(x: np.ndarray) -> np.ndarray:
+    """Distinct tokens per sample (ENDED counted once): repetition within a sample, a joint property that shared
+    random draws across positions change while each position's marginal may stay intact."""
+    return np.array([len(set(row.tolist())) for row in x])
 
 
 def pooled_table(a: np.ndarray, b: np.ndarray, min_expected: float = MIN_EXPECTED) -> np.ndarray:
@@ -138,6 +145,7 @@ def check(base: list[dict], method: list[dict], alpha: float = ALPHA, positions:
         xa, xb = padded(b["samples"], positions), padded(m["samples"], positions)
         for j in range(positions):
             raw[f"p{i}_pos{j + 1}"] = g_test(xa[:, j], xb[:, j])
+        raw[f"p{i}_distinct"] = g_test(distinct(xa), distinct(xb))
         if b.get("loglik") is not None and m.get("loglik") is not None:
             raw[f"p{i}_loglik"] = ks_test(b["loglik"], m["loglik"])
     adjusted = holm(raw)
@@ -158,7 +166,8 @@ def report_markdown(rows: list[dict]) -> str:
     head = (f"Each speculative cell at T > 0 against the AR baseline at the same temperature: {SAMPLES} independent "
             f"samples per arm (disjoint seeds) of the first {PROMPTS} prompts per dataset, {POSITIONS} tokens each. "
             f"Tests: a G-test of the token marginals at each position (expected counts < {MIN_EXPECTED:g} pooled) "
-            f"and a Kolmogorov-Smirnov test of the target's teacher-forced log-likelihood of each sample; Holm's "
+            f"a Kolmogorov-Smirnov test of the target's teacher-forced log-likelihood of each sample and a G-test of "
+            f"the number of distinct tokens per sample; Holm's "
             f"correction over all of a cell's tests, family-wise α = {ALPHA}. Detectable: the smallest Cohen's w "
             f"(marginals) found with {POWER:.0%} power at the corrected level.")
     lines = ["| dataset | engine | method | T | verdict | min adj. p | tests | n AR | n method | detectable w |",
