@@ -48,7 +48,8 @@ def results_table(rows: list[dict[str, Any]]) -> str:
                      _fmt(r["tpot_ms_p90"]), _fmt(r["ttft_ms_mean"]), _fmt(r["output_tok_per_s"], 1),
                      f"{_fmt(r['speedup'])} {ci}".strip(), _fmt(r["speedup_mean_ratio"]),
                      _fmt(r["identical_frac"], 3)])
-    return _table(["dataset", "engine", "method", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90", "TTFT ms", "tok/s",
+    return _table(["dataset", "engine", "method", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90", "TTFT ms",
+                   "tok/s",
                    "speedup [95% CI]", "mean-ratio", "identical"], body)
 
 
