@@ -42,13 +42,14 @@ def results_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ci = (f"[{_fmt(r['speedup_ci_low'])}, {_fmt(r['speedup_ci_high'])}]"
               if r["speedup_ci_low"] is not None else "")
-        body.append([r["dataset"], r["engine"], r["label"], str(r["n_prompts"]), _fmt(r["tau"]),
+        body.append([r["dataset"], r["engine"], r["label"], f"{r['temperature']:g}", str(r["n_prompts"]),
+                     _fmt(r["tau"]),
                      _fmt(r.get("tau_prompt_mean")),
                      _fmt(r["acceptance_rate"], 3), _fmt(r["tpot_ms_mean"]), _fmt(r["tpot_ms_p50"]),
                      _fmt(r["tpot_ms_p90"]), _fmt(r["ttft_ms_mean"]), _fmt(r["output_tok_per_s"], 1),
                      f"{_fmt(r['speedup'])} {ci}".strip(), _fmt(r["speedup_mean_ratio"]),
                      _fmt(r["identical_frac"], 3)])
-    return _table(["dataset", "engine", "method", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90", "TTFT ms",
+    return _table(["dataset", "engine", "method", "T", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90", "TTFT ms",
                    "tok/s",
                    "speedup [95% CI]", "mean-ratio", "identical"], body)
 

@@ -164,8 +164,8 @@ def report_markdown(rows: list[dict]) -> str:
     if not sampled:
         return "No speculative cell ran at temperature > 0."
     head = (f"Each speculative cell at T > 0 against the AR baseline at the same temperature: {SAMPLES} independent "
-            f"samples per arm (disjoint seeds) of the first {PROMPTS} prompts per dataset, {POSITIONS} tokens each. "
-            f"Tests: a G-test of the token marginals at each position (expected counts < {MIN_EXPECTED:g} pooled) "
+            f"samples per arm (disjoint seeds; vLLM's are unseeded) of the first {PROMPTS} prompts per dataset, {POSITIONS} tokens each. "
+            f"Tests: a G-test of the token marginals at each position (expected counts < {MIN_EXPECTED:g} pooled), "
             f"a Kolmogorov-Smirnov test of the target's teacher-forced log-likelihood of each sample and a G-test of "
             f"the number of distinct tokens per sample; Holm's "
             f"correction over all of a cell's tests, family-wise α = {ALPHA}. Detectable: the smallest Cohen's w "
