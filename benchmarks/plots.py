@@ -147,6 +147,7 @@ def temperature_figure(summary: pd.DataFrame) -> Figure | None:
     ax_tau, ax_sp = fig.subplots(1, 2)
     markers = "osD^vP*X"
     groups = rows.groupby(["engine", "label", "dataset"], sort=False)
+    ring_label = "failed distribution check"
     for i, ((engine, label, dataset), sub) in enumerate(groups):
         sub = sub.sort_values("temperature")
         name = f"{engine} · {label} · {dataset}"
@@ -163,14 +164,16 @@ def temperature_figure(summary: pd.DataFrame) -> Figure | None:
                        color=line.get_color(), label=name)
         failed = sub[sub["dist_verdict"] == "FAIL"] if "dist_verdict" in sub else sub.iloc[:0]
         ax_sp.scatter(failed["temperature"], failed["speedup"].astype(float), s=160, facecolors="none",
-                      edgecolors="red", zorder=3, label="failed distribution check" if len(failed) else None)
+                      edgecolors="red", zorder=3, label=ring_label if len(failed) else None)
+        ring_label = ring_label if failed.empty else None
     temps = sorted(rows["temperature"].astype(float).unique())
     for ax in (ax_tau, ax_sp):
         ax.set_xticks(temps)
         ax.set_xlabel("temperature (0 = greedy)")
     ax_sp.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
     ax_tau.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
-    ax_sp.set_ylabel(f"speedup over AR at the same temperature (×; {CI_NOTE})")
+    ax_sp.set_ylabel("speedup over AR at the same T (×, geometric mean)")
+    ax_sp.set_title(CI_NOTE, fontsize=8)
     ax_tau.legend(fontsize=6)
     ax_sp.legend(fontsize=6)
     fig.suptitle(f"τ and speedup against temperature\n{_subtitle(summary)}", fontsize=10)
