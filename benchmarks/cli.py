@@ -1,9 +1,10 @@
 """One entry point: `python -m benchmarks {bench,matrix,report,validate}`.
 
 Exit codes: 0 success; 1 a (cell, dataset) unit failed; 2 bad input (an argument, config, dataset or model; one
-line naming what is wrong and what is allowed); 3 a greedy speculative output diverged from AR (pass
---allow-divergence to accept, e.g. bf16 on accelerators). A run with both failed units and a divergence says both and
-exits 3: a wrong token is a correctness fault of a finished measurement, a failed unit is retried by rerunning.
+line naming what is wrong and what is allowed); 3 a greedy speculative output diverged from AR, or a sampled one
+failed the distribution check (pass --allow-divergence to accept, e.g. bf16 on accelerators). A run with both failed
+units and a divergence says both and exits 3: a wrong output is a correctness fault of a finished measurement, a
+failed unit is retried by rerunning.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def run_and_report(matrix: Matrix, run_dir: Path | None, allow_divergence: bool,
     from benchmarks.report import results_table, write_reports
     from benchmarks.runner import run_matrix
     from benchmarks.store import latest_link
-    from verification.lossless import divergent_rows, verdict_lines
+    from verification.lossless import distribution_failures, divergent_rows, verdict_lines
 
     run_dir, failed = run_matrix(matrix, choose_run_dir(matrix, run_dir, fresh))
     rows = write_reports(run_dir)
@@ -98,13 +99,14 @@ def run_and_report(matrix: Matrix, run_dir: Path | None, allow_divergence: bool,
     for line in verdict_lines(rows):
         print(line, file=sys.stderr)
     print(f"\nrun folder: {run_dir}\n  summary.csv, report.md, figures/ ({latest_link(run_dir)} points here)")
-    divergent = bool(divergent_rows(rows))
+    divergent = bool(divergent_rows(rows) or distribution_failures(rows))
     if failed:
         print(f"{failed} (cell, dataset) unit(s) failed; see report.md. Rerun the same command to retry them.",
               file=sys.stderr)
     if divergent:
-        print("greedy speculative tokens differed from AR (LOSSLESS VIOLATION above)"
-              + ("; accepted by --allow-divergence" if allow_divergence else ""), file=sys.stderr)
+        print("speculative outputs differed from AR: greedy tokens or the sampled distribution (LOSSLESS VIOLATION "
+              "or DISTRIBUTION CHECK FAILED above)" + ("; accepted by --allow-divergence" if allow_divergence else ""),
+              file=sys.stderr)
     return exit_status(failed, divergent, allow_divergence)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.config import Matrix
-from benchmarks.records import ENGINES, Cell
+from benchmarks.records import ENGINE_METHODS, ENGINES, Cell
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -15,7 +15,8 @@ def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def expand(m: Matrix) -> list[Cell]:
     """Cells in run order: for each engine and temperature the baseline comes first, so a crash late in a run
-    still leaves the reference that every speedup and lossless check needs."""
+    still leaves the reference that every speedup and lossless check needs. A matrix over several engines gives
+    each engine only the methods it runs (a single engine asked for a method it lacks fails with its own error)."""
     cells: list[Cell] = []
     for engine in m.engines:
         for temperature in m.temperatures:
@@ -25,7 +26,7 @@ def expand(m: Matrix) -> list[Cell]:
             if "baseline" in m.methods:
                 cells.append(Cell(method="baseline", draft=None, k=0, **common))
             for method in m.methods:
-                if method == "baseline":
+                if method == "baseline" or (len(m.engines) > 1 and method not in ENGINE_METHODS[engine]):
                     continue
                 for k in m.k[method]:
                     cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))

@@ -6,6 +6,8 @@ Per request:
   tok/s = n_out / (last token time - first token time)                (summed over requests for a row)
 Speculative (from cumulative engine counters diffed around one dataset, warm-up excluded):
   tau   = committed tokens / verify steps = 1 + accepted / drafts     (includes the bonus token)
+          pooled over every verify step of a dataset (the v5p runner's statistic, vLLM's counters)
+  tau_prompt_mean = mean over prompts of each prompt's own tau        (z-lab benchmark.py's statistic)
   alpha = accepted draft tokens / drafted tokens
   p_i   = fraction of verify steps with >= i accepted drafts          (i = 1..K)
   hist  = verify steps by exact number of accepted drafts (0..K)
@@ -69,6 +71,14 @@ def acceptance(c: SpecCounters) -> Acceptance:
         per_position=[n / c.num_drafts for n in c.accepted_per_pos],
         histogram=hist,
     )
+
+
+def tau_prompt_mean(accept_lengths: list[list[int] | None]) -> float:
+    """Mean over prompts of each prompt's τ (1 + its mean accepted drafts per verify step), from per-request
+    accepted lengths; prompts without verify steps (or without per-request data) are left out. Unlike the pooled τ,
+    every prompt weighs the same, however many steps it took."""
+    per_prompt = [1.0 + sum(a) / len(a) for a in accept_lengths if a]
+    return float(np.mean(per_prompt)) if per_prompt else math.nan
 
 
 @dataclass(frozen=True)

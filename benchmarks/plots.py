@@ -31,7 +31,7 @@ from verification.published import load_k_flat, load_reference
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES_DIR = ROOT / "results" / "figures"
 DEFAULT_RUN = RUNS_DIR / "latest"
-RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf")
+RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature")
 PUBLISHED_FIGURES = ("published_tpu_v5p_qwen3_4b", "published_llama31_8b_dflash_vs_eagle3", "published_k_flat")
 CI_NOTE = "whiskers: bootstrap 95 % CI of the geometric mean"
 
@@ -141,6 +141,49 @@ def tau_vs_k_figure(summary: pd.DataFrame) -> Figure | None:
     return fig
 
 
+def temperature_figure(summary: pd.DataFrame) -> Figure | None:
+    """τ (pooled and per-prompt mean) and speedup against temperature, one line per engine · method/K · dataset;
+    drawn when a run has more than one temperature. Hollow markers: the cell failed the distribution check."""
+    rows = _spec_rows(summary)
+    if rows.empty or rows["temperature"].nunique() < 2:
+        return None
+    fig = _new_figure(11.0, 4.8)
+    ax_tau, ax_sp = fig.subplots(1, 2)
+    markers = "osD^vP*X"
+    groups = rows.groupby(["engine", "label", "dataset"], sort=False)
+    ring_label = "failed distribution check"
+    for i, ((engine, label, dataset), sub) in enumerate(groups):
+        sub = sub.sort_values("temperature")
+        name = f"{engine} · {label} · {dataset}"
+        line = ax_tau.plot(sub["temperature"], sub["tau"].astype(float), marker=markers[i % len(markers)],
+                           label=f"{name} (pooled)")[0]
+        if "tau_prompt_mean" in sub:
+            ax_tau.plot(sub["temperature"], sub["tau_prompt_mean"].astype(float), color=line.get_color(),
+                        linestyle="--", marker=markers[i % len(markers)], fillstyle="none",
+                        label=f"{name} (prompt mean)")
+        sp = sub["speedup"].astype(float)
+        low = (sp - sub["speedup_ci_low"].astype(float)).clip(lower=0).fillna(0)
+        high = (sub["speedup_ci_high"].astype(float) - sp).clip(lower=0).fillna(0)
+        ax_sp.errorbar(sub["temperature"], sp, yerr=[low, high], marker=markers[i % len(markers)], capsize=3,
+                       color=line.get_color(), label=name)
+        failed = sub[sub["dist_verdict"] == "FAIL"] if "dist_verdict" in sub else sub.iloc[:0]
+        ax_sp.scatter(failed["temperature"], failed["speedup"].astype(float), s=160, facecolors="none",
+                      edgecolors="red", zorder=3, label=ring_label if len(failed) else None)
+        ring_label = ring_label if failed.empty else None
+    temps = sorted(rows["temperature"].astype(float).unique())
+    for ax in (ax_tau, ax_sp):
+        ax.set_xticks(temps)
+        ax.set_xlabel("temperature (0 = greedy)")
+    ax_sp.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    ax_tau.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
+    ax_sp.set_ylabel("speedup over AR at the same T (×, geometric mean)")
+    ax_sp.set_title(CI_NOTE, fontsize=8)
+    ax_tau.legend(fontsize=6)
+    ax_sp.legend(fontsize=6)
+    fig.suptitle(f"τ and speedup against temperature\n{_subtitle(summary)}", fontsize=10)
+    return fig
+
+
 def per_position_figure(summary: pd.DataFrame) -> Figure | None:
     """p_i (fraction of verify steps with >= i accepted drafts) against i, one panel per dataset."""
     rows = _spec_rows(summary)
@@ -222,6 +265,7 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         tau_vs_k_figure(summary),
         per_position_figure(summary),
         tpot_cdf_figure(load_requests(run_dir), _subtitle(summary) if not summary.empty else ""),
+        temperature_figure(summary),
     )))
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
 

@@ -14,6 +14,7 @@ from benchmarks import hardware, metrics
 from benchmarks.provenance import DTYPE_BYTES, content_id, environment_key
 from benchmarks.store import RunStore, atomic_write_text
 from benchmarks.summary import COLUMNS, summarize
+from verification import distribution
 from verification.lossless import verdict_lines
 
 DEFINITIONS = """\
@@ -23,7 +24,9 @@ DEFINITIONS = """\
 - **speedup** = geometric mean over prompts of TPOT_AR/TPOT_M on identical prompts, with a seeded bootstrap 95 % CI;
   **mean-ratio** = mean TPOT_AR / mean TPOT_M (the form the published tables use); **pairs** = prompts in the speedup
   (measured by both cells on the same prompt hash, with a TPOT); fewer than n means prompts dropped from the pairing.
-- **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check)."""
+- **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check).
+- **τ (prompt mean)** = mean over prompts of each prompt's τ (z-lab's statistic; summary.csv `tau_prompt_mean`);
+  the table's τ is pooled over all verify steps."""
 
 
 def _fmt(x: Any, digits: int = 2) -> str:
@@ -43,13 +46,15 @@ def results_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ci = (f"[{_fmt(r['speedup_ci_low'])}, {_fmt(r['speedup_ci_high'])}]"
               if r["speedup_ci_low"] is not None else "")
-        body.append([r["dataset"], r["engine"], r["label"], str(r["n_prompts"]), _fmt(r["tau"]),
+        body.append([r["dataset"], r["engine"], r["label"], f"{r['temperature']:g}", str(r["n_prompts"]),
+                     _fmt(r["tau"]),
+                     _fmt(r.get("tau_prompt_mean")),
                      _fmt(r["acceptance_rate"], 3), _fmt(r["tpot_ms_mean"]), _fmt(r["tpot_ms_p50"]),
                      _fmt(r["tpot_ms_p90"]), _fmt(r["ttft_ms_mean"]), _fmt(r["output_tok_per_s"], 1),
                      f"{_fmt(r['speedup'])} {ci}".strip(), _fmt(r["n_pairs"]), _fmt(r["speedup_mean_ratio"]),
                      _fmt(r["identical_frac"], 3)])
-    return _table(["dataset", "engine", "method", "n", "τ", "α", "TPOT ms", "p50", "p90", "TTFT ms", "tok/s",
-                   "speedup [95% CI]", "pairs", "mean-ratio", "identical"], body)
+    return _table(["dataset", "engine", "method", "T", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90",
+                   "TTFT ms", "tok/s", "speedup [95% CI]", "pairs", "mean-ratio", "identical"], body)
 
 
 def acceptance_table(rows: list[dict[str, Any]]) -> str:
@@ -330,6 +335,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Lossless check (greedy)",
         "\n".join(f"- {line}" for line in lossless) if lossless
         else "All greedy speculative outputs are token-identical to the AR baseline.",
+        "", "## Distribution check (T > 0)", distribution.report_markdown(rows),
         "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances) + timing_error_lines(records)),
     ]
     if errors:

@@ -27,6 +27,7 @@ from benchmarks.engines import create_engine
 from benchmarks.matrix import expand
 from benchmarks.metrics import tpot_ms
 from benchmarks.records import Cell, SamplingParams
+from benchmarks.sampling import collect as collect_samples
 from benchmarks.store import RUNS_DIR, RunStore, point_latest
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
@@ -180,6 +181,31 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
     return out
 
 
+_scorers: dict[str, Any] = {}
+
+
+def _score(target: str) -> Any:
+    """The target's teacher-forced log-likelihood of samples (JAX, loaded once per target)."""
+    if target not in _scorers:
+        from benchmarks.engines.jax.score import Scorer
+
+        _scorers[target] = Scorer(target)
+    return _scorers[target].logliks
+
+
+def _samples(started: list[tuple[Any, Cell]], cell_id: str, name: str, prompts: list[Prompt],
+             records: list[dict[str, Any]], target: str) -> list[dict[str, Any]]:
+    """The distribution check's samples of a cell at T > 0 whose measured prompts all ran (see benchmarks.sampling)."""
+    engine, cell = next((e, c) for e, c in started if c.cell_id == cell_id)
+    if cell.temperature <= 0 or any(r["kind"] == "error" for r in records):
+        return []
+    try:
+        return collect_samples(engine, cell, name, prompts, _score(target))
+    except Exception as exc:
+        tqdm.write(f"[{cell.label}] {name} distribution samples FAILED: {type(exc).__name__}: {exc}")
+        return [_error_record(cell, name, exc)]
+
+
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True) -> tuple[Path, int]:
     """Run every pending (cell, dataset) unit; return the run folder and the number of failed units."""
     cells, models = matrix_cells(matrix)
@@ -233,6 +259,7 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
                 if todo:
                     measured, warmup = prompts[d.name]
                     for cell_id, records in run_dataset(todo, d.name, measured, warmup, progress).items():
+                        records += _samples(todo, cell_id, d.name, measured, records, target)
                         store.write_unit(cell_id, d.name, records, pids[cell_id])
                         failed += any(r["kind"] == "error" for r in records)
         finally:

@@ -8,13 +8,15 @@ from typing import Any
 
 from benchmarks import metrics
 from benchmarks.records import SpecCounters
+from verification import distribution
 
 COLUMNS = [
     "run_id", "cell_id", "label", "engine", "platform", "hardware", "target", "draft", "method", "k", "temperature",
     "max_new_tokens", "dataset", "n_prompts", "n_errors", "tau", "acceptance_rate", "per_position", "histogram",
     "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_mean", "output_tok_per_s",
     "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "n_pairs", "identical_frac", "first_divergence_min",
-    "error",
+    "error", "tau_prompt_mean", "dist_verdict", "dist_p_min", "dist_p_values", "dist_n_base", "dist_n_method",
+    "dist_n_tests", "dist_detectable_w",
 ]
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
 
@@ -38,6 +40,17 @@ def _paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tupl
     """Requests paired by the sha256 of the prompt actually sent (identical prompts only)."""
     by_sha = {r["prompt_sha256"]: r for r in base}
     return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
+
+
+def _distribution(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> dict[str, Any]:
+    """The distribution-check columns of a speculative row at T > 0 (verdict "unchecked" without samples)."""
+    res = distribution.check(base, meth)
+    if res is None:
+        return {"dist_verdict": "unchecked"}
+    return {"dist_verdict": "pass" if res.passed else "FAIL", "dist_p_min": res.p_min,
+            "dist_p_values": json.dumps({k: round(v, 6) for k, v in res.p_values.items()}),
+            "dist_n_base": res.n_base, "dist_n_method": res.n_method, "dist_n_tests": res.n_tests,
+            "dist_detectable_w": res.detectable_w}
 
 
 def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
@@ -75,7 +88,11 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
                                                   s["accepted_per_pos"]))
             row.update(tau=acc.tau, acceptance_rate=acc.alpha, per_position=json.dumps(acc.per_position),
                        histogram=json.dumps(acc.histogram))
+        if cell["method"] != "baseline":
+            row["tau_prompt_mean"] = metrics.tau_prompt_mean([r.get("accept_lengths") for r in reqs])
         base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
+        if base_id is not None and cell["method"] != "baseline" and cell["temperature"] > 0:
+            row.update(_distribution(groups.get((base_id, dataset), {}).get("samples", []), kinds.get("samples", [])))
         if base_id is not None and reqs:
             base_reqs = groups.get((base_id, dataset), {}).get("request", [])
             pairs = _paired(base_reqs, reqs)

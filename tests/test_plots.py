@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.collections import PathCollection
 
 from benchmarks import plots
 
@@ -15,6 +16,9 @@ SPEC_CELLS = (
     ("dflash-k7", "dflash", 7, {"math500": (3.0, 2.5, 3.4, 5.0, 4), "humaneval": (2.0, 1.8, 2.3, 3.5, 3)}),
     ("dflash-k15", "dflash", 15, {"math500": (3.6, 3.1, 4.0, 6.5, 4), "humaneval": (2.4, 2.0, 2.9, 4.0, 3)}),
 )
+
+
+ONE_TEMPERATURE = [n for n in plots.RUN_FIGURES if n != "tau_speedup_vs_temperature"]
 
 
 def _summary_row(**kw: object) -> dict[str, object]:
@@ -71,7 +75,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 def test_run_figures_written(run_dir: Path) -> None:
     paths = plots.run_figures(run_dir)
-    assert [p.name for p in paths] == [f"{name}.png" for name in plots.RUN_FIGURES]
+    assert [p.name for p in paths] == [f"{name}.png" for name in ONE_TEMPERATURE]
     for p in paths:
         assert p.parent == run_dir / "figures"
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -135,7 +139,7 @@ def test_cli_without_run_makes_published_and_says_so(tmp_path: Path, capsys: pyt
 def test_cli_run_figures_go_under_runs(tmp_path: Path, run_dir: Path) -> None:
     assert plots.main(["--run", str(run_dir), "--out", str(tmp_path / "fig")]) == 0
     out = tmp_path / "fig" / "runs" / "synthetic"
-    assert sorted(p.name for p in out.glob("*.png")) == sorted(f"{n}.png" for n in plots.RUN_FIGURES)
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(f"{n}.png" for n in ONE_TEMPERATURE)
     assert not list((tmp_path / "fig").glob("published_*.png"))
 
 
@@ -160,3 +164,17 @@ def test_a_figure_interrupted_while_saving_leaves_the_old_file_whole(tmp_path, m
         plots.save_figure(plots._new_figure(), path)
     assert path.read_bytes() == before
     assert [p.name for p in path.parent.iterdir()] == ["f.png"]  # no temporary file left behind
+
+
+def test_tau_and_speedup_against_temperature() -> None:
+    rows = [_summary_row(cell_id=f"c{t}", label="dflash-k15", draft="d", method="dflash", k=15, dataset="humaneval",
+                         n_prompts=4, temperature=t, tau=tau, tau_prompt_mean=tau + 0.5, speedup=sp,
+                         speedup_ci_low=sp - 0.1, speedup_ci_high=sp + 0.1, dist_verdict=verdict)
+            for t, tau, sp, verdict in ((0.0, 3.3, 2.0, None), (0.6, 1.3, 1.1, "pass"), (1.0, 1.2, 0.9, "FAIL"))]
+    fig = plots.temperature_figure(pd.DataFrame(rows))
+    ax_tau, ax_sp = fig.axes[:2]
+    pooled, prompt_mean = ax_tau.get_lines()[:2]
+    assert list(pooled.get_ydata()) == [3.3, 1.3, 1.2] and list(prompt_mean.get_ydata()) == [3.8, 1.8, 1.7]
+    [ring] = [c for c in ax_sp.collections if isinstance(c, PathCollection)]
+    assert tuple(ring.get_offsets()[0]) == (1.0, 0.9)  # the failed cell is marked
+    assert plots.temperature_figure(pd.DataFrame(rows[:1])) is None

@@ -90,13 +90,35 @@ def test_matching_v5p_run_gives_published_ours_and_ratio() -> None:
     summary = _summary("TPU v5p", "/checkpoints/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", 256, "math500", 8,
                        ar_tpot=8.10, tpot=1.62, tau=8.36)
     md = comparison_markdown(summary, V5P_MANIFEST)
-    assert "| math500 | dflash-k15 | τ | 8.80 | 8.36 | 0.95 |" in md
+    assert "| math500 | dflash-k15 | τ (pooled, both) | 8.80 | 8.36 | 0.95 |" in md
     assert "| math500 | dflash-k15 | speedup (mean-TPOT ratio) | 5.72 | 5.00 | 0.87 |" in md
     assert "| math500 | dflash-k15 | AR TPOT (ms) | 8.02 | 8.10 | 1.01 |" in md
     assert "| math500 | dflash-k15 | TPOT (ms) | 1.40 | 1.62 | 1.16 |" in md
     assert "harness 'standalone JAX runner' (published) vs engine 'jax' (ours)" in md
     assert "mean row not compared for dflash-k15: the run lacks aime24" in md
     assert "no published row matches" not in md
+
+
+def test_b200_tau_is_compared_with_our_per_prompt_mean() -> None:
+    """The B200 table's τ is a per-prompt mean: ours is taken from tau_prompt_mean, not the pooled tau."""
+    summary = _summary("NVIDIA B200", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", 256, "math500", 8,
+                       ar_tpot=10.0, tpot=2.0, tau=6.0)
+    summary["tau_prompt_mean"] = [None, 7.0]
+    md = comparison_markdown(summary, {"run_id": "b", "platform": "gpu", "hardware": {"device": "NVIDIA B200"}})
+    assert "| math500 | dflash-k15 | τ (prompt mean, both) | 7.87 | 7.00 | 0.89 |" in md
+    bad = load_reference()
+    assert set(bad.loc[bad["table"] == "gpu_b200_qwen3_8b", "tau_statistic"]) == {"prompt_mean"}
+
+
+def test_a_tau_without_its_statistic_is_refused(tmp_path: Path) -> None:
+    for f in published.REFERENCE_DIR.glob("*.csv"):
+        shutil.copy(f, tmp_path / f.name)
+    path = tmp_path / "tpu_v5p_qwen3_4b.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[df["dataset"] == "math500", "tau_statistic"] = ""
+    df.to_csv(path, index=False)
+    with pytest.raises(ReferenceDataError, match="tau_statistic"):
+        load_reference(tmp_path)
 
 
 def test_cpu_tiny_run_says_no_row_matches_and_why() -> None:
@@ -126,5 +148,5 @@ def test_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]
              ar_tpot=7.70, tpot=2.20, tau=5.70).to_csv(tmp_path / "summary.csv", index=False)
     (tmp_path / "manifest.json").write_text(json.dumps(V5P_MANIFEST))
     assert published.main([str(tmp_path)]) == 0
-    assert "| humaneval | dflash-k15 | τ | 5.76 | 5.70 | 0.99 |" in capsys.readouterr().out
+    assert "| humaneval | dflash-k15 | τ (pooled, both) | 5.76 | 5.70 | 0.99 |" in capsys.readouterr().out
     assert published.main([str(tmp_path / "missing")]) == 2

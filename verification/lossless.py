@@ -1,6 +1,7 @@
-"""The lossless check: greedy speculative decoding must reproduce the AR baseline token for token.
+"""The lossless check: greedy speculative decoding must reproduce the AR baseline token for token, and sampled
+speculative decoding must draw from AR's distribution (verification/distribution.py).
 
-    python -m verification.lossless RUN_DIR     # exit 1 when any greedy method diverged from its baseline
+    python -m verification.lossless RUN_DIR     # exit 1 when any method diverged from its baseline
 """
 from __future__ import annotations
 
@@ -23,8 +24,17 @@ def unchecked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and r["identical_frac"] is None]
 
 
+def distribution_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sampled (T > 0) method rows whose distribution check rejected equality with the AR baseline."""
+    return [r for r in rows if r.get("dist_verdict") == "FAIL"]
+
+
 def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
+    for r in distribution_failures(rows):
+        lines.append(f"DISTRIBUTION VIOLATION: {r['engine']} {r['label']} at T={r['temperature']} on {r['dataset']}: "
+                     f"samples differ from AR's (smallest Holm-adjusted p = {r['dist_p_min']:.2g} over "
+                     f"{r['dist_n_tests']} tests)")
     for r in divergent_rows(rows):
         lines.append(f"LOSSLESS VIOLATION: {r['engine']} {r['label']} on {r['dataset']}: "
                      f"{r['identical_frac']:.3f} of prompts identical to AR, first divergence at token "
@@ -49,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     bad = divergent_rows(rows)
     print(f"lossless: {len(checked) - len(bad)} of {len(checked)} greedy (method, dataset) rows identical to AR")
-    return 1 if bad else 0
+    sampled = [r for r in rows if r.get("dist_verdict") in ("pass", "FAIL")]
+    failed = distribution_failures(rows)
+    print(f"distribution: {len(sampled) - len(failed)} of {len(sampled)} sampled (method, dataset) rows pass")
+    return 1 if bad or failed else 0
 
 
 if __name__ == "__main__":

