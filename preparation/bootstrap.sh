@@ -14,6 +14,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac  # absolute: the MT-Bench .pth below must not depend on the cwd
 cd "$ROOT"
 
 die() { echo "bootstrap: error: $*" >&2; exit 1; }

@@ -197,7 +197,7 @@ def test_changed_weights_are_measured_again_and_unchanged_ones_resume(tmp_path, 
     assert len(list((run_dir / "units" / "superseded").glob("*.jsonl"))) == 3  # the replaced units, kept aside
     assert set(RunStore(run_dir).manifest()["cells"]) == third
     write_reports(run_dir)
-    assert "| local | vllm | dflash-k3 | 2 |" in (run_dir / "report.md").read_text()
+    assert "| local | vllm | dflash-k3 | 0 | 2 |" in (run_dir / "report.md").read_text()
 
 
 def test_file_hashes_are_cached_by_path_size_and_mtime(tmp_path):
