@@ -1,0 +1,145 @@
+"""tpu-inference's own DFlash draft against ours: draft logits and argmax, step by step, on the same inputs.
+
+    python -m verification.parity_tpu_inference [--target DIR --draft DIR] [--dataset humaneval --prompts 8 --new 64]
+                                                [--dtype float32|bfloat16] [--rope as-loaded|corrected] [--tol 1e-4]
+
+Runs in a Python >= 3.12 venv that has tpu-inference (`make parity-tpu-inference`); only the comparison below runs
+without it. The driver (verification/tpu_inference_draft.py) decodes each prompt greedily with our JAX engine's target
+and draft, and at every step feeds tpu-inference's draft model (built by its own model registry, config and weight
+loader) the same context features (target taps), positions and block [anchor, MASK...], then compares the draft
+logits of the block's B-1 proposal rows. tpu-inference's attention is a Pallas TPU kernel (ragged paged attention),
+which cannot run on CPU: the driver routes it to the kernel module's own pure-JAX reference,
+`ref_ragged_paged_attention`, and says so in its output. Exit status 1 when any step differs beyond --tol or any argmax
+differs.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# Where a difference shows first: the positions of the block's anchor, bucketed, for the per-position summary.
+POSITION_BUCKETS = (64, 128, 256, 512, 1024, 2048)
+
+
+@dataclass(frozen=True)
+class StepDiff:
+    """One draft step of one prompt: both drafts' logits over the block's proposal rows, compared."""
+
+    prompt: int
+    step: int
+    position: int  # the anchor's position (the block starts there)
+    max_abs_diff: float  # max |Δlogit| over rows and vocabulary
+    agree: int  # proposal rows whose argmax is the same
+    rows: int
+    first_flip: int | None  # 1-based draft position of the first argmax disagreement, None if all agree
+
+    @property
+    def identical_argmax(self) -> bool:
+        return self.agree == self.rows
+
+
+def compare_step(ours: np.ndarray, theirs: np.ndarray, prompt: int, step: int, position: int) -> StepDiff:
+    """Compare two [rows, V] logit arrays (row i = draft position i+1)."""
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    if ours.shape != theirs.shape or ours.ndim != 2:
+        raise ValueError(f"logits must be two [rows, vocab] arrays of one shape, got {ours.shape} and {theirs.shape}")
+    same = ours.argmax(-1) == theirs.argmax(-1)
+    flips = np.flatnonzero(~same)
+    return StepDiff(prompt, step, position, float(np.abs(ours - theirs).max()), int(same.sum()), len(same),
+                    int(flips[0]) + 1 if len(flips) else None)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    steps: int
+    max_abs_diff: float
+    rows_agree: int
+    rows: int
+    steps_identical_argmax: int
+    tol: float
+
+    @property
+    def ok(self) -> bool:
+        return self.steps > 0 and self.max_abs_diff <= self.tol and self.rows_agree == self.rows
+
+    def line(self) -> str:
+        state = "MATCH" if self.ok else "DIFFER"
+        return (f"verdict: {state}: max |Δlogit| {self.max_abs_diff:.3e} (tolerance {self.tol:.1e}) over {self.steps} "
+                f"steps; argmax agreement {self.rows_agree}/{self.rows} rows "
+                f"({self.rows_agree / max(self.rows, 1):.4f}), {self.steps_identical_argmax}/{self.steps} steps "
+                "with every row identical")
+
+
+def verdict(diffs: list[StepDiff], tol: float) -> Verdict:
+    return Verdict(len(diffs), max((d.max_abs_diff for d in diffs), default=float("nan")),
+                   sum(d.agree for d in diffs), sum(d.rows for d in diffs),
+                   sum(d.identical_argmax for d in diffs), tol)
+
+
+def by_position(diffs: list[StepDiff]) -> list[tuple[str, int, float, float]]:
+    """(anchor position range, steps, max |Δlogit|, argmax agreement) per bucket of anchor positions."""
+    out, low = [], 0
+    for high in POSITION_BUCKETS:
+        sel = [d for d in diffs if low <= d.position < high]
+        if sel:
+            out.append((f"{low}-{high - 1}", len(sel), max(d.max_abs_diff for d in sel),
+                        sum(d.agree for d in sel) / sum(d.rows for d in sel)))
+        low = high
+    return out
+
+
+def lines(diffs: list[StepDiff], tol: float, per_step: bool = True) -> list[str]:
+    """The per-step table, a per-position summary and the verdict."""
+    out = []
+    if per_step:
+        out.append("prompt step anchor_pos max|Δlogit| argmax_agree first_flip")
+        out += [f"{d.prompt:6d} {d.step:4d} {d.position:10d} {d.max_abs_diff:11.3e} {d.agree:6d}/{d.rows:<5d} "
+                f"{'-' if d.first_flip is None else d.first_flip}" for d in diffs]
+    out.append("by anchor position: range, steps, max |Δlogit|, argmax agreement")
+    out += [f"  {rng:>10s} {n:5d} {mx:11.3e} {agree:.4f}" for rng, n, mx, agree in by_position(diffs)]
+    out.append(verdict(diffs, tol).line())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", type=Path, default=Path("models/tiny/target"))
+    ap.add_argument("--draft", type=Path, default=Path("models/tiny/dflash"))
+    ap.add_argument("--dataset", default="humaneval", help="a registered dataset with an offline source")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--new", type=int, default=64, help="tokens to decode per prompt")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="float32: both drafts in float32 (tpu-inference's bfloat16 parameters upcast, its bfloat16 "
+                         "cast of the context feature skipped) to expose implementation differences; bfloat16: "
+                         "tpu-inference as its proposer runs it, against our engine in bfloat16")
+    ap.add_argument("--rope", choices=("as-loaded", "corrected"), default="as-loaded",
+                    help="corrected: set the draft's rope_theta/rope_scaling from the checkpoint before building it")
+    ap.add_argument("--tol", type=float, default=None, help="max |Δlogit| (default 1e-4 in float32, 0.1 in bfloat16)")
+    ap.add_argument("--quiet", action="store_true", help="no per-step table")
+    args = ap.parse_args(argv)
+    for p in (args.target, args.draft):
+        if not (p / "config.json").exists():
+            print(f"parity-tpu-inference: error: {p} has no config.json; pass --target/--draft checkpoint folders",
+                  file=sys.stderr)
+            return 2
+    try:
+        from verification import tpu_inference_draft as drive
+    except ImportError as exc:
+        print(f"parity-tpu-inference: error: {exc}. Run it in the TPU venv (make parity-tpu-inference), which has "
+              "tpu-inference installed.", file=sys.stderr)
+        return 2
+    tol = args.tol if args.tol is not None else (1e-4 if args.dtype == "float32" else 0.1)
+    diffs = drive.run(args.target, args.draft, args.dataset, args.prompts, args.new, args.seed, args.dtype, args.rope,
+                      print)
+    for line in lines(diffs, tol, per_step=not args.quiet):
+        print(line)
+    return 0 if verdict(diffs, tol).ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
