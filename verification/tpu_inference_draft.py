@@ -42,21 +42,33 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 @contextlib.contextmanager
 def reference_attention() -> Iterator[None]:
-    """Route tpu-inference's ragged paged attention kernel to its pure-JAX reference (CPU has no Pallas TPU)."""
+    """Route tpu-inference's ragged paged attention to its kernel module's pure-JAX reference (CPU has no Pallas TPU).
+
+    The swap replaces `sharded_ragged_paged_attention`, the shard_map around the kernel: the reference loops over
+    requests in Python, which a shard_map trace cannot do. On a one-device mesh the shard_map is the identity, and
+    the arguments go to the reference as the wrapper passes them to the kernel.
+    """
     import tpu_inference.layers.common.attention_interface as ai
     from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa
 
-    def ref(*args: Any, update_kv_cache: bool = True, use_causal_mask: bool = True, **kwargs: Any) -> Any:
-        if not update_kv_cache:
-            raise NotImplementedError("the reference always writes the KV cache; DFlash never asks otherwise")
-        return rpa.ref_ragged_paged_attention(*args, use_causal_mask=use_causal_mask, **kwargs)
+    def ref(mesh: Any, q: jax.Array, k: jax.Array, v: jax.Array, kv_cache: jax.Array, kv_lens: jax.Array,
+            page_indices: jax.Array, cu_q_lens: jax.Array, distribution: jax.Array, attention_sink: Any,
+            sm_scale: float, attention_chunk_size: int | None = None, q_scale: float | None = None,
+            k_scale: float | None = None, v_scale: float | None = None, update_kv_cache: bool = True,
+            use_causal_mask: bool = True, attn_logits_soft_cap: float | None = None) -> Any:
+        if attention_sink is not None or not update_kv_cache or mesh.devices.size != 1:
+            raise NotImplementedError("the reference route covers one device, no sinks, a written KV cache")
+        return rpa.ref_ragged_paged_attention(
+            q, k, v, kv_cache, kv_lens, page_indices, cu_q_lens, distribution, use_causal_mask=use_causal_mask,
+            sm_scale=sm_scale, sliding_window=attention_chunk_size, soft_cap=attn_logits_soft_cap, q_scale=q_scale,
+            k_scale=k_scale, v_scale=v_scale)
 
-    saved = ai.ragged_paged_attention
-    ai.ragged_paged_attention = ref
+    saved = ai.sharded_ragged_paged_attention
+    ai.sharded_ragged_paged_attention = ref
     try:
         yield
     finally:
-        ai.ragged_paged_attention = saved
+        ai.sharded_ragged_paged_attention = saved
 
 
 def versions() -> dict[str, str]:
