@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from verification.parity_tpu_inference import by_position, compare_step, lines, main, verdict
+from verification.parity_tpu_inference import attribution, by_position, compare_step, lines, main, verdict
 
 
 def _logits(rows: int = 15, vocab: int = 50, seed: int = 0) -> np.ndarray:
@@ -59,3 +59,13 @@ def test_no_steps_is_not_a_match():
 def test_bad_checkpoint_folder_exits_2(tmp_path, capsys):
     assert main(["--target", str(tmp_path), "--draft", str(tmp_path)]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_attribution_names_rope_only_when_the_corrected_draft_alone_matches():
+    a = _logits()
+    off, on = [compare_step(a, a + 1e-2, 0, 0, 9)], [compare_step(a, a + 1e-6, 0, 0, 9)]
+    note = attribution({"as-loaded": verdict(off, 1e-4), "corrected": verdict(on, 1e-4)})
+    assert note and "RoPE" in note and "1.000e-02" in note
+    assert attribution({"as-loaded": verdict(off, 1e-4), "corrected": verdict(off, 1e-4)}) is None
+    assert attribution({"as-loaded": verdict(on, 1e-4), "corrected": verdict(on, 1e-4)}) is None
+    assert attribution({"as-loaded": verdict(off, 1e-4)}) is None

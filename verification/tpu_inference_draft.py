@@ -131,8 +131,7 @@ def mesh() -> Any:
 class TheirDraft:
     """tpu-inference's DFlash draft for one (target, draft) pair, run the way its proposer runs it."""
 
-    def __init__(self, target: Path, draft: Path, embed: jax.Array, dtype: Any, rope: str,
-                 log: Callable[[str], None]) -> None:
+    def __init__(self, target: Path, draft: Path, embed: jax.Array, dtype: Any, rope: str) -> None:
         from flax import nnx
         from tpu_inference.models.common.model_loader import _get_model_architecture
         from tpu_inference.spec_decode.jax import dflash as proposer
@@ -247,9 +246,10 @@ def trajectory(tcfg: M.ModelConfig, tparams: M.Params, dcfg: D.DraftConfig, dpar
         pending, start, s = vtaps[: n + 1], s, s + n + 1
 
 
-def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed: int, dtype_name: str, rope: str,
-        log: Callable[[str], None]) -> list[StepDiff]:
-    """Per-step comparisons over n_prompts chat-templated prompts of a dataset."""
+def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed: int, dtype_name: str,
+        ropes: tuple[str, ...], log: Callable[[str], None]) -> dict[str, list[StepDiff]]:
+    """Per-step comparisons over n_prompts chat-templated prompts of a dataset, for each RoPE variant of their draft
+    (all fed the same steps of one trajectory)."""
     from benchmarks.datasets import load_prompts
     from benchmarks.runner import load_tokenizer
 
@@ -257,28 +257,30 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
     dtype = DTYPES[dtype_name]
     tcfg, tparams = loader.load_target(target, dtype_name)
     dcfg, dparams = loader.load_draft(draft, dtype_name)
-    log(f"versions: {json.dumps(versions())}; JAX backend {jax.default_backend()}")
+    log(f"versions: {json.dumps(versions())}; JAX backend {jax.default_backend()}; {dtype_name}")
     log("attention: tpu-inference's ragged paged attention kernel (Pallas, TPU only) is routed to its pure-JAX "
         "reference ref_ragged_paged_attention (kernels/ragged_paged_attention/v3/kernel.py)")
+    log(f"our draft: rope_theta {dcfg.layers.rope_theta}, rope_scaling {dict(dcfg.layers.rope_scaling) or None}, "
+        f"head_dim {dcfg.layers.head_dim}, block {dcfg.block_size}, taps {list(dcfg.target_layer_ids)}")
     prompts = load_prompts(dataset, n_prompts, seed, load_tokenizer(str(target)), max_prompt_tokens=1024)
-    diffs: list[StepDiff] = []
+    diffs: dict[str, list[StepDiff]] = {rope: [] for rope in ropes}
     with reference_attention():
-        theirs = TheirDraft(target, draft, tparams["embed"], dtype, rope, log)
-        log(f"tpu-inference draft ({rope} RoPE, {dtype_name}): {json.dumps(theirs.settings, default=str)}")
-        log(f"our draft: rope_theta {dcfg.layers.rope_theta}, rope_scaling {dict(dcfg.layers.rope_scaling) or None}, "
-            f"head_dim {dcfg.layers.head_dim}, block {dcfg.block_size}, taps {list(dcfg.target_layer_ids)}")
+        theirs = {rope: TheirDraft(target, draft, tparams["embed"], dtype, rope) for rope in ropes}
+        for rope, t in theirs.items():
+            log(f"tpu-inference draft, RoPE {rope}: {json.dumps(t.settings, default=str)}")
         for i, prompt in enumerate(prompts):
-            theirs.reset(len(prompt.ids) + new + 2 * dcfg.block_size)
+            for t in theirs.values():
+                t.reset(len(prompt.ids) + new + 2 * dcfg.block_size)
             decoder = Decoder(tcfg, tparams, len(prompt.ids) + new + 1, dtype, dcfg, dparams, k=dcfg.block_size - 1)
             engine = decoder.generate(prompt.ids, new)
             out: list[int] = []
             accepted: list[int] = []
             for step in trajectory(tcfg, tparams, dcfg, dparams, prompt.ids, new, dtype, out, accepted):
-                diffs.append(compare_step(step.logits, theirs.logits(step.taps, step.start, step.anchor, step.s),
-                                          i, len(accepted), step.s))
-            same = out[:len(engine.tokens)] == engine.tokens and \
-                accepted[:len(engine.accept_lengths)] == engine.accept_lengths
-            if not same:
+                for rope, t in theirs.items():
+                    diffs[rope].append(compare_step(step.logits, t.logits(step.taps, step.start, step.anchor, step.s),
+                                                    i, len(accepted), step.s))
+            if out[:len(engine.tokens)] != engine.tokens or \
+                    accepted[:len(engine.accept_lengths)] != engine.accept_lengths:
                 raise RuntimeError(f"prompt {i}: this loop's tokens or accept lengths differ from the JAX engine's "
                                    "Decoder")
             log(f"prompt {i} ({dataset} #{prompt.index}, {len(prompt.ids)} prompt tokens): {len(accepted)} steps, "
