@@ -1,4 +1,6 @@
 """The comparison half of `make parity-tpu-inference`: per-step report and verdict from given logit arrays."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,12 @@ def test_attribution_names_rope_only_when_the_corrected_draft_alone_matches():
     assert attribution({"as-loaded": verdict(off, 1e-4), "corrected": verdict(off, 1e-4)}) is None
     assert attribution({"as-loaded": verdict(on, 1e-4), "corrected": verdict(on, 1e-4)}) is None
     assert attribution({"as-loaded": verdict(off, 1e-4)}) is None
+
+
+def test_without_tpu_inference_exits_2_naming_the_venv(monkeypatch, capsys):
+    import verification.parity_tpu_inference as mod
+
+    monkeypatch.setattr(mod, "find_spec", lambda name: None)
+    tiny = Path(__file__).resolve().parents[1] / "models" / "tiny"
+    assert main(["--target", str(tiny / "target"), "--draft", str(tiny / "dflash")]) == 2
+    assert "TPU venv" in capsys.readouterr().err

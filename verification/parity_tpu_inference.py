@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -143,12 +144,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"parity-tpu-inference: error: {p} has no config.json; pass --target/--draft checkpoint folders",
                   file=sys.stderr)
             return 2
-    try:
-        from verification import tpu_inference_draft as drive
-    except ImportError as exc:
-        print(f"parity-tpu-inference: error: {exc}. Run it in the TPU venv (make parity-tpu-inference), which has "
-              "tpu-inference installed.", file=sys.stderr)
+    if find_spec("tpu_inference") is None or find_spec("vllm") is None:
+        print(f"parity-tpu-inference: error: {sys.executable} has no tpu-inference/vllm; run it in the TPU venv "
+              "(make parity-tpu-inference TPU_VENV=...)", file=sys.stderr)
         return 2
+    from verification import tpu_inference_draft as drive
+
     tol = args.tol if args.tol is not None else (1e-4 if args.dtype == "float32" else 0.25)
     ropes = ("as-loaded", "corrected") if args.rope == "both" else (args.rope,)
     results = drive.run(args.target, args.draft, args.dataset, args.prompts, args.new, args.seed, args.dtype, ropes,
