@@ -1,6 +1,6 @@
 """tpu-inference's own DFlash draft against ours: draft logits and argmax, step by step, on the same inputs.
 
-    python -m verification.parity_tpu_inference [--target DIR --draft DIR] [--dataset humaneval --prompts 8 --new 64]
+    python -m verification.parity_tpu_inference [--target DIR --draft DIR] [--dataset humaneval --prompts 8 --new 32]
                                                 [--dtype float32|bfloat16] [--rope both|as-loaded|corrected] [--tol T]
 
 Runs in a Python >= 3.12 venv that has tpu-inference (`make parity-tpu-inference`); only the comparison below runs
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft", type=Path, default=Path("models/tiny/dflash"))
     ap.add_argument("--dataset", default="humaneval", help="a registered dataset with an offline source")
     ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--new", type=int, default=64, help="tokens to decode per prompt")
+    ap.add_argument("--new", type=int, default=32, help="tokens to decode per prompt")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                     help="float32: both drafts in float32 (tpu-inference's bfloat16 parameters upcast, its bfloat16 "

@@ -131,19 +131,21 @@ def mesh() -> Any:
 class TheirDraft:
     """tpu-inference's DFlash draft for one (target, draft) pair, run the way its proposer runs it."""
 
-    def __init__(self, target: Path, draft: Path, embed: jax.Array, dtype: Any, rope: str) -> None:
+    def __init__(self, target: Path, draft: Path, embed: jax.Array, dtype: Any,
+                 rope_theta: float | None = None) -> None:
+        """rope_theta: None builds the draft from the configs as parsed; a value first sets rope_theta to it and
+        rope_scaling to None on both configs (the draft's constructor copies them from the target's)."""
         from flax import nnx
+        from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa
         from tpu_inference.models.common.model_loader import _get_model_architecture
         from tpu_inference.spec_decode.jax import dflash as proposer
 
         target_hf, draft_hf = hf_config(target), hf_config(draft)
         self.block = int(draft_hf.block_size)
         self.mask = int(draft_hf.dflash_config["mask_token_id"])
-        if rope == "corrected":  # the draft copies these from the target's config in its constructor
-            theta = loader.read_config(draft).get("rope_theta") or M.ModelConfig.from_hf(
-                loader.read_config(target)).rope_theta
+        if rope_theta is not None:
             for c in (target_hf, draft_hf):
-                c.rope_theta, c.rope_scaling = float(theta), None
+                c.rope_theta, c.rope_scaling = float(rope_theta), None
         self.mesh = mesh()
         cfg = vllm_config(target, draft, target_hf, draft_hf, self.block - 1)
         cls = _get_model_architecture(draft_hf)
@@ -164,7 +166,6 @@ class TheirDraft:
                          "tie_word_embeddings": getattr(draft_hf, "tie_word_embeddings", None),
                          "param_dtype": str(model.model.fc.kernel.value.dtype)}
         num_kv = attn.num_kv_heads
-        from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa
         self._cache_shape = lambda pages: rpa.get_kv_cache_shape(pages, PAGE_SIZE, num_kv, attn.head_dim, dtype)
         self.caches: list[jax.Array] = []
 
@@ -265,7 +266,8 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
     prompts = load_prompts(dataset, n_prompts, seed, load_tokenizer(str(target)), max_prompt_tokens=1024)
     diffs: dict[str, list[StepDiff]] = {rope: [] for rope in ropes}
     with reference_attention():
-        theirs = {rope: TheirDraft(target, draft, tparams["embed"], dtype, rope) for rope in ropes}
+        theirs = {rope: TheirDraft(target, draft, tparams["embed"], dtype,
+                                   dcfg.layers.rope_theta if rope == "corrected" else None) for rope in ropes}
         for rope, t in theirs.items():
             log(f"tpu-inference draft, RoPE {rope}: {json.dumps(t.settings, default=str)}")
         for i, prompt in enumerate(prompts):
