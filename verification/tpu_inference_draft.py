@@ -13,9 +13,10 @@ the context tokens at their own positions, seq_lens = s, and the logits are `com
 draft KV cache is paged and kept across steps, as in the proposer.
 
 The attention call inside the model is tpu-inference's `attention` (layers/common/attention_interface.py), whose
-Pallas kernel (ragged paged attention v3) needs a TPU. It is swapped, for the duration of a run, for the same
-kernel module's `ref_ragged_paged_attention`, the pure-JAX reference its kernel tests compare against; everything
-above the kernel (paged cache layout, metadata, sharding) is tpu-inference's own code.
+Pallas kernel (ragged paged attention v3) needs a TPU. For the duration of a run, the shard_map wrapper around that
+kernel (`sharded_ragged_paged_attention`) is swapped for a direct call of the same kernel module's
+`ref_ragged_paged_attention`, the pure-JAX reference its kernel tests compare against; everything above that wrapper
+(the `attention` call, paged cache layout, metadata) is tpu-inference's own code.
 """
 from __future__ import annotations
 
