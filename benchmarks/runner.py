@@ -44,7 +44,7 @@ def materialize(ref: str | None) -> str | None:
             raise ConfigError(f"unknown builtin model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
         root = BUILTIN_MODELS[name]
         if not (root / "done").is_file():
-            from preparation.tiny_models import build_pair
+            from benchmarks.tiny_checkpoints import build_pair
 
             print(f"generating {name} into {root} (once)", file=sys.stderr)
             build_pair(root, seed=0)

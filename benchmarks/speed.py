@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "all"])
     ap.add_argument("--target", type=Path)
     ap.add_argument("--draft", type=Path)
-    ap.add_argument("--pair", type=Path, help="a folder from `python -m preparation.tiny_models` (command all)")
+    ap.add_argument("--pair", type=Path, help="a folder from `python -m benchmarks.tiny_checkpoints` (command all)")
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--new", type=int, default=64, help="new tokens per request")
     ap.add_argument("--prompts", type=int, default=3)
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             jax_vs_vllm(args.target, args.draft, args.k, **common)
         return 0
 
-    from preparation.tiny_models import build_pair
+    from benchmarks.tiny_checkpoints import build_pair
 
     with tempfile.TemporaryDirectory() as tmp:
         pair = args.pair or build_pair(Path(tmp) / "random")["target"].parent

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from preparation.tiny_models import (
+from benchmarks.tiny_checkpoints import (
     TinyShape,
     build_tokenizer,
     dflash_config,

@@ -372,7 +372,7 @@ def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
 @pytest.mark.parametrize("change, error, match", [
     (dict(draft=None), ValueError, "needs a draft"),
     (dict(k=0), ValueError, "K >= 1"),
-    (dict(draft="/nonexistent/dflash"), FileNotFoundError, "preparation.tiny_models"),
+    (dict(draft="/nonexistent/dflash"), FileNotFoundError, "benchmarks.tiny_checkpoints"),
     (dict(method="medusa"), ValueError, "unknown method"),
     (dict(engine_options={"max_model_length": 512}), ValueError, "did you mean max_model_len"),
     (dict(engine_options={"speculative_config": {}}), ValueError, "cannot be overridden"),

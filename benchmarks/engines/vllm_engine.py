@@ -97,7 +97,7 @@ def _check_checkpoint(path: str, role: str) -> None:
         return
     raise FileNotFoundError(
         f"{role} checkpoint {path!r} does not exist. Build the tiny test models with "
-        f"`python -m preparation.tiny_models DIR`, download a released one with "
+        f"`python -m benchmarks.tiny_checkpoints DIR`, download a released one with "
         f"`huggingface-cli download ORG/NAME --local-dir DIR`, or fix the path in the matrix."
     )
 

@@ -5,7 +5,7 @@ and as the starting point of the trained pair. Shapes respect the engines' limit
 attention and tpu-inference's padding), a tied target embedding (tpu-inference's DFlash proposer), enough
 target layers for vLLM's +1 on DFlash layer ids, and rope_theta 1e6 (Qwen3's value).
 
-    python -m preparation.tiny_models OUT_DIR [--oracle]
+    python -m benchmarks.tiny_checkpoints OUT_DIR [--oracle]
 """
 from __future__ import annotations
 
