@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from benchmarks.config import ConfigError, Matrix, load_matrix, parse_matrix
 from benchmarks.datasets import DatasetUnavailable
-from benchmarks.records import SHARED_PROCESS_ENGINES
+from benchmarks.records import SHARED_PROCESS_ENGINES, Cell
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -58,9 +58,9 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
     return parse_matrix(raw, source=f"make bench DATASET={args.dataset}")
 
 
-def choose_run_dir(matrix: Matrix, run_dir: Path | None, fresh: bool) -> Path:
+def choose_run_dir(matrix: Matrix, cells: list[Cell], run_dir: Path | None, fresh: bool) -> Path:
     """The run folder, and what a rerun will do there: resume (say how much is done already) or measure afresh."""
-    from benchmarks.runner import matrix_cells, run_id_for
+    from benchmarks.runner import run_id_for
     from benchmarks.store import RUNS_DIR, RunStore
 
     if run_dir is None:
@@ -68,7 +68,7 @@ def choose_run_dir(matrix: Matrix, run_dir: Path | None, fresh: bool) -> Path:
         if fresh:  # a new folder: the earlier run stays as it was
             run_dir = run_dir.with_name(f"{run_dir.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}")
     store = RunStore(run_dir)
-    units = [(c.cell_id, d.name) for c in matrix_cells(matrix)[0] for d in matrix.datasets]
+    units = [(c.cell_id, d.name) for c in cells for d in matrix.datasets]
     done = sum(store.is_done(*u) for u in units)
     if done and fresh:
         raise ConfigError(f"--fresh: {run_dir} already holds {done} measured unit(s); give a new --run-dir, or "
@@ -89,11 +89,12 @@ def exit_status(failed: int, divergent: bool, allow_divergence: bool) -> int:
 
 def run_and_report(matrix: Matrix, run_dir: Path | None, allow_divergence: bool, fresh: bool = False) -> int:
     from benchmarks.report import results_table, write_reports
-    from benchmarks.runner import run_matrix
+    from benchmarks.runner import matrix_cells, run_matrix
     from benchmarks.store import latest_link
     from verification.lossless import distribution_failures, divergent_rows, verdict_lines
 
-    run_dir, failed = run_matrix(matrix, choose_run_dir(matrix, run_dir, fresh))
+    resolved = matrix_cells(matrix)  # once: fingerprinting reads every model file
+    run_dir, failed = run_matrix(matrix, choose_run_dir(matrix, resolved[0], run_dir, fresh), resolved=resolved)
     rows = write_reports(run_dir)
     print(results_table(rows))
     for line in verdict_lines(rows):

@@ -206,9 +206,12 @@ def _samples(started: list[tuple[Any, Cell]], cell_id: str, name: str, prompts: 
         return [_error_record(cell, name, exc)]
 
 
-def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True) -> tuple[Path, int]:
-    """Run every pending (cell, dataset) unit; return the run folder and the number of failed units."""
-    cells, models = matrix_cells(matrix)
+def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True,
+               resolved: tuple[list[Cell], dict[str, dict[str, Any]]] | None = None) -> tuple[Path, int]:
+    """Run every pending (cell, dataset) unit; return the run folder and the number of failed units.
+
+    `resolved` is `matrix_cells(matrix)` when the caller has it already (fingerprinting reads every model file)."""
+    cells, models = resolved or matrix_cells(matrix)
     env = provenance.environment()
     run_dir = Path(run_dir) if run_dir else RUNS_DIR / run_id_for(matrix)
     store = RunStore(run_dir)
