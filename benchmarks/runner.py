@@ -16,14 +16,14 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tqdm import tqdm
 
 from benchmarks import provenance
 from benchmarks.config import ROOT, ConfigError, Matrix, resolve_model_ref
 from benchmarks.datasets import Prompt, load_prompts
-from benchmarks.engines import create_engine
+from benchmarks.engines import Engine, create_engine
 from benchmarks.matrix import expand
 from benchmarks.metrics import tpot_ms
 from benchmarks.records import Cell, SamplingParams
@@ -140,7 +140,8 @@ def _request_record(cell: Cell, prompt: Prompt, rec: Any) -> dict[str, Any]:
 
 def _error_record(cell: Cell, dataset: str, exc: BaseException) -> dict[str, Any]:
     return {"kind": "error", "cell_id": cell.cell_id, "label": cell.label, "dataset": dataset,
-            "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": getattr(exc, "remote_traceback", "") or traceback.format_exc()}  # a worker's own, if any
 
 
 def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
@@ -206,6 +207,63 @@ def _samples(started: list[tuple[Any, Cell]], cell_id: str, name: str, prompts: 
         return [_error_record(cell, name, exc)]
 
 
+@dataclasses.dataclass
+class RunContext:
+    """What every group of cells of one run shares: the store (its only writer is this process), the resolved
+    prompts, the environment and model fingerprints, and how engines are made."""
+
+    matrix: Matrix
+    store: RunStore
+    env: dict[str, Any]
+    models: dict[str, dict[str, Any]]
+    target: str
+    prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
+    progress: bool
+    make_engine: Callable[[Cell], Engine] = lambda cell: create_engine(cell.engine)
+
+
+def run_group(ctx: RunContext, group: list[Cell]) -> int:
+    """Start the group's cells that have pending units, run every dataset through them, write their units; return
+    the number of failed units. A cell that fails to start fails its pending units with the cause."""
+    store, matrix = ctx.store, ctx.matrix
+    pending = {c.cell_id: [d for d in matrix.datasets if not store.is_done(c.cell_id, d.name)] for c in group}
+    started: list[tuple[Any, Cell]] = []
+    pids: dict[str, str] = {}
+    failed = 0
+    try:
+        for cell in (c for c in group if pending[c.cell_id]):
+            engine = None
+            try:
+                engine = ctx.make_engine(cell)
+                t0 = time.perf_counter()
+                engine.load(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)))
+                tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
+                pids[cell.cell_id] = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models,
+                                                                            _describe(engine)))
+                started.append((engine, cell))
+            except Exception as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+                pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, None, failure))
+                for d in pending[cell.cell_id]:
+                    store.write_unit(cell.cell_id, d.name, [_error_record(cell, d.name, exc)], pid)
+                failed += len(pending[cell.cell_id])
+                tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
+                if engine is not None:
+                    engine.close()
+        for d in matrix.datasets:
+            todo = [(e, c) for e, c in started if d in pending[c.cell_id]]
+            if todo:
+                measured, warmup = ctx.prompts[d.name]
+                for cell_id, records in run_dataset(todo, d.name, measured, warmup, ctx.progress).items():
+                    records += _samples(todo, cell_id, d.name, measured, records, ctx.target)
+                    store.write_unit(cell_id, d.name, records, pids[cell_id])
+                    failed += any(r["kind"] == "error" for r in records)
+    finally:
+        for engine, _ in started:
+            engine.close()
+    return failed
+
+
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True,
                resolved: tuple[list[Cell], dict[str, dict[str, Any]]] | None = None) -> tuple[Path, int]:
     """Run every pending (cell, dataset) unit; return the run folder and the number of failed units.
@@ -231,43 +289,12 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
         ps = load_prompts(d.name, matrix.num_prompts + matrix.warmup_prompts, matrix.seed, tokenizer, d.path,
                           max_prompt)
         prompts[d.name] = (ps[:matrix.num_prompts], ps[matrix.num_prompts:])
+    ctx = RunContext(matrix, store, env, models, target, prompts, progress)
     failed = 0
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
     bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)
     for group in groups:
-        pending = {c.cell_id: [d for d in matrix.datasets if not store.is_done(c.cell_id, d.name)] for c in group}
-        started: list[tuple[Any, Cell]] = []
-        pids: dict[str, str] = {}
-        try:
-            for cell in (c for c in group if pending[c.cell_id]):
-                engine = None
-                try:
-                    engine = create_engine(cell.engine)
-                    t0 = time.perf_counter()
-                    engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
-                    tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
-                    pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, models, _describe(engine)))
-                    started.append((engine, cell))
-                except Exception as exc:
-                    failure = f"{type(exc).__name__}: {exc}"
-                    pid = store.write_provenance(unit_provenance(env, cell, models, None, failure))
-                    for d in pending[cell.cell_id]:
-                        store.write_unit(cell.cell_id, d.name, [_error_record(cell, d.name, exc)], pid)
-                    failed += len(pending[cell.cell_id])
-                    tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
-                    if engine is not None:
-                        engine.close()
-            for d in matrix.datasets:
-                todo = [(e, c) for e, c in started if d in pending[c.cell_id]]
-                if todo:
-                    measured, warmup = prompts[d.name]
-                    for cell_id, records in run_dataset(todo, d.name, measured, warmup, progress).items():
-                        records += _samples(todo, cell_id, d.name, measured, records, target)
-                        store.write_unit(cell_id, d.name, records, pids[cell_id])
-                        failed += any(r["kind"] == "error" for r in records)
-        finally:
-            for engine, _ in started:
-                engine.close()
+        failed += run_group(ctx, group)
         bar.update(len(group))
     bar.close()
     return run_dir, failed

@@ -1,0 +1,51 @@
+"""The side of an engine worker that holds the engine: a local child process or a Ray actor runs one `EngineHost`.
+
+Its methods mirror the `Engine` protocol. An exception raised by the engine comes back as `WorkerError`, which
+carries the worker's own traceback, so a failed unit's cause is the engine's, not the proxy's.
+"""
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from benchmarks.engines import create_engine
+from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+
+
+class WorkerError(RuntimeError):
+    """An engine call that failed inside a worker (raised, crashed or timed out); `remote_traceback` is the cause."""
+
+    def __init__(self, message: str, remote_traceback: str = ""):
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes and Ray
+        return (WorkerError, (str(self), self.remote_traceback))
+
+
+class EngineHost:
+    """One engine, driven call by call from another process."""
+
+    def __init__(self, engine_name: str):
+        self.engine = create_engine(engine_name)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            raise WorkerError(f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+
+    def load(self, cell: Cell) -> None:
+        self._call(self.engine.load, cell)
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
+        return self._call(self.engine.generate, prompt_ids, params)
+
+    def spec_counters(self) -> SpecCounters | None:
+        return self._call(self.engine.spec_counters)
+
+    def describe(self) -> dict[str, Any]:
+        return self._call(self.engine.describe)
+
+    def close(self) -> None:
+        self._call(self.engine.close)
