@@ -38,6 +38,9 @@ MATRIX_KEYS = {
     "interleave": f"bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
                   f"host whose speed drifts slows every cell alike; engines {list(SHARED_PROCESS_ENGINES)} only, and "
                   f"memory for all the cells' models at once",
+    "drift_prompts": "int >= 0 (default 3; at most num_prompts are used): when cells run one after another, the "
+                     "baseline is measured again on this many of the first measured prompts after its speculative "
+                     "cells, and a speedup whose baseline moved more than its CI allows is flagged; 0 turns it off",
 }
 # A preset supplies models and defaults; any matrix key but these may appear in one.
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
@@ -73,6 +76,7 @@ class Matrix:
     engine_options: dict[str, Any] = field(default_factory=dict)
     block_size: int | None = None
     interleave: bool = False
+    drift_prompts: int = 3
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -204,6 +208,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         engine_options=options,
         block_size=block_size,
         interleave=interleave,
+        drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 3), 0),
         raw=raw,
     )
 

@@ -14,6 +14,11 @@ Speculative (from cumulative engine counters diffed around one dataset, warm-up 
 Speedup of method M over the AR baseline, paired on identical prompts:
   per prompt TPOT_AR / TPOT_M; geometric mean with a seeded bootstrap 95 % CI; and mean TPOT_AR / mean TPOT_M.
   Side-by-side speed checks (benchmarks.speed) use the ratio of medians, median TPOT_AR / median TPOT_M.
+Baseline drift (cells run one after another; the baseline is measured again after its speculative cells):
+  drift = geometric mean over the recheck prompts of TPOT_after / TPOT_before - 1
+        = (geometric-mean TPOT after) / (geometric-mean TPOT before) - 1       (paired on identical prompts)
+  flagged when |ln(1 + drift)| > (ln ci_high - ln ci_low) / 2 of the speedup's 95 % CI: the host moved the
+  baseline by more than half the CI's width (in log space, where a baseline factor shifts the speedup alike).
 Cost model (benchmarks.cost_model), from per-position rates and step times:
   tau(K) = 1 + sum_{i<=K} p_i;  speedup(K) = tau(K) * TPOT_AR / step(K);  step cost in AR steps = tau * TPOT_M / TPOT_AR
 Lossless (greedy): fraction of prompts whose tokens equal AR's, and the first divergence index.
@@ -109,6 +114,35 @@ def paired_speedup(tpot_base: list[float], tpot_method: list[float], seed: int =
         mean_ratio=float(base.mean() / meth.mean()),
         n=len(pairs),
     )
+
+
+@dataclass(frozen=True)
+class Drift:
+    before_ms: float  # geometric-mean TPOT of the baseline's measurement on the recheck prompts
+    after_ms: float  # geometric-mean TPOT of its recheck on the same prompts
+    drift: float  # after / before - 1 (> 0: the baseline slowed down)
+    n: int
+
+
+def baseline_drift(tpot_before: list[float], tpot_after: list[float]) -> Drift:
+    """How far the baseline moved between its measurement and its recheck, on prompts paired by position (the caller
+    pairs them by prompt hash); pairs without a positive TPOT on both sides are dropped."""
+    pairs = [(b, a) for b, a in zip(tpot_before, tpot_after, strict=True)
+             if b is not None and a is not None and b > 0 and a > 0]
+    if not pairs:
+        return Drift(math.nan, math.nan, math.nan, 0)
+    before = float(np.exp(np.mean(np.log([b for b, _ in pairs]))))
+    after = float(np.exp(np.mean(np.log([a for _, a in pairs]))))
+    return Drift(before, after, after / before - 1.0, len(pairs))
+
+
+def drift_flag(drift: float, ci_low: float, ci_high: float) -> bool | None:
+    """True when the baseline moved more than the speedup's CI allows: |ln(1 + drift)| exceeds half the CI's width
+    in log space. A speedup measured against a baseline that moved by the factor 1 + drift is uncertain by that
+    factor, so such a drift is larger than the sampling error the CI states. None when either side is unknown."""
+    if any(x is None or math.isnan(x) for x in (drift, ci_low, ci_high)) or drift <= -1 or ci_low <= 0:
+        return None
+    return abs(math.log1p(drift)) > 0.5 * math.log(ci_high / ci_low)
 
 
 def tpot_ratio(tpot_base: float, tpot_method: float) -> float:

@@ -46,6 +46,7 @@ def results_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ci = (f"[{_fmt(r['speedup_ci_low'])}, {_fmt(r['speedup_ci_high'])}]"
               if r["speedup_ci_low"] is not None else "")
+        ci += " DRIFT" if r.get("drift_flag") is True else ""
         body.append([r["dataset"], r["engine"], r["label"], f"{r['temperature']:g}", str(r["n_prompts"]),
                      _fmt(r["tau"]),
                      _fmt(r.get("tau_prompt_mean")),
@@ -55,6 +56,42 @@ def results_table(rows: list[dict[str, Any]]) -> str:
                      _fmt(r["identical_frac"], 3)])
     return _table(["dataset", "engine", "method", "T", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90",
                    "TTFT ms", "tok/s", "speedup [95% CI]", "pairs", "mean-ratio", "identical"], body)
+
+
+def _moved(x: Any) -> bool:
+    return isinstance(x, float) and not math.isnan(x)
+
+
+def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """The baseline's TPOT before and after its speculative cells per (dataset, engine, temperature), the speedups
+    whose CI the drift outgrows, and the rule."""
+    if config.get("interleave"):
+        return ["Cells ran interleaved, prompt by prompt: a change in the host's speed slowed every cell alike, so "
+                "the baseline needed no recheck."]
+    checked = [r for r in rows if _moved(r.get("baseline_drift"))]
+    if not checked:
+        return ["The baseline was not measured again after its speculative cells (`drift_prompts: 0`, no baseline, "
+                "or no recheck finished): nothing shows whether the host's speed moved between cells."]
+    families: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for r in checked:
+        families.setdefault((r["dataset"], r["engine"], r["temperature"]), []).append(r)
+    body = [[dataset, engine, f"{t:g}", _fmt(rs[0]["baseline_tpot_before_ms"]), _fmt(rs[0]["baseline_tpot_after_ms"]),
+             f"{100 * rs[0]['baseline_drift']:+.1f} %",
+             ", ".join(r["label"] for r in rs if r.get("drift_flag") is True) or "none"]
+            for (dataset, engine, t), rs in families.items()]
+    flagged = sum(r.get("drift_flag") is True for r in checked)
+    return [f"Cells ran one after another. After the last speculative cell compared with it, each baseline was loaded "
+            f"again and measured on the first {config.get('drift_prompts')} measured prompts (at most n; warm-up "
+            f"first). Before/after = geometric-mean TPOT of those prompts in the baseline's measurement and in its "
+            f"recheck; drift = after/before − 1 (summary.csv `baseline_tpot_before_ms`, `baseline_tpot_after_ms`, "
+            f"`baseline_drift`, `drift_flag`).", "",
+            _table(["dataset", "engine", "T", "TPOT before ms", "TPOT after ms", "drift", "flagged speedups"], body),
+            "",
+            f"A speedup is flagged (DRIFT in the results) when |ln(1 + drift)| > ½ · ln(CI high / CI low): the "
+            f"baseline moved by more than half the width of the speedup's 95 % CI, so the figure reflects when the "
+            f"cells ran as much as the method. "
+            + (f"**{flagged} speedup(s) flagged**: rerun on a quiet host (FRESH=1), or run the cells interleaved "
+               f"(`interleave: true`) where the engine allows." if flagged else "No speedup is flagged.")]
 
 
 def acceptance_table(rows: list[dict[str, Any]]) -> str:
@@ -330,6 +367,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
+        "", "## Baseline drift", "\n".join(drift_lines(rows, manifest["config"])),
         "", "## Per-position acceptance", acceptance_table(rows),
         *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],
         "", "## Lossless check (greedy)",

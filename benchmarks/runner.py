@@ -1,6 +1,8 @@
 """Run a matrix: one engine per cell, every dataset through it, one prompt at a time, records to the store.
 
 Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn.
+One after another, each baseline runs before its speculative cells and is measured again after them on a few prompts
+(the drift recheck, its own unit of records of kind "recheck"), so that a host whose speed moved is caught.
 Warm-up prompts (outside the measured subset) run before each dataset and are excluded from every figure; each
 engine's cumulative speculative counters are diffed around the measured prompts only. A cell that raises is
 recorded with its error and the others go on.
@@ -24,8 +26,8 @@ from benchmarks import provenance
 from benchmarks.config import ROOT, ConfigError, Matrix, resolve_model_ref
 from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
-from benchmarks.matrix import expand
-from benchmarks.metrics import tpot_ms
+from benchmarks.matrix import expand, families
+from benchmarks.metrics import baseline_drift, tpot_ms
 from benchmarks.records import Cell, SamplingParams
 from benchmarks.sampling import collect as collect_samples
 from benchmarks.store import RUNS_DIR, RunStore, point_latest
@@ -264,6 +266,71 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     return failed
 
 
+def recheck_unit(dataset: str) -> str:
+    """The store key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
+    return f"{dataset}__recheck"
+
+
+def retire_stale_rechecks(store: RunStore, fams: list[tuple[Cell, list[Cell]]], datasets: list[str]) -> None:
+    """Before anything is measured: a recheck whose baseline or speculative cells are to be measured again would no
+    longer follow them, so it is retired (units/superseded/) and redone after them."""
+    for base, followers in fams:
+        for d in datasets:
+            if not all(store.is_done(c.cell_id, d) for c in (base, *followers)):
+                store.retire_unit(base.cell_id, recheck_unit(d))
+
+
+def _recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recheck's requests as kind "recheck" (never a baseline measurement) and its errors naming it."""
+    return ([{**r, "kind": "recheck"} for r in records if r["kind"] == "request"]
+            + [{**r, "error": f"drift recheck: {r['error']}"} for r in records if r["kind"] == "error"])
+
+
+def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
+    """Load the baseline again and measure the first `drift_prompts` measured prompts (after the warm-up) of each
+    dataset whose baseline and at least one speculative cell are done and whose recheck is not; return the number of
+    failed rechecks."""
+    store, matrix = ctx.store, ctx.matrix
+    todo = [d.name for d in matrix.datasets
+            if store.is_done(baseline.cell_id, d.name) and not store.is_done(baseline.cell_id, recheck_unit(d.name))
+            and any(store.is_done(c.cell_id, d.name) for c in followers)]
+    if not todo:
+        return 0
+    n = min(matrix.drift_prompts, matrix.num_prompts)
+    engine = None
+    try:
+        engine = ctx.make_engine(baseline)
+        engine.load(dataclasses.replace(baseline, target=ctx.target))
+        pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, _describe(engine)))
+    except Exception as exc:
+        pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, None,
+                                                     f"{type(exc).__name__}: {exc}"))
+        for name in todo:
+            store.write_unit(baseline.cell_id, recheck_unit(name), _recheck_records([_error_record(baseline, name, exc)]),
+                             pid)
+        tqdm.write(f"[{baseline.label}] drift recheck FAILED to start: {type(exc).__name__}: {exc}")
+        if engine is not None:
+            engine.close()
+        return len(todo)
+    failed = 0
+    try:
+        for name in todo:
+            measured, warmup = ctx.prompts[name]
+            records = _recheck_records(run_dataset([(engine, baseline)], name, measured[:n], warmup,
+                                                   ctx.progress)[baseline.cell_id])
+            store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
+            failed += any(r["kind"] == "error" for r in records)
+            before = {r["prompt_sha256"]: r["tpot_ms"] for r in store.records()
+                      if r["kind"] == "request" and r["cell_id"] == baseline.cell_id and r["dataset"] == name}
+            after = [r for r in records if r["kind"] == "recheck" and r["prompt_sha256"] in before]
+            d = baseline_drift([before[r["prompt_sha256"]] for r in after], [r["tpot_ms"] for r in after])
+            tqdm.write(f"[{baseline.label}] {name} drift recheck on {d.n} prompts: TPOT {d.before_ms:.2f} ms before, "
+                       f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %)")
+    finally:
+        engine.close()
+    return failed
+
+
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True,
                resolved: tuple[list[Cell], dict[str, dict[str, Any]]] | None = None) -> tuple[Path, int]:
     """Run every pending (cell, dataset) unit; return the run folder and the number of failed units.
@@ -292,9 +359,15 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     ctx = RunContext(matrix, store, env, models, target, prompts, progress)
     failed = 0
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
+    # one after another: each baseline is measured again once the last of its speculative cells has run
+    fams = families(cells) if not matrix.interleave and matrix.drift_prompts else []
+    retire_stale_rechecks(store, fams, [d.name for d in matrix.datasets])
+    recheck_after = {followers[-1].cell_id: (base, followers) for base, followers in fams}
     bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)
     for group in groups:
         failed += run_group(ctx, group)
         bar.update(len(group))
+        if group[-1].cell_id in recheck_after:
+            failed += run_recheck(ctx, *recheck_after[group[-1].cell_id])
     bar.close()
     return run_dir, failed

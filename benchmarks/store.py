@@ -6,6 +6,7 @@
                            engine's describe()); content-addressed, written before any unit that names it
       units/<cell>__<dataset>.jsonl   the records of one (cell, dataset), each naming its `provenance_id`,
                            written in one atomic rename
+      units/<cell>__<dataset>__recheck.jsonl   a baseline measured again after its speculative cells (drift guard)
       units/superseded/    units of cells that are no longer in the run (their model files changed)
       records.jsonl        all units concatenated (rebuilt atomically after each unit)
 
@@ -91,6 +92,16 @@ class RunStore:
         if moved:
             self.rebuild_records()
         return moved
+
+    def retire_unit(self, cell_id: str, dataset: str) -> bool:
+        """Move one unit to units/superseded/ (it no longer holds); False when there was none."""
+        path = self._unit_path(cell_id, dataset)
+        if not path.is_file():
+            return False
+        (self.units_dir / "superseded").mkdir(exist_ok=True)
+        os.replace(path, self.units_dir / "superseded" / path.name)
+        self.rebuild_records()
+        return True
 
     def write_provenance(self, provenance: dict[str, Any]) -> str:
         """Store a provenance record under its content hash (once) and return that id."""

@@ -17,6 +17,7 @@ COLUMNS = [
     "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "n_pairs", "identical_frac", "first_divergence_min",
     "error", "tau_prompt_mean", "dist_verdict", "dist_p_min", "dist_p_values", "dist_n_base", "dist_n_method",
     "dist_n_tests", "dist_detectable_w",
+    "baseline_tpot_before_ms", "baseline_tpot_after_ms", "baseline_drift", "drift_flag",
 ]
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
 
@@ -51,6 +52,17 @@ def _distribution(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> dic
             "dist_p_values": json.dumps({k: round(v, 6) for k, v in res.p_values.items()}),
             "dist_n_base": res.n_base, "dist_n_method": res.n_method, "dist_n_tests": res.n_tests,
             "dist_detectable_w": res.detectable_w}
+
+
+def _drift(base: dict[str, list[dict[str, Any]]], row: dict[str, Any]) -> dict[str, Any]:
+    """The drift columns of a speculative row: its baseline's TPOT on the recheck prompts before and after its
+    speculative cells ran (records of kind "recheck"), and whether that drift outgrows the row's speedup CI."""
+    pairs = _paired(base.get("request", []), base.get("recheck", []))
+    if not pairs:
+        return {}
+    d = metrics.baseline_drift([b["tpot_ms"] for b, _ in pairs], [a["tpot_ms"] for _, a in pairs])
+    return {"baseline_tpot_before_ms": d.before_ms, "baseline_tpot_after_ms": d.after_ms, "baseline_drift": d.drift,
+            "drift_flag": metrics.drift_flag(d.drift, row["speedup_ci_low"], row["speedup_ci_high"])}
 
 
 def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
@@ -103,5 +115,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
                 if cell["temperature"] == 0 and cell["method"] != "baseline":
                     ll = metrics.lossless([b["output_ids"] for b, _ in pairs], [m["output_ids"] for _, m in pairs])
                     row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
+        if base_id is not None and cell["method"] != "baseline":
+            row.update(_drift(groups.get((base_id, dataset), {}), row))
         rows.append(row)
     return rows

@@ -34,6 +34,8 @@ def write(tmp_path, data) -> Path:
     ({"engine_options": [1]}, "engine_options", "expected a mapping"),
     ({"datasets": [{"name": "x", "url": "y"}]}, "datasets", "must be a name or a mapping"),
     ({"interleave": "yes"}, "interleave", "expected true or false"),
+    ({"drift_prompts": -1}, "drift_prompts", "expected an int >= 0"),
+    ({"drift_prompts": "few"}, "drift_prompts", "expected an int >= 0"),
     ({"methods": []}, "methods", "empty"),
     ({"k": []}, "k", "no K given for dflash"),
     ({"engine": "jax", "engine_options": {"enforce_eager": True}}, "engine_options",

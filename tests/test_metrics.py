@@ -116,3 +116,27 @@ def test_speed_checks_use_these_definitions():
     recs = [RequestRecord([1, 2, 3], ttft_s=0.1, last_token_s=0.3), RequestRecord([1], ttft_s=0.1, last_token_s=0.1)]
     tpots = speed.tpots_ms(recs)
     assert tpots[0] == pytest.approx(100.0) and math.isnan(tpots[1])
+
+
+def test_baseline_drift_is_the_paired_geometric_mean_ratio():
+    # per-prompt ratios 1.1 and 1.1 on prompts of different lengths: a drift of +10 % whatever the prompt's TPOT
+    d = metrics.baseline_drift([10.0, 20.0, math.nan], [11.0, 22.0, 5.0])
+    assert d.n == 2 and d.drift == pytest.approx(0.1)
+    assert d.before_ms == pytest.approx(math.sqrt(200.0)) and d.after_ms == pytest.approx(math.sqrt(11.0 * 22.0))
+    # ratios 2 and 0.5 cancel in the geometric mean (a ratio of means would read +25 %)
+    assert metrics.baseline_drift([10.0, 10.0], [20.0, 5.0]).drift == pytest.approx(0.0)
+    assert math.isnan(metrics.baseline_drift([], []).drift)
+    with pytest.raises(ValueError):
+        metrics.baseline_drift([10.0], [])  # unpaired lists are a caller bug
+
+
+@pytest.mark.parametrize("drift, flagged", [(0.09, False), (0.11, True), (-0.09, False), (-0.10, True), (0.0, False)])
+def test_drift_flag_compares_the_drift_with_half_the_ci_width_in_log_space(drift, flagged):
+    # CI [2.0, 2.42]: half its log width is ln(1.1) ≈ 0.0953; ln(0.9) ≈ -0.105 is outside it, ln(0.91) ≈ -0.094 not
+    assert metrics.drift_flag(drift, 2.0, 2.42) is flagged
+
+
+def test_drift_flag_unknown_without_a_drift_or_a_ci():
+    assert metrics.drift_flag(math.nan, 2.0, 2.4) is None
+    assert metrics.drift_flag(0.2, None, None) is None
+    assert metrics.drift_flag(0.0, 2.5, 2.5) is False and metrics.drift_flag(0.01, 2.5, 2.5) is True  # no CI width

@@ -15,18 +15,21 @@ from benchmarks.summary import summarize
 
 
 class ScriptedEngine:
-    """Baseline: TPOT 10 ms. dflash: same tokens, TPOT 4 ms, every step accepts 2 of K drafts."""
+    """Baseline: TPOT 10 ms (times `reload_slowdown` when loaded again, as the drift recheck does). dflash: same
+    tokens, TPOT 4 ms, every step accepts 2 of K drafts."""
 
     name = "scripted"
     loads: list[str] = []
     fail_on: set[str] = set()
     calls: list[tuple[str, int]] = []  # (label, sum of the prompt ids) of every generate, in order
     fail_at_call: int | None = None  # the dflash engine raises at this call of its own (warm-ups count)
+    reload_slowdown = 1.0  # a host that slows down while the speculative cells run
 
     def load(self, cell):
         if cell.method in self.fail_on:
             raise RuntimeError(f"cannot start {cell.method}")
         self.cell = cell
+        self.slowdown = self.reload_slowdown if cell.label in ScriptedEngine.loads else 1.0
         self.lengths: list[int] = []
         ScriptedEngine.loads.append(cell.label)
 
@@ -36,7 +39,7 @@ class ScriptedEngine:
         if self.cell.method == "dflash" and own == self.fail_at_call:
             raise RuntimeError("draft went away")
         out = [(sum(prompt_ids) + i) % 97 for i in range(params.max_new_tokens)]
-        tpot = 0.010 if self.cell.method == "baseline" else 0.004
+        tpot = 0.010 * self.slowdown if self.cell.method == "baseline" else 0.004
         if self.cell.method != "baseline":
             self.lengths += [2] * 4
         return RequestRecord(out, ttft_s=0.05, last_token_s=0.05 + tpot * (len(out) - 1))
@@ -75,6 +78,7 @@ def scripted(monkeypatch):
     ScriptedEngine.fail_on = set()
     ScriptedEngine.calls = []
     ScriptedEngine.fail_at_call = None
+    ScriptedEngine.reload_slowdown = 1.0
     monkeypatch.setattr(runner, "create_engine", lambda name: ScriptedEngine())
 
 
@@ -114,7 +118,8 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
     ScriptedEngine.fail_on = set()
     ScriptedEngine.loads = []
     run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
-    assert failed == 0 and ScriptedEngine.loads == ["dflash-k3"]  # the finished baseline was skipped
+    # the finished baseline was skipped; it is loaded again only for its drift recheck, now that dflash ran
+    assert failed == 0 and ScriptedEngine.loads == ["dflash-k3", "baseline"]
     records = RunStore(run_dir).records()
     assert not [r for r in records if r["kind"] == "error"]
     keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in records if r["kind"] == "request"]
@@ -128,8 +133,12 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
     matrix.interleave = True
     run_dir, failed = runner.run_matrix(matrix, tmp_path / "interleaved", progress=False)
     assert failed == 0
-    assert len(ScriptedEngine.calls) == len(sequential) == 2 * 2 * (3 + 2)  # cells × datasets × (measured + warm-up)
-    assert [label for label, _ in sequential[:10]] == ["baseline"] * 10  # one cell's datasets, then the next's
+    assert len(ScriptedEngine.calls) == 2 * 2 * (3 + 2)  # cells × datasets × (measured + warm-up); no recheck
+    assert not [r for r in RunStore(run_dir).records() if r["kind"] == "recheck"]
+    # one after another: one cell's datasets, then the next's, then the baseline's recheck of 3 prompts per dataset
+    assert len(sequential) == 2 * 2 * (3 + 2) + 2 * (3 + 2)
+    assert [label for label, _ in sequential[:10]] == ["baseline"] * 10
+    assert [label for label, _ in sequential[10:20]] == ["dflash-k3"] * 10
     # interleaved: each cell's warm-ups, then every measured prompt on both cells in turn
     labels = [label for label, _ in ScriptedEngine.calls]
     assert labels[:10] == ["baseline"] * 2 + ["dflash-k3"] * 2 + ["baseline", "dflash-k3"] * 3
@@ -146,6 +155,66 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
     write_reports(plain_dir)
     assert "cells interleaved, prompt by prompt" in (run_dir / "report.md").read_text()
     assert "cells one after another" in (plain_dir / "report.md").read_text()
+
+
+def _rows(run_dir):
+    store = RunStore(run_dir)
+    return {(r["label"], r["dataset"]): r for r in summarize(store.records(), store.manifest())}
+
+
+def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
+    """The host slows the baseline by half while dflash runs: the recheck after dflash measures it on the first
+    drift_prompts prompts, the drift shows in summary and report, and none of it enters the baseline's figures."""
+    matrix.drift_prompts = 2
+    ScriptedEngine.reload_slowdown = 1.5
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 0 and ScriptedEngine.loads == ["baseline", "dflash-k3", "baseline"]
+    records = RunStore(run_dir).records()
+    rechecks = [r for r in records if r["kind"] == "recheck"]
+    base_id = next(r["cell_id"] for r in records if r["label"] == "baseline")
+    measured = [r for r in records if r["kind"] == "request" and r["cell_id"] == base_id]
+    assert [(r["cell_id"], r["dataset"], r["prompt_sha256"]) for r in rechecks] == [
+        (base_id, r["dataset"], r["prompt_sha256"]) for ds in ("local", "other")
+        for r in [m for m in measured if m["dataset"] == ds][:2]]  # the first two measured prompts, in order
+    assert (run_dir / "units" / f"{base_id}__local__recheck.jsonl").is_file()
+    rows = _rows(run_dir)
+    d, b = rows[("dflash-k3", "local")], rows[("baseline", "local")]
+    assert d["baseline_tpot_before_ms"] == pytest.approx(10.0) and d["baseline_tpot_after_ms"] == pytest.approx(15.0)
+    assert d["baseline_drift"] == pytest.approx(0.5) and d["drift_flag"] is True
+    # the recheck stays out of the baseline's TPOT, its prompt count and the pairing
+    assert b["tpot_ms_mean"] == pytest.approx(10.0) and b["n_prompts"] == 3 and b["baseline_drift"] is None
+    assert d["speedup"] == pytest.approx(2.5) and d["n_pairs"] == 3 and d["identical_frac"] == 1.0
+    write_reports(run_dir)
+    report = (run_dir / "report.md").read_text()
+    assert "2.50 [2.50, 2.50] DRIFT" in report and "**2 speedup(s) flagged**" in report
+    assert "| local | vllm | 0 | 10.00 | 15.00 | +50.0 % | dflash-k3 |" in report
+    csv = (run_dir / "summary.csv").read_text().splitlines()
+    assert csv[0].endswith("baseline_tpot_before_ms,baseline_tpot_after_ms,baseline_drift,drift_flag")
+
+
+def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(matrix, tmp_path):
+    run_dir, _ = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    d = _rows(run_dir)[("dflash-k3", "other")]
+    assert d["baseline_drift"] == pytest.approx(0.0) and d["drift_flag"] is False
+    write_reports(run_dir)
+    assert "No speedup is flagged." in (run_dir / "report.md").read_text()
+
+    def rechecks():
+        return sorted((r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).records() if r["kind"] == "recheck")
+
+    done = rechecks()
+    assert len(done) == 2 * 3
+    ScriptedEngine.loads, ScriptedEngine.calls = [], []
+    runner.run_matrix(matrix, tmp_path / "run", progress=False)  # everything done: nothing runs again
+    assert ScriptedEngine.loads == [] and rechecks() == done
+
+    # dflash measured again on one dataset: that dataset's recheck no longer follows it, and is redone after it
+    dflash_id = d["cell_id"]
+    (run_dir / "units" / f"{dflash_id}__local.jsonl").unlink()
+    runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert ScriptedEngine.loads == ["dflash-k3", "baseline"] and rechecks() == done
+    assert [label for label, _ in ScriptedEngine.calls] == ["dflash-k3"] * 5 + ["baseline"] * 5  # local only
+    assert list((run_dir / "units" / "superseded").glob("*__local__recheck.jsonl"))
 
 
 def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
