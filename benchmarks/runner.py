@@ -281,9 +281,10 @@ def retire_stale_rechecks(store: RunStore, fams: list[tuple[Cell, list[Cell]]], 
 
 
 def _recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A recheck's requests as kind "recheck" (never a baseline measurement) and its errors naming it."""
-    return ([{**r, "kind": "recheck"} for r in records if r["kind"] == "request"]
-            + [{**r, "error": f"drift recheck: {r['error']}"} for r in records if r["kind"] == "error"])
+    """A recheck's requests as kind "recheck" (never a baseline measurement), all of them labelled as the recheck."""
+    return ([{**r, "kind": "recheck", "label": f"{r['label']} recheck"} for r in records if r["kind"] == "request"]
+            + [{**r, "label": f"{r['label']} recheck", "error": f"drift recheck: {r['error']}"}
+               for r in records if r["kind"] == "error"])
 
 
 def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:

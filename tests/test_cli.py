@@ -176,7 +176,7 @@ def test_rerun_says_it_resumed_and_fresh_measures_again_in_a_new_folder(matrix_f
     first = Path(out.split("run folder: ")[1].split("\n")[0])
     assert first.parent == store.RUNS_DIR and (store.RUNS_DIR / "latest").resolve() == first.resolve()
     measured = Scripted.generated
-    assert measured == 2 * (3 + 1)
+    assert measured == 2 * (3 + 1) + (3 + 1)  # 2 cells, then the baseline's drift recheck of 3 prompts
 
     rc, out, err = run_cli(["matrix", str(matrix_file)], capsys)
     assert f"resuming {first}: 2 of 2 (cell, dataset) units already done" in err and "FRESH=1 (--fresh)" in err
@@ -187,7 +187,7 @@ def test_rerun_says_it_resumed_and_fresh_measures_again_in_a_new_folder(matrix_f
     assert fresh != first and fresh.name.startswith(first.name + "-") and "resuming" not in err
     assert Scripted.generated == 2 * measured
     assert (store.RUNS_DIR / "latest").resolve() == fresh.resolve()
-    assert len(list((fresh / "units").glob("*.jsonl"))) == len(list((first / "units").glob("*.jsonl"))) == 2
+    assert len(list((fresh / "units").glob("*.jsonl"))) == len(list((first / "units").glob("*.jsonl"))) == 3
 
     rc, _, err = run_cli(["matrix", str(matrix_file), "--fresh", "--run-dir", str(first)], capsys)
     assert rc == 2 and "already holds 2 measured unit(s)" in err

@@ -178,23 +178,25 @@ def test_changed_weights_are_measured_again_and_unchanged_ones_resume(tmp_path, 
     m = make_matrix(target, draft, prompts)
     run_dir, _ = runner.run_matrix(m, tmp_path / "run", progress=False)
     first = cell_ids(run_dir)
-    assert DescribedEngine.loads == ["baseline", "dflash-k3"] and len(first) == 2
+    # the baseline is loaded again after dflash for its drift recheck
+    assert DescribedEngine.loads == ["baseline", "dflash-k3", "baseline"] and len(first) == 2
 
     DescribedEngine.loads = []
     runner.run_matrix(m, tmp_path / "run", progress=False)
     assert DescribedEngine.loads == [] and cell_ids(run_dir) == first  # same files: resumed, nothing measured
 
-    change_a_weight_byte(draft)  # a new draft: only the speculative cell changes
+    change_a_weight_byte(draft)  # a new draft: only the speculative cell changes (and the recheck that follows it)
     runner.run_matrix(m, tmp_path / "run", progress=False)
     second = cell_ids(run_dir)
-    assert DescribedEngine.loads == ["dflash-k3"] and len(second & first) == 1
+    assert DescribedEngine.loads == ["dflash-k3", "baseline"] and len(second & first) == 1
 
     DescribedEngine.loads = []
     change_a_weight_byte(target)  # a new target: every cell changes
     runner.run_matrix(m, tmp_path / "run", progress=False)
     third = cell_ids(run_dir)
-    assert DescribedEngine.loads == ["baseline", "dflash-k3"] and not third & (first | second)
-    assert len(list((run_dir / "units" / "superseded").glob("*.jsonl"))) == 3  # the replaced units, kept aside
+    assert DescribedEngine.loads == ["baseline", "dflash-k3", "baseline"] and not third & (first | second)
+    # the replaced units, kept aside: both dflash units, the first baseline and its recheck (the latest of two)
+    assert len(list((run_dir / "units" / "superseded").glob("*.jsonl"))) == 4
     assert set(RunStore(run_dir).manifest()["cells"]) == third
     write_reports(run_dir)
     assert "| local | vllm | dflash-k3 | 0 | 2 |" in (run_dir / "report.md").read_text()
@@ -231,7 +233,7 @@ def test_describe_is_saved_per_unit_and_its_settings_head_the_report(tmp_path, p
     header = report.split("## Provenance")[0]
     assert "| vllm | dflash-k3 | float32 | 4 | True |" in header
     assert "| vllm | baseline | float32 | – | True |" in header
-    assert "All 2 units were measured in one environment" in report and "MIXED" not in report
+    assert "All 3 units were measured in one environment" in report and "MIXED" not in report  # with the recheck
 
 
 def test_a_run_resumed_in_another_environment_says_which_units_came_from_where(tmp_path, prompts, monkeypatch):
@@ -246,8 +248,9 @@ def test_a_run_resumed_in_another_environment_says_which_units_came_from_where(t
     report = (run_dir / "report.md").read_text()
     assert "MIXED PROVENANCE" in report and "differ in git_sha" in report
     lines = report.splitlines()
-    assert any("git_sha feedface" in line and "dflash-k3 on local" in line and "baseline" not in line
-               for line in lines)
+    # dflash measured again, and the baseline's recheck after it; the baseline itself is from the first run
+    assert any("git_sha feedface" in line and "dflash-k3 on local" in line and "baseline recheck on local" in line
+               and "baseline on local" not in line for line in lines)
     assert any("baseline on local" in line and "feedface" not in line for line in lines if line.startswith("- git"))
     assert "the latest invocation's; the units differ" in lines[1]
 
