@@ -130,10 +130,15 @@ def test_baseline_drift_is_the_paired_geometric_mean_ratio():
         metrics.baseline_drift([10.0], [])  # unpaired lists are a caller bug
 
 
-@pytest.mark.parametrize("drift, flagged", [(0.09, False), (0.11, True), (-0.09, False), (-0.10, True), (0.0, False)])
-def test_drift_flag_compares_the_drift_with_half_the_ci_width_in_log_space(drift, flagged):
+@pytest.mark.parametrize("drift, ci, flagged", [
     # CI [2.0, 2.42]: half its log width is ln(1.1) ≈ 0.0953; ln(0.9) ≈ -0.105 is outside it, ln(0.91) ≈ -0.094 not
-    assert metrics.drift_flag(drift, 2.0, 2.42) is flagged
+    (0.09, (2.0, 2.42), False), (0.11, (2.0, 2.42), True), (-0.09, (2.0, 2.42), False), (-0.10, (2.0, 2.42), True),
+    (0.0, (2.0, 2.42), False),
+    # CI [1, 4]: the factor 2 either way; a linear half-width (3/5 = 0.6) would flag +90 % and pass -55 %
+    (0.9, (1.0, 4.0), False), (1.1, (1.0, 4.0), True), (-0.45, (1.0, 4.0), False), (-0.55, (1.0, 4.0), True),
+])
+def test_drift_flag_compares_the_drift_with_half_the_ci_width_in_log_space(drift, ci, flagged):
+    assert metrics.drift_flag(drift, *ci) is flagged
 
 
 def test_drift_flag_unknown_without_a_drift_or_a_ci():
