@@ -24,9 +24,10 @@ class ScriptedEngine:
     calls: list[tuple[str, int]] = []  # (label, sum of the prompt ids) of every generate, in order
     fail_at_call: int | None = None  # the dflash engine raises at this call of its own (warm-ups count)
     reload_slowdown = 1.0  # a host that slows down while the speculative cells run
+    fail_reload = False  # a cell loaded a second time (the baseline's recheck) fails to start
 
     def load(self, cell):
-        if cell.method in self.fail_on:
+        if cell.method in self.fail_on or (self.fail_reload and cell.label in ScriptedEngine.loads):
             raise RuntimeError(f"cannot start {cell.method}")
         self.cell = cell
         self.slowdown = self.reload_slowdown if cell.label in ScriptedEngine.loads else 1.0
@@ -79,6 +80,7 @@ def scripted(monkeypatch):
     ScriptedEngine.calls = []
     ScriptedEngine.fail_at_call = None
     ScriptedEngine.reload_slowdown = 1.0
+    ScriptedEngine.fail_reload = False
     monkeypatch.setattr(runner, "create_engine", lambda name: ScriptedEngine())
 
 
@@ -215,6 +217,23 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
     assert ScriptedEngine.loads == ["dflash-k3", "baseline"] and rechecks() == done
     assert [label for label, _ in ScriptedEngine.calls] == ["dflash-k3"] * 5 + ["baseline"] * 5  # local only
     assert list((run_dir / "units" / "superseded").glob("*__local__recheck.jsonl"))
+
+
+def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix, tmp_path):
+    ScriptedEngine.fail_reload = True
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    errors = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
+    assert failed == 2 and {(e["label"], e["dataset"]) for e in errors} == {("baseline recheck", "local"),
+                                                                              ("baseline recheck", "other")}
+    assert errors[0]["error"] == "drift recheck: RuntimeError: cannot start baseline"
+    rows = _rows(run_dir)
+    assert rows[("baseline", "local")]["tpot_ms_mean"] == pytest.approx(10.0)  # the measurement itself stands
+    assert rows[("dflash-k3", "local")]["speedup"] == pytest.approx(2.5) and rows[("dflash-k3", "local")][
+        "baseline_drift"] is None
+    ScriptedEngine.fail_reload, ScriptedEngine.loads = False, []
+    run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 0 and ScriptedEngine.loads == ["baseline"]  # only the rechecks ran again
+    assert _rows(run_dir)[("dflash-k3", "local")]["drift_flag"] is False
 
 
 def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
