@@ -1,12 +1,10 @@
 """Expand a validated matrix into cells: engine × temperature × (baseline, method × K)."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from benchmarks.config import Matrix
 from benchmarks.records import ENGINE_METHODS, ENGINES, Cell
-from benchmarks.summary import baseline_cell_id
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -33,15 +31,3 @@ def expand(m: Matrix) -> list[Cell]:
                 for k in m.k[method]:
                     cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))
     return cells
-
-
-def families(cells: list[Cell]) -> list[tuple[Cell, list[Cell]]]:
-    """Each baseline with the speculative cells whose speedups are measured against it (the summary's pairing: same
-    engine, temperature, sampling budget and options), in run order; baselines with no such cell are left out."""
-    as_dicts = {c.cell_id: dataclasses.asdict(c) for c in cells}
-    found: dict[str, tuple[Cell, list[Cell]]] = {c.cell_id: (c, []) for c in cells if c.method == "baseline"}
-    for c in cells:
-        base = baseline_cell_id(as_dicts[c.cell_id], as_dicts) if c.method != "baseline" else None
-        if base in found:
-            found[base][1].append(c)
-    return [f for f in found.values() if f[1]]

@@ -26,11 +26,12 @@ from benchmarks import provenance
 from benchmarks.config import ROOT, ConfigError, Matrix, resolve_model_ref
 from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
-from benchmarks.matrix import expand, families
+from benchmarks.matrix import expand
 from benchmarks.metrics import baseline_drift, tpot_ms
 from benchmarks.records import Cell, SamplingParams
 from benchmarks.sampling import collect as collect_samples
 from benchmarks.store import RUNS_DIR, RunStore, point_latest
+from benchmarks.summary import baseline_cell_id
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 BUILTIN_MODELS = {"builtin:tiny-random": ROOT / ".cache" / "tiny-random"}
@@ -266,6 +267,18 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     return failed
 
 
+def families(cells: list[Cell]) -> list[tuple[Cell, list[Cell]]]:
+    """Each baseline with the speculative cells whose speedups are measured against it (the summary's pairing: same
+    engine, temperature, sampling budget and options), in run order; baselines with no such cell are left out."""
+    as_dicts = {c.cell_id: dataclasses.asdict(c) for c in cells}
+    found: dict[str, tuple[Cell, list[Cell]]] = {c.cell_id: (c, []) for c in cells if c.method == "baseline"}
+    for c in cells:
+        base = baseline_cell_id(as_dicts[c.cell_id], as_dicts) if c.method != "baseline" else None
+        if base in found:
+            found[base][1].append(c)
+    return [f for f in found.values() if f[1]]
+
+
 def recheck_unit(dataset: str) -> str:
     """The store key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
     return f"{dataset}__recheck"
@@ -299,22 +312,20 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
         return 0
     n = min(matrix.drift_prompts, matrix.num_prompts)
     engine = None
-    try:
-        engine = ctx.make_engine(baseline)
-        engine.load(dataclasses.replace(baseline, target=ctx.target))
-        pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, _describe(engine)))
-    except Exception as exc:
-        pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, None,
-                                                     f"{type(exc).__name__}: {exc}"))
-        for name in todo:
-            store.write_unit(baseline.cell_id, recheck_unit(name), _recheck_records([_error_record(baseline, name, exc)]),
-                             pid)
-        tqdm.write(f"[{baseline.label}] drift recheck FAILED to start: {type(exc).__name__}: {exc}")
-        if engine is not None:
-            engine.close()
-        return len(todo)
     failed = 0
     try:
+        try:
+            engine = ctx.make_engine(baseline)
+            engine.load(dataclasses.replace(baseline, target=ctx.target))
+            pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, _describe(engine)))
+        except Exception as exc:
+            pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, None,
+                                                         f"{type(exc).__name__}: {exc}"))
+            for name in todo:
+                records = _recheck_records([_error_record(baseline, name, exc)])
+                store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
+            tqdm.write(f"[{baseline.label}] drift recheck FAILED to start: {type(exc).__name__}: {exc}")
+            return len(todo)
         for name in todo:
             measured, warmup = ctx.prompts[name]
             records = _recheck_records(run_dataset([(engine, baseline)], name, measured[:n], warmup,
@@ -328,7 +339,8 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
             tqdm.write(f"[{baseline.label}] {name} drift recheck on {d.n} prompts: TPOT {d.before_ms:.2f} ms before, "
                        f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %)")
     finally:
-        engine.close()
+        if engine is not None:
+            engine.close()
     return failed
 
 

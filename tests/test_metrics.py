@@ -131,7 +131,7 @@ def test_baseline_drift_is_the_paired_geometric_mean_ratio():
 
 
 @pytest.mark.parametrize("drift, ci, flagged", [
-    # CI [2.0, 2.42]: half its log width is ln(1.1) ≈ 0.0953; ln(0.9) ≈ -0.105 is outside it, ln(0.91) ≈ -0.094 not
+    # CI [2.0, 2.42]: half its log width is ln(1.1) ≈ 0.0953; ln(0.9) ≈ -0.105 lies outside, ln(0.91) ≈ -0.094 not
     (0.09, (2.0, 2.42), False), (0.11, (2.0, 2.42), True), (-0.09, (2.0, 2.42), False), (-0.10, (2.0, 2.42), True),
     (0.0, (2.0, 2.42), False),
     # CI [1, 4]: the factor 2 either way; a linear half-width (3/5 = 0.6) would flag +90 % and pass -55 %
