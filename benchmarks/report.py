@@ -58,7 +58,7 @@ def results_table(rows: list[dict[str, Any]]) -> str:
                    "TTFT ms", "tok/s", "speedup [95% CI]", "pairs", "mean-ratio", "identical"], body)
 
 
-def _moved(x: Any) -> bool:
+def _is_number(x: Any) -> bool:
     return isinstance(x, float) and not math.isnan(x)
 
 
@@ -68,7 +68,7 @@ def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
     if config.get("interleave"):
         return ["Cells ran interleaved, prompt by prompt: a change in the host's speed slowed every cell alike, so "
                 "the baseline needed no recheck."]
-    checked = [r for r in rows if _moved(r.get("baseline_drift"))]
+    checked = [r for r in rows if _is_number(r.get("baseline_drift"))]
     if not checked:
         return ["The baseline was not measured again after its speculative cells (`drift_prompts: 0`, no baseline, "
                 "or no recheck finished): nothing shows whether the host's speed moved between cells."]
