@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from benchmarks import hardware, metrics
 from benchmarks.provenance import DTYPE_BYTES, content_id, environment_key
+from benchmarks.serve_report import serve_markdown
 from benchmarks.store import RunStore, atomic_write_text
 from benchmarks.summary import COLUMNS, summarize
 from verification import distribution
@@ -338,9 +339,13 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Distribution check (T > 0)", distribution.report_markdown(rows),
         "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances) + timing_error_lines(records)),
     ]
+    serving = serve_markdown(rows)
+    if serving:
+        parts += ["", "## Serving under load", serving]
     if errors:
-        parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}: {r['error']}"
-                                                    for r in errors)]
+        parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}"
+                                                    + (f" at concurrency {r['concurrency']}" if r.get("concurrency")
+                                                       else "") + f": {r['error']}" for r in errors)]
     parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, records, manifest)]
     parts += ["", "## Reproduced vs published", comparison_markdown(pd.DataFrame(rows, columns=COLUMNS), manifest)]
     if figures:

@@ -26,7 +26,7 @@ from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
 from benchmarks.matrix import expand
 from benchmarks.metrics import tpot_ms
-from benchmarks.records import Cell, SamplingParams
+from benchmarks.records import SERVING_ENGINES, Cell, SamplingParams
 from benchmarks.sampling import collect as collect_samples
 from benchmarks.store import RUNS_DIR, RunStore, point_latest
 
@@ -294,7 +294,12 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
     bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)
     for group in groups:
-        failed += run_group(ctx, group)
+        if group[0].engine in SERVING_ENGINES:  # a real server per cell, under the matrix's concurrency levels
+            from benchmarks.serve_runner import run_serve_group
+
+            failed += run_serve_group(ctx, group)
+        else:
+            failed += run_group(ctx, group)
         bar.update(len(group))
     bar.close()
     return run_dir, failed
