@@ -31,16 +31,16 @@ def serve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("concurrency") is not None]
 
 
-def crossovers(rows: list[dict[str, Any]]) -> list[tuple[str, str, str, int | None, int]]:
-    """(engine, dataset, method label, crossover concurrency or None, highest level measured) per speculative
-    series of serving rows."""
+def crossovers(rows: list[dict[str, Any]]) -> list[tuple[str, str, str, int | None, int, int]]:
+    """(engine, dataset, method label, crossover concurrency or None, lowest and highest level measured) per
+    speculative series of serving rows."""
     series: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
     for r in serve_rows(rows):
         if r["method"] != "baseline":
             s = r.get("throughput_speedup")
             series.setdefault((r["engine"], r["dataset"], r["label"]), []).append(
                 (int(r["concurrency"]), math.nan if s is None else float(s)))
-    return [(e, d, label, metrics.crossover(levels), max(c for c, _ in levels))
+    return [(e, d, label, metrics.crossover(levels), min(c for c, _ in levels), max(c for c, _ in levels))
             for (e, d, label), levels in sorted(series.items())]
 
 
@@ -65,11 +65,22 @@ def serve_markdown(rows: list[dict[str, Any]]) -> str | None:
             (_f(r["speedup"]) + ci) if r["method"] != "baseline" else "–",
             _f(r["throughput_speedup"]) if r["method"] != "baseline" else "–",
             _f(ident, 3)]) + " |")
+    bursts = [f"{r['label']} on {r['dataset']} at C = {r['concurrency']}: {r['n_burst']} of {r['n_prompts']}"
+              for r in served if r.get("n_burst")]
+    if bursts:
+        lines += ["", "**Requests without decode timing** (their stream reached the client in one burst, so TPOT, "
+                      "ITL and the TPOT speedup leave them out; throughput keeps them): " + "; ".join(bursts) + "."]
     cross = []
-    for engine, dataset, label, c, top in crossovers(rows):
-        cross.append(f"- {engine} {label} on {dataset}: throughput speedup falls below 1.0 at concurrency {c}"
-                     if c is not None else f"- {engine} {label} on {dataset}: crossover not reached (throughput "
-                     f"speedup ≥ 1.0 at every level up to concurrency {top})")
+    for engine, dataset, label, c, low, top in crossovers(rows):
+        where = f"- {engine} {label} on {dataset}: "
+        if c is None:
+            cross.append(where + f"crossover not reached (throughput speedup ≥ 1.0 at every level up to concurrency "
+                                 f"{top})")
+        elif c == low:
+            cross.append(where + f"throughput speedup below 1.0 already at concurrency {c}, the lowest level measured "
+                                 f"(no gain to lose under load)")
+        else:
+            cross.append(where + f"throughput speedup falls below 1.0 at concurrency {c}")
     rate = {r.get("request_rate") for r in served} - {None}
     arrivals = (f"Poisson arrivals at {', '.join(f'{x:g}' for x in sorted(rate))} requests/s under the cap"
                 if rate else "every request sent at once, at most C in flight")

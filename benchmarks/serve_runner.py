@@ -12,6 +12,10 @@ figure made from them):
   between two serving cells is exact; the first-divergence index is in re-tokenised tokens;
 - one `spec` record (the /metrics diff) for speculative cells;
 - one `load` record: the level's wall time, completed and failed requests, and output tokens.
+A request whose stream reached the client in one burst (mean gap between its chunks under BURST_ITL_MS, far below
+any decode step) carries no decode timing: the client, or the server's frontend, was not scheduled while its tokens
+were made (seen on a shared, overloaded CPU host). Its `tpot_ms` is None, so TPOT figures and the paired speedup
+leave it out, its raw value stays in `extra.client_tpot_ms`, and summary.csv counts such requests (`n_burst`).
 The prompts are our chat-templated text; the server tokenises it again, and a level whose prompt lengths differ
 from the harness's ids fails rather than pairing different prompts.
 """
@@ -27,6 +31,8 @@ from tqdm import tqdm
 from benchmarks.datasets import Prompt, render
 from benchmarks.metrics import tpot_ms
 from benchmarks.records import Cell, SpecCounters
+
+BURST_ITL_MS = 0.5
 
 
 def unit_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
@@ -55,14 +61,17 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
             raise RuntimeError(f"prompt {p.index} reached the server as {result['input_lens'][i]} tokens, not the "
                                f"harness's {len(p.ids)}: the server's tokenizer or template differs")
         ttft_s, last_s, n_out = result["ttfts"][i], result["latencies"][i], result["output_lens"][i]
-        text = result["generated_texts"][i]
+        text, itl_ms = result["generated_texts"][i], [1000.0 * x for x in result["itls"][i]]
+        burst = len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS
+        tpot = tpot_ms(ttft_s, last_s, n_out)
         records.append({
             "kind": "request", **common, "prompt_index": p.index, "prompt_sha256": p.sha256,
             "n_prompt_tokens": len(p.ids), "n_out": n_out, "ttft_ms": 1000.0 * ttft_s,
-            "tpot_ms": tpot_ms(ttft_s, last_s, n_out), "decode_s": last_s - ttft_s,
-            "itl_ms": [1000.0 * x for x in result["itls"][i]], "start_s": result["start_times"][i],
+            "tpot_ms": None if burst else tpot, "decode_s": last_s - ttft_s, "itl_ms": itl_ms,
+            "start_s": result["start_times"][i],
             "output_ids": list(tokenizer(text, add_special_tokens=False)["input_ids"]), "accept_lengths": None,
-            "extra": {"output_ids_from": "text", "output_text": text},
+            "extra": {"output_ids_from": "text", "output_text": text,
+                      **({"delivery_burst": True, "client_tpot_ms": tpot} if burst else {})},
         })
     if spec is not None:
         records.append({"kind": "spec", **common, **dataclasses.asdict(spec)})

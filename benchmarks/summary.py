@@ -22,6 +22,7 @@ COLUMNS = [
 SERVE_COLUMNS = [
     "concurrency", "request_rate", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p90",
     "itl_ms_p99", "agg_output_tok_per_s", "requests_per_s", "throughput_speedup", "identical_frac_batched",
+    "n_burst",
 ]
 COLUMNS += SERVE_COLUMNS
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
@@ -49,10 +50,12 @@ def _serve_columns(kinds: dict[str, list[dict[str, Any]]], base: dict[str, list[
                    reqs: list[dict[str, Any]]) -> dict[str, Any]:
     """Latency percentiles and the level's throughput (and its ratio to the baseline's at the same load)."""
     ttfts = [r["ttft_ms"] for r in reqs]
-    itls = [x for r in reqs for x in r.get("itl_ms") or []]
+    burst = [r for r in reqs if (r.get("extra") or {}).get("delivery_burst")]  # no decode timing (serve_runner)
+    itls = [x for r in reqs if r not in burst for x in r.get("itl_ms") or []]
     out: dict[str, Any] = {"ttft_ms_p50": metrics.percentile(ttfts, 50), "ttft_ms_p90": metrics.percentile(ttfts, 90),
                            "ttft_ms_p99": metrics.percentile(ttfts, 99), "itl_ms_p50": metrics.percentile(itls, 50),
-                           "itl_ms_p90": metrics.percentile(itls, 90), "itl_ms_p99": metrics.percentile(itls, 99)}
+                           "itl_ms_p90": metrics.percentile(itls, 90), "itl_ms_p99": metrics.percentile(itls, 99),
+                           "n_burst": len(burst)}
 
     def throughput(k: dict[str, list[dict[str, Any]]] | None) -> float:
         load = (k or {}).get("load")
