@@ -31,7 +31,8 @@ def _log2_axis(ax, levels: list[int]) -> None:
 def speedup_vs_concurrency_figure(summary: pd.DataFrame) -> Figure | None:
     """Per method: paired TPOT speedup (CI whiskers, solid) and throughput speedup (dashed) at each level."""
     rows = _served(summary)
-    rows = rows[rows["method"] != "baseline"]
+    rows = rows[(rows["method"] != "baseline") & (pd.to_numeric(rows["speedup"], errors="coerce").notna()
+                                                  | pd.to_numeric(rows["throughput_speedup"], errors="coerce").notna())]
     if rows.empty:
         return None
     fig = _new_figure()

@@ -196,6 +196,9 @@ def test_serving_figures_are_drawn_per_level():
     rows, _ = _serve_run()
     figures = serve_figures(pd.DataFrame(rows))
     assert all(fig is not None for fig in figures.values()) and len(figures) == 3
+    failed = pd.DataFrame([r if r["method"] == "baseline" else {**r, "speedup": None, "throughput_speedup": None,
+                                                                "n_prompts": 0} for r in rows])
+    assert serve_figures(failed)["serve_speedup_vs_concurrency"] is None  # a method whose units all failed
     batch = pd.DataFrame([{**r, "concurrency": None} for r in rows])
     assert all(fig is None for fig in serve_figures(batch).values())
     assert json.dumps(sorted(figures))
