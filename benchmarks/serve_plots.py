@@ -17,6 +17,8 @@ def _served(summary: pd.DataFrame) -> pd.DataFrame:
     if "concurrency" not in summary:
         return summary.iloc[0:0]
     rows = summary[pd.to_numeric(summary["concurrency"], errors="coerce").notna()].copy()
+    if rows.empty:
+        return rows
     rows["concurrency"] = rows["concurrency"].astype(int)
     rows["series"] = _series(rows) + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
     return rows.sort_values("concurrency")
@@ -31,6 +33,8 @@ def _log2_axis(ax, levels: list[int]) -> None:
 def speedup_vs_concurrency_figure(summary: pd.DataFrame) -> Figure | None:
     """Per method: paired TPOT speedup (CI whiskers, solid) and throughput speedup (dashed) at each level."""
     rows = _served(summary)
+    if rows.empty:
+        return None
     rows = rows[(rows["method"] != "baseline") & (pd.to_numeric(rows["speedup"], errors="coerce").notna()
                                                   | pd.to_numeric(rows["throughput_speedup"], errors="coerce").notna())]
     if rows.empty:
@@ -57,6 +61,8 @@ def speedup_vs_concurrency_figure(summary: pd.DataFrame) -> Figure | None:
 
 def _per_level(summary: pd.DataFrame, column: str, ylabel: str, title: str) -> Figure | None:
     rows = _served(summary)
+    if rows.empty:
+        return None
     rows = rows[pd.to_numeric(rows[column], errors="coerce").notna()]
     if rows.empty:
         return None
