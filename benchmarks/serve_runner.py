@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from benchmarks.datasets import Prompt, render
 from benchmarks.metrics import tpot_ms
 from benchmarks.records import Cell, SpecCounters
+
+if TYPE_CHECKING:
+    from benchmarks.runner import RunContext
 
 BURST_ITL_MS = 0.5
 
@@ -81,7 +83,7 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
     return records
 
 
-def run_serve_group(ctx: Any, group: list[Cell]) -> int:
+def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     """Serve each cell of the group that has pending levels: start its server, run the levels, stop it. A server
     that does not start fails the cell's pending levels with its log tail as the cause; returns failed units."""
     from benchmarks.engines.vllm_serve import Load, VllmServer, run_load

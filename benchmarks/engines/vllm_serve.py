@@ -8,8 +8,9 @@ Server life:
 - health-checked (`GET /health`) within a time limit; a server that exits or never answers raises `ServerStartError`
   with the last lines of its log;
 - in its own process group (`start_new_session`), so that `stop()` ends the server and every process it spawned
-  (the engine core); on Linux it also gets SIGTERM when the harness dies, even by SIGKILL (PR_SET_PDEATHSIG), and
-  shuts its engine core down itself. `stop()` runs on normal end, on exceptions and on Ctrl-C (the caller's
+  (the engine core); on Linux it also gets SIGTERM when the harness dies, even by SIGKILL (PR_SET_PDEATHSIG, which
+  fires when the thread that started it ends: start servers from the main thread), and shuts its engine core down
+  itself. `stop()` runs on normal end, on exceptions and on Ctrl-C (the caller's
   `with` block).
 
 Load: `vllm.benchmarks.serve.main` in this process, with a parser from its own `add_cli_args`, on a custom JSONL
