@@ -134,7 +134,9 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             base_reqs = groups.get((base_id, dataset, level), {}).get("request", [])
             pairs = _paired(base_reqs, reqs)
             if pairs:
-                sp = metrics.paired_speedup([b["tpot_ms"] for b, _ in pairs], [m["tpot_ms"] for _, m in pairs], seed)
+                nan = math.nan  # a request without a TPOT (None) leaves the pairing
+                sp = metrics.paired_speedup([nan if b["tpot_ms"] is None else b["tpot_ms"] for b, _ in pairs],
+                                            [nan if m["tpot_ms"] is None else m["tpot_ms"] for _, m in pairs], seed)
                 row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
                            speedup_mean_ratio=sp.mean_ratio, n_pairs=sp.n)
                 if cell["temperature"] == 0 and cell["method"] != "baseline":

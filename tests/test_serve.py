@@ -218,3 +218,12 @@ def test_a_stream_delivered_in_one_burst_has_no_tpot_and_is_counted():
     [row] = summarize(recs, manifest)
     assert row["n_burst"] == 1 and row["tpot_ms_p50"] == pytest.approx(100.0) and row["itl_ms_p50"] == 100.0
     assert "1 of 2" in serve_markdown([row])
+
+
+def test_a_request_without_tpot_leaves_the_paired_speedup():
+    rows, manifest = _serve_run()
+    records = (_level("B", "baseline", "baseline", 1, 10.0, 100, [[1], [2], [3]])
+               + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, [[1], [2], [3]]))
+    records[1]["tpot_ms"] = None  # the baseline's second request came in one burst
+    [row] = [r for r in summarize(records, manifest) if r["method"] == "dflash"]
+    assert row["n_pairs"] == 2 and row["speedup"] == pytest.approx(2.0)
