@@ -23,6 +23,8 @@ Serving under load (one level = one concurrency C; every figure per level):
   requests/s             = completed requests / the same wall time
   throughput speedup     = aggregate tok/s of M / aggregate tok/s of AR, at the same C
   crossover concurrency  = the smallest measured C at which a method's throughput speedup is below 1.0
+  server TPOT            = mean over a level's requests of the server's own per-request TPOT (engine clock),
+                           from its histogram's sum / count; server TPOT speedup = its ratio of means (tpot_ratio)
   token identity at C > 1: fraction of prompts whose greedy tokens equal AR's at the same C (batched kernels are
   not batch-invariant, so this is a measurement, not a lossless verdict)
 Physical floor: AR TPOT >= weight bytes / memory bandwidth; a time below it is a timing bug.
@@ -57,6 +59,11 @@ def aggregate_tok_per_s(total_output_tokens: float, duration_s: float) -> float:
 def requests_per_s(completed: int, duration_s: float) -> float:
     """Completed requests of a serving level per second of its wall time; NaN without elapsed time."""
     return completed / duration_s if duration_s > 0 else math.nan
+
+
+def histogram_mean(total: float, count: float) -> float:
+    """The mean of the observations behind a histogram's (sum, count); NaN without observations."""
+    return total / count if count > 0 else math.nan
 
 
 def throughput_speedup(tok_s_base: float, tok_s_method: float) -> float:

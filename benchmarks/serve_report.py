@@ -14,7 +14,9 @@ Each level sends the measured prompts to one server with at most C requests in f
 warm-up excluded). Latencies are per request (TTFT from sending, TPOT after the first token, ITL between streamed
 chunks; a speculative step streams several tokens in one chunk, so its ITL is per step, not per token).
 **thr. speedup** = aggregate output tok/s of the method / the AR baseline's at the same C; **TPOT speedup** = paired
-per-request TPOT_AR / TPOT_M (geometric mean, bootstrap 95 % CI). The **crossover** is the smallest measured C whose
+per-request TPOT_AR / TPOT_M (geometric mean, bootstrap 95 % CI), client-side; **server TPOT** = the mean of the
+server's own per-request TPOT (engine clock, from its `/metrics` histogram: immune to the client's and the server
+frontend's scheduling delays), and **server TPOT speedup** its ratio of means against AR at the same C. The **crossover** is the smallest measured C whose
 throughput speedup falls below 1.0. **identical**: at C = 1 the lossless check against AR at C = 1; at C > 1 the
 measured fraction of prompts whose greedy tokens equal AR's at the same C. Batched kernels are not batch-invariant
 (a request's logits depend on what shares its batch), so a fraction below 1 at C > 1 is a measurement of that,
@@ -50,7 +52,8 @@ def serve_markdown(rows: list[dict[str, Any]]) -> str | None:
     if not served:
         return None
     head = ["dataset", "method", "C", "n", "τ", "α", "TPOT p50/p90/p99 ms", "TTFT p50/p90/p99 ms",
-            "ITL p50/p90/p99 ms", "out tok/s", "req/s", "TPOT speedup [95% CI]", "thr. speedup", "identical"]
+            "ITL p50/p90/p99 ms", "server TPOT ms", "out tok/s", "req/s", "TPOT speedup [95% CI]",
+            "server TPOT speedup", "thr. speedup", "identical"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(served, key=lambda r: (r["dataset"], r["method"] != "baseline", r["label"], r["concurrency"])):
         ci = f" [{_f(r['speedup_ci_low'])}, {_f(r['speedup_ci_high'])}]" if r.get("speedup_ci_low") is not None else ""
@@ -60,9 +63,10 @@ def serve_markdown(rows: list[dict[str, Any]]) -> str | None:
             _f(r["acceptance_rate"], 3),
             "/".join(_f(r[f"tpot_ms_p{q}"]) for q in (50, 90, 99)),
             "/".join(_f(r[f"ttft_ms_p{q}"], 1) for q in (50, 90, 99)),
-            "/".join(_f(r[f"itl_ms_p{q}"]) for q in (50, 90, 99)),
+            "/".join(_f(r[f"itl_ms_p{q}"]) for q in (50, 90, 99)), _f(r.get("server_tpot_ms_mean")),
             _f(r["agg_output_tok_per_s"], 1), _f(r["requests_per_s"]),
             (_f(r["speedup"]) + ci) if r["method"] != "baseline" else "–",
+            _f(r.get("server_tpot_speedup")) if r["method"] != "baseline" else "–",
             _f(r["throughput_speedup"]) if r["method"] != "baseline" else "–",
             _f(ident, 3)]) + " |")
     bursts = [f"{r['label']} on {r['dataset']} at C = {r['concurrency']}: {r['n_burst']} of {r['n_prompts']}"

@@ -11,7 +11,10 @@ figure made from them):
   the target's tokenizer (`extra.output_ids_from = "text"`): identical texts give identical ids, so token identity
   between two serving cells is exact; the first-divergence index is in re-tokenised tokens;
 - one `spec` record (the /metrics diff) for speculative cells;
-- one `load` record: the level's wall time, completed and failed requests, and output tokens.
+- one `load` record: the level's wall time, completed and failed requests, output tokens, and the diff of the
+  server's own per-request TPOT histogram (`vllm:request_time_per_output_token_seconds`, engine-core clock, the
+  offline engine's definition): the load generator sees only the client side, which on a starved host includes
+  the server frontend's and its own scheduling delays, so the server's mean TPOT is kept beside it.
 A request whose stream reached the client in one burst (mean gap between its chunks under BURST_ITL_MS, far below
 any decode step) carries no decode timing: the client, or the server's frontend, was not scheduled while its tokens
 were made (seen on a shared, overloaded CPU host). Its `tpot_ms` is None, so TPOT figures and the paired speedup
@@ -48,9 +51,11 @@ def _error(cell: Cell, dataset: str, concurrency: int, exc: BaseException) -> di
 
 
 def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tokenizer: Any, concurrency: int,
-                  request_rate: float | None, spec: SpecCounters | None) -> list[dict[str, Any]]:
+                  request_rate: float | None, spec: SpecCounters | None,
+                  server_tpot: tuple[float, float] | None = None) -> list[dict[str, Any]]:
     """One level's load-generator result (`--save-detailed`) as our records; raises on a failed request or a prompt
-    that reached the server as other tokens."""
+    that reached the server as other tokens. `server_tpot` is the (sum s, count) diff of the server's per-request
+    TPOT histogram around the level (None where the server does not export it)."""
     failed = [(p.index, e) for p, e in zip(prompts, result["errors"]) if e]
     if failed or len(result["ttfts"]) != len(prompts):
         raise RuntimeError(f"{len(failed)} of {len(prompts)} requests failed; first: prompt {failed[0][0]}: "
@@ -79,14 +84,17 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
         records.append({"kind": "spec", **common, **dataclasses.asdict(spec)})
     records.append({"kind": "load", **common, "duration_s": result["duration"], "completed": result["completed"],
                     "failed": result["failed"], "total_output_tokens": result["total_output_tokens"],
-                    "max_concurrent_requests": result.get("max_concurrent_requests")})
+                    "max_concurrent_requests": result.get("max_concurrent_requests"),
+                    "server_tpot_sum_s": server_tpot[0] if server_tpot else None,
+                    "server_tpot_count": server_tpot[1] if server_tpot else None})
     return records
 
 
 def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     """Serve each cell of the group that has pending levels: start its server, run the levels, stop it. A server
     that does not start fails the cell's pending levels with its log tail as the cause; returns failed units."""
-    from benchmarks.engines.vllm_serve import Load, VllmServer, run_load
+    from benchmarks.engines.vllm_serve import (SERVER_TPOT_HISTOGRAM, Load, VllmServer, histogram_sum_count,
+                                               parse_spec_metrics, run_load)
     from benchmarks.runner import load_tokenizer, materialize, unit_provenance
 
     store, m = ctx.store, ctx.matrix
@@ -114,11 +122,15 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                         if warmup:
                             run_load(server, dataclasses.replace(load, prompts=[render(p.text, tokenizer)
                                                                                 for p in warmup]), work, f"{key}.warmup")
-                        before = server.spec_counters()
+                        before = server.scrape()
                         result = run_load(server, load, work, key)
-                        after = server.spec_counters()
-                        spec = after - before if before is not None and after is not None else None
-                        records = level_records(cell, measured, result, tokenizer, c, m.request_rate, spec)
+                        after = server.scrape()
+                        spec_b, spec_a = parse_spec_metrics(before), parse_spec_metrics(after)
+                        spec = spec_a - spec_b if spec_b is not None and spec_a is not None else None
+                        tpot_b, tpot_a = (histogram_sum_count(t, SERVER_TPOT_HISTOGRAM) for t in (before, after))
+                        server_tpot = (tpot_a[0] - tpot_b[0], tpot_a[1] - tpot_b[1]) if tpot_a and tpot_b else None
+                        records = level_records(cell, measured, result, tokenizer, c, m.request_rate, spec,
+                                                server_tpot)
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
                                    f"{result['duration']:.1f} s")
                     except Exception as exc:

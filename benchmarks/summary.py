@@ -22,7 +22,7 @@ COLUMNS = [
 SERVE_COLUMNS = [
     "concurrency", "request_rate", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p90",
     "itl_ms_p99", "agg_output_tok_per_s", "requests_per_s", "throughput_speedup", "identical_frac_batched",
-    "n_burst",
+    "n_burst", "server_tpot_ms_mean", "server_tpot_speedup",
 ]
 COLUMNS += SERVE_COLUMNS
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
@@ -57,6 +57,12 @@ def _serve_columns(kinds: dict[str, list[dict[str, Any]]], base: dict[str, list[
                            "itl_ms_p90": metrics.percentile(itls, 90), "itl_ms_p99": metrics.percentile(itls, 99),
                            "n_burst": len(burst)}
 
+    def server_tpot(k: dict[str, list[dict[str, Any]]] | None) -> float:
+        load = (k or {}).get("load")
+        if not load or load[0].get("server_tpot_count") is None:
+            return math.nan
+        return 1000.0 * metrics.histogram_mean(load[0]["server_tpot_sum_s"], load[0]["server_tpot_count"])
+
     def throughput(k: dict[str, list[dict[str, Any]]] | None) -> float:
         load = (k or {}).get("load")
         return metrics.aggregate_tok_per_s(load[0]["total_output_tokens"], load[0]["duration_s"]) if load else math.nan
@@ -66,6 +72,8 @@ def _serve_columns(kinds: dict[str, list[dict[str, Any]]], base: dict[str, list[
         out.update(request_rate=load[0].get("request_rate"), agg_output_tok_per_s=throughput(kinds),
                    requests_per_s=metrics.requests_per_s(load[0]["completed"], load[0]["duration_s"]))
         out["throughput_speedup"] = metrics.throughput_speedup(throughput(base), out["agg_output_tok_per_s"])
+        out["server_tpot_ms_mean"] = server_tpot(kinds)
+        out["server_tpot_speedup"] = metrics.tpot_ratio(server_tpot(base), out["server_tpot_ms_mean"])
     return out
 
 

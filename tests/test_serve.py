@@ -11,7 +11,7 @@ from benchmarks import metrics
 from benchmarks.cli import main as cli_main
 from benchmarks.config import ConfigError, parse_matrix
 from benchmarks.datasets import Prompt
-from benchmarks.engines.vllm_serve import parse_spec_metrics, server_flags
+from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
 from benchmarks.matrix import expand
 from benchmarks.records import Cell, SpecCounters
 from benchmarks.serve_plots import serve_figures
@@ -70,6 +70,20 @@ def test_engine_arguments_become_server_flags():
                      '{"method": "dflash", "num_speculative_tokens": 15}']
 
 
+def test_server_tpot_histogram_sum_and_count_over_labels():
+    text = "\n".join([
+        'vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.01"} 3.0',
+        'vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.5',
+        'vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 4.0',
+        'vllm:request_time_per_output_token_seconds_sum{engine="1",model_name="m"} 0.25',
+        'vllm:request_time_per_output_token_seconds_count{engine="1",model_name="m"} 1.0',
+        'vllm:request_time_per_output_token_seconds_created{engine="0",model_name="m"} 1.7e9',
+    ])
+    assert histogram_sum_count(text, SERVER_TPOT_HISTOGRAM) == (0.75, 5.0)
+    assert histogram_sum_count("", SERVER_TPOT_HISTOGRAM) is None
+    assert math.isnan(metrics.histogram_mean(0.0, 0.0)) and metrics.histogram_mean(0.75, 5.0) == 0.15
+
+
 def test_spec_counters_from_prometheus_text_sum_labels_and_skip_created():
     text = "\n".join([
         "# HELP vllm:spec_decode_num_drafts_total drafts",
@@ -111,12 +125,14 @@ def _result(prompts, **over):
 
 def test_level_result_becomes_request_spec_and_load_records():
     prompts = _prompts(2)
-    recs = level_records(CELL, prompts, _result(prompts), WordTokenizer(), 4, None, SpecCounters(5, 15, 6, [4, 2, 0]))
+    recs = level_records(CELL, prompts, _result(prompts), WordTokenizer(), 4, None, SpecCounters(5, 15, 6, [4, 2, 0]),
+                         (0.03, 2.0))
     reqs = [r for r in recs if r["kind"] == "request"]
     assert [r["prompt_sha256"] for r in reqs] == ["sha0", "sha1"]
     assert reqs[0]["tpot_ms"] == pytest.approx(metrics.tpot_ms(0.1, 0.8, 8)) and reqs[0]["ttft_ms"] == 100.0
     assert reqs[0]["output_ids"] == [1, 2, 3] and reqs[0]["concurrency"] == 4 and reqs[0]["itl_ms"][0] == 100.0
     assert [r["kind"] for r in recs[2:]] == ["spec", "load"] and recs[2]["num_drafts"] == 5
+    assert (recs[3]["server_tpot_sum_s"], recs[3]["server_tpot_count"]) == (0.03, 2.0)
     assert unit_key("humaneval", 4, None) == "humaneval@c4" and unit_key("x", 1, 2.5) == "x@c1@r2.5"
 
 
@@ -136,7 +152,8 @@ def _level(cell_id, label, method, c, tpot, tok_s, outputs):
              "n_out": 9, "ttft_ms": 10.0 * (i + 1), "tpot_ms": tpot * (1 + 0.1 * i), "decode_s": 1.0,
              "itl_ms": [tpot, 2 * tpot], "output_ids": out, "accept_lengths": None} for i, out in enumerate(outputs)]
     recs.append({"kind": "load", "cell_id": cell_id, "dataset": "humaneval", "concurrency": c, "request_rate": None,
-                 "duration_s": 2.0, "completed": len(outputs), "failed": 0, "total_output_tokens": 2 * tok_s})
+                 "duration_s": 2.0, "completed": len(outputs), "failed": 0, "total_output_tokens": 2 * tok_s,
+                 "server_tpot_sum_s": tpot / 1000 * len(outputs), "server_tpot_count": len(outputs)})
     if method != "baseline":
         recs.append({"kind": "spec", "cell_id": cell_id, "dataset": "humaneval", "concurrency": c,
                      "num_drafts": 10, "num_draft_tokens": 30, "num_accepted_tokens": 15,
@@ -165,6 +182,7 @@ def test_summary_has_a_row_per_level_paired_with_the_baseline_at_the_same_concur
     assert d1["speedup"] == pytest.approx(2.0) and d4["speedup"] == pytest.approx(12.0 / 9.0)
     assert d1["throughput_speedup"] == pytest.approx(1.8) and d4["throughput_speedup"] == pytest.approx(0.8)
     assert d1["agg_output_tok_per_s"] == pytest.approx(180.0) and d1["requests_per_s"] == pytest.approx(1.0)
+    assert d1["server_tpot_ms_mean"] == pytest.approx(5.0) and d4["server_tpot_speedup"] == pytest.approx(12 / 9)
     assert d1["tau"] == pytest.approx(2.5) and d4["ttft_ms_p90"] == pytest.approx(metrics.percentile([10, 20], 90))
     assert d1["itl_ms_p50"] == pytest.approx(metrics.percentile([5.0, 10.0, 5.0, 10.0], 50))
     # token identity: the usual check at C = 1; a measured fraction at C = 4, not a lossless violation

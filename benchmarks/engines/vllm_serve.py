@@ -132,10 +132,10 @@ class VllmServer:
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             return False
 
-    def spec_counters(self) -> SpecCounters | None:
-        """The server's cumulative spec-decode counters from /metrics (None without speculative decoding)."""
+    def scrape(self) -> str:
+        """The server's Prometheus exposition (/metrics): cumulative counters and histograms."""
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
-            return parse_spec_metrics(r.read().decode())
+            return r.read().decode()
 
     def explain(self, exc: BaseException) -> BaseException:
         """A failure during load, with the server's log tail when the server is no longer running."""
@@ -197,6 +197,24 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> None:
     raise subprocess.TimeoutExpired(f"process group {pgid}", timeout_s)
 
 
+# The engine core's per-request TPOT, (last token − first token)/(n − 1) on its own clock (the offline engine's
+# definition), kept by the server as a histogram: its sum and count diffed around a level give the level's mean.
+SERVER_TPOT_HISTOGRAM = "vllm:request_time_per_output_token_seconds"
+
+
+def histogram_sum_count(text: str, name: str) -> tuple[float, float] | None:
+    """(sum, count) of a Prometheus histogram summed over its labels; None when the exposition lacks it."""
+    total, count, found = 0.0, 0.0, False
+    for line in text.splitlines():
+        metric, _, value = line.rpartition(" ")
+        base = metric.split("{", 1)[0]
+        if base == f"{name}_sum":
+            total, found = total + float(value), True
+        elif base == f"{name}_count":
+            count += float(value)
+    return (total, count) if found else None
+
+
 def parse_spec_metrics(text: str) -> SpecCounters | None:
     """Sum `vllm:spec_decode_*_total` counters of a Prometheus exposition over their labels (None if absent)."""
     totals, per_pos, found = SpecCounters(), {}, False
@@ -239,7 +257,11 @@ def run_load(server: VllmServer, load: Load, workdir: Path, tag: str) -> dict[st
     the outputs and τ compare with theirs token for token; output lengths may then differ between requests.
     """
     from vllm.benchmarks.serve import add_cli_args, main
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # releases before the vllm.utils split (the TPU set's 0.27 may be one)
+        from vllm.utils import FlexibleArgumentParser
 
     workdir.mkdir(parents=True, exist_ok=True)
     dataset = workdir / f"{tag}.prompts.jsonl"
