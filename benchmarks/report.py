@@ -47,7 +47,8 @@ def results_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ci = (f"[{_fmt(r['speedup_ci_low'])}, {_fmt(r['speedup_ci_high'])}]"
               if r["speedup_ci_low"] is not None else "")
-        body.append([r["dataset"], r["engine"], r["label"], f"{r['temperature']:g}", str(r["n_prompts"]),
+        label = r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")  # serving level
+        body.append([r["dataset"], r["engine"], label, f"{r['temperature']:g}", str(r["n_prompts"]),
                      _fmt(r["tau"]),
                      _fmt(r.get("tau_prompt_mean")),
                      _fmt(r["acceptance_rate"], 3), _fmt(r["tpot_ms_mean"]), _fmt(r["tpot_ms_p50"]),
@@ -63,7 +64,7 @@ def acceptance_table(rows: list[dict[str, Any]]) -> str:
     if not spec:
         return "No speculative rows."
     k_max = max(len(json.loads(r["per_position"])) for r in spec)
-    body = [[r["dataset"], r["engine"], r["label"]]
+    body = [[r["dataset"], r["engine"], r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")]
             + [_fmt(p, 3) for p in json.loads(r["per_position"])] + [""] * (k_max - len(json.loads(r["per_position"])))
             for r in spec]
     return _table(["dataset", "engine", "method"] + [f"p{i}" for i in range(1, k_max + 1)], body)
