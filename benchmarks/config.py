@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from benchmarks.datasets import DATASETS
-from benchmarks.records import ENGINES, METHODS, SHARED_PROCESS_ENGINES
+from benchmarks.records import ENGINES, METHODS, SERVING_ENGINES, SHARED_PROCESS_ENGINES
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS_DIR = ROOT / "configs" / "presets"
@@ -41,6 +41,10 @@ MATRIX_KEYS = {
     "drift_prompts": "int >= 0 (default 3; at most num_prompts are used): when cells run one after another, the "
                      "baseline is measured again on this many of the first measured prompts after its speculative "
                      "cells, and a speedup whose baseline moved more than its CI allows is flagged; 0 turns it off",
+    "concurrency": f"int >= 1 or a list of distinct ones (default [1]): requests in flight at once against a "
+                   f"server; engines {list(SERVING_ENGINES)} only",
+    "request_rate": f"float > 0, requests per second (Poisson arrivals) under the concurrency cap; default: all "
+                    f"at once; engines {list(SERVING_ENGINES)} only",
 }
 # A preset supplies models and defaults; any matrix key but these may appear in one.
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
@@ -78,6 +82,8 @@ class Matrix:
     interleave: bool = False
     drift_prompts: int = 3
     raw: dict[str, Any] = field(default_factory=dict)
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    request_rate: float | None = None
 
 
 def _fail(source: str, key: str, msg: str) -> ConfigError:
@@ -190,6 +196,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         raise _fail(source, "interleave", f"needs engines that share a process ({', '.join(SHARED_PROCESS_ENGINES)}), "
                                           f"not {', '.join(e for e in engines if e not in SHARED_PROCESS_ENGINES)}; "
                                           f"drop 'interleave' to run those cells one after another")
+    concurrency, request_rate = _parse_load(source, merged, engines)
     name = merged.get("name") or Path(source).stem
     return Matrix(
         name=str(name),
@@ -210,7 +217,32 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         interleave=interleave,
         drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 3), 0),
         raw=raw,
+        concurrency=concurrency,
+        request_rate=request_rate,
     )
+
+
+def _parse_load(source: str, merged: dict[str, Any], engines: list[str]) -> tuple[list[int], float | None]:
+    """The serving load axis: distinct concurrency levels (>= 1) and an optional request rate, only on engines
+    that serve (a batch-1 engine takes the default concurrency [1] and no rate)."""
+    levels = _as_list(merged.get("concurrency", [1]))
+    if not levels:
+        raise _fail(source, "concurrency", "empty; give an int >= 1 or a list of them")
+    for c in levels:
+        _check_int(source, "concurrency", c, 1)
+    if len(set(levels)) != len(levels):
+        raise _fail(source, "concurrency", f"lists a level twice: {levels}")
+    rate = merged.get("request_rate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0
+                             or rate == float("inf")):
+        raise _fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {rate!r}; "
+                                            f"omit it to send every request at once")
+    batch = [e for e in engines if e not in SERVING_ENGINES]
+    for key, used in (("concurrency", levels != [1]), ("request_rate", rate is not None)):
+        if used and batch:
+            raise _fail(source, key, f"engine {', '.join(batch)} runs one prompt at a time and cannot serve a "
+                                     f"load; use engine {' or '.join(SERVING_ENGINES)}, or drop '{key}'")
+    return [int(c) for c in levels], None if rate is None else float(rate)
 
 
 def _check_engine_options(source: str, engines: list[str], options: dict[str, Any]) -> None:
@@ -223,8 +255,9 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
         known = option_names(e)
         if known is None:
             continue
-        for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{e}")
-                                                                      for k in options.get(e) or {}]:
+        own = [e, SERVING_ENGINES[e]] if e in SERVING_ENGINES else [e]  # a server takes its engine's options too
+        for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{o}") for o in own
+                                                                      for k in options.get(o) or {}]:
             if key in known:
                 continue
             close = difflib.get_close_matches(key, sorted(known), n=3)

@@ -130,12 +130,15 @@ def subset_indices(n_rows: int, n: int, seed: int) -> list[int]:
     return order[:n]
 
 
-def encode(text: str, tokenizer: Any) -> list[int]:
-    """Chat template with thinking off (the released drafts were trained without it)."""
+def render(text: str, tokenizer: Any) -> str:
+    """The user message in the chat template with thinking off (the released drafts were trained without it)."""
     messages = [{"role": "user", "content": text}]
-    rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                             enable_thinking=False)
-    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+
+
+def encode(text: str, tokenizer: Any) -> list[int]:
+    """The token ids of the rendered prompt (`render`)."""
+    return list(tokenizer(render(text, tokenizer), add_special_tokens=False)["input_ids"])
 
 
 def load_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,

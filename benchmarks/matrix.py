@@ -4,13 +4,15 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.config import Matrix
-from benchmarks.records import ENGINE_METHODS, ENGINES, Cell
+from benchmarks.records import ENGINE_METHODS, ENGINES, SERVING_ENGINES, Cell
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Shared engine options plus the engine's own sub-mapping (e.g. `vllm: {enforce_eager: true}`)."""
+    """Shared engine options plus the engine's own sub-mapping (e.g. `vllm: {enforce_eager: true}`); a serving
+    engine also takes the sub-mapping of the engine it serves (`vllm-serve` takes `vllm:`), its own winning."""
     shared = {k: v for k, v in options.items() if k not in ENGINES}
-    return {**shared, **(options.get(engine) or {})}
+    served = options.get(SERVING_ENGINES[engine]) or {} if engine in SERVING_ENGINES else {}
+    return {**shared, **served, **(options.get(engine) or {})}
 
 
 def expand(m: Matrix) -> list[Cell]:

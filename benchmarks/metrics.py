@@ -22,6 +22,16 @@ Baseline drift (cells run one after another; the baseline is measured again afte
 Cost model (benchmarks.cost_model), from per-position rates and step times:
   tau(K) = 1 + sum_{i<=K} p_i;  speedup(K) = tau(K) * TPOT_AR / step(K);  step cost in AR steps = tau * TPOT_M / TPOT_AR
 Lossless (greedy): fraction of prompts whose tokens equal AR's, and the first divergence index.
+Serving under load (one level = one concurrency C; every figure per level):
+  ITL   = time between successive streamed chunks of one request (a chunk may carry several tokens)
+  aggregate output tok/s = output tokens of all measured requests / wall time of the level (first send to last reply)
+  requests/s             = completed requests / the same wall time
+  throughput speedup     = aggregate tok/s of M / aggregate tok/s of AR, at the same C
+  crossover concurrency  = the smallest measured C at which a method's throughput speedup is below 1.0
+  server TPOT            = mean over a level's requests of the server's own per-request TPOT (engine clock),
+                           from its histogram's sum / count; server TPOT speedup = its ratio of means (tpot_ratio)
+  token identity at C > 1: fraction of prompts whose greedy tokens equal AR's at the same C (batched kernels are
+  not batch-invariant, so this is a measurement, not a lossless verdict)
 Physical floor: AR TPOT >= weight bytes / memory bandwidth; a time below it is a timing bug.
 """
 from __future__ import annotations
@@ -44,6 +54,35 @@ def tpot_ms(ttft_s: float, last_token_s: float, n_out: int) -> float:
 def output_tok_per_s(n_out: float, decode_s: float) -> float:
     """Output tokens per second of decode time (first token to last); NaN when no decode time elapsed."""
     return n_out / decode_s if decode_s > 0 else math.nan
+
+
+def aggregate_tok_per_s(total_output_tokens: float, duration_s: float) -> float:
+    """Output tokens of a whole serving level per second of its wall time; NaN without elapsed time."""
+    return total_output_tokens / duration_s if duration_s > 0 else math.nan
+
+
+def requests_per_s(completed: int, duration_s: float) -> float:
+    """Completed requests of a serving level per second of its wall time; NaN without elapsed time."""
+    return completed / duration_s if duration_s > 0 else math.nan
+
+
+def histogram_mean(total: float, count: float) -> float:
+    """The mean of the observations behind a histogram's (sum, count); NaN without observations."""
+    return total / count if count > 0 else math.nan
+
+
+def throughput_speedup(tok_s_base: float, tok_s_method: float) -> float:
+    """Aggregate throughput of a method over the AR baseline's at the same load; NaN unless both are positive."""
+    if not (tok_s_base > 0 and tok_s_method > 0):
+        return math.nan
+    return tok_s_method / tok_s_base
+
+
+def crossover(levels: list[tuple[int, float]]) -> int | None:
+    """The smallest concurrency whose throughput speedup is below 1.0, from (concurrency, speedup) pairs; None when
+    no measured level falls below it (NaN levels are skipped)."""
+    below = [c for c, s in levels if not math.isnan(s) and s < 1.0]
+    return min(below) if below else None
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -236,7 +236,7 @@ def tpot_cdf_figure(requests: pd.DataFrame, subtitle: str = "") -> Figure | None
 
 def load_requests(run_dir: Path) -> pd.DataFrame:
     """The request records of a run (timing fields only; token ids are dropped)."""
-    keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms")
+    keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms", "concurrency")
     rows = []
     path = Path(run_dir) / "records.jsonl"
     if path.is_file():
@@ -259,14 +259,20 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     if not summary_path.is_file():
         raise FileNotFoundError(f"{summary_path} does not exist; the run has not been summarised")
     out_dir = run_dir / "figures" if out_dir is None else Path(out_dir)
-    summary = pd.read_csv(summary_path)
+    from benchmarks.serve_plots import serve_figures
+
+    full = pd.read_csv(summary_path)
+    levels = pd.to_numeric(full["concurrency"], errors="coerce") if "concurrency" in full else None
+    summary = full if levels is None else full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
+    requests = load_requests(run_dir)
     figures = dict(zip(RUN_FIGURES, (
         speedup_figure(summary),
         tau_vs_k_figure(summary),
         per_position_figure(summary),
-        tpot_cdf_figure(load_requests(run_dir), _subtitle(summary) if not summary.empty else ""),
+        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1], _subtitle(summary) if not summary.empty else ""),
         temperature_figure(summary),
     )))
+    figures.update(serve_figures(full))
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
 
 

@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 METHODS = ("baseline", "dflash", "eagle3", "ngram")
-ENGINES = ("vllm", "jax")
+ENGINES = ("vllm", "jax", "vllm-serve")
 # The methods each engine runs; a matrix over several engines runs each method on the engines that have it.
-ENGINE_METHODS = {"vllm": METHODS, "jax": ("baseline", "dflash")}
+ENGINE_METHODS = {"vllm": METHODS, "jax": ("baseline", "dflash"), "vllm-serve": METHODS}
+# Engines that serve requests under load (a real server per cell): the ones that take a `concurrency` axis. They
+# take the engine options of the engine named here too (a server is that engine behind HTTP).
+SERVING_ENGINES = {"vllm-serve": "vllm"}
 # Engines whose instances can share one process, so that a matrix can run their cells side by side (vLLM runs one
 # engine per process).
 SHARED_PROCESS_ENGINES = ("jax",)

@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from benchmarks import hardware, metrics
 from benchmarks.provenance import DTYPE_BYTES, content_id, environment_key
+from benchmarks.serve_report import serve_markdown
 from benchmarks.store import RunStore, atomic_write_text
 from benchmarks.summary import COLUMNS, summarize
 from verification import distribution
@@ -47,7 +48,8 @@ def results_table(rows: list[dict[str, Any]]) -> str:
         ci = (f"[{_fmt(r['speedup_ci_low'])}, {_fmt(r['speedup_ci_high'])}]"
               if r["speedup_ci_low"] is not None else "")
         ci += " DRIFT" if r.get("drift_flag") is True else ""
-        body.append([r["dataset"], r["engine"], r["label"], f"{r['temperature']:g}", str(r["n_prompts"]),
+        label = r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")  # serving level
+        body.append([r["dataset"], r["engine"], label, f"{r['temperature']:g}", str(r["n_prompts"]),
                      _fmt(r["tau"]),
                      _fmt(r.get("tau_prompt_mean")),
                      _fmt(r["acceptance_rate"], 3), _fmt(r["tpot_ms_mean"]), _fmt(r["tpot_ms_p50"]),
@@ -99,7 +101,7 @@ def acceptance_table(rows: list[dict[str, Any]]) -> str:
     if not spec:
         return "No speculative rows."
     k_max = max(len(json.loads(r["per_position"])) for r in spec)
-    body = [[r["dataset"], r["engine"], r["label"]]
+    body = [[r["dataset"], r["engine"], r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")]
             + [_fmt(p, 3) for p in json.loads(r["per_position"])] + [""] * (k_max - len(json.loads(r["per_position"])))
             for r in spec]
     return _table(["dataset", "engine", "method"] + [f"p{i}" for i in range(1, k_max + 1)], body)
@@ -376,9 +378,13 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Distribution check (T > 0)", distribution.report_markdown(rows),
         "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances) + timing_error_lines(records)),
     ]
+    serving = serve_markdown(rows)
+    if serving:
+        parts += ["", "## Serving under load", serving]
     if errors:
-        parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}: {r['error']}"
-                                                    for r in errors)]
+        parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}"
+                                                    + (f" at concurrency {r['concurrency']}" if r.get("concurrency")
+                                                       else "") + f": {r['error']}" for r in errors)]
     parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, records, manifest)]
     parts += ["", "## Reproduced vs published", comparison_markdown(pd.DataFrame(rows, columns=COLUMNS), manifest)]
     if figures:

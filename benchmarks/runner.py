@@ -28,7 +28,7 @@ from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
 from benchmarks.matrix import expand
 from benchmarks.metrics import baseline_drift, tpot_ms
-from benchmarks.records import Cell, SamplingParams
+from benchmarks.records import SERVING_ENGINES, Cell, SamplingParams
 from benchmarks.sampling import collect as collect_samples
 from benchmarks.store import RUNS_DIR, RunStore, point_latest
 from benchmarks.summary import baseline_cell_id
@@ -372,13 +372,20 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     ctx = RunContext(matrix, store, env, models, target, prompts, progress)
     failed = 0
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
-    # one after another: each baseline is measured again once the last of its speculative cells has run
-    fams = families(cells) if not matrix.interleave and matrix.drift_prompts else []
+    # one after another: each baseline is measured again once the last of its speculative cells has run (serving
+    # levels are not rechecked: a level is a load, not one prompt at a time)
+    batch1 = [c for c in cells if c.engine not in SERVING_ENGINES]
+    fams = families(batch1) if not matrix.interleave and matrix.drift_prompts else []
     retire_stale_rechecks(store, fams, [d.name for d in matrix.datasets])
     recheck_after = {followers[-1].cell_id: (base, followers) for base, followers in fams}
     bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)
     for group in groups:
-        failed += run_group(ctx, group)
+        if group[0].engine in SERVING_ENGINES:  # a real server per cell, under the matrix's concurrency levels
+            from benchmarks.serve_runner import run_serve_group
+
+            failed += run_serve_group(ctx, group)
+        else:
+            failed += run_group(ctx, group)
         bar.update(len(group))
         if group[-1].cell_id in recheck_after:
             failed += run_recheck(ctx, *recheck_after[group[-1].cell_id])

@@ -19,6 +19,13 @@ COLUMNS = [
     "dist_n_tests", "dist_detectable_w",
     "baseline_tpot_before_ms", "baseline_tpot_after_ms", "baseline_drift", "drift_flag",
 ]
+# Serving rows (engine vllm-serve): one per (cell, dataset, concurrency); empty on batch-1 rows.
+SERVE_COLUMNS = [
+    "concurrency", "request_rate", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p90",
+    "itl_ms_p99", "agg_output_tok_per_s", "requests_per_s", "throughput_speedup", "identical_frac_batched",
+    "n_burst", "server_tpot_ms_mean", "server_tpot_speedup",
+]
+COLUMNS += SERVE_COLUMNS
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
 
 
@@ -30,11 +37,45 @@ def baseline_cell_id(cell: dict[str, Any], cells: dict[str, dict[str, Any]]) -> 
     return None
 
 
-def _group(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
-    groups: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+Key = tuple[str, str, "int | None"]  # (cell, dataset, concurrency: None for batch-1 records)
+
+
+def _group(records: list[dict[str, Any]]) -> dict[Key, dict[str, list[dict[str, Any]]]]:
+    groups: dict[Key, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        groups[(r["cell_id"], r["dataset"])][r["kind"]].append(r)
+        groups[(r["cell_id"], r["dataset"], r.get("concurrency"))][r["kind"]].append(r)
     return groups
+
+
+def _serve_columns(kinds: dict[str, list[dict[str, Any]]], base: dict[str, list[dict[str, Any]]] | None,
+                   reqs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency percentiles and the level's throughput (and its ratio to the baseline's at the same load)."""
+    ttfts = [r["ttft_ms"] for r in reqs]
+    burst = [r for r in reqs if (r.get("extra") or {}).get("delivery_burst")]  # no decode timing (serve_runner)
+    itls = [x for r in reqs if r not in burst for x in r.get("itl_ms") or []]
+    out: dict[str, Any] = {"ttft_ms_p50": metrics.percentile(ttfts, 50), "ttft_ms_p90": metrics.percentile(ttfts, 90),
+                           "ttft_ms_p99": metrics.percentile(ttfts, 99), "itl_ms_p50": metrics.percentile(itls, 50),
+                           "itl_ms_p90": metrics.percentile(itls, 90), "itl_ms_p99": metrics.percentile(itls, 99),
+                           "n_burst": len(burst)}
+
+    def server_tpot(k: dict[str, list[dict[str, Any]]] | None) -> float:
+        load = (k or {}).get("load")
+        if not load or load[0].get("server_tpot_count") is None:
+            return math.nan
+        return 1000.0 * metrics.histogram_mean(load[0]["server_tpot_sum_s"], load[0]["server_tpot_count"])
+
+    def throughput(k: dict[str, list[dict[str, Any]]] | None) -> float:
+        load = (k or {}).get("load")
+        return metrics.aggregate_tok_per_s(load[0]["total_output_tokens"], load[0]["duration_s"]) if load else math.nan
+
+    load = kinds.get("load")
+    if load:
+        out.update(request_rate=load[0].get("request_rate"), agg_output_tok_per_s=throughput(kinds),
+                   requests_per_s=metrics.requests_per_s(load[0]["completed"], load[0]["duration_s"]))
+        out["throughput_speedup"] = metrics.throughput_speedup(throughput(base), out["agg_output_tok_per_s"])
+        out["server_tpot_ms_mean"] = server_tpot(kinds)
+        out["server_tpot_speedup"] = metrics.tpot_ratio(server_tpot(base), out["server_tpot_ms_mean"])
+    return out
 
 
 def _paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
@@ -69,11 +110,11 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
     cells = manifest["cells"]
     groups = _group(records)
     rows = []
-    def order(key: tuple[str, str]) -> tuple:
+    def order(key: Key) -> tuple:
         c = cells[key[0]]
-        return c["engine"], c["temperature"], c["method"] != "baseline", c["method"], c["k"], key[1]
+        return c["engine"], c["temperature"], key[2] or 0, c["method"] != "baseline", c["method"], c["k"], key[1]
 
-    for (cid, dataset), kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):
+    for (cid, dataset, level), kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):
         cell = cells[cid]
         reqs = sorted(kinds.get("request", []), key=lambda r: r["prompt_index"])
         tpots = [r["tpot_ms"] if r["tpot_ms"] is not None else math.nan for r in reqs]
@@ -91,6 +132,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             "tpot_ms_p90": metrics.percentile(tpots, 90), "tpot_ms_p99": metrics.percentile(tpots, 99),
             "ttft_ms_mean": metrics.mean([r["ttft_ms"] for r in reqs]),
             "output_tok_per_s": metrics.output_tok_per_s(sum(r["n_out"] for r in reqs), decode_s),
+            "concurrency": level,
         })
         row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}")
         spec = kinds.get("spec")
@@ -104,18 +146,26 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             row["tau_prompt_mean"] = metrics.tau_prompt_mean([r.get("accept_lengths") for r in reqs])
         base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
         if base_id is not None and cell["method"] != "baseline" and cell["temperature"] > 0:
-            row.update(_distribution(groups.get((base_id, dataset), {}).get("samples", []), kinds.get("samples", [])))
+            row.update(_distribution(groups.get((base_id, dataset, level), {}).get("samples", []),
+                                     kinds.get("samples", [])))
+        if level is not None:
+            row.update(_serve_columns(kinds, groups.get((base_id, dataset, level)) if base_id else None, reqs))
         if base_id is not None and reqs:
-            base_reqs = groups.get((base_id, dataset), {}).get("request", [])
+            base_reqs = groups.get((base_id, dataset, level), {}).get("request", [])
             pairs = _paired(base_reqs, reqs)
             if pairs:
-                sp = metrics.paired_speedup([b["tpot_ms"] for b, _ in pairs], [m["tpot_ms"] for _, m in pairs], seed)
+                nan = math.nan  # a request without a TPOT (None) leaves the pairing
+                sp = metrics.paired_speedup([nan if b["tpot_ms"] is None else b["tpot_ms"] for b, _ in pairs],
+                                            [nan if m["tpot_ms"] is None else m["tpot_ms"] for _, m in pairs], seed)
                 row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
                            speedup_mean_ratio=sp.mean_ratio, n_pairs=sp.n)
                 if cell["temperature"] == 0 and cell["method"] != "baseline":
                     ll = metrics.lossless([b["output_ids"] for b, _ in pairs], [m["output_ids"] for _, m in pairs])
-                    row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
+                    if (level or 1) > 1:  # batched: measured against AR at the same load, not a lossless verdict
+                        row.update(identical_frac_batched=ll.identical_frac)
+                    else:
+                        row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
         if base_id is not None and cell["method"] != "baseline":
-            row.update(_drift(groups.get((base_id, dataset), {}), row))
+            row.update(_drift(groups.get((base_id, dataset, level), {}), row))
         rows.append(row)
     return rows

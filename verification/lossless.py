@@ -19,9 +19,10 @@ def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def unchecked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Greedy method rows that could not be checked (no baseline records for the same prompts)."""
+    """Greedy method rows that could not be checked (no baseline records for the same prompts); serving rows at
+    concurrency > 1 carry a measured identity fraction instead (`identical_frac_batched`), not a verdict."""
     return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0 and r["n_prompts"]
-            and r["identical_frac"] is None]
+            and r["identical_frac"] is None and (r.get("concurrency") or 1) == 1]
 
 
 def distribution_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

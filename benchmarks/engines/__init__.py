@@ -15,6 +15,7 @@ _REGISTRY = {
 _OPTION_NAMES = {
     "vllm": "benchmarks.engines.vllm_engine:option_names",
     "jax": "benchmarks.engines.jax.engine:option_names",
+    "vllm-serve": "benchmarks.engines.vllm_engine:option_names",  # the server takes vllm's engine arguments
 }
 
 
