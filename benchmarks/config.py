@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS_DIR = ROOT / "configs" / "presets"
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 DRAFT_METHODS = ("dflash", "eagle3")
+EXECUTORS = ("local", "ray")
+# What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.provenance.detect_platform).
+DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
 MATRIX_KEYS = {
     "name": "a short name for the run",
@@ -38,7 +42,15 @@ MATRIX_KEYS = {
     "interleave": f"bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
                   f"host whose speed drifts slows every cell alike; engines {list(SHARED_PROCESS_ENGINES)} only, and "
                   f"memory for all the cells' models at once",
+    "executor": f"one of {list(EXECUTORS)} (default local): where engines run; ray makes each cell an actor on the "
+                f"Ray cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently",
+    "resources": f"mapping Ray resource -> amount that one cell's actor needs (executor ray; default per platform: "
+                 f"{DEFAULT_RESOURCES})",
+    "request_timeout_s": f"number > 0 (default {DEFAULT_REQUEST_TIMEOUT_S:g}): the longest one engine request in a "
+                         f"worker may take before its unit fails",
 }
+# Keys that choose where and how cells run, not what they measure: they leave the run id unchanged.
+PLACEMENT_KEYS = ("executor", "resources", "request_timeout_s")
 # A preset supplies models and defaults; any matrix key but these may appear in one.
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
 
@@ -73,6 +85,9 @@ class Matrix:
     engine_options: dict[str, Any] = field(default_factory=dict)
     block_size: int | None = None
     interleave: bool = False
+    executor: str = "local"
+    resources: dict[str, float] | None = None  # None: DEFAULT_RESOURCES of the platform the run starts on
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -186,6 +201,15 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         raise _fail(source, "interleave", f"needs engines that share a process ({', '.join(SHARED_PROCESS_ENGINES)}), "
                                           f"not {', '.join(e for e in engines if e not in SHARED_PROCESS_ENGINES)}; "
                                           f"drop 'interleave' to run those cells one after another")
+    executor = merged.get("executor", "local")
+    if executor not in EXECUTORS:
+        raise _fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+    resources = merged.get("resources")
+    if resources is not None:
+        resources = parse_resources(source, resources)
+    timeout = merged.get("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise _fail(source, "request_timeout_s", f"expected a number of seconds > 0, got {timeout!r}")
     name = merged.get("name") or Path(source).stem
     return Matrix(
         name=str(name),
@@ -204,6 +228,9 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         engine_options=options,
         block_size=block_size,
         interleave=interleave,
+        executor=executor,
+        resources=resources,
+        request_timeout_s=float(timeout),
         raw=raw,
     )
 
@@ -230,6 +257,17 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
                      f"'engine_options: {{<engine>: {{{key}: ...}}}}' for the engine that takes it, or drop it; "
                      if where == "engine_options" else "")
             raise _fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{allowed}")
+
+
+def parse_resources(source: str, value: Any) -> dict[str, float]:
+    """A cell's Ray resources: a non-empty mapping of resource name (CPU, GPU, TPU, memory or a custom one) to an
+    amount > 0."""
+    if not isinstance(value, dict) or not value:
+        raise _fail(source, "resources", f"expected a mapping such as {{TPU: 4}} or {{GPU: 1}}, got {value!r}")
+    for key, amount in value.items():
+        if not isinstance(key, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+            raise _fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
+    return {key: float(amount) for key, amount in value.items()}
 
 
 def resolve_model_ref(ref: str) -> str:
