@@ -6,64 +6,21 @@ import dataclasses
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import ray
 
 from benchmarks import ray_executor, runner
-from benchmarks.config import ConfigError, parse_matrix
-from benchmarks.records import RequestRecord, SpecCounters
+from benchmarks.cli import main as cli_main
+from benchmarks.config import ConfigError, load_matrix, parse_matrix
 from benchmarks.store import RunStore
 
 
-KILLED_AT = 2  # the dflash actor goes at its second measured request of the first dataset
-
-
-class ScriptedEngine:
-    """Hosted in a Ray actor (imported there as tests.test_ray_executor). Tokens follow the prompt; dflash accepts 2
-    drafts per verify step."""
-
-    name = "scripted"
-
-    def load(self, cell):
-        self.cell, self.lengths, self.calls = cell, [], 0
-
-    def generate(self, prompt_ids, params):
-        self.calls += 1
-        if self.cell.method == "dflash" and self.calls == KILLED_AT:
-            self.fault()
-        out = [(sum(prompt_ids) + i) % 97 for i in range(params.max_new_tokens)]
-        if self.cell.method != "baseline":
-            self.lengths += [2] * 2
-        return RequestRecord(out, ttft_s=0.01, last_token_s=0.01 + 0.001 * (len(out) - 1))
-
-    def fault(self):
-        pass
-
-    def spec_counters(self):
-        return None if self.cell.method == "baseline" else SpecCounters.from_accept_lengths(self.lengths, self.cell.k)
-
-    def describe(self):
-        return {"scripted": True}
-
-    def close(self):
-        pass
-
-
-class KilledEngine(ScriptedEngine):
-    def fault(self):
-        ray.kill(ray.get_runtime_context().current_actor)
-
-
-class HungEngine(ScriptedEngine):
-    def fault(self):
-        time.sleep(120)
-
-
-def host(monkeypatch, engine: type) -> None:
-    """Every cell's actor hosts `engine`."""
-    monkeypatch.setattr(ray_executor, "engine_spec", lambda cell: f"tests.test_ray_executor:{engine.__name__}")
+def host(monkeypatch, engine: str) -> None:
+    """Every cell's actor hosts `engine`, a class of tests/ray_scripted.py."""
+    monkeypatch.setattr(ray_executor, "engine_spec", lambda cell: f"tests.ray_scripted:{engine}")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +56,7 @@ def test_local_ray_binds_the_loopback_address_only(local_ray):
 
 def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_the_missing(
         local_ray, random_pair, prompts_file, tmp_path, monkeypatch, capsys):
-    host(monkeypatch, KilledEngine)
+    host(monkeypatch, "KilledEngine")
     matrix = scripted_matrix(random_pair, prompts_file)
     run_dir, failed = runner.run_matrix(matrix, tmp_path / "run", progress=True)
     store = RunStore(run_dir)
@@ -119,7 +76,7 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
 
     kept = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (run_dir / "units").glob(f"{cells['baseline']}__*")}
     assert len(kept) == 2
-    host(monkeypatch, ScriptedEngine)
+    host(monkeypatch, "ScriptedEngine")
     run_dir, failed = runner.run_matrix(matrix, run_dir, progress=False)
     assert failed == 0
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == kept  # the baseline was not measured again
@@ -129,26 +86,31 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
 
 
 def test_hung_request_fails_its_unit_at_the_time_limit(local_ray, random_pair, prompts_file, tmp_path, monkeypatch):
-    host(monkeypatch, HungEngine)
+    host(monkeypatch, "HungEngine")
     t0 = time.perf_counter()
-    run_dir, failed = runner.run_matrix(scripted_matrix(random_pair, prompts_file, request_timeout_s=3),
+    run_dir, failed = runner.run_matrix(scripted_matrix(random_pair, prompts_file, request_timeout_s=2),
                                         tmp_path / "run", progress=False)
     assert time.perf_counter() - t0 < 60
     errors = {r["dataset"]: r["error"] for r in RunStore(run_dir).records() if r["kind"] == "error"}
-    assert failed == 2 and "no answer within 3 s" in errors["a"] and "earlier failure" in errors["b"]
+    assert failed == 2 and "no answer within 2 s" in errors["a"] and "earlier failure" in errors["b"]
 
 
 def test_resources_are_validated_and_an_infeasible_request_stops_with_one_line(local_ray, random_pair, prompts_file,
-                                                                               tmp_path, monkeypatch):
+                                                                               tmp_path, capsys):
     for bad in ({}, {"TPU": 0}, {"GPU": "one"}, [4]):
         with pytest.raises(ConfigError, match="'resources'"):
             scripted_matrix(random_pair, prompts_file, resources=bad)
     with pytest.raises(ConfigError, match="'executor'"):
         scripted_matrix(random_pair, prompts_file, executor="slurm")
-    host(monkeypatch, ScriptedEngine)
-    with pytest.raises(ConfigError, match=r"no node of the Ray cluster has that much .*CPU: 2"):
-        runner.run_matrix(scripted_matrix(random_pair, prompts_file, resources={"TPU": 4}), tmp_path / "run",
-                          progress=False)
+    # --executor ray turns a local matrix into a Ray run; no node has 4 TPUs, so it stops before any engine starts.
+    config = tmp_path / "m.yaml"
+    raw = {k: v for k, v in scripted_matrix(random_pair, prompts_file).raw.items() if k != "executor"}
+    config.write_text(json.dumps({**raw, "resources": {"TPU": 4}}))
+    assert load_matrix(config).executor == "local"
+    code = cli_main(["matrix", str(config), "--executor", "ray", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "no node of the Ray cluster has that much" in err[-1] and "CPU: 2" in err[-1]
+    assert not list((tmp_path / "run" / "units").glob("*"))
 
 
 def test_placement_keys_leave_the_run_id_alone(random_pair, prompts_file):
@@ -158,3 +120,37 @@ def test_placement_keys_leave_the_run_id_alone(random_pair, prompts_file):
     raw = {k: v for k, v in matrix.raw.items() if k not in ("executor", "resources")}
     assert runner.run_id_for(dataclasses.replace(local, raw=raw)) == runner.run_id_for(
         dataclasses.replace(matrix, raw=raw))
+
+
+def _measured(run_dir: Path) -> dict[tuple[str, str], list]:
+    """What a run measured, by (cell, dataset): each request's tokens and accepted lengths, and the spec counters."""
+    out: dict[tuple[str, str], list] = {}
+    for r in RunStore(run_dir).records():
+        assert r["kind"] != "error", r["error"]
+        key = (r["cell_id"], r["dataset"])
+        if r["kind"] == "request":
+            out.setdefault(key, []).append((r["prompt_index"], r["output_ids"], r["accept_lengths"]))
+        elif r["kind"] == "spec":
+            out.setdefault(key, []).append(("spec", r["num_drafts"], r["num_accepted_tokens"], r["accepted_per_pos"]))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.jax
+def test_ray_run_of_jax_and_vllm_cells_records_what_a_local_run_records(local_ray, tmp_path):
+    matrix = parse_matrix({"name": "ray-tiny", "preset": "tiny", "engine": ["vllm", "jax"], "methods": ["dflash"],
+                           "k": 7, "datasets": ["humaneval"], "num_prompts": 2, "warmup_prompts": 0,
+                           "max_new_tokens": 16, "resources": {"CPU": 1}})
+    with ThreadPoolExecutor(1) as pool:  # both runs at once, to save time: greedy tokens do not depend on timing
+        on_ray = pool.submit(runner.run_matrix, dataclasses.replace(matrix, executor="ray"), tmp_path / "ray",
+                             progress=False)
+        local_dir, failed = runner.run_matrix(matrix, tmp_path / "local", progress=False)
+        ray_dir, ray_failed = on_ray.result()
+    assert failed == ray_failed == 0
+    local, remote = _measured(local_dir), _measured(ray_dir)
+    assert len(local) == 2 and remote == local
+    assert all(n_acc > 0 for v in local.values() for *_, n_acc, _ in [v[-1]])  # the trained draft is accepted
+    engines = {p["engine"]: p["describe"].get("ray_node", {}).get("node_ip")
+               for p in RunStore(ray_dir).provenances().values()}
+    assert engines == {"vllm": "127.0.0.1", "jax": "127.0.0.1"}

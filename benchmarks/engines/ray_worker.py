@@ -24,14 +24,17 @@ LOAD_TIMEOUT_S = 3600.0  # a big model's download and XLA compilation take minut
 class RayHost(EngineHost):
     """EngineHost as a Ray actor, which can also say where it runs."""
 
-    def node(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(where the actor runs: node IP and id, host name, pid; the provenance environment of that machine)."""
-        from benchmarks import provenance
-
+    def node(self) -> dict[str, Any]:
+        """Where the actor runs: node IP and id, host name, pid."""
         ctx = ray.get_runtime_context()
         ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), None)
-        where = {"node_ip": ip, "node_id": ctx.get_node_id(), "hostname": socket.gethostname(), "pid": os.getpid()}
-        return where, provenance.environment()
+        return {"node_ip": ip, "node_id": ctx.get_node_id(), "hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def environment(self) -> dict[str, Any]:
+        """The provenance environment of the actor's machine (git SHA, packages, hardware)."""
+        from benchmarks import provenance
+
+        return provenance.environment()
 
 
 def ray_options(resources: dict[str, float]) -> dict[str, Any]:
@@ -51,7 +54,8 @@ class RayEngine:
         self._actor: Any = None
         self._gone: str | None = None  # why the actor is no longer usable
         self.node: dict[str, Any] = {}
-        self.environment: dict[str, Any] | None = None  # the node's; the runner records it as the unit's provenance
+        # The node's own environment when it is not the driver's machine; the runner records it as the provenance.
+        self.environment: dict[str, Any] | None = None
 
     def _get(self, ref: Any, timeout: float | None) -> Any:
         where = f" on node {self.node.get('node_ip')}" if self.node else ""
@@ -83,7 +87,9 @@ class RayEngine:
     def load(self, cell: Cell) -> None:
         self._actor = ray.remote(RayHost).options(max_restarts=0, **ray_options(self._resources)).remote(self._spec)
         # Placement waits without a limit: Ray queues the actor until a node has the resources free.
-        self.node, self.environment = self._get(self._actor.node.remote(), None)
+        self.node = self._get(self._actor.node.remote(), None)
+        if self.node["node_id"] != ray.get_runtime_context().get_node_id():
+            self.environment = self._call("environment")
         self._call("load", cell, timeout=LOAD_TIMEOUT_S)
         caps = self._call("capabilities")
         self.samples_seeded = caps["samples_seeded"]
