@@ -43,7 +43,12 @@ def connect() -> bool:
     runtime_env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
                                                                if p)}}
     if os.environ.get("RAY_ADDRESS"):
-        ray.init(address=os.environ["RAY_ADDRESS"], runtime_env=runtime_env)
+        try:
+            ray.init(address=os.environ["RAY_ADDRESS"], runtime_env=runtime_env)
+        except ConnectionError as exc:
+            raise ConfigError(f"RAY_ADDRESS={os.environ['RAY_ADDRESS']}: {exc}; start the cluster with `ray start "
+                              f"--head` there, and with token authentication on, set RAY_AUTH_MODE=token and "
+                              f"RAY_AUTH_TOKEN here too (README: More than one machine)") from None
         return True
     saved = os.environ.get(LOCAL_ONLY_ENV), ray_constants.ENABLE_RAY_CLUSTER
     os.environ[LOCAL_ONLY_ENV], ray_constants.ENABLE_RAY_CLUSTER = "0", False  # the Ray processes inherit it
