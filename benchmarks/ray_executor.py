@@ -108,7 +108,7 @@ def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
     owned = connect()
     pool = ThreadPoolExecutor(max_workers=max(1, len(groups)), thread_name_prefix="group")
     try:
-        resources = ctx.matrix.resources or DEFAULT_RESOURCES[detect_platform()]
+        resources = ctx.matrix.resources or DEFAULT_RESOURCES.get(detect_platform(), DEFAULT_RESOURCES["cpu"])
         check_feasible(resources)
         engines: dict[str, RayEngine] = {}
 

@@ -15,6 +15,7 @@ import ray
 from benchmarks import ray_executor, runner
 from benchmarks.cli import main as cli_main
 from benchmarks.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.report import cell_order
 from benchmarks.store import RunStore
 
 
@@ -120,6 +121,7 @@ def test_placement_keys_leave_the_run_id_alone(random_pair, prompts_file):
     raw = {k: v for k, v in matrix.raw.items() if k not in ("executor", "resources")}
     assert runner.run_id_for(dataclasses.replace(local, raw=raw)) == runner.run_id_for(
         dataclasses.replace(matrix, raw=raw))
+    assert "Ray actors" in cell_order(dataclasses.asdict(matrix)) and "Ray" not in cell_order(dataclasses.asdict(local))
 
 
 def _measured(run_dir: Path) -> dict[tuple[str, str], list]:
