@@ -52,3 +52,12 @@ class HungEngine(ScriptedEngine):
 
     def fault(self):
         time.sleep(120)
+
+
+class SamplingEngine(ScriptedEngine):
+    """Has batched sampling whose draws ignore their seeds (as vLLM's on CPU)."""
+
+    samples_seeded = False
+
+    def sample_many(self, prompt_ids, params, seeds):
+        return [[s % 97] * params.max_new_tokens for s in seeds]

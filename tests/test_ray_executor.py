@@ -15,6 +15,9 @@ import ray
 from benchmarks import ray_executor, runner
 from benchmarks.cli import main as cli_main
 from benchmarks.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.engines.ray_worker import RayEngine
+from benchmarks.matrix import expand
+from benchmarks.records import SamplingParams
 from benchmarks.report import cell_order
 from benchmarks.store import RunStore
 
@@ -94,6 +97,26 @@ def test_hung_request_fails_its_unit_at_the_time_limit(local_ray, random_pair, p
     assert time.perf_counter() - t0 < 60
     errors = {r["dataset"]: r["error"] for r in RunStore(run_dir).records() if r["kind"] == "error"}
     assert failed == 2 and "no answer within 2 s" in errors["a"] and "earlier failure" in errors["b"]
+
+
+def test_ray_engine_forwards_sample_many_only_when_the_hosted_engine_has_it_and_close_kills_the_actor(
+        local_ray, random_pair, prompts_file):
+    cell = expand(scripted_matrix(random_pair, prompts_file))[1]
+    plain, sampling = (RayEngine(f"tests.ray_scripted:{name}", {"CPU": 0.5}, 30.0)
+                       for name in ("ScriptedEngine", "SamplingEngine"))
+    for engine in (plain, sampling):
+        engine.load(cell)
+    try:
+        assert not hasattr(plain, "sample_many") and plain.samples_seeded
+        params = SamplingParams(0.6, 3, 0)
+        assert sampling.sample_many([1, 2], params, [5, 6]) == [[5] * 3, [6] * 3] and not sampling.samples_seeded
+        assert sampling.generate([1, 2], params).output_ids == [3, 4, 5]
+    finally:
+        actor = sampling._actor
+        plain.close()
+        sampling.close()
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.node.remote(), timeout=30)
 
 
 def test_resources_are_validated_and_an_infeasible_request_stops_with_one_line(local_ray, random_pair, prompts_file,
