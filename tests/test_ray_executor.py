@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,10 +29,11 @@ def host(monkeypatch, engine: str) -> None:
 @pytest.fixture(scope="module")
 def local_ray():
     """One local Ray for the module, started as the executor starts it; shut down at the end."""
-    os.environ.pop("RAY_ADDRESS", None)
-    assert ray_executor.connect()
-    yield
-    ray.shutdown()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("RAY_ADDRESS", raising=False)
+        assert ray_executor.connect()
+        yield
+        ray.shutdown()
 
 
 @pytest.fixture
