@@ -12,6 +12,7 @@ PRESET ?=
 TEMPERATURE ?=
 MAX_NEW_TOKENS ?=
 FRESH ?=
+EXECUTOR ?=
 CONFIG ?= configs/matrices/smoke.yaml
 RUN ?= $(or $(DFLASH_RUNS_DIR),results/runs)/latest
 RUN_DIR_TPU ?= $(or $(DFLASH_RUNS_DIR),results/runs)/tpu-preflight
@@ -23,10 +24,12 @@ PARITY_TPU_ARGS ?=
 
 # FRESH=1: measure again into a new run folder instead of resuming the same command's run.
 FRESH_ARG := $(if $(filter 1 yes true,$(FRESH)),--fresh)
+# EXECUTOR=ray: every cell a Ray actor, on the cluster at RAY_ADDRESS (else a local Ray).
+EXECUTOR_ARG := $(if $(EXECUTOR),--executor $(EXECUTOR))
 BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(ENGINE),--engine $(ENGINE)) $(if $(METHODS),--methods $(METHODS)) $(if $(K),--k $(K)) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
-	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG)
+	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG) $(EXECUTOR_ARG)
 
 .PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check \
 	tpu-preflight locks parity-tpu-inference clean
@@ -41,7 +44,7 @@ bench: setup
 	$(PY) -m benchmarks bench $(BENCH_ARGS)
 
 matrix: setup
-	$(PY) -m benchmarks matrix $(CONFIG) $(FRESH_ARG)
+	$(PY) -m benchmarks matrix $(CONFIG) $(FRESH_ARG) $(EXECUTOR_ARG)
 
 report: setup
 	$(PY) -m benchmarks report $(RUN)

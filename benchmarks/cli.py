@@ -9,13 +9,14 @@ failed unit is retried by rerunning.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from benchmarks.config import ConfigError, Matrix, load_matrix, parse_matrix
+from benchmarks.config import EXECUTORS, ConfigError, Matrix, load_matrix, parse_matrix
 from benchmarks.datasets import DatasetUnavailable
 from benchmarks.records import SHARED_PROCESS_ENGINES, Cell
 
@@ -135,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="do not fail when greedy speculative tokens differ from AR (still reported)")
         p.add_argument("--fresh", action="store_true",
                        help="measure every unit again, into a new run folder (default: resume the matrix's run)")
+        p.add_argument("--executor", choices=list(EXECUTORS),
+                       help="where engines run: local (default) or ray (the cluster at RAY_ADDRESS, else a local Ray)")
 
     r = sub.add_parser("report", help="recompute summary.csv, report.md and figures from a run's records")
     r.add_argument("run_dir", type=Path, nargs="?", help="default: the latest run")
@@ -162,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             print(results_table(write_reports(run_dir)))
             return 0
         matrix = bench_matrix(args) if args.cmd == "bench" else load_matrix(args.config)
+        if args.executor:
+            matrix = dataclasses.replace(matrix, executor=args.executor)
         return run_and_report(matrix, args.run_dir, args.allow_divergence, args.fresh)
     except (ConfigError, DatasetUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)

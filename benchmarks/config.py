@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS_DIR = ROOT / "configs" / "presets"
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 DRAFT_METHODS = ("dflash", "eagle3")
+EXECUTORS = ("local", "ray")
+# What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.provenance.detect_platform).
+DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
 MATRIX_KEYS = {
     "name": "a short name for the run",
@@ -45,7 +49,15 @@ MATRIX_KEYS = {
                    f"server; engines {list(SERVING_ENGINES)} only",
     "request_rate": f"float > 0, requests per second (Poisson arrivals) under the concurrency cap; default: all "
                     f"at once; engines {list(SERVING_ENGINES)} only",
+    "executor": f"one of {list(EXECUTORS)} (default local): where engines run; ray makes each cell an actor on the "
+                f"Ray cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently",
+    "resources": f"mapping Ray resource -> amount that one cell's actor needs (executor ray; default per platform: "
+                 f"{DEFAULT_RESOURCES})",
+    "request_timeout_s": f"number > 0 (default {DEFAULT_REQUEST_TIMEOUT_S:g}): the longest one engine request in a "
+                         f"worker may take before its unit fails",
 }
+# Keys that choose where and how cells run, not what they measure: they leave the run id unchanged.
+PLACEMENT_KEYS = ("executor", "resources", "request_timeout_s")
 # A preset supplies models and defaults; any matrix key but these may appear in one.
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
 
@@ -81,6 +93,9 @@ class Matrix:
     block_size: int | None = None
     interleave: bool = False
     drift_prompts: int = 3
+    executor: str = "local"
+    resources: dict[str, float] | None = None  # None: DEFAULT_RESOURCES of the platform the run starts on
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     raw: dict[str, Any] = field(default_factory=dict)
     concurrency: list[int] = field(default_factory=lambda: [1])
     request_rate: float | None = None
@@ -197,6 +212,19 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
                                           f"not {', '.join(e for e in engines if e not in SHARED_PROCESS_ENGINES)}; "
                                           f"drop 'interleave' to run those cells one after another")
     concurrency, request_rate = _parse_load(source, merged, engines)
+    executor = merged.get("executor", "local")
+    if executor not in EXECUTORS:
+        raise _fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+    if executor == "ray" and any(e in SERVING_ENGINES for e in engines):
+        raise _fail(source, "executor", f"ray runs engines one request at a time in actors; a serving engine "
+                                        f"({', '.join(SERVING_ENGINES)}) runs its server on the driver's host: drop "
+                                        f"'executor: ray' for this matrix")
+    resources = merged.get("resources")
+    if resources is not None:
+        resources = parse_resources(source, resources)
+    timeout = merged.get("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise _fail(source, "request_timeout_s", f"expected a number of seconds > 0, got {timeout!r}")
     name = merged.get("name") or Path(source).stem
     return Matrix(
         name=str(name),
@@ -216,6 +244,9 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         block_size=block_size,
         interleave=interleave,
         drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 3), 0),
+        executor=executor,
+        resources=resources,
+        request_timeout_s=float(timeout),
         raw=raw,
         concurrency=concurrency,
         request_rate=request_rate,
@@ -268,6 +299,17 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
                      f"'engine_options: {{<engine>: {{{key}: ...}}}}' for the engine that takes it, or drop it; "
                      if where == "engine_options" else "")
             raise _fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{allowed}")
+
+
+def parse_resources(source: str, value: Any) -> dict[str, float]:
+    """A cell's Ray resources: a non-empty mapping of resource name (CPU, GPU, TPU, memory or a custom one) to an
+    amount > 0."""
+    if not isinstance(value, dict) or not value:
+        raise _fail(source, "resources", f"expected a mapping such as {{TPU: 4}} or {{GPU: 1}}, got {value!r}")
+    for key, amount in value.items():
+        if not isinstance(key, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+            raise _fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
+    return {key: float(amount) for key, amount in value.items()}
 
 
 def resolve_model_ref(ref: str) -> str:

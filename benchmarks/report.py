@@ -307,6 +307,15 @@ def provenance_lines(records: list[dict[str, Any]], provenances: dict[str, dict[
     return lines
 
 
+def cell_order(config: dict[str, Any]) -> str:
+    """How the cells of a run took their prompts, and where they ran (the latest invocation's executor)."""
+    interleaved = bool(config.get("interleave"))
+    if config.get("executor") == "ray":
+        return ("interleaved, prompt by prompt, in Ray actors" if interleaved
+                else "in Ray actors, several at once (executor ray)")
+    return "interleaved, prompt by prompt" if interleaved else "one after another"
+
+
 # Engine settings that change a measured number, as engines' describe() names them.
 SETTINGS = ("dtype", "draft_queries", "enforce_eager", "attention_backend", "max_model_len")
 
@@ -363,8 +372,7 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         + " · ".join(f"{k} {v}" for k, v in pk.items()),
         f"- target: `{manifest['config']['target']}` · max_new_tokens {manifest['config']['max_new_tokens']} · "
         f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
-        f"excluded) · batch size 1 · cells "
-        + ("interleaved, prompt by prompt" if manifest["config"].get("interleave") else "one after another"),
+        f"excluded) · batch size 1 · cells " + cell_order(manifest["config"]),
         *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from benchmarks import provenance
-from benchmarks.config import ROOT, ConfigError, Matrix, resolve_model_ref
+from benchmarks.config import PLACEMENT_KEYS, ROOT, ConfigError, Matrix, resolve_model_ref
 from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
 from benchmarks.matrix import expand
@@ -72,8 +72,10 @@ def load_tokenizer(target: str) -> Any:
 
 
 def run_id_for(matrix: Matrix) -> str:
-    """Deterministic per matrix content, so rerunning the same matrix resumes the same run."""
-    blob = json.dumps(dataclasses.asdict(matrix), sort_keys=True, default=str)
+    """Deterministic per matrix content, so rerunning the same matrix resumes the same run (wherever it runs: the
+    placement keys are left out unless the file itself sets them)."""
+    fields = {k: v for k, v in dataclasses.asdict(matrix).items() if k not in PLACEMENT_KEYS}
+    blob = json.dumps(fields, sort_keys=True, default=str)
     return f"{matrix.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 
 
@@ -241,8 +243,8 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                 t0 = time.perf_counter()
                 engine.load(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)))
                 tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
-                pids[cell.cell_id] = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models,
-                                                                            _describe(engine)))
+                env = getattr(engine, "environment", None) or ctx.env  # a remote worker's own machine
+                pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, ctx.models, _describe(engine)))
                 started.append((engine, cell))
             except Exception as exc:
                 failure = f"{type(exc).__name__}: {exc}"
@@ -370,14 +372,18 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
                           max_prompt)
         prompts[d.name] = (ps[:matrix.num_prompts], ps[matrix.num_prompts:])
     ctx = RunContext(matrix, store, env, models, target, prompts, progress)
-    failed = 0
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
     # one after another: each baseline is measured again once the last of its speculative cells has run (serving
     # levels are not rechecked: a level is a load, not one prompt at a time)
     batch1 = [c for c in cells if c.engine not in SERVING_ENGINES]
     fams = families(batch1) if not matrix.interleave and matrix.drift_prompts else []
     retire_stale_rechecks(store, fams, [d.name for d in matrix.datasets])
+    if matrix.executor == "ray":  # cells run concurrently, on whichever node: a before/after recheck means nothing
+        from benchmarks.ray_executor import run_groups
+
+        return run_dir, run_groups(ctx, groups)
     recheck_after = {followers[-1].cell_id: (base, followers) for base, followers in fams}
+    failed = 0
     bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)
     for group in groups:
         if group[0].engine in SERVING_ENGINES:  # a real server per cell, under the matrix's concurrency levels

@@ -5,6 +5,7 @@ carries the worker's own traceback, so a failed unit's cause is the engine's, no
 """
 from __future__ import annotations
 
+import importlib
 import traceback
 from typing import Any
 
@@ -24,10 +25,15 @@ class WorkerError(RuntimeError):
 
 
 class EngineHost:
-    """One engine, driven call by call from another process."""
+    """One engine, driven call by call from another process. `engine_name` is a registry name (`vllm`, `jax`) or a
+    `"module:Class"` spec of an engine class with the same protocol (the tests host scripted engines this way)."""
 
     def __init__(self, engine_name: str):
-        self.engine = create_engine(engine_name)
+        if ":" in engine_name:
+            module, cls = engine_name.split(":")
+            self.engine = getattr(importlib.import_module(module), cls)()
+        else:
+            self.engine = create_engine(engine_name)
 
     def _call(self, fn: Any, *args: Any) -> Any:
         try:
@@ -40,6 +46,15 @@ class EngineHost:
 
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         return self._call(self.engine.generate, prompt_ids, params)
+
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        return self._call(self.engine.sample_many, prompt_ids, params, seeds)
+
+    def capabilities(self) -> dict[str, bool]:
+        """What benchmarks.sampling asks of an engine: whether it has `sample_many`, and whether its samples
+        follow their seeds."""
+        return {"sample_many": hasattr(self.engine, "sample_many"),
+                "samples_seeded": getattr(self.engine, "samples_seeded", True)}
 
     def spec_counters(self) -> SpecCounters | None:
         return self._call(self.engine.spec_counters)

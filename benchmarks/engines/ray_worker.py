@@ -1,0 +1,121 @@
+"""An engine worker on a Ray cluster: `RayEngine` keeps the `Engine` protocol and forwards every call to a Ray actor
+that hosts the cell's engine (`EngineHost`), placed by the resources the cell asks for.
+
+Every call waits with a time limit (the matrix's `request_timeout_s`; `LOAD_TIMEOUT_S` for loading, which includes
+model download and compilation). An engine that raises, an actor or node that dies, and a call that runs out of time
+all come back as `WorkerError` with the cause; after a death or a time-out the actor is gone, and every later call
+fails at once with the same cause. `close()` kills the actor.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from benchmarks.engines.host import EngineHost, WorkerError
+from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+
+LOAD_TIMEOUT_S = 3600.0  # a big model's download and XLA compilation take minutes; a load that hangs still ends
+
+
+class RayHost(EngineHost):
+    """EngineHost as a Ray actor, which can also say where it runs."""
+
+    def node(self) -> dict[str, Any]:
+        """Where the actor runs: node IP and id, host name, pid."""
+        ctx = ray.get_runtime_context()
+        ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), None)
+        return {"node_ip": ip, "node_id": ctx.get_node_id(), "hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def environment(self) -> dict[str, Any]:
+        """The provenance environment of the actor's machine (git SHA, packages, hardware)."""
+        from benchmarks import provenance
+
+        return provenance.environment()
+
+
+def ray_options(resources: dict[str, float]) -> dict[str, Any]:
+    """`actor.options(...)` for a resource mapping: Ray takes CPU and GPU as num_cpus/num_gpus, the rest by name."""
+    rest = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
+    return {"num_cpus": resources.get("CPU", 0), "num_gpus": resources.get("GPU", 0),
+            **({"resources": rest} if rest else {})}
+
+
+class RayEngine:
+    """The `Engine` protocol over one Ray actor. `engine_spec` is what the actor hosts: a registry name or a
+    `module:Class` spec (see EngineHost). It has `sample_many` when the hosted engine has it."""
+
+    def __init__(self, engine_spec: str, resources: dict[str, float], request_timeout_s: float):
+        self.name = engine_spec
+        self._spec, self._resources, self._timeout = engine_spec, resources, request_timeout_s
+        self._actor: Any = None
+        self._gone: str | None = None  # why the actor is no longer usable
+        self.node: dict[str, Any] = {}
+        # The node's own environment when it is not the driver's machine; the runner records it as the provenance.
+        self.environment: dict[str, Any] | None = None
+
+    def _get(self, ref: Any, timeout: float | None) -> Any:
+        where = f" on node {self.node.get('node_ip')}" if self.node else ""
+        try:
+            return ray.get(ref, timeout=timeout)
+        except RayTaskError as exc:  # the engine raised: EngineHost already wrapped it with its own traceback
+            cause = exc.cause
+            if isinstance(cause, WorkerError):
+                raise WorkerError(str(cause), cause.remote_traceback) from None
+            raise WorkerError(f"{type(cause).__name__}: {cause}", str(exc)) from None
+        except GetTimeoutError:
+            self._kill(f"no answer within {timeout:g} s (request_timeout_s){where}; the actor was killed")
+            raise WorkerError(self._gone or "") from None
+        except RayActorError as exc:
+            self._kill(f"Ray actor died{where}: {type(exc).__name__}: {exc}")
+            raise WorkerError(self._gone or "", str(exc)) from None
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        """One actor call, within `timeout` seconds (default: the request time limit)."""
+        if self._gone:
+            raise WorkerError(f"worker unusable after an earlier failure: {self._gone}")
+        return self._get(getattr(self._actor, method).remote(*args), timeout or self._timeout)
+
+    def _kill(self, why: str) -> None:
+        self._gone = self._gone or why
+        if self._actor is not None:
+            ray.kill(self._actor, no_restart=True)
+
+    def load(self, cell: Cell) -> None:
+        self._actor = ray.remote(RayHost).options(max_restarts=0, **ray_options(self._resources)).remote(self._spec)
+        # Placement waits without a limit: Ray queues the actor until a node has the resources free.
+        self.node = self._get(self._actor.node.remote(), None)
+        if self.node["node_id"] != ray.get_runtime_context().get_node_id():
+            self.environment = self._call("environment")
+        self._call("load", cell, timeout=LOAD_TIMEOUT_S)
+        caps = self._call("capabilities")
+        self.samples_seeded = caps["samples_seeded"]
+        if caps["sample_many"]:  # benchmarks.sampling looks for the method itself
+            self.sample_many = self._sample_many
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
+        return self._call("generate", prompt_ids, params)
+
+    def _sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        return self._call("sample_many", prompt_ids, params, seeds)
+
+    def spec_counters(self) -> SpecCounters | None:
+        return self._call("spec_counters")
+
+    def describe(self) -> dict[str, Any]:
+        return {**self._call("describe"), "ray_node": self.node}
+
+    def close(self) -> None:
+        if self._actor is None:
+            return
+        try:
+            if not self._gone:
+                self._call("close")
+        except WorkerError:
+            pass  # the actor is killed below either way
+        finally:
+            self._kill("closed")
+            self._actor = None
