@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from benchmarks.config import EXECUTORS, ConfigError, Matrix, load_matrix, parse_matrix
+from benchmarks.config import EXECUTORS, ConfigError, Matrix, check_executor, load_matrix, parse_matrix
 from benchmarks.datasets import DatasetUnavailable
 from benchmarks.records import SHARED_PROCESS_ENGINES, Cell
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         matrix = bench_matrix(args) if args.cmd == "bench" else load_matrix(args.config)
         if args.executor:
-            matrix = dataclasses.replace(matrix, executor=args.executor)
+            matrix = dataclasses.replace(matrix, executor=check_executor("--executor", args.executor, matrix.engines))
         return run_and_report(matrix, args.run_dir, args.allow_divergence, args.fresh)
     except (ConfigError, DatasetUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)

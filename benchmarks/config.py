@@ -212,13 +212,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
                                           f"not {', '.join(e for e in engines if e not in SHARED_PROCESS_ENGINES)}; "
                                           f"drop 'interleave' to run those cells one after another")
     concurrency, request_rate = _parse_load(source, merged, engines)
-    executor = merged.get("executor", "local")
-    if executor not in EXECUTORS:
-        raise _fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
-    if executor == "ray" and any(e in SERVING_ENGINES for e in engines):
-        raise _fail(source, "executor", f"ray runs engines one request at a time in actors; a serving engine "
-                                        f"({', '.join(SERVING_ENGINES)}) runs its server on the driver's host: drop "
-                                        f"'executor: ray' for this matrix")
+    executor = check_executor(source, merged.get("executor", "local"), engines)
     resources = merged.get("resources")
     if resources is not None:
         resources = parse_resources(source, resources)
@@ -251,6 +245,17 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         concurrency=concurrency,
         request_rate=request_rate,
     )
+
+
+def check_executor(source: str, executor: Any, engines: list[str]) -> str:
+    """The executor, if it exists and can run every engine of the matrix."""
+    if executor not in EXECUTORS:
+        raise _fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+    if executor == "ray" and any(e in SERVING_ENGINES for e in engines):
+        raise _fail(source, "executor", f"ray runs engines one request at a time in actors; a serving engine "
+                                        f"({', '.join(SERVING_ENGINES)}) runs its server on the driver's host: drop "
+                                        f"the ray executor for this matrix")
+    return executor
 
 
 def _parse_load(source: str, merged: dict[str, Any], engines: list[str]) -> tuple[list[int], float | None]:

@@ -38,6 +38,7 @@ def test_concurrency_axis_parses_int_or_list_with_default_one():
     ({"request_rate": 0}, "finite float > 0"),
     ({"engine": "vllm", "concurrency": [1, 4]}, "cannot serve a load; use engine vllm-serve"),
     ({"engine": ["vllm", "vllm-serve"], "request_rate": 1.5}, "engine vllm runs one prompt at a time"),
+    ({"executor": "ray"}, "drop the ray executor"),
 ])
 def test_bad_load_axis_names_key_and_fix(patch, fragment):
     with pytest.raises(ConfigError) as err:
@@ -51,6 +52,14 @@ def test_bad_concurrency_is_a_one_line_error_with_exit_2(tmp_path, capsys):
     assert cli_main(["matrix", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'concurrency'" in err and "got 0" in err
+
+
+def test_ray_executor_from_the_command_line_refuses_a_serving_matrix(tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    assert cli_main(["matrix", str(path), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--executor" in err and "serving engine" in err
 
 
 def test_serving_engine_takes_the_served_engines_options_its_own_winning():
