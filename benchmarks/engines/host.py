@@ -5,6 +5,7 @@ carries the worker's own traceback, so a failed unit's cause is the engine's, no
 """
 from __future__ import annotations
 
+import importlib
 import traceback
 from typing import Any
 
@@ -23,11 +24,25 @@ class WorkerError(RuntimeError):
         return (WorkerError, (str(self), self.remote_traceback))
 
 
+def build_engine(spec: str) -> Any:
+    """An engine by registry name ("vllm", "jax") or by "module:Class" (e.g. a test's scripted engine)."""
+    if ":" not in spec:
+        return create_engine(spec)
+    module, cls = spec.split(":", 1)
+    return getattr(importlib.import_module(module), cls)()
+
+
 class EngineHost:
     """One engine, driven call by call from another process."""
 
     def __init__(self, engine_name: str):
-        self.engine = create_engine(engine_name)
+        self.engine = build_engine(engine_name)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What a proxy must mirror: the engine's name and its optional `sample_many` (with `samples_seeded`)."""
+        return {"name": getattr(self.engine, "name", type(self.engine).__name__),
+                "sample_many": hasattr(self.engine, "sample_many"),
+                "samples_seeded": getattr(self.engine, "samples_seeded", True)}
 
     def _call(self, fn: Any, *args: Any) -> Any:
         try:
@@ -40,6 +55,9 @@ class EngineHost:
 
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         return self._call(self.engine.generate, prompt_ids, params)
+
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        return self._call(self.engine.sample_many, prompt_ids, params, seeds)
 
     def spec_counters(self) -> SpecCounters | None:
         return self._call(self.engine.spec_counters)
