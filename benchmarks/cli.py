@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from benchmarks.config import ConfigError, Matrix, load_matrix, parse_matrix
 from benchmarks.datasets import DatasetUnavailable
-from benchmarks.records import SHARED_PROCESS_ENGINES, Cell
+from benchmarks.records import Cell
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -41,13 +41,21 @@ def default_preset() -> str:
     return "tiny" if detect_platform() == "cpu" else "qwen3-4b"
 
 
+def bench_interleaves(engine: str) -> bool:
+    """Whether `make bench` loads its cells side by side: always for JAX (one process), for vLLM on CPU (one worker
+    per cell); vLLM on a TPU cannot (one process owns the chip), on a GPU only with gpu_memory_utilization split."""
+    from benchmarks.provenance import detect_platform
+
+    return engine == "jax" or detect_platform() == "cpu"
+
+
 def bench_matrix(args: argparse.Namespace) -> Matrix:
     """The one-dataset shortcut, expressed as a matrix over the same machinery."""
     raw: dict[str, Any] = {"name": f"bench-{args.dataset}", "preset": args.preset or default_preset(),
                            "datasets": [args.dataset]}
     if args.engine:
         raw["engine"] = args.engine
-        raw["interleave"] = args.engine in SHARED_PROCESS_ENGINES  # cells side by side wherever the engine allows
+    raw["interleave"] = bench_interleaves(args.engine or "vllm")
     if args.methods is not None:
         raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
     if args.k is not None:

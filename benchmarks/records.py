@@ -10,9 +10,6 @@ METHODS = ("baseline", "dflash", "eagle3", "ngram")
 ENGINES = ("vllm", "jax")
 # The methods each engine runs; a matrix over several engines runs each method on the engines that have it.
 ENGINE_METHODS = {"vllm": METHODS, "jax": ("baseline", "dflash")}
-# Engines whose instances can share one process, so that a matrix can run their cells side by side (vLLM runs one
-# engine per process).
-SHARED_PROCESS_ENGINES = ("jax",)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from benchmarks import provenance
-from benchmarks.config import ROOT, ConfigError, Matrix, resolve_model_ref
+from benchmarks.config import ROOT, ConfigError, Matrix, in_worker, interleave_problem, resolve_model_ref
 from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
 from benchmarks.matrix import expand
@@ -207,6 +207,23 @@ def _samples(started: list[tuple[Any, Cell]], cell_id: str, name: str, prompts: 
         return [_error_record(cell, name, exc)]
 
 
+def worker_spec(engine: str) -> str:
+    """What a worker hosts for a cell of `engine` (a registry name; tests substitute scripted "module:Class" ones)."""
+    return engine
+
+
+def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
+    """How the run makes a cell's engine: in a worker process where `config.in_worker` says so, else in this one."""
+    def make(cell: Cell) -> Engine:
+        if not in_worker(matrix, cell.engine):
+            return create_engine(cell.engine)
+        from benchmarks.engines.worker import WorkerEngine
+
+        return WorkerEngine(worker_spec(cell.engine), request_timeout_s=matrix.request_timeout_s,
+                            load_timeout_s=matrix.load_timeout_s)
+    return make
+
+
 @dataclasses.dataclass
 class RunContext:
     """What every group of cells of one run shares: the store (its only writer is this process), the resolved
@@ -271,6 +288,9 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     `resolved` is `matrix_cells(matrix)` when the caller has it already (fingerprinting reads every model file)."""
     cells, models = resolved or matrix_cells(matrix)
     env = provenance.environment()
+    problem = interleave_problem(matrix, [c.engine for c in cells], env["platform"])
+    if problem:
+        raise ConfigError(problem)
     run_dir = Path(run_dir) if run_dir else RUNS_DIR / run_id_for(matrix)
     store = RunStore(run_dir)
     superseded = store.retire_units({c.cell_id for c in cells})
@@ -289,7 +309,7 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
         ps = load_prompts(d.name, matrix.num_prompts + matrix.warmup_prompts, matrix.seed, tokenizer, d.path,
                           max_prompt)
         prompts[d.name] = (ps[:matrix.num_prompts], ps[matrix.num_prompts:])
-    ctx = RunContext(matrix, store, env, models, target, prompts, progress)
+    ctx = RunContext(matrix, store, env, models, target, prompts, progress, engine_factory(matrix))
     failed = 0
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
     bar = tqdm(total=len(cells), desc="cells", unit="cell", disable=not progress)

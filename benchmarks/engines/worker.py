@@ -29,8 +29,6 @@ from typing import Any
 from benchmarks.engines.host import EngineHost, WorkerError
 from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
-REQUEST_TIMEOUT_S = 600.0
-LOAD_TIMEOUT_S = 1800.0
 CLOSE_GRACE_S = 30.0
 STDERR_LINES = 40
 # OpenMP threads that finish a parallel region sleep at once instead of spinning for the next one, so a loaded
@@ -51,12 +49,13 @@ def _describe_exit(code: int) -> str:
 class WorkerEngine:
     """The Engine protocol over an engine hosted in a child process.
 
-    `spec` is a registry name ("vllm", "jax") or "module:Class". `sample_many` and `samples_seeded` exist on the
+    `spec` is a registry name ("vllm", "jax") or "module:Class". `load_timeout_s` bounds starting the child and
+    `load`; `request_timeout_s` every other call. `env` adds to the child's environment. `sample_many` and `samples_seeded` exist on the
     proxy only when the hosted engine has them, so `benchmarks.sampling` treats the proxy as it would the engine.
     """
 
-    def __init__(self, spec: str, request_timeout_s: float = REQUEST_TIMEOUT_S,
-                 load_timeout_s: float = LOAD_TIMEOUT_S, env: dict[str, str] | None = None):
+    def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float,
+                 env: dict[str, str] | None = None):
         self.spec = spec
         self.name = spec
         self.request_timeout_s = request_timeout_s
@@ -205,10 +204,10 @@ def main() -> None:
     ap.add_argument("--parent", type=int, required=True)
     args = ap.parse_args()
     threading.Thread(target=_watch_parent, args=(args.parent,), daemon=True).start()
-    serve(Connection(args.fd))
+    serve(Connection(args.fd))  # returns on "exit", or on EOF when the parent is gone
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # engine threads and atexit hooks must not keep a closed worker alive
+    os.killpg(os.getpgrp(), signal.SIGKILL)  # this worker and whatever its engine left behind
 
 
 if __name__ == "__main__":
