@@ -76,6 +76,7 @@ def scripted(monkeypatch):
     ScriptedEngine.calls = []
     ScriptedEngine.fail_at_call = None
     monkeypatch.setattr(runner, "create_engine", lambda name: ScriptedEngine())
+    monkeypatch.setattr(runner, "in_worker", lambda matrix, engine: False)  # in-process here (see test_worker.py)
 
 
 def test_run_records_summary_and_pairing(matrix, tmp_path):
