@@ -219,8 +219,11 @@ def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
             return create_engine(cell.engine)
         from benchmarks.engines.worker import WorkerEngine
 
+        # Interleaved, a loaded engine waits between its turns: its processes are stopped meanwhile, because vLLM's
+        # CPU worker spins on its shared-memory queue for 1 s after every step (measured on 2 cores, tiny pair: the
+        # idle worker tree took 68-83 % of a core while the other cell decoded; stopped, 0 %).
         return WorkerEngine(worker_spec(cell.engine), request_timeout_s=matrix.request_timeout_s,
-                            load_timeout_s=matrix.load_timeout_s)
+                            load_timeout_s=matrix.load_timeout_s, pause_idle=matrix.interleave)
     return make
 
 

