@@ -34,6 +34,16 @@ def gone_soon(pids, within_s: float = 5.0) -> bool:
     return False
 
 
+def stopped_soon(pid: int, within_s: float = 2.0) -> bool:
+    """SIGSTOP takes effect asynchronously."""
+    deadline = time.monotonic() + within_s
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 @pytest.fixture
 def matrix(random_pair, tmp_path):
     prompts = tmp_path / "prompts.jsonl"
@@ -121,10 +131,10 @@ def test_paused_worker_stops_its_engine_processes_between_calls(tmp_path, monkey
     try:
         w.load(Cell("vllm", "t", "baseline", None, 0, 0.0, 4, 0))
         worker, grandchild = tree(tmp_path, "baseline")
-        assert psutil.Process(grandchild).status() == psutil.STATUS_STOPPED
+        assert stopped_soon(grandchild)
         assert psutil.Process(worker).status() != psutil.STATUS_STOPPED  # it still watches its parent
         assert w.generate([1, 2], SamplingParams(0.0, 3)).output_ids == [3, 4, 5]
-        assert psutil.Process(grandchild).status() == psutil.STATUS_STOPPED
+        assert stopped_soon(grandchild)
     finally:
         w.close()
     assert gone_soon([worker, grandchild], within_s=1.0)

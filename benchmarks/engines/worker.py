@@ -36,7 +36,7 @@ STDERR_LINES = 40
 
 
 def _group_members(pgid: int) -> list[int]:
-    """The pids of process group `pgid` (from /proc)."""
+    """The pids of the live processes of group `pgid` (from /proc)."""
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -45,7 +45,7 @@ def _group_members(pgid: int) -> list[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[2]) == pgid:
+            if int(fields[2]) == pgid and fields[0] not in "ZX":  # exited ones wait for init to reap them
                 members.append(int(entry))
     return members
 
