@@ -8,7 +8,8 @@
   `os._exit`, OOM kill) or misses its time limit is killed with its group and raises `WorkerError` naming the exit
   status or the limit, with the last lines of its stderr.
 - No orphans: `close()` asks the child to close its engine, then kills the group. If this process dies, even by
-  SIGKILL, a watchdog thread in the child sees its parent change and kills the child's group.
+  SIGKILL, the child sees its pipe close (or, failing that, a watchdog thread sees its parent change) and kills its
+  own group.
 - `pause_idle`: between its calls the worker's descendants (the engine's own processes) are stopped (SIGSTOP) and
   continued just before the next call, so an engine loaded next to a busy one takes no CPU from it. The worker
   itself keeps running, so it still kills its group if this process dies.
@@ -63,12 +64,11 @@ class WorkerEngine:
     """The Engine protocol over an engine hosted in a child process.
 
     `spec` is a registry name ("vllm", "jax") or "module:Class". `load_timeout_s` bounds starting the child and
-    `load`; `request_timeout_s` every other call. `env` adds to the child's environment. `sample_many` and `samples_seeded` exist on the
-    proxy only when the hosted engine has them, so `benchmarks.sampling` treats the proxy as it would the engine.
+    `load`; `request_timeout_s` every other call. `sample_many` and `samples_seeded` exist on the proxy only when the
+    hosted engine has them, so `benchmarks.sampling` treats the proxy as it would the engine.
     """
 
-    def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float, pause_idle: bool = False,
-                 env: dict[str, str] | None = None):
+    def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float, pause_idle: bool = False):
         self.spec = spec
         self.name = spec
         self.request_timeout_s = request_timeout_s
@@ -77,8 +77,7 @@ class WorkerEngine:
         self._paused = False
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         ours, theirs = socket.socketpair()
-        child_env = {**os.environ, **(env or {}),
-                     "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the parent's modules, tests' too
+        child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # tests' modules too
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.engines.worker", "--fd", str(theirs.fileno()),
