@@ -156,8 +156,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "validate":
             from benchmarks.matrix import expand
 
+            from benchmarks.config import interleave_problem
+            from benchmarks.provenance import detect_platform
+
             for path in args.configs:
-                print(f"{path}: ok, {len(expand(load_matrix(path)))} cells")
+                matrix = load_matrix(path)
+                cells = expand(matrix)
+                problem = interleave_problem(matrix, [c.engine for c in cells], detect_platform())
+                if problem:
+                    raise ConfigError(f"{problem} (on this {detect_platform()} machine)")
+                print(f"{path}: ok, {len(cells)} cells")
             return 0
         if args.cmd == "report":
             from benchmarks.report import results_table, write_reports

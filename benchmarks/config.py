@@ -268,17 +268,18 @@ def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str
     processes = workers + (workers < len(engines))
     where = f"{matrix.source}: 'interleave'"
     if platform == "tpu" and processes > 1:
-        return (f"{where}: a TPU is owned by one process, and {workers} cell(s) would run in worker processes next "
-                f"to others; drop 'interleave' (and 'workers'), so that cells run one after another, or use "
-                f"engine: jax")
+        return (f"{where}: a TPU is owned by one process, but these {len(engines)} cells would need {processes} "
+                f"({workers} in worker processes); drop 'interleave' (and 'workers') so that cells run one after "
+                f"another, or use engine: jax")
     n_vllm = engines.count("vllm")
     if platform == "gpu" and n_vllm and processes > 1:
         share = {**matrix.engine_options, **(matrix.engine_options.get("vllm") or {})}.get("gpu_memory_utilization")
         if share is None or share * processes > 1.0:
             return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes gpu_memory_utilization="
                     f"{share if share is not None else '0.9 (the vLLM default)'} of it; set engine_options: "
-                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less (and "
-                    f"XLA_PYTHON_CLIENT_MEM_FRACTION for JAX cells), or drop 'interleave'")
+                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less"
+                    f"{' (and XLA_PYTHON_CLIENT_MEM_FRACTION for the JAX cells)' if n_vllm < len(engines) else ''}, "
+                    f"or drop 'interleave'")
     return None
 
 

@@ -1,6 +1,7 @@
 """Run a matrix: one engine per cell, every dataset through it, one prompt at a time, records to the store.
 
-Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn.
+Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn
+(vLLM cells then each in an engine worker process, benchmarks/engines/worker.py; every cell with `workers: true`).
 Warm-up prompts (outside the measured subset) run before each dataset and are excluded from every figure; each
 engine's cumulative speculative counters are diffed around the measured prompts only. A cell that raises is
 recorded with its error and the others go on.

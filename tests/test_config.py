@@ -155,3 +155,15 @@ def test_interleave_refused_only_where_cells_cannot_share_the_device(engines, pl
     else:
         assert problem is not None and problem.startswith("m.yaml: 'interleave'") and fragment in problem
     assert interleave_problem(parse_matrix({**BASE, "engine_options": options}), engines, platform) is None
+
+
+def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkeypatch, capsys):
+    from benchmarks.cli import main
+
+    path = write(tmp_path, {**BASE, "interleave": True})
+    monkeypatch.setenv("PLATFORM", "cpu")
+    assert main(["validate", str(path)]) == 0
+    monkeypatch.setenv("PLATFORM", "tpu")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "a TPU is owned by one process" in err and "(on this tpu machine)" in err and len(err.splitlines()) == 1
