@@ -2,9 +2,9 @@
 
 Runs one matrix (default: configs/matrices/tiny-acceptance.yaml, vllm-cpu) `--runs` times sequentially and `--runs`
 times interleaved, each into its own temporary run folder. In every run, `--load-after` seconds after the first
-engine is ready (about its warm-up), a bounded competing load starts: `--load-procs` busy-loop processes that stop
-themselves after `--load-for` seconds. Sequential cells then meet the load in some cells and not in others, and their
-speedups move with it; interleaved cells share it prompt by prompt. Prints one table: mode, run, cell, speedup with
+warm-up ends (the runner's progress bar of a dataset appears), a bounded competing load starts: `--load-procs`
+busy-loop processes that stop themselves after `--load-for` seconds. Sequential cells then meet the load in some
+cells and not in others, and their speedups move with it; interleaved cells share it prompt by prompt. Prints one table: mode, run, cell, speedup with
 its CI, and the drift columns of summary.csv where the summary has them.
 
     python -m verification.interleave_bias [--config M.yaml] [--runs 2] [--load-after 2] [--load-for 30]
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
-READY = "engine ready in"
+READY = "engine ready in"  # the runner's line when a cell's engine has loaded
 
 
 def start_load(procs: int, seconds: float) -> list[subprocess.Popen[bytes]]:
@@ -40,12 +41,15 @@ def run_once(config: dict[str, Any], interleave: bool, run_dir: Path, args: argp
     """One matrix run with the competing load; returns the CLI's exit status and when the load started (s)."""
     matrix = run_dir.parent / f"{run_dir.name}.yaml"
     matrix.write_text(yaml.safe_dump({**config, "interleave": interleave}))
+    # The runner's progress bar of a dataset ("<cells> <dataset>: ...") appears once the warm-ups are done.
+    measuring = re.compile(r" (?:" + "|".join(re.escape(d["name"] if isinstance(d, dict) else str(d))
+                                             for d in config.get("datasets") or []) + r"):\s+\d+%")
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "matrix", str(matrix), "--run-dir", str(run_dir)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     load: list[subprocess.Popen[bytes]] = []
-    started = threading.Event()
     load_at: list[float] = []
+    armed = threading.Event()
 
     def trigger() -> None:
         time.sleep(args.load_after)
@@ -53,11 +57,15 @@ def run_once(config: dict[str, Any], interleave: bool, run_dir: Path, args: argp
         load.extend(start_load(args.load_procs, args.load_for))
 
     assert proc.stdout is not None
-    for line in proc.stdout:  # the runner's progress lines; the first ready engine starts the clock
-        if READY in line or "FAILED" in line:
-            print(f"  {line.rstrip()}", file=sys.stderr)
-        if READY in line and not started.is_set():
-            started.set()
+    seen = ""
+    while chunk := os.read(proc.stdout.fileno(), 65536):
+        text = chunk.decode(errors="replace")
+        for line in text.splitlines():
+            if READY in line or "FAILED" in line:
+                print(f"  {line.strip()}", file=sys.stderr)
+        seen = (seen + text)[-4096:]
+        if not armed.is_set() and measuring.search(seen):
+            armed.set()
             threading.Thread(target=trigger, daemon=True).start()
     rc = proc.wait()
     for p in load:
@@ -86,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", type=Path, default=ROOT / "configs" / "matrices" / "tiny-acceptance.yaml")
     ap.add_argument("--runs", type=int, default=2, help="runs per mode")
-    ap.add_argument("--load-after", type=float, default=2.0, help="seconds after the first engine is ready")
+    ap.add_argument("--load-after", type=float, default=2.0, help="seconds after the first warm-up ended")
     ap.add_argument("--load-for", type=float, default=30.0, help="seconds each busy loop runs")
     ap.add_argument("--load-procs", type=int, default=os.cpu_count() or 1, help="busy-loop processes")
     ap.add_argument("--keep", type=Path, help="keep the run folders under this folder (default: a temporary one)")
@@ -118,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in [header, *table]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)))
     print(f"\nrun folders: {base}; load: {args.load_procs} busy loop(s) x {args.load_for:g} s, started "
-          f"{args.load_after:g} s after the first engine was ready")
+          f"{args.load_after:g} s after the first warm-up")
     return 0
 
 
