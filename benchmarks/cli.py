@@ -154,9 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         if args.cmd == "validate":
-            from benchmarks.matrix import expand
-
             from benchmarks.config import interleave_problem
+            from benchmarks.matrix import expand
             from benchmarks.provenance import detect_platform
 
             for path in args.configs:

@@ -221,8 +221,10 @@ def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
         from benchmarks.engines.worker import WorkerEngine
 
         # Interleaved, a loaded engine waits between its turns: its processes are stopped meanwhile, because vLLM's
-        # CPU worker spins on its shared-memory queue for 1 s after every step (measured on 2 cores, tiny pair: the
-        # idle worker tree took 68-83 % of a core while the other cell decoded; stopped, 0 %).
+        # CPU worker spins on its shared-memory queue for 1 s after each read (SpinCondition). Measured on 2 shared
+        # cores, tiny pair, 128 tokens: the idle worker tree took 68-87 % of a core while the other cell decoded, and
+        # the busy cell's TPOT was 14.7-17.4 ms (baseline) / 22-26 ms (DFlash); stopped: 0 %, 5.0-5.4 / 11.0 ms.
+        # OMP_WAIT_POLICY=PASSIVE did not change it (the spin is vLLM's, not OpenMP's).
         return WorkerEngine(worker_spec(cell.engine), request_timeout_s=matrix.request_timeout_s,
                             load_timeout_s=matrix.load_timeout_s, pause_idle=matrix.interleave)
     return make
