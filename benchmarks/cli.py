@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from benchmarks.config import EXECUTORS, ConfigError, Matrix, check_executor, load_matrix, parse_matrix
 from benchmarks.datasets import DatasetUnavailable
-from benchmarks.records import SHARED_PROCESS_ENGINES, Cell
+from benchmarks.records import Cell
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -42,13 +42,21 @@ def default_preset() -> str:
     return "tiny" if detect_platform() == "cpu" else "qwen3-4b"
 
 
+def bench_interleaves(engine: str) -> bool:
+    """Whether `make bench` loads its cells side by side: always for JAX (one process), for vLLM on CPU (one worker
+    per cell); vLLM on a TPU cannot (one process owns the chip), on a GPU only with gpu_memory_utilization split."""
+    from benchmarks.provenance import detect_platform
+
+    return engine == "jax" or detect_platform() == "cpu"
+
+
 def bench_matrix(args: argparse.Namespace) -> Matrix:
     """The one-dataset shortcut, expressed as a matrix over the same machinery."""
     raw: dict[str, Any] = {"name": f"bench-{args.dataset}", "preset": args.preset or default_preset(),
                            "datasets": [args.dataset]}
     if args.engine:
         raw["engine"] = args.engine
-        raw["interleave"] = args.engine in SHARED_PROCESS_ENGINES  # cells side by side wherever the engine allows
+    raw["interleave"] = bench_interleaves(args.engine or "vllm")
     if args.methods is not None:
         raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
     if args.k is not None:
@@ -149,10 +157,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         if args.cmd == "validate":
+            from benchmarks.config import interleave_problem
             from benchmarks.matrix import expand
+            from benchmarks.provenance import detect_platform
 
             for path in args.configs:
-                print(f"{path}: ok, {len(expand(load_matrix(path)))} cells")
+                matrix = load_matrix(path)
+                cells = expand(matrix)
+                problem = interleave_problem(matrix, [c.engine for c in cells], detect_platform())
+                if problem:
+                    raise ConfigError(f"{problem} (on this {detect_platform()} machine)")
+                print(f"{path}: ok, {len(cells)} cells")
             return 0
         if args.cmd == "report":
             from benchmarks.report import results_table, write_reports

@@ -10,16 +10,17 @@ from typing import Any
 import yaml
 
 from benchmarks.datasets import DATASETS
-from benchmarks.records import ENGINES, METHODS, SERVING_ENGINES, SHARED_PROCESS_ENGINES
+from benchmarks.records import ENGINES, METHODS, SERVING_ENGINES
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS_DIR = ROOT / "configs" / "presets"
+REQUEST_TIMEOUT_S = 600.0
+LOAD_TIMEOUT_S = 1800.0
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 DRAFT_METHODS = ("dflash", "eagle3")
 EXECUTORS = ("local", "ray")
 # What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.provenance.detect_platform).
 DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
-DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
 MATRIX_KEYS = {
     "name": "a short name for the run",
@@ -39,9 +40,9 @@ MATRIX_KEYS = {
     "engine_options": "mapping passed to every engine (max_model_len, dtype, ...), with per-engine sub-mappings "
                       "'vllm: {enforce_eager, tensor_parallel_size, ...}' and 'jax: {breakdown, ...}'",
     "block_size": "int, the DFlash draft's block size (read from a local draft's config.json when omitted)",
-    "interleave": f"bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
-                  f"host whose speed drifts slows every cell alike; engines {list(SHARED_PROCESS_ENGINES)} only, and "
-                  f"memory for all the cells' models at once",
+    "interleave": "bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
+                  "host whose speed drifts slows every cell alike; costs memory for all the cells' models at once "
+                  "(vLLM cells each run in their own worker process)",
     "drift_prompts": "int >= 0 (default 3; at most num_prompts are used): when cells run one after another, the "
                      "baseline is measured again on this many of the first measured prompts after its speculative "
                      "cells, and a speedup whose baseline moved more than its CI allows is flagged; 0 turns it off",
@@ -53,11 +54,13 @@ MATRIX_KEYS = {
                 f"Ray cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently",
     "resources": f"mapping Ray resource -> amount that one cell's actor needs (executor ray; default per platform: "
                  f"{DEFAULT_RESOURCES})",
-    "request_timeout_s": f"number > 0 (default {DEFAULT_REQUEST_TIMEOUT_S:g}): the longest one engine request in a "
-                         f"worker may take before its unit fails",
+    "workers": "bool (default false): run every cell's engine in its own worker process (a crash or hang then "
+               "fails only that cell's units); vLLM cells of an interleaved matrix always do",
+    "request_timeout_s": f"number > 0 (default {REQUEST_TIMEOUT_S:g}): a worker's time limit per request",
+    "load_timeout_s": f"number > 0 (default {LOAD_TIMEOUT_S:g}): a worker's time limit to start and load its engine",
 }
 # Keys that choose where and how cells run, not what they measure: they leave the run id unchanged.
-PLACEMENT_KEYS = ("executor", "resources", "request_timeout_s")
+PLACEMENT_KEYS = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
 # A preset supplies models and defaults; any matrix key but these may appear in one.
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
 
@@ -95,7 +98,9 @@ class Matrix:
     drift_prompts: int = 3
     executor: str = "local"
     resources: dict[str, float] | None = None  # None: DEFAULT_RESOURCES of the platform the run starts on
-    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    workers: bool = False
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    load_timeout_s: float = LOAD_TIMEOUT_S
     raw: dict[str, Any] = field(default_factory=dict)
     concurrency: list[int] = field(default_factory=lambda: [1])
     request_rate: float | None = None
@@ -204,21 +209,24 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         if not isinstance(options.get(e) or {}, dict):
             raise _fail(source, "engine_options", f"'{e}' must be a mapping of {e}-only options")
     _check_engine_options(source, engines, options)
-    interleave = merged.get("interleave", False)
-    if not isinstance(interleave, bool):
-        raise _fail(source, "interleave", f"expected true or false, got {interleave!r}")
-    if interleave and any(e not in SHARED_PROCESS_ENGINES for e in engines):
-        raise _fail(source, "interleave", f"needs engines that share a process ({', '.join(SHARED_PROCESS_ENGINES)}), "
-                                          f"not {', '.join(e for e in engines if e not in SHARED_PROCESS_ENGINES)}; "
-                                          f"drop 'interleave' to run those cells one after another")
+    flags = {}
+    for key in ("interleave", "workers"):
+        flags[key] = merged.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise _fail(source, key, f"expected true or false, got {flags[key]!r}")
+        if flags[key] and any(e in SERVING_ENGINES for e in engines):
+            raise _fail(source, key, f"a serving engine ({', '.join(SERVING_ENGINES)}) runs a server per cell, one "
+                                     f"cell at a time, with a load of many requests: drop '{key}'")
+    limits = {}
+    for key, default in (("request_timeout_s", REQUEST_TIMEOUT_S), ("load_timeout_s", LOAD_TIMEOUT_S)):
+        limits[key] = merged.get(key, default)
+        if isinstance(limits[key], bool) or not isinstance(limits[key], (int, float)) or limits[key] <= 0:
+            raise _fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {limits[key]!r}")
     concurrency, request_rate = _parse_load(source, merged, engines)
     executor = check_executor(source, merged.get("executor", "local"), engines)
     resources = merged.get("resources")
     if resources is not None:
         resources = parse_resources(source, resources)
-    timeout = merged.get("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise _fail(source, "request_timeout_s", f"expected a number of seconds > 0, got {timeout!r}")
     name = merged.get("name") or Path(source).stem
     return Matrix(
         name=str(name),
@@ -236,11 +244,13 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         seed=_check_int(source, "seed", merged.get("seed", 0), 0),
         engine_options=options,
         block_size=block_size,
-        interleave=interleave,
+        interleave=flags["interleave"],
         drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 3), 0),
         executor=executor,
         resources=resources,
-        request_timeout_s=float(timeout),
+        workers=flags["workers"],
+        request_timeout_s=float(limits["request_timeout_s"]),
+        load_timeout_s=float(limits["load_timeout_s"]),
         raw=raw,
         concurrency=concurrency,
         request_rate=request_rate,
@@ -315,6 +325,42 @@ def parse_resources(source: str, value: Any) -> dict[str, float]:
         if not isinstance(key, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
             raise _fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
     return {key: float(amount) for key, amount in value.items()}
+
+
+WORKER_ENGINES = ("vllm",)  # engines whose cells run in worker processes when interleaved (one vLLM per process)
+
+
+def in_worker(matrix: Matrix, engine: str) -> bool:
+    """Whether a cell of `engine` runs in its own worker process (else in the runner's process)."""
+    return matrix.workers or (matrix.interleave and engine in WORKER_ENGINES)
+
+
+def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str | None:
+    """Why the cells (`engines`: one entry per cell) cannot be loaded side by side on `platform`, or None.
+
+    A TPU is owned by one process, so there only cells that share the runner's process (JAX) may interleave. A GPU
+    is shared, but each vLLM engine takes `gpu_memory_utilization` of its memory (vLLM's default 0.9), so n engines
+    need at most 1/n each, and JAX preallocates 75 % unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise.
+    """
+    if not matrix.interleave or len(engines) < 2:
+        return None
+    workers = sum(in_worker(matrix, e) for e in engines)
+    processes = workers + (workers < len(engines))
+    where = f"{matrix.source}: 'interleave'"
+    if platform == "tpu" and processes > 1:
+        return (f"{where}: a TPU is owned by one process, but these {len(engines)} cells would need {processes} "
+                f"({workers} in worker processes); drop 'interleave' (and 'workers') so that cells run one after "
+                f"another, or use engine: jax")
+    n_vllm = engines.count("vllm")
+    if platform == "gpu" and n_vllm and processes > 1:
+        share = {**matrix.engine_options, **(matrix.engine_options.get("vllm") or {})}.get("gpu_memory_utilization")
+        if share is None or share * processes > 1.0:
+            return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes gpu_memory_utilization="
+                    f"{share if share is not None else '0.9 (the vLLM default)'} of it; set engine_options: "
+                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less"
+                    f"{' (and XLA_PYTHON_CLIENT_MEM_FRACTION for the JAX cells)' if n_vllm < len(engines) else ''}, "
+                    f"or drop 'interleave'")
+    return None
 
 
 def resolve_model_ref(ref: str) -> str:

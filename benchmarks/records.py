@@ -13,9 +13,6 @@ ENGINE_METHODS = {"vllm": METHODS, "jax": ("baseline", "dflash"), "vllm-serve": 
 # Engines that serve requests under load (a real server per cell): the ones that take a `concurrency` axis. They
 # take the engine options of the engine named here too (a server is that engine behind HTTP).
 SERVING_ENGINES = {"vllm-serve": "vllm"}
-# Engines whose instances can share one process, so that a matrix can run their cells side by side (vLLM runs one
-# engine per process).
-SHARED_PROCESS_ENGINES = ("jax",)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Run a matrix: one engine per cell, every dataset through it, one prompt at a time, records to the store.
 
-Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn.
+Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn
+(vLLM cells then each in an engine worker process, benchmarks/engines/worker.py; every cell with `workers: true`).
 One after another, each baseline runs before its speculative cells and is measured again after them on a few prompts
 (the drift recheck, its own unit of records of kind "recheck"), so that a host whose speed moved is caught.
 Warm-up prompts (outside the measured subset) run before each dataset and are excluded from every figure; each
@@ -23,7 +24,8 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from benchmarks import provenance
-from benchmarks.config import PLACEMENT_KEYS, ROOT, ConfigError, Matrix, resolve_model_ref
+from benchmarks.config import (PLACEMENT_KEYS, ROOT, ConfigError, Matrix, in_worker, interleave_problem,
+                               resolve_model_ref)
 from benchmarks.datasets import Prompt, load_prompts
 from benchmarks.engines import Engine, create_engine
 from benchmarks.matrix import expand
@@ -212,6 +214,28 @@ def _samples(started: list[tuple[Any, Cell]], cell_id: str, name: str, prompts: 
         return [_error_record(cell, name, exc)]
 
 
+def worker_spec(engine: str) -> str:
+    """What a worker hosts for a cell of `engine` (a registry name; tests substitute scripted "module:Class" ones)."""
+    return engine
+
+
+def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
+    """How the run makes a cell's engine: in a worker process where `config.in_worker` says so, else in this one."""
+    def make(cell: Cell) -> Engine:
+        if not in_worker(matrix, cell.engine):
+            return create_engine(cell.engine)
+        from benchmarks.engines.worker import WorkerEngine
+
+        # Interleaved, a loaded engine waits between its turns: its processes are stopped meanwhile, because vLLM's
+        # CPU worker spins on its shared-memory queue for 1 s after each read (SpinCondition). Measured on 2 shared
+        # cores, tiny pair, 128 tokens: the idle worker tree took 68-87 % of a core while the other cell decoded, and
+        # the busy cell's TPOT was 14.7-17.4 ms (baseline) / 22-26 ms (DFlash); stopped: 0 %, 5.0-5.4 / 11.0 ms.
+        # OMP_WAIT_POLICY=PASSIVE did not change it (the spin is vLLM's, not OpenMP's).
+        return WorkerEngine(worker_spec(cell.engine), request_timeout_s=matrix.request_timeout_s,
+                            load_timeout_s=matrix.load_timeout_s, pause_idle=matrix.interleave)
+    return make
+
+
 @dataclasses.dataclass
 class RunContext:
     """What every group of cells of one run shares: the store (its only writer is this process), the resolved
@@ -353,6 +377,9 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     `resolved` is `matrix_cells(matrix)` when the caller has it already (fingerprinting reads every model file)."""
     cells, models = resolved or matrix_cells(matrix)
     env = provenance.environment()
+    problem = interleave_problem(matrix, [c.engine for c in cells], env["platform"])
+    if problem:
+        raise ConfigError(problem)
     run_dir = Path(run_dir) if run_dir else RUNS_DIR / run_id_for(matrix)
     store = RunStore(run_dir)
     superseded = store.retire_units({c.cell_id for c in cells})
@@ -371,7 +398,7 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
         ps = load_prompts(d.name, matrix.num_prompts + matrix.warmup_prompts, matrix.seed, tokenizer, d.path,
                           max_prompt)
         prompts[d.name] = (ps[:matrix.num_prompts], ps[matrix.num_prompts:])
-    ctx = RunContext(matrix, store, env, models, target, prompts, progress)
+    ctx = RunContext(matrix, store, env, models, target, prompts, progress, engine_factory(matrix))
     groups = [cells] if matrix.interleave else [[cell] for cell in cells]
     # one after another: each baseline is measured again once the last of its speculative cells has run (serving
     # levels are not rechecked: a level is a load, not one prompt at a time)

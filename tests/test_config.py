@@ -42,7 +42,9 @@ def write(tmp_path, data) -> Path:
      "'enforce_eager' is not an option of the jax engine"),
     ({"engine": "jax", "engine_options": {"jax": {"draft_query": "k+1"}}}, "engine_options.jax",
      "did you mean draft_queries?"),
-    ({"interleave": True}, "interleave", "needs engines that share a process (jax), not vllm"),
+    ({"workers": 1}, "workers", "expected true or false"),
+    ({"request_timeout_s": 0}, "request_timeout_s", "expected a number of seconds > 0"),
+    ({"load_timeout_s": "long"}, "load_timeout_s", "expected a number of seconds > 0"),
 ])
 def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):
     path = write(tmp_path, {**BASE, **patch})
@@ -121,12 +123,49 @@ def test_preset_engine_options_merge_per_engine():
     assert m.engine_options["max_model_len"] == 1024
 
 
-@pytest.mark.parametrize("engine, interleave", [("jax", True), ("vllm", False), (None, False)])
-def test_bench_interleaves_cells_where_the_engine_allows(engine, interleave):
+@pytest.mark.parametrize("engine, platform, interleave", [
+    ("jax", "cpu", True), ("vllm", "cpu", True), (None, "cpu", True), ("jax", "tpu", True), ("vllm", "tpu", False),
+    (None, "gpu", False)])
+def test_bench_interleaves_cells_where_the_engine_allows(engine, platform, interleave, monkeypatch):
     from argparse import Namespace
 
     from benchmarks.cli import bench_matrix
 
+    monkeypatch.setenv("PLATFORM", platform)
     args = Namespace(dataset="humaneval", preset="tiny", engine=engine, methods=None, k=None, num_prompts=None,
                      max_new_tokens=None, temperature=None, seed=None)
     assert bench_matrix(args).interleave is interleave
+
+
+@pytest.mark.parametrize("engines, platform, options, fragment", [
+    (["vllm", "vllm"], "cpu", {}, None),
+    (["jax", "jax"], "tpu", {}, None),
+    (["vllm"], "tpu", {}, None),  # a single cell has nothing to share the chip with
+    (["vllm", "vllm"], "tpu", {}, "a TPU is owned by one process"),
+    (["jax", "vllm"], "tpu", {}, "a TPU is owned by one process"),
+    (["vllm", "vllm"], "gpu", {}, "gpu_memory_utilization=0.9 (the vLLM default)"),
+    (["vllm", "vllm", "vllm"], "gpu", {"vllm": {"gpu_memory_utilization": 0.4}}, "gpu_memory_utilization: 0.33"),
+    (["vllm", "vllm", "vllm"], "gpu", {"vllm": {"gpu_memory_utilization": 0.3}}, None),
+])
+def test_interleave_refused_only_where_cells_cannot_share_the_device(engines, platform, options, fragment):
+    from benchmarks.config import interleave_problem
+
+    m = parse_matrix({**BASE, "interleave": True, "engine_options": options}, source="m.yaml")
+    problem = interleave_problem(m, engines, platform)
+    if fragment is None:
+        assert problem is None
+    else:
+        assert problem is not None and problem.startswith("m.yaml: 'interleave'") and fragment in problem
+    assert interleave_problem(parse_matrix({**BASE, "engine_options": options}), engines, platform) is None
+
+
+def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkeypatch, capsys):
+    from benchmarks.cli import main
+
+    path = write(tmp_path, {**BASE, "interleave": True})
+    monkeypatch.setenv("PLATFORM", "cpu")
+    assert main(["validate", str(path)]) == 0
+    monkeypatch.setenv("PLATFORM", "tpu")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "a TPU is owned by one process" in err and "(on this tpu machine)" in err and len(err.splitlines()) == 1

@@ -82,6 +82,7 @@ def scripted(monkeypatch):
     ScriptedEngine.reload_slowdown = 1.0
     ScriptedEngine.fail_reload = False
     monkeypatch.setattr(runner, "create_engine", lambda name: ScriptedEngine())
+    monkeypatch.setattr(runner, "in_worker", lambda matrix, engine: False)  # in-process here (see test_worker.py)
 
 
 def test_run_records_summary_and_pairing(matrix, tmp_path):

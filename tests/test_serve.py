@@ -39,6 +39,7 @@ def test_concurrency_axis_parses_int_or_list_with_default_one():
     ({"engine": "vllm", "concurrency": [1, 4]}, "cannot serve a load; use engine vllm-serve"),
     ({"engine": ["vllm", "vllm-serve"], "request_rate": 1.5}, "engine vllm runs one prompt at a time"),
     ({"executor": "ray"}, "drop the ray executor"),
+    ({"interleave": True}, "drop 'interleave'"),
 ])
 def test_bad_load_axis_names_key_and_fix(patch, fragment):
     with pytest.raises(ConfigError) as err:

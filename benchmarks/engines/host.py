@@ -24,16 +24,26 @@ class WorkerError(RuntimeError):
         return (WorkerError, (str(self), self.remote_traceback))
 
 
+def build_engine(spec: str) -> Any:
+    """An engine by registry name ("vllm", "jax") or by "module:Class" (e.g. a test's scripted engine)."""
+    if ":" not in spec:
+        return create_engine(spec)
+    module, cls = spec.split(":", 1)
+    return getattr(importlib.import_module(module), cls)()
+
+
 class EngineHost:
     """One engine, driven call by call from another process. `engine_name` is a registry name (`vllm`, `jax`) or a
     `"module:Class"` spec of an engine class with the same protocol (the tests host scripted engines this way)."""
 
     def __init__(self, engine_name: str):
-        if ":" in engine_name:
-            module, cls = engine_name.split(":")
-            self.engine = getattr(importlib.import_module(module), cls)()
-        else:
-            self.engine = create_engine(engine_name)
+        self.engine = build_engine(engine_name)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What a proxy must mirror: the engine's name and its optional `sample_many` (with `samples_seeded`)."""
+        return {"name": getattr(self.engine, "name", type(self.engine).__name__),
+                "sample_many": hasattr(self.engine, "sample_many"),
+                "samples_seeded": getattr(self.engine, "samples_seeded", True)}
 
     def _call(self, fn: Any, *args: Any) -> Any:
         try:
@@ -49,12 +59,6 @@ class EngineHost:
 
     def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
         return self._call(self.engine.sample_many, prompt_ids, params, seeds)
-
-    def capabilities(self) -> dict[str, bool]:
-        """What benchmarks.sampling asks of an engine: whether it has `sample_many`, and whether its samples
-        follow their seeds."""
-        return {"sample_many": hasattr(self.engine, "sample_many"),
-                "samples_seeded": getattr(self.engine, "samples_seeded", True)}
 
     def spec_counters(self) -> SpecCounters | None:
         return self._call(self.engine.spec_counters)

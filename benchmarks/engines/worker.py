@@ -1,0 +1,249 @@
+"""An engine in a child process behind the Engine protocol: `WorkerEngine` forwards each call over a pipe to an
+`EngineHost` in the child.
+
+- The child is a fresh interpreter (`python -m benchmarks.engines.worker`), not a multiprocessing daemon, so the
+  engine may start processes of its own (vLLM's engine core); it imports nothing heavy before it is told which engine
+  to build. It leads its own process group, so a timeout kills the whole tree (the engine core is a grandchild).
+- An exception in the child comes back as `WorkerError` carrying the child's traceback. A child that dies (signal,
+  `os._exit`, OOM kill) or misses its time limit is killed with its group and raises `WorkerError` naming the exit
+  status or the limit, with the last lines of its stderr.
+- No orphans: `close()` asks the child to close its engine, then kills the group. If this process dies, even by
+  SIGKILL, the child sees its pipe close (or, failing that, a watchdog thread sees its parent change) and kills its
+  own group.
+- `pause_idle`: between its calls the worker's descendants (the engine's own processes) are stopped (SIGSTOP) and
+  continued just before the next call, so an engine loaded next to a busy one takes no CPU from it. The worker
+  itself keeps running, so it still kills its group if this process dies.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from benchmarks.engines.host import EngineHost, WorkerError
+from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+
+CLOSE_GRACE_S = 30.0
+STDERR_LINES = 40
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The pids of the live processes of group `pgid` (from /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in "ZX":  # exited ones wait for init to reap them
+                members.append(int(entry))
+    return members
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class WorkerEngine:
+    """The Engine protocol over an engine hosted in a child process.
+
+    `spec` is a registry name ("vllm", "jax") or "module:Class". `load_timeout_s` bounds starting the child and
+    `load`; `request_timeout_s` every other call. `sample_many` and `samples_seeded` exist on the proxy only when the
+    hosted engine has them, so `benchmarks.sampling` treats the proxy as it would the engine.
+    """
+
+    def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float, pause_idle: bool = False):
+        self.spec = spec
+        self.name = spec
+        self.request_timeout_s = request_timeout_s
+        self.load_timeout_s = load_timeout_s
+        self.pause_idle = pause_idle
+        self._paused = False
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        ours, theirs = socket.socketpair()
+        child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # tests' modules too
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.engines.worker", "--fd", str(theirs.fileno()),
+                 "--parent", str(os.getpid())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True, env=child_env)
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
+        threading.Thread(target=self._copy_stderr, daemon=True).start()
+        try:
+            info = self._call("init", (spec,), timeout_s=self.load_timeout_s)
+        except BaseException:
+            self.close()  # nobody else holds the proxy yet
+            raise
+        self.name = info["name"]
+        if info["sample_many"]:
+            self.sample_many = self._sample_many
+            self.samples_seeded = info["samples_seeded"]
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _copy_stderr(self) -> None:
+        """Pass the child's stderr through to ours, keeping its last lines for a crash report."""
+        assert self._proc.stderr is not None
+        for raw in iter(self._proc.stderr.readline, b""):
+            line = raw.decode(errors="replace")
+            self._stderr.append(line.rstrip("\n"))
+            try:
+                sys.stderr.write(line)
+            except (OSError, ValueError):
+                pass
+
+    def _stderr_tail(self) -> str:
+        time.sleep(0.2)  # let the copier catch the child's last words
+        return "\n".join(self._stderr)
+
+    def _kill_tree(self) -> None:
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)  # the child leads its group: engine-core grandchildren too
+        except ProcessLookupError:
+            pass
+        self._proc.wait()
+
+    def _signal_engine(self, sig: int) -> None:
+        """Send `sig` to the worker's group but the worker itself: the engine's own processes."""
+        for pid in _group_members(self._proc.pid):
+            if pid != self._proc.pid:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def _call(self, method: str, args: tuple[Any, ...], timeout_s: float) -> Any:
+        if self._paused:
+            self._signal_engine(signal.SIGCONT)
+            self._paused = False
+        try:
+            return self._call_running(method, args, timeout_s)
+        finally:
+            if self.pause_idle and method != "close" and self._proc.poll() is None:
+                self._signal_engine(signal.SIGSTOP)
+                self._paused = True
+
+    def _call_running(self, method: str, args: tuple[Any, ...], timeout_s: float) -> Any:
+        if self._proc.poll() is not None:
+            self._kill_tree()
+            raise WorkerError(f"engine worker ({self.spec}) is gone: {_describe_exit(self._proc.returncode)}",
+                              self._stderr_tail())
+        try:
+            self._conn.send((method, args))
+            deadline = time.monotonic() + timeout_s
+            while not self._conn.poll(min(1.0, max(0.0, deadline - time.monotonic()))):
+                if self._proc.poll() is not None:
+                    raise EOFError
+                if time.monotonic() >= deadline:
+                    self._kill_tree()
+                    raise WorkerError(f"engine worker ({self.spec}) {method} timed out after {timeout_s:g} s; "
+                                      f"its process tree was killed (raise request_timeout_s or load_timeout_s "
+                                      f"in the matrix if the engine is just slow)", self._stderr_tail())
+            ok, value = self._conn.recv()
+        except (EOFError, OSError):
+            self._kill_tree()
+            raise WorkerError(f"engine worker ({self.spec}) died during {method}: "
+                              f"{_describe_exit(self._proc.returncode)}", self._stderr_tail()) from None
+        if not ok:
+            raise value
+        return value
+
+    def load(self, cell: Cell) -> None:
+        self._call("load", (cell,), self.load_timeout_s)
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
+        return self._call("generate", (list(prompt_ids), params), self.request_timeout_s)
+
+    def _sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        return self._call("sample_many", (list(prompt_ids), params, list(seeds)), self.request_timeout_s)
+
+    def spec_counters(self) -> SpecCounters | None:
+        return self._call("spec_counters", (), self.request_timeout_s)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self._call("describe", (), self.request_timeout_s), "worker_pid": self._proc.pid}
+
+    def close(self) -> None:
+        """Close the engine in the child (bounded wait), then make sure the child's whole group is gone."""
+        if self._proc.poll() is None:
+            try:
+                self._call("close", (), CLOSE_GRACE_S)
+                self._conn.send(("exit", ()))
+                self._proc.wait(timeout=CLOSE_GRACE_S)
+            except (WorkerError, OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)  # stragglers of the group, if any
+        except ProcessLookupError:
+            pass
+        self._proc.wait()
+        self._conn.close()
+
+
+def _watch_parent(parent: int) -> None:
+    """Kill this worker's whole process group once the process that started it is gone (even by SIGKILL)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def serve(conn: Connection) -> None:
+    """The child's loop: build the engine on "init", then answer one call at a time until "exit" or EOF."""
+    host: EngineHost | None = None
+    while True:
+        try:
+            method, args = conn.recv()
+        except EOFError:
+            return
+        if method == "exit":
+            return
+        try:
+            if method == "init":
+                host = EngineHost(*args)
+                value: Any = host.capabilities()
+            else:
+                assert host is not None, "init first"
+                value = getattr(host, method)(*args)
+            reply = (True, value)
+        except WorkerError as exc:
+            reply = (False, exc)
+        except Exception as exc:  # building the host, or a method the host does not have
+            reply = (False, WorkerError(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        conn.send(reply)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="engine worker child (started by WorkerEngine)")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args()
+    threading.Thread(target=_watch_parent, args=(args.parent,), daemon=True).start()
+    serve(Connection(args.fd))  # returns on "exit", or on EOF when the parent is gone
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.killpg(os.getpgrp(), signal.SIGKILL)  # this worker and whatever its engine left behind
+
+
+if __name__ == "__main__":
+    main()
