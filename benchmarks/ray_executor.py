@@ -22,16 +22,12 @@ from tqdm import tqdm
 from benchmarks.config import DEFAULT_RESOURCES, ROOT, ConfigError
 from benchmarks.engines.ray_worker import RayEngine
 from benchmarks.records import Cell
+from benchmarks import runner
 from benchmarks.runner import RunContext, run_group
 from benchmarks.store import RunStore
 
 # Ray's switch for single-node mode: every Ray process binds the loopback address only.
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
-def engine_spec(cell: Cell) -> str:
-    """What a cell's actor hosts: its registry engine (the tests substitute `module:Class` scripted engines)."""
-    return cell.engine
 
 
 def connect() -> bool:
@@ -113,7 +109,9 @@ def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
         engines: dict[str, RayEngine] = {}
 
         def make_engine(cell: Cell) -> RayEngine:
-            engines[cell.cell_id] = RayEngine(engine_spec(cell), resources, ctx.matrix.request_timeout_s)
+            m = ctx.matrix
+            engines[cell.cell_id] = RayEngine(runner.worker_spec(cell.engine), resources, m.request_timeout_s,
+                                              m.load_timeout_s)
             return engines[cell.cell_id]
 
         def node_of(cell_id: str) -> str:

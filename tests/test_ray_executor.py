@@ -23,7 +23,7 @@ from benchmarks.store import RunStore
 
 def host(monkeypatch, engine: str) -> None:
     """Every cell's actor hosts `engine`, a class of tests/ray_scripted.py."""
-    monkeypatch.setattr(ray_executor, "engine_spec", lambda cell: f"tests.ray_scripted:{engine}")
+    monkeypatch.setattr(runner, "worker_spec", lambda name: f"tests.ray_scripted:{engine}")
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_hung_request_fails_its_unit_at_the_time_limit(local_ray, random_pair, p
 def test_ray_engine_forwards_sample_many_only_when_the_hosted_engine_has_it_and_close_kills_the_actor(
         local_ray, random_pair, prompts_file):
     cell = expand(scripted_matrix(random_pair, prompts_file))[1]
-    plain, sampling = (RayEngine(f"tests.ray_scripted:{name}", {"CPU": 0.5}, 30.0)
+    plain, sampling = (RayEngine(f"tests.ray_scripted:{name}", {"CPU": 0.5}, 30.0, 60.0)
                        for name in ("ScriptedEngine", "SamplingEngine"))
     for engine in (plain, sampling):
         engine.load(cell)

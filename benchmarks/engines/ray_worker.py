@@ -1,8 +1,8 @@
 """An engine worker on a Ray cluster: `RayEngine` keeps the `Engine` protocol and forwards every call to a Ray actor
 that hosts the cell's engine (`EngineHost`), placed by the resources the cell asks for.
 
-Every call waits with a time limit (the matrix's `request_timeout_s`; `LOAD_TIMEOUT_S` for loading, which includes
-model download and compilation). An engine that raises, an actor or node that dies, and a call that runs out of time
+Every call waits with a time limit (the matrix's `request_timeout_s`, and its `load_timeout_s` for loading, which
+includes model download and compilation). An engine that raises, an actor or node that dies, and a call that runs out of time
 all come back as `WorkerError` with the cause; after a death or a time-out the actor is gone, and every later call
 fails at once with the same cause. `close()` kills the actor.
 """
@@ -17,8 +17,6 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from benchmarks.engines.host import EngineHost, WorkerError
 from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
-
-LOAD_TIMEOUT_S = 3600.0  # a big model's download and XLA compilation take minutes; a load that hangs still ends
 
 
 class RayHost(EngineHost):
@@ -48,9 +46,11 @@ class RayEngine:
     """The `Engine` protocol over one Ray actor. `engine_spec` is what the actor hosts: a registry name or a
     `module:Class` spec (see EngineHost). It has `sample_many` when the hosted engine has it."""
 
-    def __init__(self, engine_spec: str, resources: dict[str, float], request_timeout_s: float):
+    def __init__(self, engine_spec: str, resources: dict[str, float], request_timeout_s: float,
+                 load_timeout_s: float):
         self.name = engine_spec
         self._spec, self._resources, self._timeout = engine_spec, resources, request_timeout_s
+        self._load_timeout = load_timeout_s
         self._actor: Any = None
         self._gone: str | None = None  # why the actor is no longer usable
         self.node: dict[str, Any] = {}
@@ -90,7 +90,7 @@ class RayEngine:
         self.node = self._get(self._actor.node.remote(), None)
         if self.node["node_id"] != ray.get_runtime_context().get_node_id():
             self.environment = self._call("environment")
-        self._call("load", cell, timeout=LOAD_TIMEOUT_S)
+        self._call("load", cell, timeout=self._load_timeout)
         caps = self._call("capabilities")
         self.samples_seeded = caps["samples_seeded"]
         if caps["sample_many"]:  # benchmarks.sampling looks for the method itself
