@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def latest_link(run_dir: Path) -> Path:
 def point_latest(run_dir: Path) -> None:
     """Make the `latest` link beside run_dir point at it (replaced atomically)."""
     link = latest_link(run_dir)
-    tmp = run_dir.parent / f".latest.{os.getpid()}"
+    tmp = run_dir.parent / f".latest.{os.getpid()}.{threading.get_ident()}"  # two runs of one process may race
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
     os.replace(tmp, link)
