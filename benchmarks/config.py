@@ -44,7 +44,7 @@ MATRIX_KEYS = {
                   "host whose speed drifts slows every cell alike; costs memory for all the cells' models at once "
                   "(vLLM cells each run in their own worker process)",
     "drift_prompts": "int >= 0 (default 3; at most num_prompts are used): when cells run one after another, the "
-                     "baseline is measured again on this many of the first measured prompts after its speculative "
+                     "baseline is measured again on this many measured prompts (evenly spaced) after its speculative "
                      "cells, and a speedup whose baseline moved more than its CI allows is flagged; 0 turns it off",
     "concurrency": f"int >= 1 or a list of distinct ones (default [1]): requests in flight at once against a "
                    f"server; engines {list(SERVING_ENGINES)} only",

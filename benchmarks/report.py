@@ -83,9 +83,9 @@ def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
             for (dataset, engine, t), rs in families.items()]
     flagged = sum(r.get("drift_flag") is True for r in checked)
     return [f"Cells ran one after another. After the last speculative cell compared with it, each baseline was loaded "
-            f"again and measured on the first {config.get('drift_prompts')} measured prompts (at most n; warm-up "
-            f"first). Before/after = geometric-mean TPOT of those prompts in the baseline's measurement and in its "
-            f"recheck; drift = after/before − 1 (summary.csv `baseline_tpot_before_ms`, `baseline_tpot_after_ms`, "
+            f"again and measured on {config.get('drift_prompts')} of the measured prompts, evenly spaced from the "
+            f"first (at most n; warm-up first). Before/after = geometric-mean TPOT of those prompts in the baseline's "
+            f"measurement and in its recheck; drift = after/before − 1 (summary.csv `baseline_tpot_before_ms`, `baseline_tpot_after_ms`, "
             f"`baseline_drift`, `drift_flag`).", "",
             _table(["dataset", "engine", "T", "TPOT before ms", "TPOT after ms", "drift", "flagged speedups"], body),
             "",

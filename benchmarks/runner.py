@@ -326,8 +326,14 @@ def _recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                for r in records if r["kind"] == "error"])
 
 
+def spread(items: list[Any], n: int) -> list[Any]:
+    """n of `items` evenly spaced from the first, in order (all of them when n >= len): the recheck's prompts, spread
+    over the baseline's measurement so that a host that changed at any point of it shows."""
+    return items if n >= len(items) else [items[i * len(items) // n] for i in range(n)]
+
+
 def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
-    """Load the baseline again and measure the first `drift_prompts` measured prompts (after the warm-up) of each
+    """Load the baseline again and measure `drift_prompts` of the measured prompts (`spread`; warm-up first) of each
     dataset whose baseline and at least one speculative cell are done and whose recheck is not; return the number of
     failed rechecks."""
     store, matrix = ctx.store, ctx.matrix
@@ -354,7 +360,7 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
             return len(todo)
         for name in todo:
             measured, warmup = ctx.prompts[name]
-            records = _recheck_records(run_dataset([(engine, baseline)], name, measured[:n], warmup,
+            records = _recheck_records(run_dataset([(engine, baseline)], name, spread(measured, n), warmup,
                                                    ctx.progress)[baseline.cell_id])
             store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
             failed += any(r["kind"] == "error" for r in records)

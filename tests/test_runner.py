@@ -166,7 +166,7 @@ def _rows(run_dir):
 
 
 def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
-    """The host slows the baseline by half while dflash runs: the recheck after dflash measures it on the first
+    """The host slows the baseline by half while dflash runs: the recheck after dflash measures it on
     drift_prompts prompts, the drift shows in summary and report, and none of it enters the baseline's figures."""
     matrix.drift_prompts = 2
     ScriptedEngine.reload_slowdown = 1.5
@@ -178,7 +178,7 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     measured = [r for r in records if r["kind"] == "request" and r["cell_id"] == base_id]
     assert [(r["cell_id"], r["dataset"], r["prompt_sha256"]) for r in rechecks] == [
         (base_id, r["dataset"], r["prompt_sha256"]) for ds in ("local", "other")
-        for r in [m for m in measured if m["dataset"] == ds][:2]]  # the first two measured prompts, in order
+        for r in runner.spread([m for m in measured if m["dataset"] == ds], 2)]  # in order
     assert (run_dir / "units" / f"{base_id}__local__recheck.jsonl").is_file()
     rows = _rows(run_dir)
     d, b = rows[("dflash-k3", "local")], rows[("baseline", "local")]
@@ -302,3 +302,10 @@ def test_model_references():
         runner.materialize("models/absent/target")
     with pytest.raises(ConfigError, match="unknown builtin model"):
         runner.materialize("builtin:nope/target")
+
+
+def test_recheck_prompts_are_spread_over_the_measurement():
+    """A host that slowed down halfway through the baseline must show in the recheck: its prompts span the run."""
+    assert runner.spread(list(range(16)), 3) == [0, 5, 10]
+    assert runner.spread(list(range(3)), 2) == [0, 1]
+    assert runner.spread(list(range(3)), 5) == [0, 1, 2]
