@@ -4,8 +4,8 @@ Runs one matrix (default: configs/matrices/tiny-acceptance.yaml, vllm-cpu) `--ru
 times interleaved, each into its own temporary run folder. In every run, `--load-after` seconds after the first
 warm-up ends (the runner's progress bar of a dataset appears), a bounded competing load starts: `--load-procs`
 busy-loop processes that stop themselves after `--load-for` seconds. Sequential cells then meet the load in some
-cells and not in others, and their speedups move with it; interleaved cells share it prompt by prompt. Prints one table: mode, run, cell, speedup with
-its CI, and the drift columns of summary.csv where the summary has them.
+cells and not in others, and their speedups move with it; interleaved cells share it prompt by prompt. Prints one
+table: mode, run, cell, speedup with its CI, and the drift columns of summary.csv where the summary has them.
 
     python -m verification.interleave_bias [--config M.yaml] [--runs 2] [--load-after 2] [--load-for 30]
 
