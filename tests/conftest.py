@@ -58,7 +58,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def random_pair(tmp_path_factory) -> dict[str, Path]:
     """Random-weight Qwen3 target + DFlash + EAGLE-3 drafts: τ ≈ 1, greedy output must still equal AR."""
-    from benchmarks.tiny_checkpoints import build_pair
+    from benchmarks.core.tiny_checkpoints import build_pair
 
     return build_pair(tmp_path_factory.mktemp("random_pair"), seed=0)
 
@@ -66,6 +66,6 @@ def random_pair(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def oracle_pair(tmp_path_factory) -> dict[str, Path]:
     """Target and DFlash draft that always emit the same token: every draft is accepted, τ == K+1."""
-    from benchmarks.tiny_checkpoints import build_pair
+    from benchmarks.core.tiny_checkpoints import build_pair
 
     return build_pair(tmp_path_factory.mktemp("oracle_pair"), seed=0, oracle=True)

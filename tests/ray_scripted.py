@@ -1,11 +1,11 @@
-"""Scripted engines that tests/test_ray_executor.py hosts in Ray actors (`tests.ray_scripted:<Class>` specs)."""
+"""Scripted engines that tests/run/test_ray_executor.py hosts in Ray actors (`tests.ray_scripted:<Class>` specs)."""
 from __future__ import annotations
 
 import time
 
 import ray
 
-from benchmarks.records import RequestRecord, SpecCounters
+from benchmarks.core.records import RequestRecord, SpecCounters
 
 FAULT_AT = 2  # the dflash engine's fault strikes at its second request (of the first dataset)
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.records import RequestRecord, SpecCounters
+from benchmarks.core.records import RequestRecord, SpecCounters
 
 
 def _deep_failure(n: int) -> None:

@@ -15,7 +15,7 @@ Sizes come from a power calculation (`detectable_w`, `detectable_shift`): with S
 POSITIONS = 6 (16 tests, so each runs at ALPHA / 16), a G-test with 12 pooled categories detects Cohen's w ≈ 0.31
 with 90 % power, e.g. 20 % of the probability moved from one ~25 % token to another; the log-likelihood test detects a
 location shift of ≈ 0.47 standard deviations. Doubling SAMPLES lowers both by √2 and doubles the sampling time. The
-engine tests (tests/test_distribution_faults.py) inject sampler faults and check that these sizes catch them.
+engine tests (tests/verification/test_distribution_faults.py) inject sampler faults and check that these sizes catch them.
 """
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """The lossless check: greedy speculative decoding must reproduce the AR baseline token for token, and sampled
-speculative decoding must draw from AR's distribution (verification/distribution.py).
-
-    python -m verification.lossless RUN_DIR     # exit 1 when any method diverged from its baseline
-"""
+speculative decoding must draw from AR's distribution (verification/distribution.py). Pure: verdicts over summary
+rows."""
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 
@@ -44,27 +39,3 @@ def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"lossless not checked: {r['engine']} {r['label']} on {r['dataset']} has no baseline records "
                      f"for the same prompts")
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    from benchmarks.store import RunStore
-    from benchmarks.summary import summarize
-
-    ap = argparse.ArgumentParser(description="check greedy speculative outputs against AR")
-    ap.add_argument("run_dir", type=Path)
-    args = ap.parse_args(argv)
-    store = RunStore(args.run_dir)
-    rows = summarize(store.records(), store.manifest())
-    checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
-    for line in verdict_lines(rows):
-        print(line)
-    bad = divergent_rows(rows)
-    print(f"lossless: {len(checked) - len(bad)} of {len(checked)} greedy (method, dataset) rows identical to AR")
-    sampled = [r for r in rows if r.get("dist_verdict") in ("pass", "FAIL")]
-    failed = distribution_failures(rows)
-    print(f"distribution: {len(sampled) - len(failed)} of {len(sampled)} sampled (method, dataset) rows pass")
-    return 1 if bad or failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

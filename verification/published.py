@@ -19,28 +19,23 @@ Name normalisation:
   device kinds ``TPU v5``/``TPU v5 lite``/``TPU v6 lite`` read as v5p/v5e/v6e. It matches when every word of the
   published name occurs in ours (``H100`` matches ``NVIDIA H100 80GB HBM3``).
 - datasets: lower-cased, without ``-``, ``_`` and spaces.
-
-    python -m verification.published RUN_DIR
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmarks.datasets import DATASETS
-from benchmarks import metrics
-from benchmarks.metrics import below_floor, tpot_floor_ms
-from benchmarks.records import METHODS
+from benchmarks.core import metrics
+from benchmarks.core.datasets import DATASETS
+from benchmarks.core.metrics import below_floor, tpot_floor_ms
+from benchmarks.core.paths import REFERENCE_DIR
+from benchmarks.core.records import SPEC_METHODS
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "results" / "reference"
 RESULT_TABLES = ("tpu_v5p_qwen3_4b", "tpu_v5p_llama31_8b", "gpu_b200_qwen3_8b")
 RESULT_COLUMNS = (
     "dataset", "stat", "tau", "tau_low", "tau_high", "speedup", "speedup_low", "speedup_high",
@@ -65,7 +60,6 @@ STATS = {
     "max": "an 'up to' figure over a group of datasets",
     "range": "a range across datasets (the *_low/*_high columns)",
 }
-SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 MATCH_KEYS = ("hardware", "target", "draft", "method", "k", "temperature", "max_new_tokens", "dataset")
 # (label, published column, our summary column; None = the matching baseline row's mean TPOT)
 METRICS = (
@@ -74,7 +68,7 @@ METRICS = (
     ("AR TPOT (ms)", "tpot_ar_ms", None),
     ("TPOT (ms)", "tpot_ms", "tpot_ms_mean"),
 )
-# How a table's τ aggregates acceptance lengths, and our summary column computed the same way (benchmarks/metrics.py):
+# How a table's τ aggregates acceptance lengths, and our summary column computed the same way (benchmarks/core/metrics.py):
 # pooled over all verify steps, or the mean over prompts of each prompt's τ. Empty: the publication gives no τ.
 TAU_STATISTICS = {"pooled": "tau", "prompt_mean": "tau_prompt_mean"}
 MEAN_TOLERANCE = 0.011  # a mean row of 2-decimal values against the mean of 2-decimal values
@@ -504,23 +498,3 @@ def _claim_line(agg: pd.Series, label: str, rows: pd.DataFrame) -> str:
 
 def _range(values: pd.Series) -> str:
     return "—" if values.empty else f"{values.min():.2f}–{values.max():.2f}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verification.published",
-                                     description="Compare a run's summary with the published DFlash numbers.")
-    parser.add_argument("run_dir", type=Path, help="results/runs/<run_id> (summary.csv and manifest.json)")
-    args = parser.parse_args(argv)
-    summary_path, manifest_path = args.run_dir / "summary.csv", args.run_dir / "manifest.json"
-    for path in (summary_path, manifest_path):
-        if not path.is_file():
-            print(f"verification.published: {path} does not exist", file=sys.stderr)
-            return 2
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    print(f"# Published numbers vs run {manifest.get('run_id', args.run_dir.name)}\n")
-    print(comparison_markdown(pd.read_csv(summary_path), manifest))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,18 +4,11 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 _REGISTRY = {
     "vllm": "benchmarks.engines.vllm_engine:VllmEngine",
     "jax": "benchmarks.engines.jax.engine:JaxEngine",
-}
-# Each engine module's own list of the engine options it accepts (a function, so that listing them imports only
-# what that engine needs: vLLM's come from vllm's EngineArgs).
-_OPTION_NAMES = {
-    "vllm": "benchmarks.engines.vllm_engine:option_names",
-    "jax": "benchmarks.engines.jax.engine:option_names",
-    "vllm-serve": "benchmarks.engines.vllm_engine:option_names",  # the server takes vllm's engine arguments
 }
 
 
@@ -40,13 +33,9 @@ class Engine(Protocol):
 
 
 def create_engine(name: str) -> Engine:
-    if name not in _REGISTRY:
+    """An engine by registry name, or by a "module:Class" spec (an engine class with the same protocol, e.g. a test's
+    scripted engine hosted in a worker)."""
+    if name not in _REGISTRY and ":" not in name:
         raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(sorted(_REGISTRY))}")
-    module, cls = _REGISTRY[name].split(":")
+    module, cls = _REGISTRY.get(name, name).split(":", 1)
     return getattr(importlib.import_module(module), cls)()
-
-
-def option_names(name: str) -> frozenset[str] | None:
-    """The engine options engine `name` accepts; None when they cannot be known here (its package does not import)."""
-    module, fn = _OPTION_NAMES[name].split(":")
-    return getattr(importlib.import_module(module), fn)()

@@ -5,12 +5,11 @@ carries the worker's own traceback, so a failed unit's cause is the engine's, no
 """
 from __future__ import annotations
 
-import importlib
 import traceback
 from typing import Any
 
+from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines import create_engine
-from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 
 class WorkerError(RuntimeError):
@@ -24,20 +23,12 @@ class WorkerError(RuntimeError):
         return (WorkerError, (str(self), self.remote_traceback))
 
 
-def build_engine(spec: str) -> Any:
-    """An engine by registry name ("vllm", "jax") or by "module:Class" (e.g. a test's scripted engine)."""
-    if ":" not in spec:
-        return create_engine(spec)
-    module, cls = spec.split(":", 1)
-    return getattr(importlib.import_module(module), cls)()
-
-
 class EngineHost:
     """One engine, driven call by call from another process. `engine_name` is a registry name (`vllm`, `jax`) or a
     `"module:Class"` spec of an engine class with the same protocol (the tests host scripted engines this way)."""
 
     def __init__(self, engine_name: str):
-        self.engine = build_engine(engine_name)
+        self.engine = create_engine(engine_name)
 
     def capabilities(self) -> dict[str, Any]:
         """What a proxy must mirror: the engine's name and its optional `sample_many` (with `samples_seeded`)."""

@@ -1,10 +1,10 @@
 """An engine worker on a Ray cluster: `RayEngine` keeps the `Engine` protocol and forwards every call to a Ray actor
 that hosts the cell's engine (`EngineHost`), placed by the resources the cell asks for.
 
-Every call waits with a time limit (the matrix's `request_timeout_s`, and its `load_timeout_s` for loading, which
-includes model download and compilation). An engine that raises, an actor or node that dies, and a call that runs out of time
-all come back as `WorkerError` with the cause; after a death or a time-out the actor is gone, and every later call
-fails at once with the same cause. `close()` kills the actor.
+Every call waits with a time limit (the matrix's `request_timeout_s`, and its `load_timeout_s` for loading,
+which includes model download and compilation). An engine that raises, an actor or node that dies, and a call that
+runs out of time all come back as `WorkerError` with the cause; after a death or a time-out the actor is gone, and
+every later call fails at once with the same cause. `close()` kills the actor.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.host import EngineHost, WorkerError
-from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 
 class RayHost(EngineHost):
@@ -30,7 +30,7 @@ class RayHost(EngineHost):
 
     def environment(self) -> dict[str, Any]:
         """The provenance environment of the actor's machine (git SHA, packages, hardware)."""
-        from benchmarks import provenance
+        from benchmarks.core import provenance
 
         return provenance.environment()
 
@@ -93,7 +93,7 @@ class RayEngine:
         self._call("load", cell, timeout=self._load_timeout)
         caps = self._call("capabilities")
         self.samples_seeded = caps["samples_seeded"]
-        if caps["sample_many"]:  # benchmarks.sampling looks for the method itself
+        if caps["sample_many"]:  # benchmarks.run.sampling looks for the method itself
             self.sample_many = self._sample_many
 
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:

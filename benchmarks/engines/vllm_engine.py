@@ -37,15 +37,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.engine_options import NGRAM_OPTIONS
+from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
+from benchmarks.core.records import DRAFT_METHODS, SPEC_METHODS, Cell, RequestRecord, SamplingParams, SpecCounters
 
-SPEC_METHODS = ("dflash", "eagle3", "ngram")
-DRAFT_METHODS = ("dflash", "eagle3")
-# Engine arguments the adapter sets itself; a cell may not override them.
-OWNED_ARGS = frozenset({"model", "tokenizer", "speculative_config", "disable_log_stats", "seed",
-                        "per_request_spec_decode_metrics"})
-# Cell options that go into the n-gram speculative config rather than the engine arguments.
-NGRAM_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max")
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
 DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
 
@@ -97,7 +92,7 @@ def _check_checkpoint(path: str, role: str) -> None:
         return
     raise FileNotFoundError(
         f"{role} checkpoint {path!r} does not exist. Build the tiny test models with "
-        f"`python -m benchmarks.tiny_checkpoints DIR`, download a released one with "
+        f"`python -m benchmarks tiny build DIR`, download a released one with "
         f"`huggingface-cli download ORG/NAME --local-dir DIR`, or fix the path in the matrix."
     )
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.core.records import Cell, SpecCounters
 from benchmarks.engines.vllm_engine import engine_args
-from benchmarks.records import Cell, SpecCounters
 
 # Arguments of the offline engine that the server does not take: per-request spec-decode metrics are an offline
 # (`vllm.LLM`) output feature (the server's /metrics counters carry τ and per-position rates), and the server logs

@@ -29,8 +29,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.host import EngineHost, WorkerError
-from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 CLOSE_GRACE_S = 30.0
 STDERR_LINES = 40
@@ -65,7 +65,7 @@ class WorkerEngine:
 
     `spec` is a registry name ("vllm", "jax") or "module:Class". `load_timeout_s` bounds starting the child and
     `load`; `request_timeout_s` every other call. `sample_many` and `samples_seeded` exist on the proxy only when the
-    hosted engine has them, so `benchmarks.sampling` treats the proxy as it would the engine.
+    hosted engine has them, so `benchmarks.run.sampling` treats the proxy as it would the engine.
     """
 
     def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float, pause_idle: bool = False):
@@ -193,11 +193,7 @@ class WorkerEngine:
                 self._proc.wait(timeout=CLOSE_GRACE_S)
             except (WorkerError, OSError, subprocess.TimeoutExpired):
                 pass
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)  # stragglers of the group, if any
-        except ProcessLookupError:
-            pass
-        self._proc.wait()
+        self._kill_tree()  # stragglers of the group, if any
         self._conn.close()
 
 

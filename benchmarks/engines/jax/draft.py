@@ -17,8 +17,22 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from benchmarks.engines.jax.model import (Cache, ModelConfig, Params, attend, inv_freq, linear, lm_head, mlp, project,
-                                          qkv, random_layers, rms_norm, rope, write_after)
+from benchmarks.engines.jax.model import (
+    Cache,
+    ModelConfig,
+    Params,
+    attend,
+    inv_freq,
+    linear,
+    lm_head,
+    mlp,
+    project,
+    qkv,
+    random_layers,
+    rms_norm,
+    rope,
+    write_after,
+)
 
 
 def default_target_layer_ids(num_target_layers: int, num_taps: int) -> tuple[int, ...]:
@@ -93,7 +107,7 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
 
     The context is the cache rows before pending_start plus the pending taps [P, n*H] (positions pending_start..;
     the rows at positions >= start are rejected tokens and stay unseen). The anchor is not yet verified.
-    The released drafts run num_queries = block_size; vLLM runs num_queries = K+1 (see verification/parity.py).
+    The released drafts run num_queries = block_size; vLLM runs num_queries = K+1 (see benchmarks/studies/parity.py).
     """
     cfg = dcfg.layers
     tokens = jnp.full((num_queries,), dcfg.mask_token_id, jnp.int32).at[0].set(anchor)

@@ -14,15 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import hardware, metrics
-from benchmarks.records import Cell, RequestRecord, SamplingParams, SpecCounters
-
-OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block", "ignore_eos": False}
-
-
-def option_names() -> frozenset[str]:
-    """The engine options this engine accepts (matrices are validated against them before anything runs)."""
-    return frozenset(OPTIONS)
+from benchmarks.core import hardware, metrics
+from benchmarks.core.engine_options import JAX_OPTIONS as OPTIONS
+from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 
 def resolve_checkpoint(name: str) -> Path:

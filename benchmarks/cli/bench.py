@@ -1,0 +1,64 @@
+"""`bench`: one dataset with a preset, expressed as a matrix over the same machinery (`make bench DATASET=...`)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from benchmarks.cli.run import add_run_args, run_and_report
+from benchmarks.core.config import Matrix, parse_matrix
+
+
+def k_list(text: str) -> list[int]:
+    """--k: comma-separated K values (each checked against the matrix rules afterwards)."""
+    try:
+        return [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 3,7,15, got {text!r}") from None
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--preset", help="configs/presets/<name>.yaml (default: tiny on CPU, qwen3-4b elsewhere)")
+    ap.add_argument("--engine", choices=["vllm", "jax"])
+    ap.add_argument("--methods", help="comma-separated, e.g. baseline,dflash,eagle3")
+    ap.add_argument("--k", type=k_list, help="comma-separated K values")
+    ap.add_argument("--n", dest="num_prompts", type=int)
+    ap.add_argument("--max-new-tokens", type=int)
+    ap.add_argument("--temperature", type=float)
+    ap.add_argument("--seed", type=int)
+    add_run_args(ap)
+
+
+def default_preset() -> str:
+    from benchmarks.core.provenance import detect_platform
+
+    return "tiny" if detect_platform() == "cpu" else "qwen3-4b"
+
+
+def bench_interleaves(engine: str) -> bool:
+    """Whether `make bench` loads its cells side by side: always for JAX (one process), for vLLM on CPU (one worker
+    per cell); vLLM on a TPU cannot (one process owns the chip), on a GPU only with gpu_memory_utilization split."""
+    from benchmarks.core.provenance import detect_platform
+
+    return engine == "jax" or detect_platform() == "cpu"
+
+
+def bench_matrix(args: argparse.Namespace) -> Matrix:
+    """The one-dataset shortcut as a matrix."""
+    raw: dict[str, Any] = {"name": f"bench-{args.dataset}", "preset": args.preset or default_preset(),
+                           "datasets": [args.dataset]}
+    if args.engine:
+        raw["engine"] = args.engine
+    raw["interleave"] = bench_interleaves(args.engine or "vllm")
+    if args.methods is not None:
+        raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.k is not None:
+        raw["k"] = args.k
+    for key in ("num_prompts", "max_new_tokens", "temperature", "seed"):
+        if getattr(args, key) is not None:
+            raw[key] = getattr(args, key)
+    return parse_matrix(raw, source=f"make bench DATASET={args.dataset}")
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_and_report(bench_matrix(args), args)

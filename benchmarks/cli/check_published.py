@@ -1,0 +1,29 @@
+"""`check published`: a run's summary against the published DFlash numbers, compared only under the same
+conditions (verification/published.py)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from benchmarks.core.config import ConfigError
+from benchmarks.core.exit_codes import Exit
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("run_dir", type=Path, help="results/runs/<run_id> (summary.csv and manifest.json)")
+
+
+def main(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from verification.published import comparison_markdown
+
+    summary_path, manifest_path = args.run_dir / "summary.csv", args.run_dir / "manifest.json"
+    for path in (summary_path, manifest_path):
+        if not path.is_file():
+            raise ConfigError(f"{path} does not exist; give a run folder that `make bench` or `make matrix` wrote")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    print(f"# Published numbers vs run {manifest.get('run_id', args.run_dir.name)}\n")
+    print(comparison_markdown(pd.read_csv(summary_path), manifest))
+    return Exit.OK

@@ -1,0 +1,17 @@
+"""`matrix`: run a whole YAML matrix; rerunning it resumes its run folder."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from benchmarks.cli.run import add_run_args, run_and_report
+from benchmarks.core.config import load_matrix
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("config", type=Path, help="a matrix file, e.g. configs/matrices/smoke.yaml")
+    add_run_args(ap)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_and_report(load_matrix(args.config), args)

@@ -1,0 +1,401 @@
+"""YAML test matrices and model presets: schema, validation with errors that name file, key and what is allowed."""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.core.datasets import DATASETS
+from benchmarks.core.engine_options import option_names
+from benchmarks.core.paths import PRESETS_DIR, resolve_model_ref
+from benchmarks.core.records import DRAFT_METHODS, ENGINES, METHODS, SERVING_ENGINES, SPEC_METHODS
+
+REQUEST_TIMEOUT_S = 600.0
+LOAD_TIMEOUT_S = 1800.0
+EXECUTORS = ("local", "ray")
+# What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.core.provenance.detect_platform).
+DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
+
+MATRIX_KEYS = {
+    "name": "a short name for the run",
+    "description": "free text",
+    "preset": "a file stem under configs/presets/ supplying target, drafts and engine options",
+    "engine": f"one of {list(ENGINES)} or a list of them",
+    "target": "HF id or local folder of the target model",
+    "drafts": "mapping method -> HF id or local folder of its draft",
+    "methods": f"list drawn from {list(METHODS)}",
+    "k": "int, list of ints, or mapping method -> int/list (speculative tokens per step)",
+    "datasets": f"list of dataset names from {sorted(DATASETS)} or mappings {{name, path}} for a local JSONL",
+    "temperature": "float >= 0, or a list of them",
+    "max_new_tokens": "int >= 1",
+    "num_prompts": "int >= 1 (measured prompts per dataset)",
+    "warmup_prompts": "int >= 0 (extra prompts run first and excluded from every figure)",
+    "seed": "int (prompt subset and sampling)",
+    "engine_options": "mapping passed to every engine (max_model_len, dtype, ...), with per-engine sub-mappings "
+                      "'vllm: {enforce_eager, tensor_parallel_size, ...}' and 'jax: {breakdown, ...}'",
+    "block_size": "int, the DFlash draft's block size (read from a local draft's config.json when omitted)",
+    "interleave": "bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
+                  "host whose speed drifts slows every cell alike; costs memory for all the cells' models at once "
+                  "(vLLM cells each run in their own worker process)",
+    "drift_prompts": "int >= 0 (default 3; at most num_prompts are used): when cells run one after another, the "
+                     "baseline is measured again on this many measured prompts (evenly spaced) after its speculative "
+                     "cells, and a speedup whose baseline moved more than its CI allows is flagged; 0 turns it off",
+    "concurrency": f"int >= 1 or a list of distinct ones (default [1]): requests in flight at once against a "
+                   f"server; engines {list(SERVING_ENGINES)} only",
+    "request_rate": f"float > 0, requests per second (Poisson arrivals) under the concurrency cap; default: all "
+                    f"at once; engines {list(SERVING_ENGINES)} only",
+    "executor": f"one of {list(EXECUTORS)} (default local): where engines run; ray makes each cell an actor on the "
+                f"Ray cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently",
+    "resources": f"mapping Ray resource -> amount that one cell's actor needs (executor ray; default per platform: "
+                 f"{DEFAULT_RESOURCES})",
+    "workers": "bool (default false): run every cell's engine in its own worker process (a crash or hang then "
+               "fails only that cell's units); vLLM cells of an interleaved matrix always do",
+    "request_timeout_s": f"number > 0 (default {REQUEST_TIMEOUT_S:g}): a worker's time limit per request",
+    "load_timeout_s": f"number > 0 (default {LOAD_TIMEOUT_S:g}): a worker's time limit to start and load its engine",
+}
+# Keys that choose where and how cells run, not what they measure: they leave the run id unchanged.
+PLACEMENT_KEYS = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
+# A preset supplies models and defaults; any matrix key but these may appear in one.
+PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
+
+
+class ConfigError(ValueError):
+    """A matrix or preset that cannot run; the message names the file, the key and what is allowed."""
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    name: str
+    path: str | None = None  # a local JSONL file; None means the registry's source
+
+
+@dataclass
+class Matrix:
+    """A validated matrix: everything needed to expand into cells."""
+
+    name: str
+    source: str
+    engines: list[str]
+    target: str
+    drafts: dict[str, str]
+    methods: list[str]
+    k: dict[str, list[int]]
+    datasets: list[DatasetEntry]
+    temperatures: list[float]
+    max_new_tokens: int
+    num_prompts: int
+    warmup_prompts: int
+    seed: int
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    block_size: int | None = None
+    interleave: bool = False
+    drift_prompts: int = 3
+    executor: str = "local"
+    resources: dict[str, float] | None = None  # None: DEFAULT_RESOURCES of the platform the run starts on
+    workers: bool = False
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    load_timeout_s: float = LOAD_TIMEOUT_S
+    raw: dict[str, Any] = field(default_factory=dict)
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    request_rate: float | None = None
+
+
+def _fail(source: str, key: str, msg: str) -> ConfigError:
+    return ConfigError(f"{source}: '{key}': {msg}")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _check_int(source: str, key: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(source, key, f"expected an int >= {minimum}, got {value!r}")
+    return value
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESETS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+        raise ConfigError(f"preset {name!r} not found in {PRESETS_DIR}; known presets: {', '.join(known)}")
+    data = yaml.safe_load(path.read_text()) or {}
+    for key in data:
+        if key not in PRESET_KEYS:
+            raise _fail(str(path), key, f"unknown key; allowed: {', '.join(PRESET_KEYS)}")
+    return data
+
+
+def load_matrix(path: str | Path) -> Matrix:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such matrix file; the shipped ones are in configs/matrices/")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_matrix(raw, str(path))
+
+
+def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
+    """Validate a matrix mapping (after merging its preset) and return it resolved."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: a matrix must be a mapping of keys ({', '.join(MATRIX_KEYS)})")
+    for key in raw:
+        if key not in MATRIX_KEYS:
+            allowed = "\n".join(f"  {k}: {v}" for k, v in MATRIX_KEYS.items())
+            raise _fail(source, key, f"unknown key; allowed keys:\n{allowed}")
+
+    preset = load_preset(raw["preset"]) if raw.get("preset") else {}
+    for key in ("engine_options", "drafts"):
+        if not isinstance(raw.get(key) or {}, dict):
+            raise _fail(source, key, "expected a mapping")
+    preset_options, own_options = preset.get("engine_options", {}), raw.get("engine_options") or {}
+    merged_options = {**preset_options, **own_options}
+    for e in ENGINES:
+        if isinstance(preset_options.get(e), dict) and isinstance(own_options.get(e), dict):
+            merged_options[e] = {**preset_options[e], **own_options[e]}
+    merged = {**{k: v for k, v in preset.items() if k != "description"}, **raw, "engine_options": merged_options}
+    merged["drafts"] = {**preset.get("drafts", {}), **(raw.get("drafts") or {})}
+
+    engines = [str(e) for e in _as_list(merged.get("engine", "vllm"))]
+    for e in engines:
+        if e not in ENGINES:
+            raise _fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(ENGINES)}")
+
+    if not merged.get("target") or not isinstance(merged["target"], str):
+        raise _fail(source, "target", "missing; give an HF id or a local folder, or a 'preset'")
+
+    methods = _as_list(merged.get("methods", ["baseline", "dflash"]))
+    if not methods:
+        raise _fail(source, "methods", f"empty; list at least one of {', '.join(METHODS)}")
+    for m in methods:
+        if m not in METHODS:
+            raise _fail(source, "methods", f"unknown method {m!r}; allowed: {', '.join(METHODS)}")
+    if len(set(methods)) != len(methods):
+        raise _fail(source, "methods", "lists a method twice")
+
+    drafts = merged["drafts"]
+    for m in methods:
+        if m in DRAFT_METHODS and not drafts.get(m):
+            raise _fail(source, "drafts", f"method {m!r} needs a draft model: add 'drafts: {{{m}: <HF id or folder>}}'")
+
+    k = _parse_k(source, merged.get("k", 15), [m for m in methods if m in SPEC_METHODS])
+    block_size = merged.get("block_size") or _draft_block_size(merged["drafts"].get("dflash"))
+    if block_size is not None:
+        _check_int(source, "block_size", block_size, 2)
+        for kk in k.get("dflash", []):
+            if kk > block_size - 1:
+                raise _fail(source, "k", f"K={kk} exceeds block_size-1={block_size - 1} for dflash; "
+                                         f"the draft proposes at most block_size-1 tokens")
+
+    datasets = [_parse_dataset(source, d) for d in _as_list(merged.get("datasets", []))]
+    if not datasets:
+        raise _fail(source, "datasets", f"missing; choose from {', '.join(sorted(DATASETS))}")
+
+    temps = _as_list(merged.get("temperature", 0.0))
+    for t in temps:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
+            raise _fail(source, "temperature", f"expected a float >= 0, got {t!r}")
+
+    options = merged["engine_options"]
+    for e in ENGINES:
+        if not isinstance(options.get(e) or {}, dict):
+            raise _fail(source, "engine_options", f"'{e}' must be a mapping of {e}-only options")
+    _check_engine_options(source, engines, options)
+    flags = {}
+    for key in ("interleave", "workers"):
+        flags[key] = merged.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise _fail(source, key, f"expected true or false, got {flags[key]!r}")
+        if flags[key] and any(e in SERVING_ENGINES for e in engines):
+            raise _fail(source, key, f"a serving engine ({', '.join(SERVING_ENGINES)}) runs a server per cell, one "
+                                     f"cell at a time, with a load of many requests: drop '{key}'")
+    limits = {}
+    for key, default in (("request_timeout_s", REQUEST_TIMEOUT_S), ("load_timeout_s", LOAD_TIMEOUT_S)):
+        limits[key] = merged.get(key, default)
+        if isinstance(limits[key], bool) or not isinstance(limits[key], (int, float)) or limits[key] <= 0:
+            raise _fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {limits[key]!r}")
+    concurrency, request_rate = _parse_load(source, merged, engines)
+    executor = check_executor(source, merged.get("executor", "local"), engines)
+    resources = merged.get("resources")
+    if resources is not None:
+        resources = parse_resources(source, resources)
+    name = merged.get("name") or Path(source).stem
+    return Matrix(
+        name=str(name),
+        source=source,
+        engines=engines,
+        target=merged["target"],
+        drafts={m: str(v) for m, v in drafts.items()},
+        methods=list(methods),
+        k=k,
+        datasets=datasets,
+        temperatures=[float(t) for t in temps],
+        max_new_tokens=_check_int(source, "max_new_tokens", merged.get("max_new_tokens", 256), 1),
+        num_prompts=_check_int(source, "num_prompts", merged.get("num_prompts", 8), 1),
+        warmup_prompts=_check_int(source, "warmup_prompts", merged.get("warmup_prompts", 1), 0),
+        seed=_check_int(source, "seed", merged.get("seed", 0), 0),
+        engine_options=options,
+        block_size=block_size,
+        interleave=flags["interleave"],
+        drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 3), 0),
+        executor=executor,
+        resources=resources,
+        workers=flags["workers"],
+        request_timeout_s=float(limits["request_timeout_s"]),
+        load_timeout_s=float(limits["load_timeout_s"]),
+        raw=raw,
+        concurrency=concurrency,
+        request_rate=request_rate,
+    )
+
+
+def check_executor(source: str, executor: Any, engines: list[str]) -> str:
+    """The executor, if it exists and can run every engine of the matrix."""
+    if executor not in EXECUTORS:
+        raise _fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+    if executor == "ray" and any(e in SERVING_ENGINES for e in engines):
+        raise _fail(source, "executor", f"ray runs engines one request at a time in actors; a serving engine "
+                                        f"({', '.join(SERVING_ENGINES)}) runs its server on the driver's host: drop "
+                                        f"the ray executor for this matrix")
+    return executor
+
+
+def _parse_load(source: str, merged: dict[str, Any], engines: list[str]) -> tuple[list[int], float | None]:
+    """The serving load axis: distinct concurrency levels (>= 1) and an optional request rate, only on engines
+    that serve (a batch-1 engine takes the default concurrency [1] and no rate)."""
+    levels = _as_list(merged.get("concurrency", [1]))
+    if not levels:
+        raise _fail(source, "concurrency", "empty; give an int >= 1 or a list of them")
+    for c in levels:
+        _check_int(source, "concurrency", c, 1)
+    if len(set(levels)) != len(levels):
+        raise _fail(source, "concurrency", f"lists a level twice: {levels}")
+    rate = merged.get("request_rate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0
+                             or rate == float("inf")):
+        raise _fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {rate!r}; "
+                                            f"omit it to send every request at once")
+    batch = [e for e in engines if e not in SERVING_ENGINES]
+    for key, used in (("concurrency", levels != [1]), ("request_rate", rate is not None)):
+        if used and batch:
+            raise _fail(source, key, f"engine {', '.join(batch)} runs one prompt at a time and cannot serve a "
+                                     f"load; use engine {' or '.join(SERVING_ENGINES)}, or drop '{key}'")
+    return [int(c) for c in levels], None if rate is None else float(rate)
+
+
+def _check_engine_options(source: str, engines: list[str], options: dict[str, Any]) -> None:
+    """Each shared option must be one every engine of the matrix accepts, and each engine's sub-mapping its own
+    (benchmarks.core.engine_options: data, so no engine is imported)."""
+    shared = [key for key in options if key not in ENGINES]
+    for e in engines:
+        known = option_names(e)
+        own = [e, SERVING_ENGINES[e]] if e in SERVING_ENGINES else [e]  # a server takes its engine's options too
+        for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{o}") for o in own
+                                                                      for k in options.get(o) or {}]:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            allowed = (f"did you mean {', '.join(close)}?" if close
+                       else f"{e} accepts {', '.join(sorted(known))}" if len(known) <= 12 else f"see {e}'s engine "
+                       f"arguments")
+            scope = (f"a shared option goes to every engine of the matrix ({', '.join(engines)}): put it under "
+                     f"'engine_options: {{<engine>: {{{key}: ...}}}}' for the engine that takes it, or drop it; "
+                     if where == "engine_options" else "")
+            raise _fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{allowed}")
+
+
+def parse_resources(source: str, value: Any) -> dict[str, float]:
+    """A cell's Ray resources: a non-empty mapping of resource name (CPU, GPU, TPU, memory or a custom one) to an
+    amount > 0."""
+    if not isinstance(value, dict) or not value:
+        raise _fail(source, "resources", f"expected a mapping such as {{TPU: 4}} or {{GPU: 1}}, got {value!r}")
+    for key, amount in value.items():
+        if not isinstance(key, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+            raise _fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
+    return {key: float(amount) for key, amount in value.items()}
+
+
+WORKER_ENGINES = ("vllm",)  # engines whose cells run in worker processes when interleaved (one vLLM per process)
+
+
+def in_worker(matrix: Matrix, engine: str) -> bool:
+    """Whether a cell of `engine` runs in its own worker process (else in the runner's process)."""
+    return matrix.workers or (matrix.interleave and engine in WORKER_ENGINES)
+
+
+def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str | None:
+    """Why the cells (`engines`: one entry per cell) cannot be loaded side by side on `platform`, or None.
+
+    A TPU is owned by one process, so there only cells that share the runner's process (JAX) may interleave. A GPU
+    is shared, but each vLLM engine takes `gpu_memory_utilization` of its memory (vLLM's default 0.9), so n engines
+    need at most 1/n each, and JAX preallocates 75 % unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise.
+    """
+    if not matrix.interleave or len(engines) < 2:
+        return None
+    workers = sum(in_worker(matrix, e) for e in engines)
+    processes = workers + (workers < len(engines))
+    where = f"{matrix.source}: 'interleave'"
+    if platform == "tpu" and processes > 1:
+        return (f"{where}: a TPU is owned by one process, but these {len(engines)} cells would need {processes} "
+                f"({workers} in worker processes); drop 'interleave' (and 'workers') so that cells run one after "
+                f"another, or use engine: jax")
+    n_vllm = engines.count("vllm")
+    if platform == "gpu" and n_vllm and processes > 1:
+        share = {**matrix.engine_options, **(matrix.engine_options.get("vllm") or {})}.get("gpu_memory_utilization")
+        if share is None or share * processes > 1.0:
+            return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes gpu_memory_utilization="
+                    f"{share if share is not None else '0.9 (the vLLM default)'} of it; set engine_options: "
+                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less"
+                    f"{' (and XLA_PYTHON_CLIENT_MEM_FRACTION for the JAX cells)' if n_vllm < len(engines) else ''}, "
+                    f"or drop 'interleave'")
+    return None
+
+
+
+
+def _draft_block_size(ref: str | None) -> int | None:
+    """block_size from a local DFlash draft's config.json, when the draft is on disk."""
+    if not ref:
+        return None
+    cfg = Path(resolve_model_ref(ref)) / "config.json"
+    if not cfg.is_file():
+        return None
+    return json.loads(cfg.read_text()).get("block_size")
+
+
+def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list[int]]:
+    if isinstance(value, dict):
+        for m in value:
+            if m not in SPEC_METHODS:
+                raise _fail(source, "k", f"unknown method {m!r} in the K mapping; allowed: {', '.join(SPEC_METHODS)}")
+        missing = [m for m in spec_methods if m not in value]
+        if missing:
+            raise _fail(source, "k", f"no K given for {', '.join(missing)}")
+        per_method = {m: _as_list(value[m]) for m in spec_methods}
+    else:
+        per_method = {m: _as_list(value) for m in spec_methods}
+    for m, ks in per_method.items():
+        if not ks:
+            raise _fail(source, "k", f"no K given for {m}; give an int >= 1 or a list of them")
+        for kk in ks:
+            _check_int(source, "k", kk, 1)
+    return per_method
+
+
+def _parse_dataset(source: str, entry: Any) -> DatasetEntry:
+    if isinstance(entry, str):
+        name, path = entry, None
+    elif isinstance(entry, dict) and set(entry) <= {"name", "path"} and "name" in entry:
+        name, path = str(entry["name"]), entry.get("path")
+    else:
+        raise _fail(source, "datasets", f"entry {entry!r} must be a name or a mapping {{name, path}}")
+    if name not in DATASETS and path is None:
+        raise _fail(source, "datasets", f"unknown dataset {name!r}; choose from {', '.join(sorted(DATASETS))}, "
+                                        f"or give {{name: {name}, path: prompts.jsonl}}")
+    return DatasetEntry(name=name, path=str(path) if path is not None else None)

@@ -1,0 +1,32 @@
+"""The exit status of every command of the harness, defined once."""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """What a command's exit status means; when several apply, the most serious wins (`worst`)."""
+
+    OK = 0  # everything asked for ran and every due check passed
+    FAILED = 1  # a unit or step failed to run; rerun the same command to retry it (the others still ran)
+    BAD_INPUT = 2  # an argument, matrix, dataset or model that cannot run, named on one line
+    VIOLATION = 3  # a check failed: greedy tokens differ from AR, the T > 0 distribution check rejected, a study's
+    #                criterion failed (--allow-divergence accepts a run's violations; they are still reported)
+    NOT_CHECKED = 4  # a check the run was due could not run (the reason is printed and in report.md);
+    #                  --allow-unchecked accepts it
+
+
+def worst(*codes: int) -> int:
+    """The status of a command that met several outcomes: VIOLATION > NOT_CHECKED > FAILED > OK (BAD_INPUT stops
+    a command before it measures anything, so it meets no other outcome)."""
+    order = [Exit.OK, Exit.FAILED, Exit.NOT_CHECKED, Exit.VIOLATION, Exit.BAD_INPUT]
+    return max(codes, key=lambda c: order.index(Exit(c)), default=Exit.OK)
+
+
+TABLE = "\n".join(f"  {e.value}  {line}" for e, line in (
+    (Exit.OK, "success: everything ran, every due check passed"),
+    (Exit.FAILED, "a unit or step failed to run (the others ran); rerun the same command to retry it"),
+    (Exit.BAD_INPUT, "bad input (argument, matrix, dataset, model), named on one line"),
+    (Exit.VIOLATION, "a check failed: lossless/distribution violation, or a study's criterion (--allow-divergence)"),
+    (Exit.NOT_CHECKED, "a due check could not run, with the reason (--allow-unchecked)"),
+))

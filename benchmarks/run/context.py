@@ -1,0 +1,105 @@
+"""What every group of cells of one run shares (`RunContext`), how a cell's engine is made (in this process or in a
+worker), and the records and provenance that the run writes for each unit."""
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from benchmarks.core.config import Matrix, in_worker
+from benchmarks.core.datasets import Prompt
+from benchmarks.core.metrics import tpot_ms
+from benchmarks.core.records import Cell
+from benchmarks.core.store import RunStore
+from benchmarks.engines import Engine, create_engine
+
+
+def build_manifest(matrix: Matrix, cells: list[Cell], run_id: str, models: dict[str, dict[str, Any]],
+                   env: dict[str, Any]) -> dict[str, Any]:
+    """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
+    was measured with is in its provenance record."""
+    return {
+        "run_id": run_id,
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config_path": matrix.source,
+        "config": dataclasses.asdict(matrix),
+        "cells": {c.cell_id: dataclasses.asdict(c) for c in cells},
+        "git_sha": env["git_sha"],
+        "packages": env["packages"],
+        "platform": env["platform"],
+        "hardware": env["hardware"],
+        "models": models,
+    }
+
+
+def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str, Any]],
+                    describe: dict[str, Any] | None, load_error: str | None = None) -> dict[str, Any]:
+    """What one engine load measures with: the environment, the model files, and the engine's own description."""
+    return {"environment": env, "cell_id": cell.cell_id, "engine": cell.engine, "method": cell.method,
+            "models": {"target": models[cell.target], **({"draft": models[cell.draft]} if cell.draft else {})},
+            "describe": describe, "load_error": load_error}
+
+
+def describe_engine(engine: Any) -> dict[str, Any]:
+    try:
+        return engine.describe()
+    except Exception as exc:  # a description that fails must not cost the measurement
+        return {"describe_error": f"{type(exc).__name__}: {exc}"}
+
+
+def request_record(cell: Cell, prompt: Prompt, rec: Any) -> dict[str, Any]:
+    n_out = len(rec.output_ids)
+    return {
+        "kind": "request", "cell_id": cell.cell_id, "label": cell.label, "engine": cell.engine,
+        "method": cell.method, "k": cell.k, "dataset": prompt.dataset, "prompt_index": prompt.index,
+        "prompt_sha256": prompt.sha256, "n_prompt_tokens": len(prompt.ids), "n_out": n_out,
+        "ttft_ms": 1000.0 * rec.ttft_s, "tpot_ms": tpot_ms(rec.ttft_s, rec.last_token_s, n_out),
+        "decode_s": rec.last_token_s - rec.ttft_s, "output_ids": list(rec.output_ids),
+        "accept_lengths": rec.accept_lengths, **({"extra": rec.extra} if rec.extra else {}),
+    }
+
+
+def error_record(cell: Cell, dataset: str, exc: BaseException) -> dict[str, Any]:
+    return {"kind": "error", "cell_id": cell.cell_id, "label": cell.label, "dataset": dataset,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": getattr(exc, "remote_traceback", "") or traceback.format_exc()}  # a worker's own, if any
+
+
+def worker_spec(engine: str) -> str:
+    """What a worker hosts for a cell of `engine` (a registry name; tests substitute scripted "module:Class" ones)."""
+    return engine
+
+
+def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
+    """How the run makes a cell's engine: in a worker process where `config.in_worker` says so, else in this one."""
+    def make(cell: Cell) -> Engine:
+        if not in_worker(matrix, cell.engine):
+            return create_engine(cell.engine)
+        from benchmarks.engines.worker import WorkerEngine
+
+        # Interleaved, a loaded engine waits between its turns: its processes are stopped meanwhile, because vLLM's
+        # CPU worker spins on its shared-memory queue for 1 s after each read (SpinCondition). Measured on 2 shared
+        # cores, tiny pair, 128 tokens: the idle worker tree took 68-87 % of a core while the other cell decoded, and
+        # the busy cell's TPOT was 14.7-17.4 ms (baseline) / 22-26 ms (DFlash); stopped: 0 %, 5.0-5.4 / 11.0 ms.
+        # OMP_WAIT_POLICY=PASSIVE did not change it (the spin is vLLM's, not OpenMP's).
+        return WorkerEngine(worker_spec(cell.engine), request_timeout_s=matrix.request_timeout_s,
+                            load_timeout_s=matrix.load_timeout_s, pause_idle=matrix.interleave)
+    return make
+
+
+@dataclasses.dataclass
+class RunContext:
+    """What every group of cells of one run shares: the store (its only writer is this process), the resolved
+    prompts, the environment and model fingerprints, and how engines are made."""
+
+    matrix: Matrix
+    store: RunStore
+    env: dict[str, Any]
+    models: dict[str, dict[str, Any]]
+    target: str
+    prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
+    progress: bool
+    make_engine: Callable[[Cell], Engine] = lambda cell: create_engine(cell.engine)
+    tokenizer: Any = None  # the target's, which rendered the prompts
+

@@ -1,0 +1,87 @@
+"""The drift guard of cells run one after another: each baseline is loaded again after the last speculative cell
+compared with it and measured on a few of its prompts (its own unit of records of kind "recheck"), so that a host
+whose speed moved between cells shows."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tqdm import tqdm
+
+from benchmarks.core.metrics import baseline_drift
+from benchmarks.core.records import Cell
+from benchmarks.core.store import RunStore
+from benchmarks.run.context import RunContext, describe_engine, error_record, unit_provenance
+from benchmarks.run.groups import run_dataset
+
+
+def recheck_unit(dataset: str) -> str:
+    """The store key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
+    return f"{dataset}__recheck"
+
+
+def retire_stale_rechecks(store: RunStore, fams: list[tuple[Cell, list[Cell]]], datasets: list[str]) -> None:
+    """Before anything is measured: a recheck whose baseline or speculative cells are to be measured again would no
+    longer follow them, so it is retired (units/superseded/) and redone after them."""
+    for base, followers in fams:
+        for d in datasets:
+            if not all(store.is_done(c.cell_id, d) for c in (base, *followers)):
+                store.retire_unit(base.cell_id, recheck_unit(d))
+
+
+def recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recheck's requests as kind "recheck" (never a baseline measurement), all of them labelled as the recheck."""
+    return ([{**r, "kind": "recheck", "label": f"{r['label']} recheck"} for r in records if r["kind"] == "request"]
+            + [{**r, "label": f"{r['label']} recheck", "error": f"drift recheck: {r['error']}"}
+               for r in records if r["kind"] == "error"])
+
+
+def spread(items: list[Any], n: int) -> list[Any]:
+    """n of `items` evenly spaced from the first, in order (all of them when n >= len): the recheck's prompts, spread
+    over the baseline's measurement so that a host that changed at any point of it shows."""
+    return items if n >= len(items) else [items[i * len(items) // n] for i in range(n)]
+
+
+def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
+    """Load the baseline again and measure `drift_prompts` of the measured prompts (`spread`; warm-up first) of each
+    dataset whose baseline and at least one speculative cell are done and whose recheck is not; return the number of
+    failed rechecks."""
+    store, matrix = ctx.store, ctx.matrix
+    todo = [d.name for d in matrix.datasets
+            if store.is_done(baseline.cell_id, d.name) and not store.is_done(baseline.cell_id, recheck_unit(d.name))
+            and any(store.is_done(c.cell_id, d.name) for c in followers)]
+    if not todo:
+        return 0
+    n = min(matrix.drift_prompts, matrix.num_prompts)
+    engine = None
+    failed = 0
+    try:
+        try:
+            engine = ctx.make_engine(baseline)
+            engine.load(dataclasses.replace(baseline, target=ctx.target))
+            pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, describe_engine(engine)))
+        except Exception as exc:
+            pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, None,
+                                                         f"{type(exc).__name__}: {exc}"))
+            for name in todo:
+                records = recheck_records([error_record(baseline, name, exc)])
+                store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
+            tqdm.write(f"[{baseline.label}] drift recheck FAILED to start: {type(exc).__name__}: {exc}")
+            return len(todo)
+        for name in todo:
+            measured, warmup = ctx.prompts[name]
+            records = recheck_records(run_dataset([(engine, baseline)], name, spread(measured, n), warmup,
+                                                   ctx.progress)[baseline.cell_id])
+            store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
+            failed += any(r["kind"] == "error" for r in records)
+            before = {r["prompt_sha256"]: r["tpot_ms"] for r in store.unit(baseline.cell_id, name)
+                      if r["kind"] == "request"}
+            after = [r for r in records if r["kind"] == "recheck" and r["prompt_sha256"] in before]
+            d = baseline_drift([before[r["prompt_sha256"]] for r in after], [r["tpot_ms"] for r in after])
+            tqdm.write(f"[{baseline.label}] {name} drift recheck on {d.n} prompts: TPOT {d.before_ms:.2f} ms before, "
+                       f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %)")
+    finally:
+        if engine is not None:
+            engine.close()
+    return failed
+

@@ -1,0 +1,99 @@
+"""One group of cells through every dataset: each cell's warm-up, then prompt by prompt with every cell in turn
+(one cell, or an interleaved group). Warm-up prompts are excluded from every figure; each engine's cumulative
+speculative counters are diffed around the measured prompts only. A cell that raises is recorded with its error and
+the others go on."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from tqdm import tqdm
+
+from benchmarks.core.datasets import Prompt
+from benchmarks.core.models import materialize
+from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.run.context import RunContext, describe_engine, error_record, request_record, unit_provenance
+from benchmarks.run.sampling import cell_samples
+
+
+def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
+                progress: bool) -> dict[str, list[dict[str, Any]]]:
+    """One dataset through started (engine, cell) pairs: each cell's warm-up, then prompt by prompt, every cell in turn.
+
+    Returns the records by cell id. A cell that raises gets one error record instead and leaves the rotation.
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    live: dict[str, tuple[Any, Cell, SamplingParams, Any]] = {}
+
+    def fail(cell: Cell, exc: BaseException) -> None:  # called from an except block: the traceback is exc's
+        out[cell.cell_id] = [error_record(cell, name, exc)]
+        live.pop(cell.cell_id, None)
+        tqdm.write(f"[{cell.label}] {name} FAILED: {type(exc).__name__}: {exc}")
+
+    for engine, cell in started:
+        params = SamplingParams(cell.temperature, cell.max_new_tokens, cell.seed)
+        try:
+            for p in warmup:
+                engine.generate(p.ids, params)
+            live[cell.cell_id] = (engine, cell, params, engine.spec_counters())
+            out[cell.cell_id] = []
+        except Exception as exc:
+            fail(cell, exc)
+    who = started[0][1].label if len(started) == 1 else f"{len(started)} cells"
+    for p in tqdm(prompts, desc=f"{who} {name}", unit="prompt", disable=not progress, leave=False):
+        for cell_id, (engine, cell, params, _) in list(live.items()):
+            try:
+                out[cell_id].append(request_record(cell, p, engine.generate(p.ids, params)))
+            except Exception as exc:
+                fail(cell, exc)
+    for cell_id, (engine, cell, _, before) in live.items():
+        after = engine.spec_counters()
+        if before is not None and after is not None:
+            out[cell_id].append({"kind": "spec", "cell_id": cell_id, "label": cell.label, "dataset": name,
+                                 **dataclasses.asdict(after - before)})
+    return out
+
+
+def run_group(ctx: RunContext, group: list[Cell]) -> int:
+    """Start the group's cells that have pending units, run every dataset through them, write their units; return
+    the number of failed units. A cell that fails to start fails its pending units with the cause."""
+    store, matrix = ctx.store, ctx.matrix
+    pending = {c.cell_id: [d for d in matrix.datasets if not store.is_done(c.cell_id, d.name)] for c in group}
+    started: list[tuple[Any, Cell]] = []
+    pids: dict[str, str] = {}
+    failed = 0
+    try:
+        for cell in (c for c in group if pending[c.cell_id]):
+            engine = None
+            try:
+                engine = ctx.make_engine(cell)
+                t0 = time.perf_counter()
+                engine.load(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)))
+                tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
+                env = getattr(engine, "environment", None) or ctx.env  # a remote worker's own machine
+                pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, ctx.models, describe_engine(engine)))
+                started.append((engine, cell))
+            except Exception as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+                pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, None, failure))
+                for d in pending[cell.cell_id]:
+                    store.write_unit(cell.cell_id, d.name, [error_record(cell, d.name, exc)], pid)
+                failed += len(pending[cell.cell_id])
+                tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
+                if engine is not None:
+                    engine.close()
+        for d in matrix.datasets:
+            todo = [(e, c) for e, c in started if d in pending[c.cell_id]]
+            if todo:
+                measured, warmup = ctx.prompts[d.name]
+                for cell_id, records in run_dataset(todo, d.name, measured, warmup, ctx.progress).items():
+                    engine, cell = next((e, c) for e, c in todo if c.cell_id == cell_id)
+                    records += cell_samples(engine, cell, d.name, measured, records, ctx.target)
+                    store.write_unit(cell_id, d.name, records, pids[cell_id])
+                    failed += any(r["kind"] == "error" for r in records)
+    finally:
+        for engine, _ in started:
+            engine.close()
+    return failed
+

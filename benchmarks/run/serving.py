@@ -1,0 +1,157 @@
+"""Serving units: one server per cell, each (dataset, concurrency) level driven through it by vLLM's load generator.
+
+A unit is (cell, dataset, concurrency[, request rate]); its store key is `unit_key(...)`, so resume and atomic writes
+work as for batch-1 units. Per level: the warm-up prompts go through first at the same concurrency and are thrown
+away; then the measured prompts, with the server's spec-decode counters (/metrics) read just before and after.
+What comes back is converted into the records the rest of the harness reads (benchmarks.core.metrics defines every
+figure made from them):
+- one `request` record per prompt: TTFT, TPOT and ITLs from the load generator's streamed timings (TPOT from its
+  first-token and last-token times, as for batch-1 records), the output length the server counted, and the output
+  token ids. The load generator keeps only the generated text, so `output_ids` are that text tokenised again with
+  the target's tokenizer (`extra.output_ids_from = "text"`): identical texts give identical ids, so token identity
+  between two serving cells is exact; the first-divergence index is in re-tokenised tokens;
+- one `spec` record (the /metrics diff) for speculative cells;
+- one `load` record: the level's wall time, completed and failed requests, output tokens, and the diff of the
+  server's own per-request TPOT histogram (`vllm:request_time_per_output_token_seconds`, engine-core clock, the
+  offline engine's definition): the load generator sees only the client side, which on a starved host includes
+  the server frontend's and its own scheduling delays, so the server's mean TPOT is kept beside it.
+A request whose stream reached the client in one burst (mean gap between its chunks under BURST_ITL_MS, far below
+any decode step) carries no decode timing: the client, or the server's frontend, was not scheduled while its tokens
+were made (seen on a shared, overloaded CPU host). Its `tpot_ms` is None, so TPOT figures and the paired speedup
+leave it out, its raw value stays in `extra.client_tpot_ms`, and summary.csv counts such requests (`n_burst`).
+The prompts are our chat-templated text; the server tokenises it again, and a level whose prompt lengths differ
+from the harness's ids fails rather than pairing different prompts.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
+
+from benchmarks.core.datasets import Prompt, render
+from benchmarks.core.metrics import tpot_ms
+from benchmarks.core.records import Cell, SpecCounters
+
+if TYPE_CHECKING:
+    from benchmarks.run.context import RunContext
+
+BURST_ITL_MS = 0.5
+
+
+def unit_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
+    """The store's dataset slot of one serving level."""
+    return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
+
+
+def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tokenizer: Any, concurrency: int,
+                  request_rate: float | None, spec: SpecCounters | None,
+                  server_tpot: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+    """One level's load-generator result (`--save-detailed`) as our records; raises on a failed request or a prompt
+    that reached the server as other tokens. `server_tpot` is the (sum s, count) diff of the server's per-request
+    TPOT histogram around the level (None where the server does not export it)."""
+    failed = [(p.index, e) for p, e in zip(prompts, result["errors"]) if e]
+    if failed or len(result["ttfts"]) != len(prompts):
+        raise RuntimeError(f"{len(failed)} of {len(prompts)} requests failed; first: prompt {failed[0][0]}: "
+                           f"{failed[0][1]}" if failed else f"{len(result['ttfts'])} results for {len(prompts)} prompts")
+    common = {"cell_id": cell.cell_id, "label": cell.label, "engine": cell.engine, "method": cell.method, "k": cell.k,
+              "dataset": prompts[0].dataset, "concurrency": concurrency, "request_rate": request_rate}
+    records = []
+    for i, p in enumerate(prompts):
+        if result["input_lens"][i] != len(p.ids):
+            raise RuntimeError(f"prompt {p.index} reached the server as {result['input_lens'][i]} tokens, not the "
+                               f"harness's {len(p.ids)}: the server's tokenizer or template differs")
+        ttft_s, last_s, n_out = result["ttfts"][i], result["latencies"][i], result["output_lens"][i]
+        text, itl_ms = result["generated_texts"][i], [1000.0 * x for x in result["itls"][i]]
+        burst = len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS
+        tpot = tpot_ms(ttft_s, last_s, n_out)
+        records.append({
+            "kind": "request", **common, "prompt_index": p.index, "prompt_sha256": p.sha256,
+            "n_prompt_tokens": len(p.ids), "n_out": n_out, "ttft_ms": 1000.0 * ttft_s,
+            "tpot_ms": None if burst else tpot, "decode_s": last_s - ttft_s, "itl_ms": itl_ms,
+            "start_s": result["start_times"][i],
+            "output_ids": list(tokenizer(text, add_special_tokens=False)["input_ids"]), "accept_lengths": None,
+            "extra": {"output_ids_from": "text", "output_text": text,
+                      **({"delivery_burst": True, "client_tpot_ms": tpot} if burst else {})},
+        })
+    if spec is not None:
+        records.append({"kind": "spec", **common, **dataclasses.asdict(spec)})
+    records.append({"kind": "load", **common, "duration_s": result["duration"], "completed": result["completed"],
+                    "failed": result["failed"], "total_output_tokens": result["total_output_tokens"],
+                    "max_concurrent_requests": result.get("max_concurrent_requests"),
+                    "server_tpot_sum_s": server_tpot[0] if server_tpot else None,
+                    "server_tpot_count": server_tpot[1] if server_tpot else None})
+    return records
+
+
+def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
+    """Serve each cell of the group that has pending levels: start its server, run the levels, stop it. A server
+    that does not start fails the cell's pending levels with its log tail as the cause; returns failed units."""
+    from benchmarks.core.models import materialize
+    from benchmarks.engines.vllm_serve import (
+        SERVER_TPOT_HISTOGRAM,
+        Load,
+        VllmServer,
+        histogram_sum_count,
+        parse_spec_metrics,
+        run_load,
+    )
+    from benchmarks.run.context import error_record, unit_provenance
+
+    def error(cell: Cell, dataset: str, concurrency: int, exc: BaseException) -> dict[str, Any]:
+        return {**error_record(cell, dataset, exc), "concurrency": concurrency}
+
+    store, m = ctx.store, ctx.matrix
+    tokenizer = ctx.tokenizer
+    texts = {name: ([render(p.text, tokenizer) for p in measured], [render(p.text, tokenizer) for p in warmup])
+             for name, (measured, warmup) in ctx.prompts.items()}  # the chat-templated prompts the server is sent
+    failed = 0
+    for cell in group:
+        pending = [(d.name, c) for d in m.datasets for c in m.concurrency
+                   if not store.is_done(cell.cell_id, unit_key(d.name, c, m.request_rate))]
+        if not pending:
+            continue
+        server = VllmServer(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)),
+                            store.run_dir / "logs" / f"{cell.cell_id}.server.log")
+        work = store.run_dir / "serve" / cell.cell_id
+        written: set[str] = set()
+        try:
+            with server:
+                tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
+                pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, server.describe()))
+                for name, c in pending:
+                    measured = ctx.prompts[name][0]
+                    measured_texts, warmup_texts = texts[name]
+                    load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, m.request_rate, cell.seed)
+                    key = unit_key(name, c, m.request_rate)
+                    try:
+                        if warmup_texts:
+                            run_load(server, dataclasses.replace(load, prompts=warmup_texts), work, f"{key}.warmup")
+                        before = server.scrape()
+                        result = run_load(server, load, work, key)
+                        after = server.scrape()
+                        spec_b, spec_a = parse_spec_metrics(before), parse_spec_metrics(after)
+                        spec = spec_a - spec_b if spec_b is not None and spec_a is not None else None
+                        tpot_b, tpot_a = (histogram_sum_count(t, SERVER_TPOT_HISTOGRAM) for t in (before, after))
+                        server_tpot = (tpot_a[0] - tpot_b[0], tpot_a[1] - tpot_b[1]) if tpot_a and tpot_b else None
+                        records = level_records(cell, measured, result, tokenizer, c, m.request_rate, spec,
+                                                server_tpot)
+                        tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
+                                   f"{result['duration']:.1f} s")
+                    except Exception as exc:
+                        records = [error(cell, name, c, server.explain(exc))]
+                        tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0]['error']}")
+                    store.write_unit(cell.cell_id, key, records, pid)
+                    written.add(key)
+                    failed += records[0]["kind"] == "error"
+        except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
+            failure = f"{type(exc).__name__}: {exc}"
+            pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, None, failure))
+            for name, c in pending:
+                key = unit_key(name, c, m.request_rate)
+                if key not in written:
+                    store.write_unit(cell.cell_id, key, [error(cell, name, c, exc)], pid)
+                    failed += 1
+            tqdm.write(f"[{cell.label}] vllm server FAILED: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    return failed
+

@@ -1,0 +1,357 @@
+"""K-flat: the target's verification-forward time for K+1 tokens against K, at several context lengths.
+
+DFlash drafts a whole block in one pass, so its speedup rests on the target verifying K+1 tokens for about the
+price of one. This measures that price directly:
+
+    python -m benchmarks study kflat --random-weights --shape qwen3-4b          # a published shape, no download
+    python -m benchmarks study kflat --model PATH                                # a real checkpoint (HF folder)
+    python -m benchmarks study kflat --quick                                     # the tiny CPU shape in seconds
+
+What is timed (JAX engine): one jitted `model.forward` over K+1 tokens at positions c..c+K with the DFlash taps,
+on a KV cache of exactly c+K+1 rows, so attention reads the context and the block, as a paged kernel would.
+Each (K, c) compiles and runs `--warmup` times before the clock; the timed calls then cycle through the Ks, so
+drift in the machine's load falls on every K alike; every timed call ends with `jax.block_until_ready` on all its
+outputs (logits, taps, cache). The median of `--repeats` calls is reported with a distribution-free 95 % CI from
+order statistics.
+
+vLLM engine: not measured here. vLLM's public API (`LLM.generate`) runs whole decode steps (scheduler, the draft
+model, the verify forward, sampling) and offers no bare target forward at batch size 1; timing those steps would
+fold the draft's cost into "verify(K)", and a DFlash draft's block size caps K (15 for the released drafts). The
+vLLM engine's whole step is what the harness's own runs measure (TPOT × τ).
+
+The floor: a forward must read every weight it uses (all but an untied input embedding, of which only K+1 rows
+are gathered) and the KV rows of the context, so time >= those bytes / memory bandwidth (benchmarks.core.hardware: the
+HBM table on accelerators, a measured copy on CPUs). A median below it is physically impossible: a timing error
+(e.g. dispatch timed without a sync), never a result; it is printed as IMPOSSIBLE, flagged in the CSV, and left
+out of the figure's curves and of the K=0 normalisation. Where a CPU cache holds the whole working set (the tiny
+shape) DRAM bandwidth bounds nothing: the floor is then not applied, and the verdict says why.
+
+Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png, kflat.json (settings).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core import metrics
+from benchmarks.core.config import ConfigError
+from benchmarks.core.paths import ROOT
+
+DEFAULT_KS = (0, 1, 3, 7, 15, 31, 63, 127)
+DEFAULT_CONTEXTS = (256, 2048)
+QUICK_KS = (0, 1, 7)
+QUICK_CONTEXTS = (64,)
+SHAPE_ALIASES = {"tiny": "qwen3-tiny", "llama-3.1-8b": "llama3.1-8b"}
+CSV_COLUMNS = ("engine", "k", "context_len", "median_ms", "ci_low", "ci_high", "repeats", "normalised_to_k0",
+               "floor_ms", "below_floor", "verdict")
+
+
+@dataclass(frozen=True)
+class Point:
+    """Timings of one (K, context length): milliseconds per verify forward."""
+
+    k: int
+    context_len: int
+    samples_ms: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What bounds a forward from below: the bytes it must read over the memory bandwidth."""
+
+    weight_bytes: float
+    kv_bytes_per_token: float
+    bandwidth_bytes_per_s: float | None
+    applies: bool
+    note: str  # where the bandwidth comes from, or why the floor does not bind here
+
+    def bound_ms(self, context_len: int) -> float:
+        """(weights + the context's KV rows) / bandwidth; NaN when the bandwidth is unknown."""
+        if self.bandwidth_bytes_per_s is None:
+            return math.nan
+        return metrics.tpot_floor_ms(self.weight_bytes + self.kv_bytes_per_token * context_len,
+                                     self.bandwidth_bytes_per_s)
+
+    def ms(self, context_len: int) -> float:
+        """The floor that verdicts use: NaN where it does not bind."""
+        return self.bound_ms(context_len) if self.applies else math.nan
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Median and a distribution-free CI from order statistics (binomial(n, 1/2) ranks); min/max when n < 6."""
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    # [x_(j), x_(n+1-j)] (1-based) covers the median with probability 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2):
+    # j is the smallest rank with P(B <= j) > (1 - confidence) / 2, and at least 1.
+    alpha = (1.0 - confidence) / 2.0
+    j, cdf = 0, math.comb(n, 0) / 2.0 ** n
+    while cdf <= alpha:
+        j += 1
+        cdf += math.comb(n, j) / 2.0 ** n
+    j = max(j, 1)
+    return float(np.median(x)), float(x[j - 1]), float(x[n - j])
+
+
+def rows_from_points(points: Sequence[Point], floor: Floor, engine: str = "jax") -> list[dict[str, Any]]:
+    """CSV rows with the K=0 normalisation, the floor and a verdict; impossible points get no normalisation."""
+    rows = []
+    for p in points:
+        med, lo, hi = median_ci(p.samples_ms)
+        floor_ms = floor.ms(p.context_len)
+        below = metrics.below_floor(med, floor_ms)
+        verdict = "IMPOSSIBLE" if below else ("ok" if floor.applies else f"ok (no floor: {floor.note})")
+        rows.append({"engine": engine, "k": p.k, "context_len": p.context_len, "median_ms": med, "ci_low": lo,
+                     "ci_high": hi, "repeats": len(p.samples_ms), "normalised_to_k0": math.nan,
+                     "floor_ms": floor_ms, "below_floor": below, "verdict": verdict})
+    base = {r["context_len"]: r for r in rows if r["k"] == 0 and not r["below_floor"]}
+    for r in rows:
+        b = base.get(r["context_len"])
+        if b is not None and not r["below_floor"]:
+            r["normalised_to_k0"] = r["median_ms"] / b["median_ms"]
+    return rows
+
+
+def impossible_lines(rows: Sequence[dict[str, Any]], memory: str = "HBM") -> list[str]:
+    return [f"IMPOSSIBLE: K={r['k']} context={r['context_len']}: {r['median_ms']:.4f} ms < {r['floor_ms']:.4f} ms, "
+            f"below the {memory} floor — timing error, not a result" for r in rows if r["below_floor"]]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measuring (JAX)
+
+def tap_ids_for(num_layers: int, num_taps: int = 5) -> tuple[int, ...]:
+    """The DFlash taps the verify forward computes: the reference rule, with at most L-4 taps for shallow models."""
+    from benchmarks.engines.jax.draft import default_target_layer_ids
+
+    return default_target_layer_ids(num_layers, max(1, min(num_taps, num_layers - 4)))
+
+
+def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, repeats: int, warmup: int,
+                  dtype: Any, tap_ids: tuple[int, ...], seed: int = 0) -> dict[int, list[float]]:
+    """Milliseconds of `repeats` synchronised verify forwards of K+1 tokens at positions context_len.., per K.
+
+    Every K is compiled and warmed up first; the timed calls then go round the Ks in turn, so that a slow drift of
+    the machine (other load, clocks) falls on every K alike instead of on whichever K ran last.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.engines.jax import model as M
+
+    rng = np.random.default_rng(seed)
+    start = jnp.int32(context_len)
+    tokens = {k: jnp.asarray(rng.integers(0, cfg.vocab_size, k + 1), jnp.int32) for k in ks}
+    caches = {k: M.init_cache(cfg, context_len + k + 1, dtype) for k in ks}
+
+    def call(k: int) -> None:
+        out = M.forward(params, tokens[k], start, caches[k], cfg=cfg, tap_ids=tap_ids)
+        caches[k] = jax.block_until_ready(out)[2]  # the cache is donated: keep the returned one
+
+    for k in ks:
+        for _ in range(max(warmup, 1)):  # the first call compiles
+            call(k)
+    samples: dict[int, list[float]] = {k: [] for k in ks}
+    for _ in range(repeats):
+        for k in ks:
+            t0 = time.perf_counter()
+            call(k)
+            samples[k].append(1000.0 * (time.perf_counter() - t0))
+    return samples
+
+
+def measure(params: Any, cfg: Any, ks: Sequence[int], contexts: Sequence[int], repeats: int, warmup: int,
+            dtype: Any, tap_ids: tuple[int, ...]) -> list[Point]:
+    points = []
+    for c in contexts:
+        samples = time_forwards(params, cfg, ks, c, repeats, warmup, dtype, tap_ids)
+        for k in ks:
+            points.append(Point(k, c, tuple(samples[k])))
+            print(f"  K={k:4d} context={c:6d}: median {np.median(samples[k]):.3f} ms over {len(samples[k])}",
+                  flush=True)
+    return points
+
+
+def bytes_read(params: Any, cfg: Any, dtype: Any) -> tuple[float, float]:
+    """(weight bytes a forward reads, KV-cache bytes per context token)."""
+    import jax.numpy as jnp
+
+    from benchmarks.core import hardware
+
+    total = hardware.weight_bytes(params)
+    if not cfg.tie_word_embeddings:  # an untied input embedding is gathered, not read whole
+        total -= hardware.weight_bytes(params["embed"])
+    kv = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * jnp.dtype(dtype).itemsize
+    return float(total), float(kv)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Outputs
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    import pandas as pd
+
+    from benchmarks.core.store import atomic_write_text
+
+    atomic_write_text(path, pd.DataFrame(list(rows), columns=list(CSV_COLUMNS)).to_csv(index=False,
+                                                                                       float_format="%.6g"))
+
+
+def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -> None:
+    """Two panels: absolute ms vs K with the bandwidth floor, and time normalised to K=0 with floor / t(K=0).
+
+    The floor is dashed where it binds, dotted (and labelled so) where it does not; impossible points are red
+    crosses outside the curves.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from benchmarks.analysis.figure_style import save_figure
+
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_abs, ax_norm = fig.subplots(1, 2)
+    style, note = ("--", "") if floor.applies else (":", " (not binding)")
+    impossible_labelled = False
+    for i, c in enumerate(sorted({r["context_len"] for r in rows})):
+        color = f"C{i}"
+        rs = sorted((r for r in rows if r["context_len"] == c), key=lambda r: r["k"])
+        ok = [r for r in rs if not r["below_floor"]]
+        if ok:
+            med = np.array([r["median_ms"] for r in ok])
+            err = np.array([[r["median_ms"] - r["ci_low"] for r in ok], [r["ci_high"] - r["median_ms"] for r in ok]])
+            ax_abs.errorbar([r["k"] + 1 for r in ok], med, yerr=err, marker="o", color=color, capsize=3,
+                            label=f"context {c}")
+            norm = [(r["k"] + 1, r["normalised_to_k0"]) for r in ok if not math.isnan(r["normalised_to_k0"])]
+            if norm:
+                ax_norm.plot(*zip(*norm), marker="o", color=color, label=f"context {c}")
+        bound = floor.bound_ms(c)
+        if not math.isnan(bound):
+            ax_abs.axhline(bound, color=color, linestyle=style, linewidth=1,
+                           label=f"bandwidth floor, context {c}{note}")
+            base = next((r for r in ok if r["k"] == 0), None)
+            if base is not None:
+                ax_norm.axhline(bound / base["median_ms"], color=color, linestyle=style, linewidth=1,
+                                label=f"floor / t(K=0), context {c}")
+        bad = [r for r in rs if r["below_floor"]]
+        if bad:
+            label = None if impossible_labelled else "below the floor: timing error, not a result"
+            ax_abs.scatter([r["k"] + 1 for r in bad], [r["median_ms"] for r in bad], marker="x", color="red", s=60,
+                           zorder=3, label=label)
+            impossible_labelled = True
+    ticks = sorted({r["k"] + 1 for r in rows})
+    for ax in (ax_abs, ax_norm):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlabel("tokens verified per forward, K+1 (log scale)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    ax_abs.set_ylabel("verify forward time (ms), median with 95 % CI")
+    ax_norm.set_ylabel("time / time at K=0 (×)")
+    ax_abs.set_title("verify forward time")
+    ax_norm.set_title("normalised to K=0 (1.0 = flat)")
+    fig.suptitle(title if floor.applies else f"{title}\nfloor not binding: {floor.note}")
+    save_figure(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CLI
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    from benchmarks.engines.jax.model import SHAPES
+
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--model", type=Path, help="an HF checkpoint folder (Qwen3 / Llama-3 target)")
+    src.add_argument("--random-weights", action="store_true",
+                     help="random weights of --shape, no download (the default without --model)")
+    ap.add_argument("--shape", default="qwen3-tiny", choices=sorted(SHAPES) + sorted(SHAPE_ALIASES),
+                    help="named shape for --random-weights (default qwen3-tiny)")
+    ap.add_argument("--ks", type=_ints, help=f"K values (default {','.join(map(str, DEFAULT_KS))})")
+    ap.add_argument("--contexts", type=_ints,
+                    help=f"context lengths (default {','.join(map(str, DEFAULT_CONTEXTS))})")
+    ap.add_argument("--repeats", type=int, help="timed calls per point (default 30)")
+    ap.add_argument("--warmup", type=int, help="untimed calls per point after compiling (default 3)")
+    ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                    help="auto: bfloat16 on accelerators, float32 on CPU")
+    ap.add_argument("--out", type=Path, help="output folder (default results/kflat/<shape>-<platform>/)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"K {QUICK_KS}, context {QUICK_CONTEXTS}, 5 repeats, 1 warm-up (for tests)")
+
+
+def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The defaults that depend on --quick, and the rule that every K is normalised to K=0."""
+    args.shape = SHAPE_ALIASES.get(args.shape, args.shape)
+    args.ks = args.ks or (QUICK_KS if args.quick else DEFAULT_KS)
+    args.contexts = args.contexts or (QUICK_CONTEXTS if args.quick else DEFAULT_CONTEXTS)
+    args.repeats = args.repeats or (5 if args.quick else 30)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    if 0 not in args.ks:
+        raise ConfigError("--ks must include 0: every point is normalised to K=0")
+    return args
+
+
+def main(args: argparse.Namespace) -> int:
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.core import hardware, provenance
+    from benchmarks.engines.jax import loader
+    from benchmarks.engines.jax import model as M
+
+    args = resolve_args(args)
+    hw = hardware.detect()
+    dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}.get(
+        args.dtype, jnp.float32 if hw.platform == "cpu" else jnp.bfloat16)
+    if args.model:
+        cfg, params = loader.load_target(args.model, jnp.dtype(dtype).name)
+        name = args.model.resolve().name
+    else:
+        cfg, name = M.SHAPES[args.shape], args.shape
+        params = M.init_random_params(cfg, jax.random.key(0), dtype)
+    out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
+    taps = tap_ids_for(cfg.num_layers)
+    weight_bytes, kv_per_token = bytes_read(params, cfg, dtype)
+    applies, why = hardware.floor_applies(hw, weight_bytes + kv_per_token * (max(args.contexts) + max(args.ks) + 1))
+    floor = Floor(weight_bytes, kv_per_token, hw.bandwidth_bytes_per_s, applies,
+                  hw.bandwidth_source if applies else why)
+    print(f"kflat: {name} ({'checkpoint' if args.model else 'random weights'}, {jnp.dtype(dtype).name}) on "
+          f"{hw.device}; taps {list(taps)}")
+    bound = ", ".join(f"{floor.bound_ms(c):.4f} ms at context {c}" for c in args.contexts)
+    print(f"kflat: a forward reads {weight_bytes / 1e6:.1f} MB of weights + {kv_per_token / 1e3:.1f} kB of KV per "
+          f"context token; bandwidth {(hw.bandwidth_bytes_per_s or math.nan) / 1e9:.1f} GB/s "
+          f"({hw.bandwidth_source}) -> floor {bound}" + ("" if applies else f"; NOT APPLIED: {why}"))
+
+    points = measure(params, cfg, args.ks, args.contexts, args.repeats, args.warmup, dtype, taps)
+    rows = rows_from_points(points, floor)
+    write_csv(rows, out / "kflat.csv")
+    title = f"Verify forward vs K: {name} ({jnp.dtype(dtype).name}) on {hw.device}, JAX"
+    plot(rows, floor, out / "kflat.png", title)
+    meta = {"model": str(args.model) if args.model else None, "shape": None if args.model else args.shape,
+            "platform": hw.platform, "device": hw.device, "dtype": jnp.dtype(dtype).name, "tap_ids": list(taps),
+            "weight_bytes_read": weight_bytes, "kv_bytes_per_token": kv_per_token,
+            "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "bandwidth_source": hw.bandwidth_source,
+            "floor_applies": applies, "floor_note": floor.note, "repeats": args.repeats, "warmup": args.warmup,
+            "packages": provenance.package_versions(), "git_sha": provenance.git_sha()}
+    (out / "kflat.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    for r in rows:
+        print(f"K={r['k']:4d} context={r['context_len']:6d} median {r['median_ms']:.4f} ms "
+              f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}] x{r['normalised_to_k0']:.3f} of K=0  {r['verdict']}")
+    for line in impossible_lines(rows, "memory-bandwidth" if hw.platform == "cpu" else "HBM"):
+        print(line)
+    print(f"kflat: wrote {out / 'kflat.csv'} and {out / 'kflat.png'}")
+    return 0

@@ -1,0 +1,172 @@
+"""Cross-engine parity: two engines on the same checkpoints and prompts must emit the same greedy tokens and τ.
+
+    python -m benchmarks study parity --target DIR [--draft DIR --k K] [--engines jax vllm] [--prompts 4 --new 32]
+                                  [--dataset humaneval]   (default: seeded random-id prompts)
+
+Exit status 1 when the greedy tokens differ or τ differs by more than --tau-tol.
+
+Where vLLM (0.32, V1 runner) and the JAX engine differ in bookkeeping, and how this check lines them up:
+- Tapped layers. A DFlash `target_layer_ids` entry k means the output of layer k (HF hidden_states[k+1]). vLLM adds 1
+  to each id because it captures hidden states at the *input* of a layer; the input of layer k+1 is the output of
+  layer k, so both engines feed the same features. The JAX engine uses k directly. Hence vLLM needs a target with
+  more than max(id)+1 layers, and an id equal to the last layer works in JAX only.
+- Draft query length. vLLM runs the draft on K+1 positions ([anchor, MASK x K]); the released drafts' reference code
+  runs the whole block (block_size positions) and keeps the first K proposals. Draft attention is non-causal, so the
+  extra MASK positions change the proposals when K < block_size-1. Run the JAX engine with
+  engine option `draft_queries: "k+1"` to compare τ (and per-step acceptance) with vLLM; the default "block" follows
+  the reference implementation. (On the tiny random pair, K=4: the first 4 proposals differed between 5 and 16
+  queries for 20 of 20 anchors.)
+- Positions. Both put the context at its absolute positions 0..s-1 and the block at s..s+q-1 (RoPE on context keys
+  and on block queries/keys at those positions); nothing to align.
+- The last verify step. When max_new_tokens ends inside a step, both count every draft the target accepted in that
+  step although the output is cut (oracle pair, K=4, 32 tokens: τ 5.0 in both, identical per-request lengths).
+- EOS. Both stop at the target's generation_config EOS ids and keep the EOS token in the output.
+- Per-step acceptance on a trained pair (models/tiny, K=15, HumanEval, float32) is not identical, although tokens are:
+  τ 3.98 (JAX) vs 3.85 (vLLM) over 16 prompts. The cause is in vLLM's CPU build, and the JAX engine follows the
+  reference. vLLM's DFlash draft (model_executor/models/qwen3_dflash.py, `_normalize_context_k`) normalises the context
+  keys of all draft layers in one `ops.rms_norm` call with the layers' k_norm weights stacked [L, head_dim]. The CPU
+  kernel applies row 0 to every layer, so every layer after the first normalises its context keys with layer 0's
+  k_norm, at every step (tests/engines/test_vllm_engine.py checks that kernel). Context hidden states and positions are right
+  in vLLM: prompt taps 0..P-1 at positions 0..P-1, the block from P. A per-layer norm in that function makes vLLM's
+  draft logits match a direct reference to 2e-5 at every step of a traced request. The target never sees the draft's
+  keys, so greedy tokens stay identical; only the accept lengths move, hence --tau-tol on trained pairs. With layer
+  0's k_norm on every layer's context keys, the JAX draft gives vLLM's accepted lengths step for step
+  (tests/studies/test_parity.py, trained pair, K=7, 4 HumanEval prompts).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.core import metrics
+from benchmarks.core.records import Cell, SamplingParams, SpecCounters
+
+# Engine options that put each engine on the same footing: float32 (vLLM on CPU would downcast to bfloat16), and
+# the JAX draft on vLLM's K+1 query positions.
+PARITY_OPTIONS: dict[str, dict[str, Any]] = {
+    "jax": {"dtype": "float32", "max_model_len": 512, "draft_queries": "k+1"},
+    "vllm": {"dtype": "float32", "max_model_len": 512, "enforce_eager": True},
+}
+
+
+@dataclass
+class EngineRun:
+    engine: str
+    outputs: list[list[int]]
+    accept_lengths: list[list[int] | None]
+    counters: SpecCounters | None
+    tpot_ms: list[float]
+
+    @property
+    def tau(self) -> float:
+        return metrics.acceptance(self.counters).tau if self.counters else math.nan
+
+
+@dataclass
+class Parity:
+    a: EngineRun
+    b: EngineRun
+    lossless: metrics.Lossless
+
+    @property
+    def tau_diff(self) -> float:
+        return abs(self.a.tau - self.b.tau)
+
+    def ok(self, tau_tol: float = 0.0) -> bool:
+        taus = (self.a.tau, self.b.tau)
+        tau_ok = all(math.isnan(t) for t in taus) or self.tau_diff <= tau_tol
+        return self.lossless.identical_frac == 1.0 and tau_ok
+
+    def lines(self) -> list[str]:
+        a, b, ll = self.a, self.b, self.lossless
+        out = [f"parity {a.engine} vs {b.engine}: identical greedy outputs {ll.identical_frac:.3f} "
+               f"({len(a.outputs) - len(ll.divergent)}/{len(a.outputs)})"]
+        out += [f"  prompt {i}: first divergence at token {d}" for i, d in ll.divergent]
+        if a.counters or b.counters:
+            out.append(f"  tau {a.engine} {a.tau:.4f} | {b.engine} {b.tau:.4f}")
+            same_steps = sum(x == y for x, y in zip(a.accept_lengths, b.accept_lengths) if x is not None)
+            out.append(f"  per-request accepted lengths identical: {same_steps}/{len(a.outputs)}")
+        return out
+
+
+def run_engine(cell: Cell, prompts: list[list[int]], params: SamplingParams,
+               warmup: list[int] | None = None) -> EngineRun:
+    """Load one engine, serve the (untimed, uncounted) warm-up prompt, run the prompts one at a time, read its
+    counters, close it (vLLM allows one engine per process)."""
+    from benchmarks.engines import create_engine
+
+    engine = create_engine(cell.engine)
+    engine.load(cell)
+    try:
+        if warmup is not None:
+            engine.generate(warmup, params)
+        before = engine.spec_counters()
+        records = [engine.generate(p, params) for p in prompts]
+        after = engine.spec_counters()
+        counters = None if after is None else after - before
+        return EngineRun(cell.engine, [r.output_ids for r in records], [r.accept_lengths for r in records], counters,
+                         [metrics.tpot_ms(r.ttft_s, r.last_token_s, len(r.output_ids)) for r in records])
+    finally:
+        engine.close()
+
+
+def compare(a: EngineRun, b: EngineRun) -> Parity:
+    return Parity(a, b, metrics.lossless(a.outputs, b.outputs))
+
+
+def parity_cell(engine: str, target: str, draft: str | None, k: int, max_new_tokens: int,
+                options: dict[str, Any] | None = None) -> Cell:
+    opts = dict(PARITY_OPTIONS.get(engine, {}))
+    if draft is None:
+        opts.pop("draft_queries", None)
+    return Cell(engine, target, "dflash" if draft else "baseline", draft, k if draft else 0, 0.0, max_new_tokens, 0,
+                {**opts, **(options or {})})
+
+
+def check(engines: tuple[str, str], target: str, draft: str | None, k: int, prompts: list[list[int]],
+          max_new_tokens: int) -> Parity:
+    """Greedy parity of two engines on one (target[, draft, K]) cell."""
+    params = SamplingParams(0.0, max_new_tokens)
+    runs = [run_engine(parity_cell(e, target, draft, k, max_new_tokens), prompts, params) for e in engines]
+    return compare(*runs)
+
+
+def default_prompts(n: int, vocab: int) -> list[list[int]]:
+    """Seeded prompts of in-vocabulary ids above the tiny tokenizer's special tokens, of varied lengths."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return [rng.integers(4, vocab, size=int(length)).tolist() for length in rng.integers(4, 120, size=n)]
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--target", type=Path, required=True)
+    ap.add_argument("--draft", type=Path, help="a DFlash draft; without it the baseline (AR) is compared")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--engines", nargs=2, default=["jax", "vllm"])
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--tau-tol", type=float, default=0.0)
+    ap.add_argument("--dataset", help="chat-templated prompts of a registered dataset (seed 0) instead")
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    if args.dataset:
+        from benchmarks.core.datasets import load_prompts
+        from benchmarks.core.models import load_tokenizer
+
+        tokenizer = load_tokenizer(str(args.target))
+        max_prompt = PARITY_OPTIONS["jax"]["max_model_len"] - args.new
+        prompts = [p.ids for p in load_prompts(args.dataset, args.prompts, 0, tokenizer, max_prompt_tokens=max_prompt)]
+    else:
+        prompts = default_prompts(args.prompts, json.loads((args.target / "config.json").read_text())["vocab_size"])
+    result = check(tuple(args.engines), str(args.target), str(args.draft) if args.draft else None, args.k,
+                   prompts, args.new)
+    for line in result.lines():
+        print(line)
+    return 0 if result.ok(args.tau_tol) else 1

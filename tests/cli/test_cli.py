@@ -1,0 +1,209 @@
+"""The command line: bad arguments exit 2 with one line, exit statuses as documented, resume / --fresh, the
+`latest` link it reports, and run folders that stay out of the user's results/runs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks import cli
+from benchmarks.cli.run import exit_status
+from benchmarks.core import paths
+from benchmarks.core.paths import ROOT
+from benchmarks.core.records import RequestRecord
+from benchmarks.run import context
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--k", "abc"], "expected comma-separated integers such as 3,7,15, got 'abc'"),
+    (["--k", "0"], "'k': expected an int >= 1, got 0"),
+    (["--k", "16"], "K=16 exceeds block_size-1=15"),
+    (["--k", ","], "'k': no K given for dflash"),
+    (["--n", "0"], "'num_prompts': expected an int >= 1, got 0"),
+    (["--n", "two"], "argument --n: invalid int value: 'two'"),
+    (["--temperature", "-0.5"], "'temperature': expected a float >= 0"),
+    (["--max-new-tokens", "0"], "'max_new_tokens': expected an int >= 1"),
+    (["--seed", "-1"], "'seed': expected an int >= 0"),
+    (["--methods", "medusa"], "unknown method 'medusa'"),
+    (["--methods", ","], "'methods': empty"),
+    (["--engine", "sglang"], "invalid choice: 'sglang'"),
+    (["--preset", "nope"], "preset 'nope' not found"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_bench_arguments_exit_2_with_one_line(args, fragment, capsys):
+    preset = [] if "--preset" in args else ["--preset", "tiny"]
+    rc, out, err = run_cli(["bench", "--dataset", "humaneval", *preset, *args], capsys)
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and fragment in err
+    assert out == ""
+
+
+def test_bad_command_lines_elsewhere_exit_2_with_one_line(tmp_path, capsys):
+    for argv, fragment in ([[], "required: cmd"], [["bench"], "--dataset"],
+                           [["bench", "--dataset", "nope", "--preset", "tiny"], "unknown dataset 'nope'"],
+                           [["validate", str(tmp_path / "absent.yaml")], "no such matrix file"],
+                           [["report", str(tmp_path)], "not a run folder"]):
+        rc, _, err = run_cli(argv, capsys)
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and fragment in err, (argv, err)
+
+
+def test_k_abc_from_the_shell_exits_2_with_one_line():
+    """The README's promise, as a user types it: no traceback, one line, status 2."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "bench", "--dataset", "humaneval", "--k", "abc"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: python -m benchmarks bench: argument --k: expected comma-separated integers such as 3,7,15, got "
+        "'abc' (see --help)"]
+
+
+@pytest.mark.parametrize("engine, options, fragment", [
+    ("jax", {"enforce_eager": True}, "'enforce_eager' is not an option of the jax engine"),
+    ("vllm", {"breakdown": True}, "'breakdown' is not an option of the vllm engine"),
+    (["vllm", "jax"], {"jax": {"enforce_eager": True}}, "'engine_options.jax': 'enforce_eager' is not an option"),
+])
+def test_validate_rejects_an_option_the_matrix_engines_do_not_take(engine, options, fragment, tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({"preset": "tiny", "engine": engine, "engine_options": options,
+                                    "datasets": ["humaneval"]}))
+    rc, _, err = run_cli(["validate", str(path)], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and fragment in err
+
+
+def test_validate_accepts_each_engine_its_own_options(tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({"preset": "tiny", "engine": ["vllm", "jax"], "datasets": ["humaneval"],
+                                    "engine_options": {"max_model_len": 512, "jax": {"breakdown": True},
+                                                       "vllm": {"enforce_eager": True}}}))
+    rc, out, _ = run_cli(["validate", str(path)], capsys)
+    assert rc == 0 and "ok" in out
+
+
+@pytest.mark.parametrize("failed, divergent, allow, status", [
+    (0, False, False, 0), (2, False, False, 1), (0, True, False, 3), (2, True, False, 3), (0, True, True, 0),
+    (2, True, True, 1)])
+def test_exit_status_the_more_serious_code_wins(failed, divergent, allow, status):
+    assert exit_status(failed, divergent, allow) == status
+
+
+class Scripted:
+    """baseline: tokens from the prompt; dflash: its last token changed (a divergence), and it raises at its
+    call number `fail_at_call` when set."""
+
+    name = "scripted"
+    generated = 0
+    fail_at_call: int | None = None
+
+    def load(self, cell):
+        self.cell, self.calls = cell, 0
+
+    def generate(self, prompt_ids, params):
+        Scripted.generated += 1
+        self.calls += 1
+        out = [(sum(prompt_ids) + i) % 97 for i in range(params.max_new_tokens)]
+        if self.cell.method == "dflash":
+            if self.calls == self.fail_at_call:
+                raise RuntimeError("draft went away")
+            out[-1] += 1
+        return RequestRecord(out, ttft_s=0.05, last_token_s=0.05 + 0.01 * (len(out) - 1))
+
+    def spec_counters(self):
+        return None
+
+    def describe(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def write_matrix(path: Path, target: Path, draft: Path, datasets: list[dict[str, str]], **extra) -> Path:
+    path.write_text(yaml.safe_dump({
+        "name": f"cli-{os.getpid()}", "target": str(target), "methods": ["baseline", "dflash"],
+        "drafts": {"dflash": str(draft)}, "k": [3], "num_prompts": 3, "warmup_prompts": 1, "max_new_tokens": 6,
+        "datasets": datasets, **extra}))
+    return path
+
+
+@pytest.fixture
+def prompts(tmp_path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"question number {i}"}) + "\n" for i in range(6)))
+    return path
+
+
+@pytest.fixture
+def matrix_file(random_pair, prompts, tmp_path, monkeypatch) -> Path:
+    Scripted.generated = 0
+    monkeypatch.setattr(Scripted, "fail_at_call", None)
+    monkeypatch.setattr(context, "create_engine", lambda name: Scripted())
+    return write_matrix(tmp_path / "cli.yaml", random_pair["target"], random_pair["dflash"],
+                        [{"name": "good", "path": str(prompts)}])
+
+
+def test_a_failed_unit_and_a_divergence_are_both_reported_and_exit_3(matrix_file, random_pair, prompts, tmp_path,
+                                                                    capsys, monkeypatch):
+    # dflash diverges on 'good' (its first call), then raises on 'bad' (its second): no warm-up, one prompt each
+    write_matrix(matrix_file, random_pair["target"], random_pair["dflash"],
+                 [{"name": "good", "path": str(prompts)}, {"name": "bad", "path": str(prompts)}],
+                 num_prompts=1, warmup_prompts=0)
+    monkeypatch.setattr(Scripted, "fail_at_call", 2)
+    rc, _, err = run_cli(["matrix", str(matrix_file), "--run-dir", str(tmp_path / "run")], capsys)
+    assert "1 (cell, dataset) unit(s) failed" in err
+    assert "LOSSLESS VIOLATION:" in err and "dflash-k3 on good" in err
+    assert "speculative outputs differed from AR" in err
+    assert rc == 3
+    rc, _, err = run_cli(["matrix", str(matrix_file), "--run-dir", str(tmp_path / "run2"), "--allow-divergence"],
+                         capsys)
+    assert rc == 1 and "1 (cell, dataset) unit(s) failed" in err and "accepted by --allow-divergence" in err
+
+
+def test_rerun_says_it_resumed_and_fresh_measures_again_in_a_new_folder(matrix_file, capsys):
+    rc, out, err = run_cli(["matrix", str(matrix_file)], capsys)
+    assert rc == 3 and "resuming" not in err  # dflash changes a token: a divergence, exit 3
+    first = Path(out.split("run folder: ")[1].split("\n")[0])
+    assert first.parent == paths.RUNS_DIR and (paths.RUNS_DIR / "latest").resolve() == first.resolve()
+    measured = Scripted.generated
+    assert measured == 2 * (3 + 1) + (3 + 1)  # 2 cells, then the baseline's drift recheck of 3 prompts
+
+    rc, out, err = run_cli(["matrix", str(matrix_file)], capsys)
+    assert f"resuming {first}: 2 of 2 (cell, dataset) units already done" in err and "FRESH=1 (--fresh)" in err
+    assert Scripted.generated == measured  # nothing measured again
+
+    rc, out, err = run_cli(["matrix", str(matrix_file), "--fresh"], capsys)
+    fresh = Path(out.split("run folder: ")[1].split("\n")[0])
+    assert fresh != first and fresh.name.startswith(first.name + "-") and "resuming" not in err
+    assert Scripted.generated == 2 * measured
+    assert (paths.RUNS_DIR / "latest").resolve() == fresh.resolve()
+    assert len(list((fresh / "units").glob("*.jsonl"))) == len(list((first / "units").glob("*.jsonl"))) == 3
+
+    rc, _, err = run_cli(["matrix", str(matrix_file), "--fresh", "--run-dir", str(first)], capsys)
+    assert rc == 2 and "already holds 2 measured unit(s)" in err
+
+
+def test_run_dir_reports_the_latest_link_it_really_set(matrix_file, tmp_path, capsys):
+    run_dir = tmp_path / "elsewhere" / "myrun"
+    _, out, _ = run_cli(["matrix", str(matrix_file), "--run-dir", str(run_dir)], capsys)
+    assert f"({tmp_path / 'elsewhere' / 'latest'} points here)" in out
+    assert (tmp_path / "elsewhere" / "latest").resolve() == run_dir.resolve()
+
+
+def test_the_suite_writes_runs_only_to_a_temporary_folder():
+    """Run folders made without --run-dir go under DFLASH_RUNS_DIR, which the suite points at a temporary folder;
+    conftest also fails the session if results/runs/latest moved."""
+    assert paths.RUNS_DIR == Path(os.environ["DFLASH_RUNS_DIR"])
+    assert not paths.RUNS_DIR.resolve().is_relative_to(ROOT.resolve())

@@ -1,0 +1,171 @@
+"""Matrix validation: every bad input stops with one message naming the file, the key and what is allowed."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.core.matrix import expand
+from benchmarks.core.paths import ROOT
+
+BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
+        "methods": ["baseline", "dflash"], "k": 15, "datasets": ["math500"]}
+
+
+def write(tmp_path, data) -> Path:
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+@pytest.mark.parametrize("patch, key, fragment", [
+    ({"bogus": 1}, "bogus", "unknown key"),
+    ({"datasets": ["nope"]}, "datasets", "unknown dataset 'nope'"),
+    ({"methods": ["baseline", "medusa"]}, "methods", "unknown method 'medusa'"),
+    ({"k": 16}, "k", "exceeds block_size-1=15"),
+    ({"k": "three"}, "k", "expected an int"),
+    ({"max_new_tokens": "many"}, "max_new_tokens", "expected an int"),
+    ({"num_prompts": 0}, "num_prompts", "expected an int >= 1"),
+    ({"temperature": -1}, "temperature", "expected a float >= 0"),
+    ({"engine": "sglang"}, "engine", "unknown engine 'sglang'"),
+    ({"methods": ["baseline", "eagle3"]}, "drafts", "method 'eagle3' needs a draft model"),
+    ({"target": None}, "target", "missing"),
+    ({"k": {"dflash": 4, "medusa": 2}}, "k", "unknown method 'medusa'"),
+    ({"engine_options": [1]}, "engine_options", "expected a mapping"),
+    ({"datasets": [{"name": "x", "url": "y"}]}, "datasets", "must be a name or a mapping"),
+    ({"interleave": "yes"}, "interleave", "expected true or false"),
+    ({"drift_prompts": -1}, "drift_prompts", "expected an int >= 0"),
+    ({"drift_prompts": "few"}, "drift_prompts", "expected an int >= 0"),
+    ({"methods": []}, "methods", "empty"),
+    ({"k": []}, "k", "no K given for dflash"),
+    ({"engine": "jax", "engine_options": {"enforce_eager": True}}, "engine_options",
+     "'enforce_eager' is not an option of the jax engine"),
+    ({"engine": "jax", "engine_options": {"jax": {"draft_query": "k+1"}}}, "engine_options.jax",
+     "did you mean draft_queries?"),
+    ({"workers": 1}, "workers", "expected true or false"),
+    ({"request_timeout_s": 0}, "request_timeout_s", "expected a number of seconds > 0"),
+    ({"load_timeout_s": "long"}, "load_timeout_s", "expected a number of seconds > 0"),
+])
+def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):
+    path = write(tmp_path, {**BASE, **patch})
+    with pytest.raises(ConfigError) as err:
+        load_matrix(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"'{key}'" in msg and fragment in msg
+
+
+def test_unknown_key_lists_allowed_keys(tmp_path):
+    with pytest.raises(ConfigError, match="allowed keys:(.|\n)*max_new_tokens"):
+        load_matrix(write(tmp_path, {**BASE, "max_tokens": 5}))
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="no such matrix file"):
+        load_matrix(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("methods: [baseline\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_matrix(bad)
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="preset 'nope' not found"):
+        parse_matrix({**BASE, "preset": "nope"})
+
+
+def test_local_dataset_entry_is_allowed():
+    m = parse_matrix({**BASE, "datasets": [{"name": "mine", "path": "p.jsonl"}]})
+    assert m.datasets[0].path == "p.jsonl"
+
+
+def test_expansion_puts_baseline_first_and_hashes_cells():
+    m = parse_matrix({**BASE, "methods": ["dflash", "baseline"], "k": [4, 15], "temperature": [0.0, 1.0]})
+    cells = expand(m)
+    assert [c.label for c in cells] == ["baseline", "dflash-k4", "dflash-k15"] * 2
+    assert len({c.cell_id for c in cells}) == 6
+    assert expand(m)[1].cell_id == cells[1].cell_id  # content hash: stable across expansions
+
+
+def test_per_method_k():
+    m = parse_matrix({**BASE, "methods": ["baseline", "dflash", "eagle3"], "drafts": {"dflash": "a", "eagle3": "b"},
+                      "k": {"dflash": 10, "eagle3": [2, 3]}})
+    assert [c.label for c in expand(m)] == ["baseline", "dflash-k10", "eagle3-k2", "eagle3-k3"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs" / "matrices").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_matrices_validate(path):
+    assert expand(load_matrix(path))
+
+
+def test_published_matrices_match_published_conditions():
+    full = load_matrix(ROOT / "configs/matrices/full.yaml")
+    assert len(full.datasets) == 9 and full.k == {"dflash": [15]} and full.max_new_tokens == 256
+    assert full.temperatures == [0.0] and full.drafts["dflash"] == "z-lab/Qwen3-4B-DFlash-b16"
+    llama = load_matrix(ROOT / "configs/matrices/llama-eagle3.yaml")
+    assert llama.k == {"dflash": [10], "eagle3": [2]}
+
+
+def test_engine_options_shared_and_per_engine():
+    m = parse_matrix({**BASE, "engine": ["vllm", "jax"], "methods": ["baseline"],
+                      "engine_options": {"max_model_len": 512, "vllm": {"enforce_eager": True},
+                                         "jax": {"breakdown": True}}})
+    opts = {c.engine: c.engine_options for c in expand(m)}
+    assert opts == {"vllm": {"max_model_len": 512, "enforce_eager": True},
+                    "jax": {"max_model_len": 512, "breakdown": True}}
+    with pytest.raises(ConfigError, match="'jax' must be a mapping"):
+        parse_matrix({**BASE, "engine_options": {"jax": 3}})
+
+
+def test_preset_engine_options_merge_per_engine():
+    m = parse_matrix({"preset": "tiny", "datasets": ["humaneval"],
+                      "engine_options": {"vllm": {"max_num_seqs": 1}}})
+    assert m.engine_options["vllm"] == {"enforce_eager": True, "max_num_seqs": 1}
+    assert m.engine_options["max_model_len"] == 1024
+
+
+@pytest.mark.parametrize("engine, platform, interleave", [
+    ("jax", "cpu", True), ("vllm", "cpu", True), (None, "cpu", True), ("jax", "tpu", True), ("vllm", "tpu", False),
+    (None, "gpu", False)])
+def test_bench_interleaves_cells_where_the_engine_allows(engine, platform, interleave, monkeypatch):
+    from argparse import Namespace
+
+    from benchmarks.cli.bench import bench_matrix
+
+    monkeypatch.setenv("PLATFORM", platform)
+    args = Namespace(dataset="humaneval", preset="tiny", engine=engine, methods=None, k=None, num_prompts=None,
+                     max_new_tokens=None, temperature=None, seed=None)
+    assert bench_matrix(args).interleave is interleave
+
+
+@pytest.mark.parametrize("engines, platform, options, fragment", [
+    (["vllm", "vllm"], "cpu", {}, None),
+    (["jax", "jax"], "tpu", {}, None),
+    (["vllm"], "tpu", {}, None),  # a single cell has nothing to share the chip with
+    (["vllm", "vllm"], "tpu", {}, "a TPU is owned by one process"),
+    (["jax", "vllm"], "tpu", {}, "a TPU is owned by one process"),
+    (["vllm", "vllm"], "gpu", {}, "gpu_memory_utilization=0.9 (the vLLM default)"),
+    (["vllm", "vllm", "vllm"], "gpu", {"vllm": {"gpu_memory_utilization": 0.4}}, "gpu_memory_utilization: 0.33"),
+    (["vllm", "vllm", "vllm"], "gpu", {"vllm": {"gpu_memory_utilization": 0.3}}, None),
+])
+def test_interleave_refused_only_where_cells_cannot_share_the_device(engines, platform, options, fragment):
+    from benchmarks.core.config import interleave_problem
+
+    m = parse_matrix({**BASE, "interleave": True, "engine_options": options}, source="m.yaml")
+    problem = interleave_problem(m, engines, platform)
+    if fragment is None:
+        assert problem is None
+    else:
+        assert problem is not None and problem.startswith("m.yaml: 'interleave'") and fragment in problem
+    assert interleave_problem(parse_matrix({**BASE, "engine_options": options}), engines, platform) is None
+
+
+def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkeypatch, capsys):
+    from benchmarks.cli import main
+
+    path = write(tmp_path, {**BASE, "interleave": True})
+    monkeypatch.setenv("PLATFORM", "cpu")
+    assert main(["validate", str(path)]) == 0
+    monkeypatch.setenv("PLATFORM", "tpu")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "a TPU is owned by one process" in err and "(on this tpu machine)" in err and len(err.splitlines()) == 1

@@ -1,0 +1,58 @@
+"""The reproduction notebook, executed end to end on CPU as a user would run it (parameters injected, no network)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from benchmarks.core.paths import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "reproduce.ipynb"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PIP_NO_INDEX": "1"}
+
+
+def with_parameters(nb: nbformat.NotebookNode, params: dict[str, Any]) -> nbformat.NotebookNode:
+    """Insert an assignment cell after the cell tagged 'parameters', as papermill does."""
+    index = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    source = "\n".join(f"{name} = {value!r}" for name, value in params.items())
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
+    return nb
+
+
+def execute(params: dict[str, Any], cwd: Path, timeout_s: int = 1800) -> nbformat.NotebookNode:
+    nb = with_parameters(nbformat.read(NOTEBOOK, as_version=4), params)
+    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def test_notebook_has_parameters_and_clone_step() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    for name in ("REPO_URL", "BRANCH", "DATASET", "N", "PRESET", "WORKDIR", "CLONE"):
+        assert f"\n{name} = " in "\n" + tagged[0].source
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for step in ("--recurse-submodules", "bash preparation/bootstrap.sh", "make bench", "summary.csv"):
+        assert step in code
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # stored without outputs
+
+
+@pytest.mark.slow
+def test_notebook_runs_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    nb = execute({"CLONE": False, "WORKDIR": str(ROOT), "DATASET": "humaneval", "N": 2, "PRESET": "tiny"}, tmp_path)
+    outs = outputs(nb)
+    tables = [o["data"]["text/html"] for o in outs if "text/html" in o.get("data", {})]
+    assert any("<table" in t and "humaneval" in t and "tau" in t and "dflash" in t for t in tables)
+    assert any("image/png" in o.get("data", {}) for o in outs)
+    markdown = "".join(o["data"].get("text/markdown", "") for o in outs if "data" in o)
+    assert "no published row matches" in markdown  # a CPU run has no published counterpart, and says why
+    assert not [o for o in outs if o.get("output_type") == "error"]

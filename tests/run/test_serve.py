@@ -1,0 +1,255 @@
+"""Serving mode without a server: the concurrency axis's validation, the conversion of the load generator's output
+into records, and the per-level summary, report and figures (hand-made records)."""
+import math
+
+import pandas as pd
+import pytest
+import yaml
+
+from benchmarks.analysis.serve_figures import serve_figures
+from benchmarks.analysis.serve_report import crossovers, serve_markdown
+from benchmarks.analysis.summary import summarize
+from benchmarks.cli import main as cli_main
+from benchmarks.core import metrics
+from benchmarks.core.config import ConfigError, parse_matrix
+from benchmarks.core.datasets import Prompt
+from benchmarks.core.matrix import expand
+from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
+from benchmarks.run.serving import level_records, unit_key
+from verification.lossless import verdict_lines
+
+BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
+        "methods": ["baseline", "dflash"], "k": 15, "datasets": ["math500"], "engine": "vllm-serve"}
+
+
+def test_concurrency_axis_parses_int_or_list_with_default_one():
+    assert parse_matrix(BASE).concurrency == [1]
+    assert parse_matrix({**BASE, "concurrency": 4}).concurrency == [4]
+    m = parse_matrix({**BASE, "concurrency": [1, 4, 16], "request_rate": 2})
+    assert m.concurrency == [1, 4, 16] and m.request_rate == 2.0
+
+
+@pytest.mark.parametrize("patch, fragment", [
+    ({"concurrency": 0}, "expected an int >= 1, got 0"),
+    ({"concurrency": [1, 4, 4]}, "lists a level twice"),
+    ({"concurrency": []}, "empty"),
+    ({"concurrency": "many"}, "expected an int >= 1"),
+    ({"request_rate": 0}, "finite float > 0"),
+    ({"engine": "vllm", "concurrency": [1, 4]}, "cannot serve a load; use engine vllm-serve"),
+    ({"engine": ["vllm", "vllm-serve"], "request_rate": 1.5}, "engine vllm runs one prompt at a time"),
+    ({"executor": "ray"}, "drop the ray executor"),
+    ({"interleave": True}, "drop 'interleave'"),
+])
+def test_bad_load_axis_names_key_and_fix(patch, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_matrix({**BASE, **patch}, "m.yaml")
+    assert fragment in str(err.value) and str(err.value).startswith("m.yaml: '")
+
+
+def test_bad_concurrency_is_a_one_line_error_with_exit_2(tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "concurrency": [4, 0]}))
+    assert cli_main(["matrix", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'concurrency'" in err and "got 0" in err
+
+
+def test_ray_executor_from_the_command_line_refuses_a_serving_matrix(tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    assert cli_main(["matrix", str(path), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--executor" in err and "serving engine" in err
+
+
+def test_serving_engine_takes_the_served_engines_options_its_own_winning():
+    m = parse_matrix({**BASE, "engine_options": {"dtype": "float32", "vllm": {"enforce_eager": True,
+                                                                             "max_model_len": 512},
+                                                 "vllm-serve": {"max_model_len": 1024}}})
+    [cell, _] = expand(m)
+    assert cell.engine_options == {"dtype": "float32", "enforce_eager": True, "max_model_len": 1024}
+
+
+def test_engine_arguments_become_server_flags():
+    flags = server_flags({"model": "m", "dtype": "float32", "enforce_eager": True, "enable_prefix_caching": False,
+                          "disable_log_stats": False, "per_request_spec_decode_metrics": "detailed",
+                          "speculative_config": {"method": "dflash", "num_speculative_tokens": 15}})
+    assert flags == ["--dtype", "float32", "--enforce-eager", "--no-enable-prefix-caching", "--speculative-config",
+                     '{"method": "dflash", "num_speculative_tokens": 15}']
+
+
+def test_server_tpot_histogram_sum_and_count_over_labels():
+    text = "\n".join([
+        'vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.01"} 3.0',
+        'vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.5',
+        'vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 4.0',
+        'vllm:request_time_per_output_token_seconds_sum{engine="1",model_name="m"} 0.25',
+        'vllm:request_time_per_output_token_seconds_count{engine="1",model_name="m"} 1.0',
+        'vllm:request_time_per_output_token_seconds_created{engine="0",model_name="m"} 1.7e9',
+    ])
+    assert histogram_sum_count(text, SERVER_TPOT_HISTOGRAM) == (0.75, 5.0)
+    assert histogram_sum_count("", SERVER_TPOT_HISTOGRAM) is None
+    assert math.isnan(metrics.histogram_mean(0.0, 0.0)) and metrics.histogram_mean(0.75, 5.0) == 0.15
+
+
+def test_spec_counters_from_prometheus_text_sum_labels_and_skip_created():
+    text = "\n".join([
+        "# HELP vllm:spec_decode_num_drafts_total drafts",
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0',
+        'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 2.0',
+        'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e9',
+        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 36.0',
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20.0',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 7.0',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 9.0',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 4.0',
+        'vllm:num_requests_running{engine="0"} 0.0',
+    ])
+    assert parse_spec_metrics(text) == SpecCounters(12, 36, 20, [9, 7, 4])
+    assert parse_spec_metrics('vllm:num_requests_running{engine="0"} 0.0') is None
+
+
+CELL = Cell(engine="vllm-serve", target="t", method="dflash", draft="d", k=3, temperature=0.0, max_new_tokens=8,
+            seed=0)
+
+
+class WordTokenizer:
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [len(w) for w in text.split()]}
+
+
+def _prompts(n):
+    return [Prompt("humaneval", i, f"q{i}", list(range(5 + i)), f"sha{i}") for i in range(n)]
+
+
+def _result(prompts, **over):
+    n = len(prompts)
+    res = {"errors": [""] * n, "ttfts": [0.1] * n, "latencies": [0.8] * n, "output_lens": [8] * n,
+           "input_lens": [len(p.ids) for p in prompts], "itls": [[0.1] * 7] * n, "start_times": [0.0] * n,
+           "generated_texts": ["a bb ccc"] * n, "duration": 2.0, "completed": n, "failed": 0,
+           "total_output_tokens": 8 * n}
+    return {**res, **over}
+
+
+def test_level_result_becomes_request_spec_and_load_records():
+    prompts = _prompts(2)
+    recs = level_records(CELL, prompts, _result(prompts), WordTokenizer(), 4, None, SpecCounters(5, 15, 6, [4, 2, 0]),
+                         (0.03, 2.0))
+    reqs = [r for r in recs if r["kind"] == "request"]
+    assert [r["prompt_sha256"] for r in reqs] == ["sha0", "sha1"]
+    assert reqs[0]["tpot_ms"] == pytest.approx(metrics.tpot_ms(0.1, 0.8, 8)) and reqs[0]["ttft_ms"] == 100.0
+    assert reqs[0]["output_ids"] == [1, 2, 3] and reqs[0]["concurrency"] == 4 and reqs[0]["itl_ms"][0] == 100.0
+    assert [r["kind"] for r in recs[2:]] == ["spec", "load"] and recs[2]["num_drafts"] == 5
+    assert (recs[3]["server_tpot_sum_s"], recs[3]["server_tpot_count"]) == (0.03, 2.0)
+    assert unit_key("humaneval", 4, None) == "humaneval@c4" and unit_key("x", 1, 2.5) == "x@c1@r2.5"
+
+
+@pytest.mark.parametrize("over, fragment", [
+    ({"errors": ["", "boom"]}, "1 of 2 requests failed; first: prompt 1: boom"),
+    ({"input_lens": [5, 99]}, "reached the server as 99 tokens, not the harness's 6"),
+])
+def test_level_with_a_failed_or_retokenised_prompt_fails(over, fragment):
+    prompts = _prompts(2)
+    with pytest.raises(RuntimeError, match=fragment):
+        level_records(CELL, prompts, _result(prompts, **over), WordTokenizer(), 1, None, None)
+
+
+def _level(cell_id, label, method, c, tpot, tok_s, outputs):
+    recs = [{"kind": "request", "cell_id": cell_id, "label": label, "engine": "vllm-serve", "method": method,
+             "k": 3, "dataset": "humaneval", "concurrency": c, "prompt_index": i, "prompt_sha256": f"s{i}",
+             "n_out": 9, "ttft_ms": 10.0 * (i + 1), "tpot_ms": tpot * (1 + 0.1 * i), "decode_s": 1.0,
+             "itl_ms": [tpot, 2 * tpot], "output_ids": out, "accept_lengths": None} for i, out in enumerate(outputs)]
+    recs.append({"kind": "load", "cell_id": cell_id, "dataset": "humaneval", "concurrency": c, "request_rate": None,
+                 "duration_s": 2.0, "completed": len(outputs), "failed": 0, "total_output_tokens": 2 * tok_s,
+                 "server_tpot_sum_s": tpot / 1000 * len(outputs), "server_tpot_count": len(outputs)})
+    if method != "baseline":
+        recs.append({"kind": "spec", "cell_id": cell_id, "dataset": "humaneval", "concurrency": c,
+                     "num_drafts": 10, "num_draft_tokens": 30, "num_accepted_tokens": 15,
+                     "accepted_per_pos": [8, 5, 2]})
+    return recs
+
+
+def _serve_run():
+    cell = {"engine": "vllm-serve", "target": "t", "temperature": 0.0, "max_new_tokens": 8, "seed": 0,
+            "engine_options": {}}
+    manifest = {"run_id": "r", "cells": {"B": {**cell, "method": "baseline", "draft": None, "k": 0},
+                                         "D": {**cell, "method": "dflash", "draft": "d", "k": 3}}}
+    same, other = [[1, 2], [3, 4]], [[1, 2], [3, 5]]
+    records = (_level("B", "baseline", "baseline", 1, 10.0, 100, same)
+               + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, same)
+               + _level("B", "baseline", "baseline", 4, 12.0, 300, same)
+               + _level("D", "dflash-k3", "dflash", 4, 9.0, 240, other))
+    return summarize(records, manifest), manifest
+
+
+def test_summary_has_a_row_per_level_paired_with_the_baseline_at_the_same_concurrency():
+    rows, _ = _serve_run()
+    by = {(r["label"], r["concurrency"]): r for r in rows}
+    assert set(by) == {("baseline", 1), ("dflash-k3", 1), ("baseline", 4), ("dflash-k3", 4)}
+    d1, d4 = by[("dflash-k3", 1)], by[("dflash-k3", 4)]
+    assert d1["speedup"] == pytest.approx(2.0) and d4["speedup"] == pytest.approx(12.0 / 9.0)
+    assert d1["throughput_speedup"] == pytest.approx(1.8) and d4["throughput_speedup"] == pytest.approx(0.8)
+    assert d1["agg_output_tok_per_s"] == pytest.approx(180.0) and d1["requests_per_s"] == pytest.approx(1.0)
+    assert d1["server_tpot_ms_mean"] == pytest.approx(5.0) and d4["server_tpot_speedup"] == pytest.approx(12 / 9)
+    assert d1["tau"] == pytest.approx(2.5) and d4["ttft_ms_p90"] == pytest.approx(metrics.percentile([10, 20], 90))
+    assert d1["itl_ms_p50"] == pytest.approx(metrics.percentile([5.0, 10.0, 5.0, 10.0], 50))
+    # token identity: the usual check at C = 1; a measured fraction at C = 4, not a lossless violation
+    assert d1["identical_frac"] == 1.0 and d1["identical_frac_batched"] is None
+    assert d4["identical_frac"] is None and d4["identical_frac_batched"] == 0.5
+    assert not [line for line in verdict_lines(rows) if "dflash" in line]
+
+
+def test_divergence_at_concurrency_one_is_still_a_lossless_violation():
+    rows, manifest = _serve_run()
+    records = (_level("B", "baseline", "baseline", 1, 10.0, 100, [[1, 2], [3, 4]])
+               + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, [[1, 2], [3, 9]]))
+    assert any(line.startswith("LOSSLESS VIOLATION") for line in verdict_lines(summarize(records, manifest)))
+
+
+def test_crossover_is_the_first_level_below_one_or_not_reached():
+    assert metrics.crossover([(1, 1.8), (4, 1.1), (16, 0.9), (64, 0.7)]) == 16
+    assert metrics.crossover([(1, 1.2), (4, math.nan)]) is None
+    rows, _ = _serve_run()
+    assert crossovers(rows) == [("vllm-serve", "humaneval", "dflash-k3", 4, 1, 4)]
+    text = serve_markdown(rows)
+    assert "falls below 1.0 at concurrency 4" in text and "not a lossless violation" in text
+    only_one = [r for r in rows if r["concurrency"] == 1]
+    assert "crossover not reached" in serve_markdown(only_one)
+    assert serve_markdown([{**r, "concurrency": None} for r in rows]) is None
+
+
+def test_serving_figures_are_drawn_per_level():
+    rows, _ = _serve_run()
+    figures = serve_figures(pd.DataFrame(rows))
+    assert all(fig is not None for fig in figures.values()) and len(figures) == 3
+    failed = pd.DataFrame([r if r["method"] == "baseline" else {**r, "speedup": None, "throughput_speedup": None,
+                                                                "n_prompts": 0} for r in rows])
+    assert serve_figures(failed)["serve_speedup_vs_concurrency"] is None  # a method whose units all failed
+    batch = pd.DataFrame([{**r, "concurrency": None} for r in rows])
+    assert all(fig is None for fig in serve_figures(batch).values())
+
+
+def test_a_stream_delivered_in_one_burst_has_no_tpot_and_is_counted():
+    prompts = _prompts(2)
+    res = _result(prompts, itls=[[0.1] * 7, [0.0001] * 6 + [0.002]], latencies=[0.8, 0.1026])
+    recs = level_records(CELL, prompts, res, WordTokenizer(), 1, None, None)
+    steady, burst = recs[0], recs[1]
+    assert steady["tpot_ms"] == pytest.approx(100.0) and "delivery_burst" not in steady["extra"]
+    assert burst["tpot_ms"] is None and burst["extra"]["delivery_burst"]
+    assert burst["extra"]["client_tpot_ms"] == pytest.approx(metrics.tpot_ms(0.1, 0.1026, 8))
+    manifest = {"run_id": "r", "cells": {CELL.cell_id: {"engine": "vllm-serve", "target": "t", "method": "dflash",
+                                                       "draft": "d", "k": 3, "temperature": 0.0,
+                                                       "max_new_tokens": 8, "seed": 0, "engine_options": {}}}}
+    [row] = summarize(recs, manifest)
+    assert row["n_burst"] == 1 and row["tpot_ms_p50"] == pytest.approx(100.0) and row["itl_ms_p50"] == 100.0
+    assert "1 of 2" in serve_markdown([row])
+
+
+def test_a_request_without_tpot_leaves_the_paired_speedup():
+    rows, manifest = _serve_run()
+    records = (_level("B", "baseline", "baseline", 1, 10.0, 100, [[1], [2], [3]])
+               + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, [[1], [2], [3]]))
+    records[1]["tpot_ms"] = None  # the baseline's second request came in one burst
+    [row] = [r for r in summarize(records, manifest) if r["method"] == "dflash"]
+    assert row["n_pairs"] == 2 and row["speedup"] == pytest.approx(2.0)

@@ -1,0 +1,59 @@
+"""K-flat measurement: the command's outputs on the tiny shape, the order-statistic CI, and the floor verdict."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from benchmarks.cli import main
+from benchmarks.core import hardware
+from benchmarks.studies import kflat
+
+
+def test_median_ci_order_statistics():
+    med, lo, hi = kflat.median_ci(list(range(1, 31)))  # n = 30: ranks 10 and 21 (binomial 95 %)
+    assert (med, lo, hi) == (15.5, 10.0, 21.0)
+    assert kflat.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # too few samples: min and max
+
+
+def test_rows_flag_points_below_the_floor():
+    floor = kflat.Floor(weight_bytes=8e9, kv_bytes_per_token=0.0, bandwidth_bytes_per_s=2765e9, applies=True,
+                        note="datasheet")
+    points = [kflat.Point(0, 256, (3.0, 3.1, 3.2)), kflat.Point(7, 256, (1.31, 1.31, 1.31))]
+    rows = kflat.rows_from_points(points, floor)
+    assert rows[0]["floor_ms"] == pytest.approx(1000 * 8e9 / 2765e9)
+    assert [r["below_floor"] for r in rows] == [False, True]
+    assert [r["verdict"] for r in rows] == ["ok", "IMPOSSIBLE"]
+    assert math.isnan(rows[1]["normalised_to_k0"])  # an impossible point is never presented as a result
+    (line,) = kflat.impossible_lines(rows)
+    assert line.startswith("IMPOSSIBLE: K=7") and "below the HBM floor — timing error, not a result" in line
+
+
+def test_command_writes_csv_and_figure(tmp_path, capsys):
+    assert main(["study", "kflat", "--quick", "--out", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "kflat.csv")
+    assert list(df.columns) == list(kflat.CSV_COLUMNS)
+    assert sorted(df["k"]) == sorted(kflat.QUICK_KS)
+    assert (df["median_ms"] > 0).all() and (df["ci_low"] <= df["median_ms"]).all()
+    assert df.loc[df["k"] == 0, "normalised_to_k0"].tolist() == [1.0]
+    assert (tmp_path / "kflat.png").stat().st_size > 10_000
+    assert "kflat.csv" in capsys.readouterr().out
+
+
+def test_command_reports_an_injected_impossible_time(tmp_path, capsys, monkeypatch):
+    """A timer that returns a time far below any memory-bandwidth floor must be flagged, not reported."""
+    monkeypatch.setenv("DFLASH_BANDWIDTH_GBS", "100")
+    monkeypatch.setattr(hardware, "floor_applies", lambda hw, working_set: (True, ""))  # tiny fits a CPU cache
+
+    def fake(params, cfg, ks, context_len, repeats, warmup, dtype, tap_ids):
+        return {k: [1e-6] * repeats if k == 1 else [50.0] * repeats for k in ks}
+
+    monkeypatch.setattr(kflat, "time_forwards", fake)
+    assert main(["study", "kflat", "--quick", "--out", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "kflat.csv").set_index("k")
+    assert bool(df.loc[1, "below_floor"]) and df.loc[1, "verdict"] == "IMPOSSIBLE"
+    assert not bool(df.loc[0, "below_floor"]) and df.loc[0, "verdict"] == "ok"
+    assert math.isnan(df.loc[1, "normalised_to_k0"])
+    out = capsys.readouterr().out
+    assert "IMPOSSIBLE: K=1" in out and "timing error, not a result" in out

@@ -1,0 +1,159 @@
+"""Reference data validation and the published-vs-ours comparison on hand-made summaries."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.cli import main
+from verification import published
+from verification.published import (
+    ReferenceDataError,
+    comparison_markdown,
+    hardware_matches,
+    load_k_flat,
+    load_reference,
+    model_key,
+)
+
+V5P_MANIFEST = {"run_id": "tpu-run", "platform": "tpu", "hardware": {"device": "TPU v5p", "bandwidth_gbps": 2765.0}}
+CPU_MANIFEST = {"run_id": "cpu-run", "platform": "cpu",
+                "hardware": {"device": "AMD EPYC 7B13 64-Core Processor", "bandwidth_gbps": None}}
+
+
+def _summary(hardware: str, target: str, draft: str, max_new_tokens: int, dataset: str, n: int,
+             ar_tpot: float, tpot: float, tau: float) -> pd.DataFrame:
+    common = {"run_id": "r", "engine": "jax", "platform": "x", "hardware": hardware, "target": target,
+              "temperature": 0.0, "max_new_tokens": max_new_tokens, "dataset": dataset, "n_prompts": n}
+    return pd.DataFrame([
+        dict(common, cell_id="base0", label="baseline", method="baseline", draft=None, k=0, tau=None,
+             tpot_ms_mean=ar_tpot, speedup=1.0, speedup_mean_ratio=1.0),
+        dict(common, cell_id="dfl15", label="dflash-k15", method="dflash", draft=draft, k=15, tau=tau,
+             tpot_ms_mean=tpot, speedup=ar_tpot / tpot * 0.97, speedup_mean_ratio=ar_tpot / tpot),
+    ])
+
+
+def test_reference_files_load_and_hold_the_published_numbers() -> None:
+    ref = load_reference()
+    v5p = ref[ref["table"] == "tpu_v5p_qwen3_4b"].set_index("dataset")
+    assert len(v5p) == 10
+    assert v5p.loc["math500", ["tau", "speedup", "tpot_ar_ms", "tpot_ms"]].tolist() == [8.80, 5.72, 8.02, 1.40]
+    mean = ref[(ref["table"] == "tpu_v5p_qwen3_4b") & (ref["stat"] == "mean")].iloc[0]
+    assert (mean["tau"], mean["speedup"]) == (5.42, 3.13)
+    llama = ref[ref["table"] == "tpu_v5p_llama31_8b"]
+    assert sorted(zip(llama["method"], llama["k"], llama["stat"], llama["speedup"])) == [
+        ("dflash", 10.0, "max", 2.69), ("dflash", 10.0, "overall", 2.29), ("dflash", 10.0, "value", 2.83),
+        ("eagle3", 2.0, "overall", 1.30)]
+    b200 = ref[ref["table"] == "gpu_b200_qwen3_8b"]
+    eagle = b200[b200["method"] == "eagle3"].iloc[0]
+    assert (eagle["speedup_low"], eagle["speedup_high"], eagle["tau_low"], eagle["tau_high"]) == (2.1, 2.5, 2.7, 3.4)
+    # conditions NOTES does not give stay empty
+    assert llama["temperature"].isna().all() and b200["max_new_tokens"].isna().all()
+    assert (ref["source"].str.len() > 0).all() and (ref["source_ref"].str.len() > 0).all()
+
+
+def test_k_flat_forward_time_is_below_the_v5p_floor() -> None:
+    k_flat = load_k_flat()
+    fwd = k_flat[k_flat["claim"] == "forward_time"].iloc[0]
+    assert (fwd["forward_ms"], fwd["floor_ms"]) == (1.31, 2.9)
+    assert bool(fwd["below_floor"])
+    ratios = k_flat[k_flat["claim"] == "verify_cost_vs_k"].set_index("hardware")
+    assert ratios.loc["NVIDIA RTX 2000 Ada", "cost_ratio_high"] == 1.24
+    assert ratios.loc["TPU v5p", "k_max"] == 1024
+
+
+def test_loader_rejects_inconsistent_files(tmp_path: Path) -> None:
+    for f in published.REFERENCE_DIR.glob("*.csv"):
+        shutil.copy(f, tmp_path / f.name)
+    path = tmp_path / "tpu_v5p_qwen3_4b.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[df["dataset"] == "math500", "tau"] = "9.80"  # the mean row no longer agrees
+    df.to_csv(path, index=False)
+    with pytest.raises(ReferenceDataError, match="mean row tau"):
+        load_reference(tmp_path)
+    df.loc[df["dataset"] == "math500", "tau"] = "8.80"
+    df.loc[df["dataset"] == "math500", "speedup"] = "4.00"  # disagrees with 8.02 / 1.40
+    df.to_csv(path, index=False)
+    with pytest.raises(ReferenceDataError, match=r"tpu_v5p_qwen3_4b.csv:2: speedup 4.0 disagrees"):
+        load_reference(tmp_path)
+
+
+def test_name_normalisation() -> None:
+    assert model_key("Qwen/Qwen3-4B") == model_key("/models/Qwen3-4B/") == "qwen34b"
+    assert model_key("/hf/hub/models--Qwen--Qwen3-4B/snapshots/0123abcd") == "qwen34b"
+    assert model_key("meta-llama/Meta-Llama-3.1-8B-Instruct") == model_key("meta-llama/Llama-3.1-8B-Instruct")
+    assert model_key("Qwen/Qwen3-4B") != model_key("Qwen/Qwen3-4B-Instruct-2507")
+    assert hardware_matches("TPU v5p", "TPU v5p-8") and hardware_matches("TPU v5", "TPU v5p-8")
+    assert hardware_matches("TPU v5p-8", "TPU v5p")  # the runner names a TPU by its accelerator type
+    assert hardware_matches("NVIDIA H100 80GB HBM3", "H100")
+    assert not hardware_matches("TPU v5 lite", "TPU v5p-8")
+    assert not hardware_matches("AMD EPYC 7B13", "TPU v5p-8")
+
+
+def test_matching_v5p_run_gives_published_ours_and_ratio() -> None:
+    summary = _summary("TPU v5p", "/checkpoints/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", 256, "math500", 8,
+                       ar_tpot=8.10, tpot=1.62, tau=8.36)
+    md = comparison_markdown(summary, V5P_MANIFEST)
+    assert "| math500 | dflash-k15 | τ (pooled, both) | 8.80 | 8.36 | 0.95 |" in md
+    assert "| math500 | dflash-k15 | speedup (mean-TPOT ratio) | 5.72 | 5.00 | 0.87 |" in md
+    assert "| math500 | dflash-k15 | AR TPOT (ms) | 8.02 | 8.10 | 1.01 |" in md
+    assert "| math500 | dflash-k15 | TPOT (ms) | 1.40 | 1.62 | 1.16 |" in md
+    assert "harness 'standalone JAX runner' (published) vs engine 'jax' (ours)" in md
+    assert "mean row not compared for dflash-k15: the run lacks aime24" in md
+    assert "no published row matches" not in md
+
+
+def test_b200_tau_is_compared_with_our_per_prompt_mean() -> None:
+    """The B200 table's τ is a per-prompt mean: ours is taken from tau_prompt_mean, not the pooled tau."""
+    summary = _summary("NVIDIA B200", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", 256, "math500", 8,
+                       ar_tpot=10.0, tpot=2.0, tau=6.0)
+    summary["tau_prompt_mean"] = [None, 7.0]
+    md = comparison_markdown(summary, {"run_id": "b", "platform": "gpu", "hardware": {"device": "NVIDIA B200"}})
+    assert "| math500 | dflash-k15 | τ (prompt mean, both) | 7.87 | 7.00 | 0.89 |" in md
+    bad = load_reference()
+    assert set(bad.loc[bad["table"] == "gpu_b200_qwen3_8b", "tau_statistic"]) == {"prompt_mean"}
+
+
+def test_a_tau_without_its_statistic_is_refused(tmp_path: Path) -> None:
+    for f in published.REFERENCE_DIR.glob("*.csv"):
+        shutil.copy(f, tmp_path / f.name)
+    path = tmp_path / "tpu_v5p_qwen3_4b.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[df["dataset"] == "math500", "tau_statistic"] = ""
+    df.to_csv(path, index=False)
+    with pytest.raises(ReferenceDataError, match="tau_statistic"):
+        load_reference(tmp_path)
+
+
+def test_cpu_tiny_run_says_no_row_matches_and_why() -> None:
+    summary = _summary("AMD EPYC 7B13 64-Core Processor", "models/tiny/target", "models/tiny/dflash", 128,
+                       "humaneval", 2, ar_tpot=3.0, tpot=1.5, tau=3.2)
+    md = comparison_markdown(summary, CPU_MANIFEST)
+    assert "|---|" not in md  # nothing is compared
+    assert "- dflash-k15 (cell dfl15): no published row matches humaneval." in md
+    v5p_line = next(line for line in md.splitlines() if line.strip().startswith("- vs tpu_v5p_qwen3_4b"))
+    for expected in ("hardware AMD EPYC 7B13 64-Core Processor (ours) vs TPU v5p-8 (published)",
+                     "target models/tiny/target (ours) vs Qwen/Qwen3-4B (published)",
+                     "draft models/tiny/dflash (ours) vs z-lab/Qwen3-4B-DFlash-b16 (published)",
+                     "max_new_tokens 128 (ours) vs 256 (published)",
+                     "same method dflash, k 15, temperature 0"):
+        assert expected in v5p_line
+    b200_line = next(line for line in md.splitlines() if line.strip().startswith("- vs gpu_b200_qwen3_8b"))
+    assert "not stated by the publication: draft, k, max_new_tokens" in b200_line
+
+
+def test_baseline_only_run() -> None:
+    summary = _summary("TPU v5p", "Qwen/Qwen3-4B", "", 256, "math500", 8, 8.0, 1.0, 1.0).iloc[:1]
+    assert "nothing to compare" in comparison_markdown(summary, V5P_MANIFEST)
+
+
+def test_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _summary("TPU v5p", "Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", 256, "humaneval", 8,
+             ar_tpot=7.70, tpot=2.20, tau=5.70).to_csv(tmp_path / "summary.csv", index=False)
+    (tmp_path / "manifest.json").write_text(json.dumps(V5P_MANIFEST))
+    assert main(["check", "published", str(tmp_path)]) == 0
+    assert "| humaneval | dflash-k15 | τ (pooled, both) | 5.76 | 5.70 | 0.99 |" in capsys.readouterr().out
+    assert main(["check", "published", str(tmp_path / "missing")]) == 2
