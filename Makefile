@@ -32,14 +32,23 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG) $(EXECUTOR_ARG)
 
-.PHONY: setup test bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat device-check \
-	tpu-preflight locks parity-tpu-inference interleave-bias clean
+.PHONY: setup test test-fast lint bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat \
+	device-check tpu-preflight locks parity-tpu-inference interleave-bias clean
 
 setup:
 	@VENV=$(VENV) bash preparation/bootstrap.sh
 
-test: setup
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The engine-free layers (core, verdicts, analysis, CLI with scripted engines) and the layout checks: under 2 minutes.
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not vllm and not jax" tests/core tests/verification tests/analysis \
+		tests/cli tests/test_layout.py $(PYTEST_ARGS)
+
+# ruff (pinned in requirements.txt, configured in pyproject.toml) over the whole tree.
+lint: setup
+	$(PY) -m ruff check .
 
 bench: setup
 	$(PY) -m benchmarks bench $(BENCH_ARGS)
