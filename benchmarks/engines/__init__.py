@@ -12,6 +12,12 @@ _REGISTRY = {
 }
 
 
+# Methods an engine may offer beyond the protocol; an engine worker's proxy has one exactly when its hosted engine has
+# it (callers test with hasattr). sample_many(prompt_ids, params, seeds) -> list of token lists: many independent
+# samples at once (with the attribute `samples_seeded`: whether the seeds were honoured).
+OPTIONAL_METHODS = ("sample_many",)
+
+
 class Engine(Protocol):
     """Takes a resolved cell and prompt token ids, returns records. Knows nothing of YAML, files or reports."""
 

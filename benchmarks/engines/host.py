@@ -9,7 +9,7 @@ import traceback
 from typing import Any
 
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
-from benchmarks.engines import create_engine
+from benchmarks.engines import OPTIONAL_METHODS, create_engine
 
 
 class WorkerError(RuntimeError):
@@ -31,9 +31,9 @@ class EngineHost:
         self.engine = create_engine(engine_name)
 
     def capabilities(self) -> dict[str, Any]:
-        """What a proxy must mirror: the engine's name and its optional `sample_many` (with `samples_seeded`)."""
+        """What a proxy must mirror: the engine's name, which OPTIONAL_METHODS it has, and `samples_seeded`."""
         return {"name": getattr(self.engine, "name", type(self.engine).__name__),
-                "sample_many": hasattr(self.engine, "sample_many"),
+                "optional": [m for m in OPTIONAL_METHODS if hasattr(self.engine, m)],
                 "samples_seeded": getattr(self.engine, "samples_seeded", True)}
 
     def _call(self, fn: Any, *args: Any) -> Any:
@@ -48,8 +48,11 @@ class EngineHost:
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         return self._call(self.engine.generate, prompt_ids, params)
 
-    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
-        return self._call(self.engine.sample_many, prompt_ids, params, seeds)
+    def optional(self, method: str, *args: Any) -> Any:
+        """One of the engine's OPTIONAL_METHODS."""
+        if method not in OPTIONAL_METHODS:
+            raise WorkerError(f"{method!r} is not an optional engine method ({', '.join(OPTIONAL_METHODS)})")
+        return self._call(getattr(self.engine, method), *args)
 
     def spec_counters(self) -> SpecCounters | None:
         return self._call(self.engine.spec_counters)

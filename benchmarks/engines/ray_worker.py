@@ -8,6 +8,7 @@ every later call fails at once with the same cause. `close()` kills the actor.
 """
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from typing import Any
@@ -44,7 +45,7 @@ def ray_options(resources: dict[str, float]) -> dict[str, Any]:
 
 class RayEngine:
     """The `Engine` protocol over one Ray actor. `engine_spec` is what the actor hosts: a registry name or a
-    `module:Class` spec (see EngineHost). It has `sample_many` when the hosted engine has it."""
+    `module:Class` spec (see EngineHost). It has each of the OPTIONAL_METHODS the hosted engine has."""
 
     def __init__(self, engine_spec: str, resources: dict[str, float], request_timeout_s: float,
                  load_timeout_s: float):
@@ -93,14 +94,11 @@ class RayEngine:
         self._call("load", cell, timeout=self._load_timeout)
         caps = self._call("capabilities")
         self.samples_seeded = caps["samples_seeded"]
-        if caps["sample_many"]:  # benchmarks.run.sampling looks for the method itself
-            self.sample_many = self._sample_many
+        for method in caps["optional"]:  # callers look for the method itself
+            setattr(self, method, functools.partial(self._call, "optional", method))
 
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         return self._call("generate", prompt_ids, params)
-
-    def _sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
-        return self._call("sample_many", prompt_ids, params, seeds)
 
     def spec_counters(self) -> SpecCounters | None:
         return self._call("spec_counters")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import os
 import signal
 import socket
@@ -64,8 +65,8 @@ class WorkerEngine:
     """The Engine protocol over an engine hosted in a child process.
 
     `spec` is a registry name ("vllm", "jax") or "module:Class". `load_timeout_s` bounds starting the child and
-    `load`; `request_timeout_s` every other call. `sample_many` and `samples_seeded` exist on the proxy only when the
-    hosted engine has them, so `benchmarks.run.sampling` treats the proxy as it would the engine.
+    `load`; `request_timeout_s` every other call. Each of the engine's OPTIONAL_METHODS (and `samples_seeded`) exists
+    on the proxy only when the hosted engine has it, so callers treat the proxy as they would the engine.
     """
 
     def __init__(self, spec: str, *, request_timeout_s: float, load_timeout_s: float, pause_idle: bool = False):
@@ -94,9 +95,9 @@ class WorkerEngine:
             self.close()  # nobody else holds the proxy yet
             raise
         self.name = info["name"]
-        if info["sample_many"]:
-            self.sample_many = self._sample_many
-            self.samples_seeded = info["samples_seeded"]
+        self.samples_seeded = info["samples_seeded"]
+        for method in info["optional"]:
+            setattr(self, method, functools.partial(self._optional, method))
 
     @property
     def pid(self) -> int:
@@ -175,8 +176,8 @@ class WorkerEngine:
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         return self._call("generate", (list(prompt_ids), params), self.request_timeout_s)
 
-    def _sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
-        return self._call("sample_many", (list(prompt_ids), params, list(seeds)), self.request_timeout_s)
+    def _optional(self, method: str, *args: Any) -> Any:
+        return self._call("optional", (method, *args), self.request_timeout_s)
 
     def spec_counters(self) -> SpecCounters | None:
         return self._call("spec_counters", (), self.request_timeout_s)
