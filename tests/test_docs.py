@@ -17,7 +17,8 @@ MAKE = re.compile(r"(?:`|^|\$ )make ([a-z][a-z0-9-]*)", re.M)
 
 
 def documented(pattern: re.Pattern[str]) -> set[tuple[str, str]]:
-    return {(p.relative_to(ROOT).as_posix(), m.group(1).strip()) for p in PAGES for m in pattern.finditer(p.read_text())}
+    return {(p.relative_to(ROOT).as_posix(), m.group(1).strip())
+            for p in PAGES for m in pattern.finditer(p.read_text())}
 
 
 def command_path(words: list[str]) -> list[str]:

@@ -1,38 +1,55 @@
 """The distribution check at temperature > 0: speculative sampling must draw from the target's own distribution.
 
-Pure statistics over two sample sets (AR baseline vs a speculative method, same prompt, same temperature, drawn
-with disjoint seeds so that the two arms are independent):
+Pure statistics over two sample sets (AR baseline vs a speculative method, same prompt, same temperature, drawn as
+independent arms: disjoint seeds, or on vLLM distinct engine seeds), SAMPLES samples of LENGTH tokens per prompt:
 
-- per position j < POSITIONS of the continuation, a two-sample G-test of the token marginals; tokens too rare for the
-  asymptotics (expected count < MIN_EXPECTED in either arm) are pooled into one category, and "ended" (EOS earlier)
-  is a category of its own;
-- two sequence-level tests, which see joint faults that leave every marginal intact: a two-sample
-  Kolmogorov-Smirnov test on the target's own log-likelihood of each sample (teacher-forced at the sampling
-  temperature), and a G-test of the number of distinct tokens per sample (repetition);
-- Holm's correction over every test of a cell (all prompts and positions), at family-wise level ALPHA.
+- per position j < POSITIONS, a two-sample G-test of the token marginals (Williams-corrected); tokens too rare for
+  the asymptotics (expected count < MIN_EXPECTED in either arm) are pooled into one category, and "ended" (EOS
+  earlier) is a category of its own;
+- two sequence-level statistics over the whole sample, which see joint faults that leave every marginal intact:
+  - the target's raw (temperature 1) log-likelihood of the sample given the prompt, scored by the engine that drew
+    it (`loglik`), compared by Welch's test of equal means (`mean_test`, the large-sample form of a permutation test
+    on the mean). Chosen by simulated power at these sizes: against a normal location shift of 0.47 SD at 200 vs 200
+    and level 0.01/16 it has 89 % power, where Kolmogorov-Smirnov has 68 %, Cramer-von Mises 84 % and Mann-Whitney
+    87 % (docs/sampling-check.md); and unlike the rank tests it does not turn a constant rounding offset between two
+    scoring engines into a difference (tied samples stay tied);
+  - the number of distinct tokens in the sample (repetition), an exact integer, by the G-test of its categories
+    (Welch's test on it rejected 1.5x as often as nominal at 6e-4 on the synthetic chain; the G-test 1.0-1.2x);
+- Holm's correction at family-wise level ALPHA over every test of the family: one cell's tests (`check`), or every
+  test of every checked row of a run (`run_family`, which the summary applies), so that the chance that a run with
+  only correct samplers reports any FAIL is at most ALPHA.
 
-Sizes come from a power calculation (`detectable_w`, `detectable_shift`): with SAMPLES = 200 per arm, two prompts and
-POSITIONS = 6 (16 tests, so each runs at ALPHA / 16), a G-test with 12 pooled categories detects Cohen's w ≈ 0.31
-with 90 % power, e.g. 20 % of the probability moved from one ~25 % token to another; the log-likelihood test detects a
-location shift of ≈ 0.47 standard deviations. Doubling SAMPLES lowers both by √2 and doubles the sampling time. The
-engine tests (tests/verification/test_distribution_faults.py) inject sampler faults and check that these sizes catch them.
+Stated power is simulated (`power`): the functions above run on draws from known distributions at the row's sample
+sizes and the per-test level ALPHA / family (Holm's first step, a lower bound on Holm's power for one false test).
+The sizes, the measured false-positive rates and the fault tests: docs/sampling-check.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
-ALPHA = 0.01  # family-wise false-positive rate of one cell's check
+ALPHA = 0.01  # family-wise false-positive rate of a cell's check, and of a run's (run_family)
 SAMPLES = 200  # independent samples per arm and prompt
 PROMPTS = 2  # prompts per dataset that are sampled
-POSITIONS = 6  # continuation length: tokens tested per sample
+LENGTH = 12  # tokens per sample: the sequence-level statistics read all of them
+POSITIONS = 6  # leading positions whose marginals are tested
 MIN_EXPECTED = 5.0  # pool categories with a smaller expected count
-POWER = 0.9
 ENDED = -1  # the category of a sample that ended (EOS) before a position
+SCORING = "raw"  # what a samples record's `loglik` holds: log p_target(sample | prompt) at temperature 1
+# The reference alternatives of the simulated power: MOVED of the mass moved between REFERENCE's two 25 % tokens
+# (one position's marginal, Cohen's w 0.31), and a location shift of SHIFT_SD standard deviations of a normal
+# sequence-level statistic.
+REFERENCE = (0.25, 0.25, 0.15, 0.1, 0.1, 0.05, 0.04, 0.03, 0.02, 0.005, 0.005)
+MOVED = 0.2
+SHIFT_SD = 0.5
+POWER = 0.9  # the power at which `power` states the detectable shift
+MARGINAL_REPS, SEQUENCE_REPS = 1000, 4000  # simulation sizes: binomial error <= 1.6 and 0.8 percentage points
 
 
 @dataclass(frozen=True)
@@ -44,11 +61,22 @@ class Check:
     passed: bool
     n_base: int  # samples per prompt, baseline arm (smallest over prompts)
     n_method: int
-    n_tests: int
-    detectable_w: float  # Cohen's w a marginal test detects with POWER at the corrected level
-    detectable_shift_sd: float  # log-likelihood location shift (in SDs) detected with POWER
+    n_tests: int  # this cell's tests
+    family: int = 0  # the tests Holm corrected over: this cell's, or a whole run's (run_family)
+    length: int | None = None  # tokens drawn per sample (None: not recorded)
     alpha: float = ALPHA
     raw: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Power:
+    """Simulated power of a check's tests at its sizes and per-test level."""
+
+    level: float  # ALPHA / family
+    marginal: float  # one position's G-test against REFERENCE with MOVED moved
+    w: float  # Cohen's w of that alternative
+    sequence: float  # a sequence-level mean test against a SHIFT_SD shift
+    shift_detected: float  # the shift (in SDs) the mean test detects with POWER
 
 
 def padded(samples: list[list[int]], length: int) -> np.ndarray:
@@ -60,10 +88,10 @@ def padded(samples: list[list[int]], length: int) -> np.ndarray:
     return out
 
 
-def distinct(x: np.ndarray) -> np.ndarray:
-    """Distinct tokens per sample (ENDED counted once): repetition within a sample, a joint property that shared
-    random draws across positions change while each position's marginal may stay intact."""
-    return np.array([len(set(row.tolist())) for row in x])
+def distinct(samples: list[list[int]]) -> np.ndarray:
+    """Distinct tokens per sample: repetition within a sample, a joint property that shared random draws across
+    positions change while each position's marginal may stay intact."""
+    return np.array([len(set(s)) for s in samples], dtype=np.int64)
 
 
 def pooled_table(a: np.ndarray, b: np.ndarray, min_expected: float = MIN_EXPECTED) -> np.ndarray:
@@ -86,54 +114,65 @@ def pooled_table(a: np.ndarray, b: np.ndarray, min_expected: float = MIN_EXPECTE
 
 
 def g_test(a: np.ndarray, b: np.ndarray) -> float:
-    """p-value of the two-sample G-test of homogeneity of two token samples (1.0 when only one category is left)."""
+    """p-value of the two-sample G-test of homogeneity of two token samples (1.0 when only one category is left):
+    G = 2 sum obs ln(obs / expected) over the pooled table with Williams' correction (G / q), chi-square with C - 1
+    degrees of freedom. Uncorrected, G's tail is too heavy at the check's levels: on the synthetic chain of
+    tests/verification/test_distribution.py it rejected 1.5-1.7x as often as nominal at 1e-3..1e-4 (60 000 tables),
+    with the correction 0.85-1.05x; Pearson's X² was conservative there (0.2-0.6x)."""
     table = pooled_table(a, b)
     if table.shape[1] < 2:
         return 1.0
-    return float(stats.chi2_contingency(table, correction=False, lambda_="log-likelihood").pvalue)
+    n, rows, cols = table.sum(), table.sum(axis=1), table.sum(axis=0)
+    expected = np.outer(rows, cols) / n
+    seen = table > 0
+    g = 2.0 * float(np.sum(table[seen] * np.log(table[seen] / expected[seen])))
+    df = table.shape[1] - 1
+    q = 1.0 + (n * np.sum(1.0 / rows) - 1.0) * (n * np.sum(1.0 / cols) - 1.0) / (6.0 * n * df)
+    return float(stats.chi2.sf(g / q, df))
 
 
-def ks_test(a: list[float], b: list[float]) -> float:
-    """p-value of the two-sample Kolmogorov-Smirnov test (ties make it conservative)."""
-    if len(a) == 0 or len(b) == 0:
+def mean_test(a: Any, b: Any) -> Any:
+    """Two-sided p-value of Welch's test that two samples have equal means, along the last axis (so a simulation
+    runs it on many sample pairs at once). Two constant samples: 1.0 if equal, else 0.0; NaN below 2 per arm."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    na, nb = a.shape[-1], b.shape[-1]
+    if na < 2 or nb < 2:
         return math.nan
-    return float(stats.ks_2samp(a, b).pvalue)
+    va, vb = a.var(axis=-1, ddof=1) / na, b.var(axis=-1, ddof=1) / nb
+    diff = b.mean(axis=-1) - a.mean(axis=-1)
+    se2 = va + vb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.abs(diff) / np.sqrt(se2)
+        df = se2 ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+        p = 2.0 * stats.t.sf(t, df)
+    p = np.where(se2 > 0, p, np.where(diff == 0, 1.0, 0.0))
+    return float(p) if p.ndim == 0 else p
 
 
-def holm(p_values: dict[str, float]) -> dict[str, float]:
-    """Holm-Bonferroni adjusted p-values (monotone, capped at 1); NaN entries are dropped."""
-    items = sorted(((p, k) for k, p in p_values.items() if not math.isnan(p)))
-    m, out, running = len(items), {}, 0.0
+def holm(p_values: dict[Any, float], family: int | None = None) -> dict[Any, float]:
+    """Holm-Bonferroni adjusted p-values (monotone, capped at 1) over a family of `family` tests (default: the given
+    ones; more when the others are not known, as if their p-values were 1); NaN entries are dropped."""
+    items = sorted(((p, k) for k, p in p_values.items() if not math.isnan(p)), key=lambda x: x[0])
+    m = max(family or 0, len(items))
+    out, running = {}, 0.0
     for i, (p, k) in enumerate(items):
         running = max(running, min(1.0, (m - i) * p))
         out[k] = running
     return out
 
 
-@lru_cache(maxsize=256)
-def detectable_w(n_a: int, n_b: int, df: int, alpha: float, power: float = POWER) -> float:
-    """Smallest Cohen's w a chi-square/G test with df degrees of freedom detects with `power` at level `alpha`.
-
-    For two arms, w² = n_a n_b / N² · Σ_c (p_c − q_c)² / m_c, with m_c the pooled probability of category c.
-    """
-    crit = stats.chi2.ppf(1 - alpha, df)
-    lo, hi = 0.0, 1000.0
-    for _ in range(60):  # the noncentrality that reaches the power
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if stats.ncx2.sf(crit, df, mid) < power else (lo, mid)
-    return math.sqrt(hi / (n_a + n_b))
-
-
-def detectable_shift(n_a: int, n_b: int, alpha: float, power: float = POWER) -> float:
-    """Location shift (in standard deviations) a two-sided two-sample test detects with `power` (normal theory)."""
-    return (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * math.sqrt(1 / n_a + 1 / n_b)
+def _same(b: dict[str, Any], m: dict[str, Any], key: str) -> bool:
+    return b.get(key) == m.get(key)
 
 
 def check(base: list[dict], method: list[dict], alpha: float = ALPHA, positions: int = POSITIONS,
-          df: int = 11) -> Check | None:
-    """Compare per-prompt sample sets: dicts with `prompt_sha256`, `samples` (token lists), `loglik` (floats or None).
+          family: int | None = None) -> Check | None:
+    """Compare per-prompt sample sets: dicts with `prompt_sha256`, `samples` (token lists), optionally `loglik`
+    (floats), `scoring` (what loglik holds) and `length` (tokens asked per sample).
 
-    Prompts are paired by hash; None when no prompt has samples in both arms.
+    Prompts are paired by hash; None when no prompt has samples in both arms. The sequence-level tests run only where
+    both arms drew the same length (and, for loglik, were scored the same way). `family`: the number of tests Holm
+    corrects over, when this cell is one of several (default: its own tests).
     """
     by_sha = {s["prompt_sha256"]: s for s in base}
     pairs = [(by_sha[m["prompt_sha256"]], m) for m in method if m["prompt_sha256"] in by_sha]
@@ -145,17 +184,73 @@ def check(base: list[dict], method: list[dict], alpha: float = ALPHA, positions:
         xa, xb = padded(b["samples"], positions), padded(m["samples"], positions)
         for j in range(positions):
             raw[f"p{i}_pos{j + 1}"] = g_test(xa[:, j], xb[:, j])
-        raw[f"p{i}_distinct"] = g_test(distinct(xa), distinct(xb))
-        if b.get("loglik") is not None and m.get("loglik") is not None:
-            raw[f"p{i}_loglik"] = ks_test(b["loglik"], m["loglik"])
-    adjusted = holm(raw)
+        if _same(b, m, "length"):
+            raw[f"p{i}_distinct"] = g_test(distinct(b["samples"]), distinct(m["samples"]))
+            if b.get("loglik") is not None and m.get("loglik") is not None and _same(b, m, "scoring"):
+                raw[f"p{i}_loglik"] = mean_test(b["loglik"], m["loglik"])
+    adjusted = holm(raw, family)
     p_min = min(adjusted.values(), default=math.nan)
-    n_a = min(len(b["samples"]) for b, _ in pairs)
-    n_b = min(len(m["samples"]) for _, m in pairs)
-    level = alpha / max(len(adjusted), 1)
-    return Check(p_values=adjusted, p_min=p_min, passed=not p_min < alpha, n_base=n_a, n_method=n_b,
-                 n_tests=len(adjusted), detectable_w=detectable_w(n_a, n_b, df, level),
-                 detectable_shift_sd=detectable_shift(n_a, n_b, level), alpha=alpha, raw=raw)
+    lengths = {s.get("length") for pair in pairs for s in pair}
+    return Check(p_values=adjusted, p_min=p_min, passed=not p_min < alpha,
+                 n_base=min(len(b["samples"]) for b, _ in pairs), n_method=min(len(m["samples"]) for _, m in pairs),
+                 n_tests=len(adjusted), family=max(family or 0, len(adjusted)),
+                 length=lengths.pop() if len(lengths) == 1 else None, alpha=alpha, raw=raw)
+
+
+def run_family(checks: list[Check], alpha: float = ALPHA) -> list[Check]:
+    """The checks again, Holm-adjusted over the union of their tests: one family per run, so that the chance that any
+    of them fails when every sampler is correct is at most alpha (whatever their dependence: rows at one temperature
+    share a baseline)."""
+    adjusted = holm({(i, k): p for i, c in enumerate(checks) for k, p in c.raw.items()})
+    out = []
+    for i, c in enumerate(checks):
+        mine = {k: p for (j, k), p in adjusted.items() if j == i}
+        p_min = min(mine.values(), default=math.nan)
+        out.append(dataclasses.replace(c, p_values=mine, p_min=p_min, passed=not p_min < alpha,
+                                       family=len(adjusted), alpha=alpha))
+    return out
+
+
+def cohens_w(p: np.ndarray, q: np.ndarray, n_a: int, n_b: int) -> float:
+    """Cohen's w of two arms' category probabilities: w² = n_a n_b / N² · Σ (p − q)² / m, m the pooled mixture."""
+    n = n_a + n_b
+    m = (n_a * p + n_b * q) / n
+    return math.sqrt(n_a * n_b / n ** 2 * float(np.sum((p - q) ** 2 / m)))
+
+
+def reference_pair() -> tuple[np.ndarray, np.ndarray]:
+    """The marginal alternative of the simulated power: REFERENCE, and REFERENCE with MOVED moved from its first
+    25 % token to its second."""
+    p = np.array(REFERENCE)
+    q = p.copy()
+    q[0] -= MOVED
+    q[1] += MOVED
+    return p, q
+
+
+@lru_cache(maxsize=64)
+def power(n_a: int, n_b: int, family: int, alpha: float = ALPHA, seed: int = 0) -> Power:
+    """The check's power by simulation at its sizes and per-test level alpha / family: `g_test` on MARGINAL_REPS
+    pairs of samples from the two `reference_pair` distributions, and `mean_test` on SEQUENCE_REPS pairs of
+    standard normal samples, one shifted by SHIFT_SD; then the shift that the same draws detect with POWER (shifting
+    moves Welch's statistic by shift / se and leaves its df). Seeded: the same sizes give the same figures. ~0.2 s."""
+    level = alpha / max(family, 1)
+    rng = np.random.default_rng(seed)
+    p, q = reference_pair()
+    hits = sum(g_test(rng.choice(len(p), n_a, p=p), rng.choice(len(q), n_b, p=q)) <= level
+               for _ in range(MARGINAL_REPS))
+    x, y = rng.standard_normal((SEQUENCE_REPS, n_a)), rng.standard_normal((SEQUENCE_REPS, n_b))
+    sequence = float(np.mean(mean_test(x, y + SHIFT_SD) <= level))
+    va, vb = x.var(axis=-1, ddof=1) / n_a, y.var(axis=-1, ddof=1) / n_b
+    se, df = np.sqrt(va + vb), (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    diff = y.mean(axis=-1) - x.mean(axis=-1)
+    lo, hi = 0.0, 5.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        found = np.mean(2.0 * stats.t.sf(np.abs(diff + mid) / se, df) <= level)
+        lo, hi = (mid, hi) if found < POWER else (lo, mid)
+    return Power(level=level, marginal=hits / MARGINAL_REPS, w=cohens_w(p, q, n_a, n_b), sequence=sequence,
+                 shift_detected=hi)
 
 
 def report_markdown(rows: list[dict]) -> str:
@@ -163,20 +258,38 @@ def report_markdown(rows: list[dict]) -> str:
     sampled = [r for r in rows if r["method"] != "baseline" and r["temperature"] and r["temperature"] > 0]
     if not sampled:
         return "No speculative cell ran at temperature > 0."
-    head = (f"Each speculative cell at T > 0 against the AR baseline at the same temperature: {SAMPLES} independent "
-            f"samples per arm (disjoint seeds; vLLM's are unseeded) of the first {PROMPTS} prompts per dataset, {POSITIONS} tokens each. "
-            f"Tests: a G-test of the token marginals at each position (expected counts < {MIN_EXPECTED:g} pooled), "
-            f"a Kolmogorov-Smirnov test of the target's teacher-forced log-likelihood of each sample and a G-test of "
-            f"the number of distinct tokens per sample; Holm's "
-            f"correction over all of a cell's tests, family-wise α = {ALPHA}. Detectable: the smallest Cohen's w "
-            f"(marginals) found with {POWER:.0%} power at the corrected level.")
-    lines = ["| dataset | engine | method | T | verdict | min adj. p | tests | n AR | n method | detectable w |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    checked = [r for r in sampled if r.get("dist_family")]
+    family = max((r["dist_family"] for r in checked), default=0)
+    cells = len({(r["engine"], r["label"], r["dataset"], r["temperature"]) for r in checked})
+    w = cohens_w(*reference_pair(), SAMPLES, SAMPLES)
+    head = (f"Each speculative cell at T > 0 against the AR baseline of its engine at the same temperature: "
+            f"{SAMPLES} independent samples per arm (JAX: disjoint seed ranges; vLLM: unseeded requests from "
+            f"engines with distinct seeds per arm) of the first {PROMPTS} prompts per dataset, {LENGTH} tokens each. "
+            f"Tests: a G-test of the token marginals at each of the first {POSITIONS} positions (expected counts < "
+            f"{MIN_EXPECTED:g} pooled, Williams-corrected), and two whole-sample tests: Welch's test of equal means of "
+            f"the target's raw log-likelihood of each sample, scored by the engine that drew it, and a G-test of the "
+            f"number of distinct tokens per sample. "
+            f"Holm's correction over all {family} tests of the run's {cells} checked cells, family-wise α = {ALPHA}: "
+            f"the chance that a run whose samplers are all correct shows any FAIL is at most {ALPHA:.0%}. "
+            f"Power is simulated with these very tests at each row's sizes and at the level α / {family or 'tests'} "
+            f"(Holm's first step, a lower bound): *marginal*, one position's G-test when {MOVED:.0%} of the "
+            f"probability moves between two 25 % tokens (Cohen's w {w:.2f}); "
+            f"*sequence*, a whole-sample test against a {SHIFT_SD:g} SD shift; *{POWER:.0%} at*, the shift in SDs "
+            f"it finds with {POWER:.0%} power.")
+    lines = ["| dataset | engine | method | T | verdict | min adj. p | n AR | n method | tokens | tests (cell / run) "
+             f"| power: marginal | power: sequence | {POWER:.0%} at |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def num(x: Any, fmt: str) -> str:
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            return "–"
+        return str(int(x)) if fmt == "d" else format(x, fmt)
+
     for r in sampled:
-        p = r.get("dist_p_min")
-        w = r.get("dist_detectable_w")
         lines.append(f"| {r['dataset']} | {r['engine']} | {r['label']} | {r['temperature']:g} | "
-                     f"{r.get('dist_verdict') or 'unchecked'} | {'–' if p is None else f'{p:.3g}'} | "
-                     f"{r.get('dist_n_tests') or '–'} | {r.get('dist_n_base') or '–'} | "
-                     f"{r.get('dist_n_method') or '–'} | {'–' if w is None else f'{w:.2f}'} |")
+                     f"{r.get('dist_verdict') or 'unchecked'} | {num(r.get('dist_p_min'), '.3g')} | "
+                     f"{num(r.get('dist_n_base'), 'd')} | {num(r.get('dist_n_method'), 'd')} | "
+                     f"{num(r.get('dist_length'), 'd')} | {num(r.get('dist_n_tests'), 'd')} / "
+                     f"{num(r.get('dist_family'), 'd')} | {num(r.get('dist_power_marginal'), '.0%')} | "
+                     f"{num(r.get('dist_power_sequence'), '.0%')} | {num(r.get('dist_shift_detected'), '.2f')} SD |")
     return head + "\n\n" + "\n".join(lines)

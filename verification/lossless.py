@@ -1,6 +1,7 @@
 """The lossless check: greedy speculative decoding must reproduce the AR baseline token for token, and sampled
 speculative decoding must draw from AR's distribution (verification/distribution.py). Pure: verdicts over summary
-rows."""
+rows, the rows whose due check could not run (`not_checked`, with the reason), and report.md's lossless sentence,
+which counts what was checked."""
 from __future__ import annotations
 
 import math
@@ -8,16 +9,69 @@ from typing import Any
 
 
 def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Greedy method rows whose outputs are not all identical to the baseline's."""
+    """Greedy method rows with a lossless violation: a prompt whose first divergence from the baseline is not a
+    numerical tie (verification/ties.py; a row without the tie columns: any divergence)."""
     return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0
-            and r["identical_frac"] is not None and not math.isnan(r["identical_frac"]) and r["identical_frac"] < 1.0]
+            and _number(r["identical_frac"]) and r["identical_frac"] < 1.0
+            and not (_number(r.get("n_violations")) and r["n_violations"] == 0)]
+
+
+def _compared(r: dict[str, Any]) -> int:
+    return int(r["n_identical"] + r["n_ties"] + r["n_violations"])
+
+
+def tie_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Greedy method rows that differ from the baseline only at numerical ties (no violation)."""
+    return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0 and _number(r["identical_frac"])
+            and r["identical_frac"] < 1.0 and not divergent_rows([r])]
 
 
 def unchecked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Greedy method rows that could not be checked (no baseline records for the same prompts); serving rows at
-    concurrency > 1 carry a measured identity fraction instead (`identical_frac_batched`), not a verdict."""
-    return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0 and r["n_prompts"]
-            and r["identical_frac"] is None and (r.get("concurrency") or 1) == 1]
+    """Method rows with a due check (greedy identity at T = 0, the distribution check at T > 0) that could not run:
+    summary.py marks them with the reason in `not_checked`. Serving rows at concurrency > 1 carry a measured
+    identity fraction instead (`identical_frac_batched`), not a verdict, so their identity is due at concurrency 1."""
+    return [r for r in rows if r["method"] != "baseline" and r.get("not_checked")]
+
+
+def _per_cell(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (engine, cell, dataset): a serving cell's distribution verdict is shared by its levels' rows."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        seen.setdefault((r["engine"], r["label"], r["dataset"], r["temperature"], r.get("not_checked")), r)
+    return list(seen.values())
+
+
+def checked_what(r: dict[str, Any]) -> str:
+    """The check a row is due: greedy identity, or the distribution check at its temperature."""
+    return "greedy identity" if r["temperature"] == 0 else f"the T={r['temperature']:g} distribution check"
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not math.isnan(x)
+
+
+def greedy_sentence(rows: list[dict[str, Any]]) -> str:
+    """How many greedy speculative rows were due a check against AR, how many were checked, and what came out:
+    report.md's lossless sentence, which claims nothing about rows that were not checked."""
+    due = [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0
+           and ((r.get("concurrency") or 1) == 1 or r.get("not_checked"))]
+    if not due:
+        return "No greedy row was checked: the run has no greedy speculative cell."
+    checked = [r for r in due if _number(r["identical_frac"])]
+    failed = sum(not r["n_prompts"] for r in due)
+    unchecked = len(due) - len(checked) - failed
+    rest = ([f"{unchecked} not checked (NOT CHECKED below)"] if unchecked else []) + (
+        [f"{failed} failed to run (see Failed units)"] if failed else [])
+    if not checked:
+        return f"No greedy row was checked: of {len(due)} greedy rows, {' and '.join(rest)}."
+    identical = sum(r["identical_frac"] == 1.0 for r in checked)
+    violating = len(divergent_rows(checked))
+    differing = len(checked) - identical - violating
+    parts = ["all identical to the AR baseline" if identical == len(checked)
+             else f"{identical} identical to the AR baseline"]
+    parts += [f"{violating} violate it (LOSSLESS VIOLATION below)"] if violating else []
+    parts += [f"{differing} differ only at numerical ties (below)"] if differing else []
+    return f"{len(checked)} of {len(due)} greedy rows checked: {'; '.join(parts + rest)}."
 
 
 def distribution_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -27,15 +81,24 @@ def distribution_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
-    for r in distribution_failures(rows):
+    for r in _per_cell(distribution_failures(rows)):
         lines.append(f"DISTRIBUTION VIOLATION: {r['engine']} {r['label']} at T={r['temperature']} on {r['dataset']}: "
                      f"samples differ from AR's (smallest Holm-adjusted p = {r['dist_p_min']:.2g} over "
-                     f"{r['dist_n_tests']} tests)")
+                     f"the run's {r.get('dist_family') or r['dist_n_tests']} tests)")
     for r in divergent_rows(rows):
+        ties = (f"; {r['n_violations']} of {_compared(r)} prompts diverge beyond a numerical tie, the first at token "
+                f"{r['first_violation']} ({r['violation_reason']}), {r['n_ties']} at a tie"
+                if _number(r.get("n_violations")) else "")
         lines.append(f"LOSSLESS VIOLATION: {r['engine']} {r['label']} on {r['dataset']}: "
                      f"{r['identical_frac']:.3f} of prompts identical to AR, first divergence at token "
-                     f"{r['first_divergence_min']}")
-    for r in unchecked_rows(rows):
-        lines.append(f"lossless not checked: {r['engine']} {r['label']} on {r['dataset']} has no baseline records "
-                     f"for the same prompts")
+                     f"{r['first_divergence_min']}{ties}")
+    for r in tie_rows(rows):
+        lines.append(f"lossless up to numerical ties: {r['engine']} {r['label']} on {r['dataset']}: {r['n_ties']} of "
+                     f"{_compared(r)} prompts diverge from AR at a numerical tie of the target (first at token "
+                     f"{r['first_divergence_min']}; widest margin {r['tie_margin_max']:.3g} logits = "
+                     f"{r['tie_margin_max_ulps']:.2f} ulp; tokens after a tie are not compared), "
+                     f"{r['n_identical']} identical")
+    for r in _per_cell(unchecked_rows(rows)):
+        lines.append(f"NOT CHECKED: {checked_what(r)} of {r['engine']} {r['label']} on {r['dataset']}: "
+                     f"not checked: {r['not_checked']}")
     return lines

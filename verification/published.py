@@ -1,24 +1,11 @@
-"""Published DFlash numbers (results/reference/) and their comparison with a run.
+"""Published DFlash numbers (results/reference/): loading and validating them, and comparing a run with them.
 
-A reference row is one published figure together with the conditions it was measured under. A run's row is
-compared with a published row only when these conditions agree:
-
-    hardware, target, draft, method, K, temperature, max_new_tokens, dataset
-
-A condition the publication does not state is left empty in the reference files; it never blocks a match but is
-listed under the table. Every disagreement is spelled out, for matched rows (conditions outside the key above,
-such as prompt count and harness) and for run rows that match nothing (the closest published row and what differs).
-
-Name normalisation:
-- models: the last path component of an HF id or local folder (for an HF cache folder ``models--Org--Name/...``,
-  ``Name``), lower-cased, without ``-``, ``_``, ``.`` and spaces, and with a leading ``meta`` dropped before
-  ``llama``. ``Qwen/Qwen3-4B``, ``/models/Qwen3-4B/`` and ``LLaMA3.1-8B-Instruct`` vs
-  ``Meta-Llama-3.1-8B-Instruct`` therefore match; the organisation is ignored, so a differently trained model
-  published under the same name would match too.
-- hardware: lower-cased, vendor words (nvidia, google, geforce) and a TPU slice size (``v5p-8``) dropped; JAX's
-  device kinds ``TPU v5``/``TPU v5 lite``/``TPU v6 lite`` read as v5p/v5e/v6e. It matches when every word of the
-  published name occurs in ours (``H100`` matches ``NVIDIA H100 80GB HBM3``).
-- datasets: lower-cased, without ``-``, ``_`` and spaces.
+A run's row is compared with a published row only when the conditions of MATCH_KEYS agree (hardware, target, draft,
+method, K, temperature, max_new_tokens, dataset), names normalised first (`model_key`, `hardware_words`,
+`dataset_key`). A condition the publication does not state is left empty in the reference files: it never blocks a
+match but is listed under the table. Every other disagreement is spelled out, for matched rows (conditions outside
+the key, such as prompt count and harness) and for run rows that match nothing (the closest published row and what
+differs). The files and their caveats: results/reference/README.md.
 """
 from __future__ import annotations
 
@@ -41,7 +28,7 @@ RESULT_COLUMNS = (
     "dataset", "stat", "tau", "tau_low", "tau_high", "speedup", "speedup_low", "speedup_high",
     "tpot_ar_ms", "tpot_ms", "hardware", "target", "draft", "method", "k", "block_size", "temperature",
     "max_new_tokens", "prompts_per_dataset", "warmup_prompts", "batch_size", "harness", "source", "source_ref",
-    "note", "tau_statistic",
+    "note", "tau_statistic", "tau_statistic_basis",
 )
 RESULT_NUMERIC = (
     "tau", "tau_low", "tau_high", "speedup", "speedup_low", "speedup_high", "tpot_ar_ms", "tpot_ms", "k",
@@ -68,9 +55,15 @@ METRICS = (
     ("AR TPOT (ms)", "tpot_ar_ms", None),
     ("TPOT (ms)", "tpot_ms", "tpot_ms_mean"),
 )
-# How a table's τ aggregates acceptance lengths, and our summary column computed the same way (benchmarks/core/metrics.py):
-# pooled over all verify steps, or the mean over prompts of each prompt's τ. Empty: the publication gives no τ.
+# How a table's τ aggregates acceptance lengths, and our summary column computed the same way
+# (benchmarks/core/metrics.py): pooled over all verify steps, or the mean over prompts of each prompt's τ. Empty: the
+# publication gives no τ.
 TAU_STATISTICS = {"pooled": "tau", "prompt_mean": "tau_prompt_mean"}
+# What a row's tau_statistic rests on: the publication says so; the publication names the harness that produced the
+# table, whose code computes it; or neither, so it is inferred (from the authors' code, which the publication does not
+# name as the table's source) and the comparison says so.
+TAU_BASES = {"stated": "stated by the publication", "harness": "computed by the harness the publication names",
+             "inferred": "inferred: the publication does not say"}
 MEAN_TOLERANCE = 0.011  # a mean row of 2-decimal values against the mean of 2-decimal values
 SPEEDUP_TPOT_TOLERANCE = 0.02  # published speedup against the ratio of its published TPOTs
 FLOOR_TOLERANCE = 0.05  # a stated floor against weight bytes / bandwidth
@@ -144,6 +137,11 @@ def _check_results_table(df: pd.DataFrame, path: Path) -> None:
                           f"the table's τ aggregates acceptance lengths")
         if not has_tau and r["tau_statistic"]:
             raise fail(i, "tau_statistic is set but the row has no τ")
+        if has_tau and r["tau_statistic_basis"] not in TAU_BASES:
+            raise fail(i, f"tau_statistic_basis {r['tau_statistic_basis']!r} is not one of {list(TAU_BASES)}: say "
+                          f"whether the publication states the τ statistic or it is inferred")
+        if not has_tau and r["tau_statistic_basis"]:
+            raise fail(i, "tau_statistic_basis is set but the row has no τ")
         for col in ("k", "block_size", "max_new_tokens", "prompts_per_dataset", "warmup_prompts", "batch_size"):
             if _present(r[col]) and (r[col] != int(r[col]) or r[col] < 0):
                 raise fail(i, f"'{col}' must be a non-negative integer, got {r[col]}")
@@ -209,7 +207,13 @@ def load_k_flat(directory: Path = REFERENCE_DIR) -> pd.DataFrame:
 
 
 def model_key(name: Any) -> str:
-    """Comparable model name (see the module docstring): 'Qwen/Qwen3-4B' and '/models/Qwen3-4B' give 'qwen34b'."""
+    """Comparable model name: 'Qwen/Qwen3-4B' and '/models/Qwen3-4B' give 'qwen34b'.
+
+    The last path component of an HF id or local folder (for an HF cache folder ``models--Org--Name/...``, ``Name``),
+    lower-cased, without ``-``, ``_``, ``.`` and spaces, and with a leading ``meta`` dropped before ``llama``:
+    ``LLaMA3.1-8B-Instruct`` matches ``Meta-Llama-3.1-8B-Instruct``. The organisation is ignored, so a differently
+    trained model published under the same name would match too.
+    """
     if not _present(name):
         return ""
     text = str(name).strip().rstrip("/\\")
@@ -224,7 +228,9 @@ _VENDOR_WORDS = {"nvidia", "google", "geforce"}
 
 
 def hardware_words(name: Any) -> frozenset[str]:
-    """The words that identify a device (see the module docstring)."""
+    """The words that identify a device: lower-cased, vendor words (nvidia, google, geforce) and a TPU slice size
+    (``v5p-8``) dropped; JAX's device kinds ``TPU v5``/``TPU v5 lite``/``TPU v6 lite`` read as v5p/v5e/v6e. A device
+    matches when every word of the published name occurs in ours (``H100`` matches ``NVIDIA H100 80GB HBM3``)."""
     if not _present(name):
         return frozenset()
     text = re.sub(r"\b(v\d+[a-z]*)-\d+\b", r"\1", str(name).lower().replace("_", " "))
@@ -239,6 +245,7 @@ def hardware_matches(ours: Any, published: Any) -> bool:
 
 
 def dataset_key(name: Any) -> str:
+    """Comparable dataset name: lower-cased, without ``-``, ``_`` and spaces."""
     return re.sub(r"[-_ ]", "", str(name).lower()) if _present(name) else ""
 
 
@@ -338,7 +345,8 @@ def _metric_lines(dataset: str, label: str, ours: dict[str, float], published: p
             continue
         o = ours[name]
         if ref_col == "tau":
-            name = f"τ ({published['tau_statistic'].replace('_', ' ')}, both)"
+            inferred = ", inferred" if published["tau_statistic_basis"] == "inferred" else ""
+            name = f"τ ({published['tau_statistic'].replace('_', ' ')}{inferred}, both)"
         ratio = o / p if _present(o) and p else float("nan")
         lines.append(f"| {dataset} | {label} | {name} | {_num(p)} | {_num(o)} | {_num(ratio)} |")
     return lines
@@ -395,7 +403,7 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
                 "| dataset | method | metric | published | ours | ours / published |",
                 "|---|---|---|---|---|---|", *table, "",
                 "Speedup here is mean TPOT_AR / mean TPOT_method, the published tables' definition; the geometric "
-                "mean of per-prompt ratios with its bootstrap 95 % CI is in summary.csv. τ is ours computed with "
+                "mean of per-prompt ratios with its Student-t 95 % CI is in summary.csv. τ is ours computed with "
                 "the statistic the published table used (pooled over all verify steps, or the mean over prompts "
                 "of each prompt's τ; results/reference/README.md says where the publication does not).", ""]
         for name, (published, checks, rows) in matched_tables.items():
@@ -403,6 +411,9 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
             unstated = _describe(checks, "unstated")
             if unstated:
                 notes.append(f"not stated by the publication (matched on the rest): {unstated}")
+            if published["tau_statistic_basis"] == "inferred":
+                notes.append(f"its τ statistic ({published['tau_statistic'].replace('_', ' ')}) is "
+                             f"{TAU_BASES['inferred']}; see results/reference/README.md")
             notes += _side_conditions(published, pd.DataFrame(rows))
             out.append(f"- {name}: " + "; ".join(notes) + ".")
         out.append("")

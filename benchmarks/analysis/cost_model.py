@@ -1,4 +1,4 @@
-"""A cost model of DFlash decoding: predicted tokens/s and speedup against K, and the best K.
+"""A cost model of DFlash decoding: predicted tokens/s and speedup against K, and the best K, from one run.
 
     τ(K)       = 1 + Σ_{i=1..K} p_i                 expected tokens committed per step (bonus included)
     step(K)    = t_draft(K) + t_verify(K) + t_host   time of one draft + verify + accept step
@@ -7,22 +7,9 @@
 
 p_i (fraction of steps with >= i accepted drafts) does not depend on K for a block drafter: the drafts d_1..d_K are
 the first K positions of one block, whatever K is, and acceptance is a prefix rule. So the p_i measured at the
-largest K run predict τ at every smaller K. The block drafter's cost is one forward pass whatever K is; the
-target's verify cost is the K-flat question (benchmarks.studies.kflat).
-
-Inputs, all from one run of the harness (records.jsonl + manifest.json):
-  - p_i: the per-position acceptance of the dflash cell with the largest K (per dataset);
-  - t_draft(K), t_verify(K): per-step means from the JAX engine's breakdown (`engine_options: {breakdown: true}`,
-    record `extra` draft_s / verify_s / host_s / decode_steps), at each K run; linear in K between them
-    (t_draft is also held beyond them: one drafter pass at any K);
-  - t_host: the mean over the dflash cells (host work per step: reading n and the committed tokens);
-  - t_AR: the baseline's mean TPOT.
-Optionally a K-flat CSV (`--kflat`) gives the shape of t_verify(K) at the Ks not run: its curve, at the context
-length nearest the run's mean decode position, times one scale (the median of the engine's verify time / the
-curve over the Ks run: the engine's verify step adds sampling and host reads to the bare forward).
-τ(K), the predicted speedup and tokens/s are computed by benchmarks.core.metrics. Predicted speedups are compared with the measured mean-ratio speedup (mean TPOT_AR / mean TPOT_M, the same
-ratio-of-means form as the model) and shown beside the geometric mean, twice: in-sample (each K's own step times:
-does the decomposition account for the measured TPOT?) and held-out (inputs from the other Ks only: a prediction).
+largest K run predict τ at every smaller K (`gather`). Step times come from the JAX engine's breakdown
+(`engine_options: {breakdown: true}`, `breakdown`), optionally shaped by a K-flat CSV (`kflat_verify`); predictions
+are compared with the measured speedup in-sample and held-out (`cost_model_markdown`).
 """
 from __future__ import annotations
 
@@ -146,8 +133,10 @@ class Inputs:
 
 def gather(spec: Sequence[dict[str, Any]], parts: Mapping[str, Breakdown], kflat: Any = None,
            position: float = 0.0, ks: Sequence[int] = ()) -> Inputs:
-    """p_i of the largest K among `spec`, per-K draft / verify times, the step-weighted host time; with a K-flat
-    table, t_verify at the other Ks of `ks` from its curve scaled to the verify times of `spec`."""
+    """p_i of the largest K among `spec`, per-K draft / verify times, the step-weighted host time (host work per
+    step: reading n and the committed tokens); with a K-flat table, t_verify at the other Ks of `ks` from its curve
+    scaled to the verify times of `spec` (the engine's verify step adds sampling and host reads to the bare forward).
+    """
     top = max(spec, key=lambda r: r["k"])
     draft = {r["k"]: parts[r["cell_id"]].draft_ms for r in spec}
     verify = {r["k"]: parts[r["cell_id"]].verify_ms for r in spec}
@@ -210,6 +199,9 @@ def cost_model_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]
                         kflat: Any = None) -> str:
     """Predicted vs measured speedup for the Ks run, and the predicted best K; or what input is missing.
 
+    Predictions are compared with the measured mean-ratio speedup (mean TPOT_AR / mean TPOT_M, the same ratio-of-means
+    form as the model) and shown beside the geometric mean, twice: in-sample (each K's own step times: does the
+    decomposition account for the measured TPOT?) and held-out (inputs from the other Ks only: a prediction).
     rows: benchmarks.analysis.summary rows; records: the run's records; kflat: an optional K-flat CSV as a DataFrame.
     """
     from benchmarks.core.pairing import baseline_cell_id

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from benchmarks.core.store import atomic_write_bytes
 
-CI_NOTE = "whiskers: bootstrap 95 % CI of the geometric mean"
+CI_NOTE = "whiskers: 95 % CI of the geometric mean (Student-t on log ratios; none at n=1)"
 
 
 def new_figure(width: float = 9.0, height: float = 5.0) -> Figure:

@@ -205,7 +205,8 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         speedup_figure(summary),
         tau_vs_k_figure(summary),
         per_position_figure(summary),
-        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1], subtitle(summary) if not summary.empty else ""),
+        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1],
+                        subtitle(summary) if not summary.empty else ""),
         temperature_figure(summary),
     )))
     figures.update(serve_figures(full))

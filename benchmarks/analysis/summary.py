@@ -9,16 +9,21 @@ from typing import Any
 from benchmarks.core import metrics
 from benchmarks.core.pairing import baseline_cell_id
 from benchmarks.core.records import SpecCounters
-from verification import distribution
+from verification import distribution, ties
 
 COLUMNS = [
     "run_id", "cell_id", "label", "engine", "platform", "hardware", "target", "draft", "method", "k", "temperature",
     "max_new_tokens", "dataset", "n_prompts", "n_errors", "tau", "acceptance_rate", "per_position", "histogram",
     "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_mean", "output_tok_per_s",
-    "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "n_pairs", "identical_frac", "first_divergence_min",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_mean_ratio", "n_pairs", "identical_frac",
+    "first_divergence_min",
+    "n_identical", "n_ties", "n_violations", "first_violation", "violation_reason", "tie_margin_max",
+    "tie_margin_max_ulps",
     "error", "tau_prompt_mean", "dist_verdict", "dist_p_min", "dist_p_values", "dist_n_base", "dist_n_method",
-    "dist_n_tests", "dist_detectable_w",
+    "dist_n_tests", "dist_length", "dist_family", "dist_power_marginal", "dist_power_sequence", "dist_shift_detected",
+    "not_checked",
     "baseline_tpot_before_ms", "baseline_tpot_after_ms", "baseline_drift", "drift_flag",
+    "baseline_drift_ci_low", "baseline_drift_ci_high", "n_drift_pairs",
 ]
 # Serving rows (engine vllm-serve): one per (cell, dataset, concurrency); empty on batch-1 rows.
 SERVE_COLUMNS = [
@@ -77,31 +82,93 @@ def _paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tupl
     return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
 
 
-def _distribution(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> dict[str, Any]:
-    """The distribution-check columns of a speculative row at T > 0 (verdict "unchecked" without samples)."""
-    res = distribution.check(base, meth)
-    if res is None:
-        return {"dist_verdict": "unchecked"}
+def _distribution(res: distribution.Check) -> dict[str, Any]:
+    """The distribution-check columns of a checked speculative row at T > 0: the verdict, the Holm-adjusted p-values,
+    the sizes, and the power simulated at those sizes and the check's family."""
+    pw = distribution.power(res.n_base, res.n_method, res.family)
     return {"dist_verdict": "pass" if res.passed else "FAIL", "dist_p_min": res.p_min,
             "dist_p_values": json.dumps({k: round(v, 6) for k, v in res.p_values.items()}),
             "dist_n_base": res.n_base, "dist_n_method": res.n_method, "dist_n_tests": res.n_tests,
-            "dist_detectable_w": res.detectable_w}
+            "dist_length": res.length, "dist_family": res.family, "dist_power_marginal": pw.marginal,
+            "dist_power_sequence": pw.sequence, "dist_shift_detected": pw.shift_detected}
+
+
+def _distribution_run(rows: list[dict[str, Any]], checks: dict[tuple[str, str], distribution.Check]) -> None:
+    """The distribution columns of every checked row, Holm-adjusted over all tests of the run's checked cells (one
+    family per run: a run whose samplers are all correct shows a FAIL with probability at most ALPHA)."""
+    adjusted = dict(zip(checks, distribution.run_family(list(checks.values()))))
+    for row in rows:
+        res = adjusted.get((row["cell_id"], row["dataset"]))
+        if res is not None:
+            row.update(_distribution(res))
 
 
 def _drift(base: dict[str, list[dict[str, Any]]], row: dict[str, Any]) -> dict[str, Any]:
     """The drift columns of a speculative row: its baseline's TPOT on the recheck prompts before and after its
-    speculative cells ran (records of kind "recheck"), and whether that drift outgrows the row's speedup CI."""
+    speculative cells ran (records of kind "recheck"), the drift with its CI, and whether it is both real and large
+    against the row's speedup CI (`metrics.drift_flag`)."""
     pairs = _paired(base.get("request", []), base.get("recheck", []))
     if not pairs:
         return {}
     d = metrics.baseline_drift([b["tpot_ms"] for b, _ in pairs], [a["tpot_ms"] for _, a in pairs])
     return {"baseline_tpot_before_ms": d.before_ms, "baseline_tpot_after_ms": d.after_ms, "baseline_drift": d.drift,
-            "drift_flag": metrics.drift_flag(d.drift, row["speedup_ci_low"], row["speedup_ci_high"])}
+            "baseline_drift_ci_low": d.ci_low, "baseline_drift_ci_high": d.ci_high, "n_drift_pairs": d.n,
+            "drift_flag": metrics.drift_flag(d, row["speedup_ci_low"], row["speedup_ci_high"])}
 
 
-def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
+def _ties(pairs: list[tuple[dict, dict]], checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The greedy verdict columns: prompts identical, numerical ties at their first divergence, and violations
+    (verification/ties.py, from the row's tie-check records), the first violation and why, the widest tie."""
+    t = ties.row_ties([(m["prompt_sha256"], b["output_ids"], m["output_ids"]) for b, m in pairs], checks)
+    first = min(t.violations, key=lambda v: v[0], default=None)
+    return {**t.columns(), "first_violation": first[0] if first else None,
+            "violation_reason": first[1].reason if first else None}
+
+
+def _not_checked(row: dict[str, Any], cell: dict[str, Any], base_id: str | None,
+                 groups: dict[Key, dict[str, list[dict[str, Any]]]],
+                 samples: dict[tuple[str, str], list[dict[str, Any]]]) -> str | None:
+    """Why a speculative row's due check could not run (greedy identity at T = 0 at concurrency 1, the distribution
+    check at T > 0), or None when it ran or is not due."""
+    cid, dataset, level, t = row["cell_id"], row["dataset"], row["concurrency"], cell["temperature"]
+    no_base = (f"the run has no baseline cell on engine {cell['engine']} at T={t:g} to compare with (add "
+               f"'baseline' to 'methods')")
+    if t == 0:
+        if (level or 1) > 1:  # batched identity is a measurement; the verdict is the concurrency-1 level's
+            levels = [k[2] for k in groups if k[:2] == (cid, dataset)]
+            if 1 in levels or level != min(levels):
+                return None
+            return ("greedy identity is a verdict at concurrency 1 only (batching changes the numerics), and the "
+                    "matrix has no concurrency-1 level: add 1 to 'concurrency'")
+        if row["identical_frac"] is not None:
+            return None
+        if base_id is None:
+            return no_base
+        if not groups.get((base_id, dataset, level), {}).get("request"):
+            return f"its baseline has no measured requests on {dataset} (its unit failed or has not run)"
+        return "no baseline request was sent the same prompt (prompt hashes differ)"
+    if row["dist_verdict"] in ("pass", "FAIL"):
+        return None
+    if base_id is None:
+        return no_base
+    if not samples.get((cid, dataset)):
+        return "the cell drew no distribution samples" + (" (see Failed units)" if row["n_errors"] else "")
+    if not samples.get((base_id, dataset)):
+        return f"its baseline drew no distribution samples on {dataset} (its unit failed or has not run)"
+    return "no prompt was sampled by both the cell and its baseline"
+
+
+def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (cell, dataset, serving level); a speculative row whose due check could not run names why in
+    `not_checked` (and, at T > 0, has `dist_verdict` "unchecked")."""
     cells = manifest["cells"]
     groups = _group(records)
+    # A cell's distribution samples, whichever level's unit holds them: a serving cell draws them once (at its
+    # first level), and the verdict is the cell's, shared by its levels' rows.
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for (cid, dataset, _), kinds in groups.items():
+        samples[(cid, dataset)] += kinds.get("samples", [])
+    checks: dict[tuple[str, str], distribution.Check] = {}  # one per checked (cell, dataset), shared by its levels
     rows = []
     def order(key: Key) -> tuple:
         c = cells[key[0]]
@@ -127,7 +194,8 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             "output_tok_per_s": metrics.output_tok_per_s(sum(r["n_out"] for r in reqs), decode_s),
             "concurrency": level,
         })
-        row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}")
+        row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline"
+                                        else f"{cell['method']}-k{cell['k']}")
         spec = kinds.get("spec")
         if spec:
             s = spec[0]
@@ -138,9 +206,12 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
         if cell["method"] != "baseline":
             row["tau_prompt_mean"] = metrics.tau_prompt_mean([r.get("accept_lengths") for r in reqs])
         base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
-        if base_id is not None and cell["method"] != "baseline" and cell["temperature"] > 0:
-            row.update(_distribution(groups.get((base_id, dataset, level), {}).get("samples", []),
-                                     kinds.get("samples", [])))
+        if cell["method"] != "baseline" and cell["temperature"] > 0:
+            res = distribution.check(samples.get((base_id, dataset), []) if base_id else [],
+                                     samples.get((cid, dataset), []))
+            if res is not None:
+                checks[(cid, dataset)] = res
+            row["dist_verdict"] = "unchecked" if res is None else "pass" if res.passed else "FAIL"  # _distribution_run
         if level is not None:
             row.update(_serve_columns(kinds, groups.get((base_id, dataset, level)) if base_id else None, reqs))
         if base_id is not None and reqs:
@@ -149,7 +220,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
             if pairs:
                 nan = math.nan  # a request without a TPOT (None) leaves the pairing
                 sp = metrics.paired_speedup([nan if b["tpot_ms"] is None else b["tpot_ms"] for b, _ in pairs],
-                                            [nan if m["tpot_ms"] is None else m["tpot_ms"] for _, m in pairs], seed)
+                                            [nan if m["tpot_ms"] is None else m["tpot_ms"] for _, m in pairs])
                 row.update(speedup=sp.geomean, speedup_ci_low=sp.ci_low, speedup_ci_high=sp.ci_high,
                            speedup_mean_ratio=sp.mean_ratio, n_pairs=sp.n)
                 if cell["temperature"] == 0 and cell["method"] != "baseline":
@@ -158,7 +229,11 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any], seed: int
                         row.update(identical_frac_batched=ll.identical_frac)
                     else:
                         row.update(identical_frac=ll.identical_frac, first_divergence_min=ll.first_divergence_min)
+                        row.update(_ties(pairs, kinds.get("tie_check", [])))
         if base_id is not None and cell["method"] != "baseline":
             row.update(_drift(groups.get((base_id, dataset, level), {}), row))
+        if cell["method"] != "baseline" and reqs:
+            row["not_checked"] = _not_checked(row, cell, base_id, groups, samples)
         rows.append(row)
+    _distribution_run(rows, checks)
     return rows

@@ -26,6 +26,7 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
     "study": ("experiments that drive engines to answer one question", {
         "kflat": ("benchmarks.studies.kflat", "verify cost against K: one target forward of K+1 tokens"),
         "speed": ("benchmarks.studies.speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
+        "device": ("benchmarks.studies.device", "the device check's JAX figures at real shapes, and its set-up probe"),
         "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
         "tpu-parity": ("benchmarks.studies.tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
         "interleave-bias": ("benchmarks.studies.interleave_bias",

@@ -17,6 +17,9 @@ def add_run_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--run-dir", type=Path, help="default: results/runs/<name>-<config hash>")
     ap.add_argument("--allow-divergence", action="store_true",
                     help="do not fail when greedy speculative tokens differ from AR (still reported)")
+    ap.add_argument("--allow-unchecked", action="store_true",
+                    help="do not fail (exit 4) when a due check could not run: greedy identity without its baseline, "
+                         "a T > 0 cell without distribution samples (still reported, with the reason)")
     ap.add_argument("--fresh", action="store_true",
                     help="measure every unit again, into a new run folder (default: resume the matrix's run)")
     ap.add_argument("--executor", choices=list(EXECUTORS),
@@ -46,9 +49,12 @@ def choose_run_dir(matrix: Matrix, cells: list[Cell], run_dir: Path | None, fres
     return run_dir
 
 
-def exit_status(failed: int, divergent: bool, allow_divergence: bool) -> int:
-    """VIOLATION for a divergence (unless allowed), else FAILED for failed units, else OK: the worst code wins."""
+def exit_status(failed: int, divergent: bool, allow_divergence: bool, unchecked: bool = False,
+                allow_unchecked: bool = False) -> int:
+    """VIOLATION for a divergence (unless allowed), NOT_CHECKED for a due check that could not run (unless
+    allowed), FAILED for failed units, else OK: the worst code wins."""
     return worst(Exit.VIOLATION if divergent and not allow_divergence else Exit.OK,
+                 Exit.NOT_CHECKED if unchecked and not allow_unchecked else Exit.OK,
                  Exit.FAILED if failed else Exit.OK)
 
 
@@ -58,7 +64,7 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     from benchmarks.core.models import matrix_cells
     from benchmarks.core.store import latest_link
     from benchmarks.run.dispatch import run_matrix
-    from verification.lossless import distribution_failures, divergent_rows, verdict_lines
+    from verification.lossless import distribution_failures, divergent_rows, unchecked_rows, verdict_lines
 
     if args.executor:
         matrix = dataclasses.replace(matrix, executor=check_executor("--executor", args.executor, matrix.engines))
@@ -78,4 +84,9 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
         print("speculative outputs differed from AR: greedy tokens or the sampled distribution (LOSSLESS VIOLATION "
               "or DISTRIBUTION CHECK FAILED above)" + ("; accepted by --allow-divergence" if args.allow_divergence
                                                       else ""), file=sys.stderr)
-    return exit_status(failed, divergent, args.allow_divergence)
+    unchecked = len({(r["engine"], r["label"], r["dataset"]) for r in unchecked_rows(rows)})
+    if unchecked:
+        print(f"{unchecked} due check(s) could not run (NOT CHECKED above, and in summary.csv `not_checked` and "
+              f"report.md)" + ("; accepted by --allow-unchecked" if args.allow_unchecked
+                               else "; --allow-unchecked accepts this (exit 4 otherwise)"), file=sys.stderr)
+    return exit_status(failed, divergent, args.allow_divergence, bool(unchecked), args.allow_unchecked)

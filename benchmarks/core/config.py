@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,11 @@ MATRIX_KEYS = {
     "interleave": "bool (default false): load every cell at once and run them prompt by prompt in turn, so that a "
                   "host whose speed drifts slows every cell alike; costs memory for all the cells' models at once "
                   "(vLLM cells each run in their own worker process)",
-    "drift_prompts": "int >= 0 (default 3; at most num_prompts are used): when cells run one after another, the "
+    "drift_prompts": "int >= 0 (default 8; at most num_prompts are used): when cells run one after another, the "
                      "baseline is measured again on this many measured prompts (evenly spaced) after its speculative "
-                     "cells, and a speedup whose baseline moved more than its CI allows is flagged; 0 turns it off",
+                     "cells, and a speedup is flagged when the baseline's drift is real (its CI over these prompts "
+                     "excludes 0) and moves the speedup out of its own CI; fewer than 2 give no drift CI and no "
+                     "flag; 0 turns it off",
     "concurrency": f"int >= 1 or a list of distinct ones (default [1]): requests in flight at once against a "
                    f"server; engines {list(SERVING_ENGINES)} only",
     "request_rate": f"float > 0, requests per second (Poisson arrivals) under the concurrency cap; default: all "
@@ -65,6 +68,12 @@ PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datas
 
 class ConfigError(ValueError):
     """A matrix or preset that cannot run; the message names the file, the key and what is allowed."""
+
+
+# Names that become file or folder names (the run folder, its unit files, a preset file): one path component of a
+# safe character set, so that no name can lead outside results/ or configs/presets/.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+SAFE_NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 80 characters"
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,7 @@ class Matrix:
     engine_options: dict[str, Any] = field(default_factory=dict)
     block_size: int | None = None
     interleave: bool = False
-    drift_prompts: int = 3
+    drift_prompts: int = 8
     executor: str = "local"
     resources: dict[str, float] | None = None  # None: DEFAULT_RESOURCES of the platform the run starts on
     workers: bool = False
@@ -110,6 +119,20 @@ def _fail(source: str, key: str, msg: str) -> ConfigError:
 
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def check_name(source: str, key: str, name: Any) -> str:
+    """A name that becomes a file or folder name, if it keeps to SAFE_NAME."""
+    if isinstance(name, bool) or not isinstance(name, (str, int)) or not SAFE_NAME.fullmatch(str(name)):
+        raise _fail(source, key, f"{name!r} becomes a file or folder name; use {SAFE_NAME_RULE}")
+    return str(name)
+
+
+def _check_distinct(source: str, key: str, values: list[Any], where: str = "") -> None:
+    """An axis of the matrix lists each value once (a repeat would run, or silently replace, the same cells)."""
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise _fail(source, key, f"lists {', '.join(repeated)} more than once{where}; give each value once")
 
 
 def _check_int(source: str, key: str, value: Any, minimum: int) -> int:
@@ -150,7 +173,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
             allowed = "\n".join(f"  {k}: {v}" for k, v in MATRIX_KEYS.items())
             raise _fail(source, key, f"unknown key; allowed keys:\n{allowed}")
 
-    preset = load_preset(raw["preset"]) if raw.get("preset") else {}
+    preset = load_preset(check_name(source, "preset", raw["preset"])) if raw.get("preset") else {}
     for key in ("engine_options", "drafts"):
         if not isinstance(raw.get(key) or {}, dict):
             raise _fail(source, key, "expected a mapping")
@@ -166,6 +189,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     for e in engines:
         if e not in ENGINES:
             raise _fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(ENGINES)}")
+    _check_distinct(source, "engine", engines)
 
     if not merged.get("target") or not isinstance(merged["target"], str):
         raise _fail(source, "target", "missing; give an HF id or a local folder, or a 'preset'")
@@ -196,11 +220,13 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     datasets = [_parse_dataset(source, d) for d in _as_list(merged.get("datasets", []))]
     if not datasets:
         raise _fail(source, "datasets", f"missing; choose from {', '.join(sorted(DATASETS))}")
+    _check_distinct(source, "datasets", [d.name for d in datasets])  # a dataset's name keys its prompts and units
 
     temps = _as_list(merged.get("temperature", 0.0))
     for t in temps:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
             raise _fail(source, "temperature", f"expected a float >= 0, got {t!r}")
+    _check_distinct(source, "temperature", [float(t) for t in temps])
 
     options = merged["engine_options"]
     for e in ENGINES:
@@ -225,7 +251,8 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     resources = merged.get("resources")
     if resources is not None:
         resources = parse_resources(source, resources)
-    name = merged.get("name") or Path(source).stem
+    # an explicit name must keep to SAFE_NAME; the default, the file's stem, is one path component already
+    name = check_name(source, "name", merged["name"]) if merged.get("name") is not None else Path(source).stem
     return Matrix(
         name=str(name),
         source=source,
@@ -243,7 +270,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         engine_options=options,
         block_size=block_size,
         interleave=flags["interleave"],
-        drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 3), 0),
+        drift_prompts=_check_int(source, "drift_prompts", merged.get("drift_prompts", 8), 0),
         executor=executor,
         resources=resources,
         workers=flags["workers"],
@@ -385,6 +412,7 @@ def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list
             raise _fail(source, "k", f"no K given for {m}; give an int >= 1 or a list of them")
         for kk in ks:
             _check_int(source, "k", kk, 1)
+        _check_distinct(source, "k", ks, f" for {m}")
     return per_method
 
 
@@ -395,6 +423,7 @@ def _parse_dataset(source: str, entry: Any) -> DatasetEntry:
         name, path = str(entry["name"]), entry.get("path")
     else:
         raise _fail(source, "datasets", f"entry {entry!r} must be a name or a mapping {{name, path}}")
+    check_name(source, "datasets", name)
     if name not in DATASETS and path is None:
         raise _fail(source, "datasets", f"unknown dataset {name!r}; choose from {', '.join(sorted(DATASETS))}, "
                                         f"or give {{name: {name}, path: prompts.jsonl}}")

@@ -15,7 +15,11 @@ _REGISTRY = {
 # Methods an engine may offer beyond the protocol; an engine worker's proxy has one exactly when its hosted engine has
 # it (callers test with hasattr). sample_many(prompt_ids, params, seeds) -> list of token lists: many independent
 # samples at once (with the attribute `samples_seeded`: whether the seeds were honoured).
-OPTIONAL_METHODS = ("sample_many",)
+# token_scores(prompt_ids, prefix_ids, token_ids, top_n) -> {dtype, top_ids, top_logits, token_logits}: the target's
+# logits for the token after prompt + prefix, untimed (the lossless check's tie test, benchmarks/run/ties.py).
+# score_many(prompt_ids, continuations) -> list of floats: the target's raw (temperature 1) log-likelihood of each
+# continuation after the prompt, from the engine's own loaded target (the distribution check's sequence statistic).
+OPTIONAL_METHODS = ("sample_many", "token_scores", "score_many")
 
 
 class Engine(Protocol):

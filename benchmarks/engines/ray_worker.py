@@ -2,7 +2,8 @@
 that hosts the cell's engine (`EngineHost`), placed by the resources the cell asks for.
 
 Every call waits with a time limit (the matrix's `request_timeout_s`, and its `load_timeout_s` for loading,
-which includes model download and compilation). An engine that raises, an actor or node that dies, and a call that
+which includes waiting for placement, model download and compilation: an actor that no node places within it fails
+its cell, naming the resources asked for). An engine that raises, an actor or node that dies, and a call that
 runs out of time all come back as `WorkerError` with the cause; after a death or a time-out the actor is gone, and
 every later call fails at once with the same cause. `close()` kills the actor.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import time
 from typing import Any
 
 import ray
@@ -58,7 +60,8 @@ class RayEngine:
         # The node's own environment when it is not the driver's machine; the runner records it as the provenance.
         self.environment: dict[str, Any] | None = None
 
-    def _get(self, ref: Any, timeout: float | None) -> Any:
+    def _get(self, ref: Any, timeout: float, timed_out: str | None = None) -> Any:
+        """The call's result within `timeout` s; `timed_out` is what a time-out means (default: no answer)."""
         where = f" on node {self.node.get('node_ip')}" if self.node else ""
         try:
             return ray.get(ref, timeout=timeout)
@@ -68,17 +71,17 @@ class RayEngine:
                 raise WorkerError(str(cause), cause.remote_traceback) from None
             raise WorkerError(f"{type(cause).__name__}: {cause}", str(exc)) from None
         except GetTimeoutError:
-            self._kill(f"no answer within {timeout:g} s (request_timeout_s){where}; the actor was killed")
+            self._kill(timed_out or f"no answer within {timeout:g} s (request_timeout_s){where}; the actor was killed")
             raise WorkerError(self._gone or "") from None
         except RayActorError as exc:
             self._kill(f"Ray actor died{where}: {type(exc).__name__}: {exc}")
             raise WorkerError(self._gone or "", str(exc)) from None
 
-    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+    def _call(self, method: str, *args: Any, timeout: float | None = None, timed_out: str | None = None) -> Any:
         """One actor call, within `timeout` seconds (default: the request time limit)."""
         if self._gone:
             raise WorkerError(f"worker unusable after an earlier failure: {self._gone}")
-        return self._get(getattr(self._actor, method).remote(*args), timeout or self._timeout)
+        return self._get(getattr(self._actor, method).remote(*args), timeout or self._timeout, timed_out)
 
     def _kill(self, why: str) -> None:
         self._gone = self._gone or why
@@ -86,12 +89,19 @@ class RayEngine:
             ray.kill(self._actor, no_restart=True)
 
     def load(self, cell: Cell) -> None:
+        """Place the actor (Ray queues it until a node has the resources free) and load the cell's engine, both
+        within load_timeout_s."""
+        deadline = time.monotonic() + self._load_timeout
         self._actor = ray.remote(RayHost).options(max_restarts=0, **ray_options(self._resources)).remote(self._spec)
-        # Placement waits without a limit: Ray queues the actor until a node has the resources free.
-        self.node = self._get(self._actor.node.remote(), None)
+        self.node = self._get(self._actor.node.remote(), self._load_timeout, timed_out=(
+            f"no node of the Ray cluster placed an actor needing {self._resources} within {self._load_timeout:g} s "
+            f"(load_timeout_s): the cluster lacks those resources or other cells hold them; lower 'resources' or "
+            f"raise 'load_timeout_s'"))
         if self.node["node_id"] != ray.get_runtime_context().get_node_id():
             self.environment = self._call("environment")
-        self._call("load", cell, timeout=self._load_timeout)
+        left = max(1.0, deadline - time.monotonic())
+        self._call("load", cell, timeout=left, timed_out=f"the engine did not load within {self._load_timeout:g} s "
+                                                         f"(load_timeout_s) on node {self.node.get('node_ip')}")
         caps = self._call("capabilities")
         self.samples_seeded = caps["samples_seeded"]
         for method in caps["optional"]:  # callers look for the method itself

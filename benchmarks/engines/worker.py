@@ -1,18 +1,11 @@
 """An engine in a child process behind the Engine protocol: `WorkerEngine` forwards each call over a pipe to an
-`EngineHost` in the child.
+`EngineHost` that `serve` runs in a fresh interpreter (`python -m benchmarks.engines.worker`; not a multiprocessing
+daemon, so the engine may start processes of its own, and nothing heavy is imported before the engine is named).
 
-- The child is a fresh interpreter (`python -m benchmarks.engines.worker`), not a multiprocessing daemon, so the
-  engine may start processes of its own (vLLM's engine core); it imports nothing heavy before it is told which engine
-  to build. It leads its own process group, so a timeout kills the whole tree (the engine core is a grandchild).
-- An exception in the child comes back as `WorkerError` carrying the child's traceback. A child that dies (signal,
-  `os._exit`, OOM kill) or misses its time limit is killed with its group and raises `WorkerError` naming the exit
-  status or the limit, with the last lines of its stderr.
-- No orphans: `close()` asks the child to close its engine, then kills the group. If this process dies, even by
-  SIGKILL, the child sees its pipe close (or, failing that, a watchdog thread sees its parent change) and kills its
-  own group.
-- `pause_idle`: between its calls the worker's descendants (the engine's own processes) are stopped (SIGSTOP) and
-  continued just before the next call, so an engine loaded next to a busy one takes no CPU from it. The worker
-  itself keeps running, so it still kills its group if this process dies.
+The child leads its own process group, so a timeout, a crash or `close()` ends the whole tree (vLLM's engine core is
+a grandchild), and it kills its group when this process dies, even by SIGKILL. A failure comes back as `WorkerError`
+with the child's traceback, exit status or time limit, and its last stderr lines. `pause_idle` stops the engine's own
+processes (SIGSTOP) between calls, so a waiting engine takes no CPU from a busy one (docs/engine-findings.md).
 """
 from __future__ import annotations
 

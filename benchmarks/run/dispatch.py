@@ -3,8 +3,9 @@
 Cells run one after another, or, when the matrix interleaves them, all loaded at once and taking each prompt in turn
 (benchmarks/run/groups.py); serving cells each behind a server (benchmarks/run/serving.py); with `executor: ray`,
 groups concurrently as Ray actors (benchmarks/run/ray_executor.py). One after another, each baseline runs before
-its speculative cells and is measured again after them (benchmarks/run/drift.py). Prompts are resolved once, before
-any engine starts, and shared by every cell.
+its speculative cells and is measured again after them (benchmarks/run/drift.py). Greedy divergences are scored for
+the lossless check's tie test by the baseline's engine, untimed, after its family (benchmarks/run/ties.py). Prompts
+are resolved once, before any engine starts, and shared by every cell.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from benchmarks.core.store import RunStore, point_latest
 from benchmarks.run.context import RunContext, build_manifest, engine_factory
 from benchmarks.run.drift import retire_stale_rechecks, run_recheck
 from benchmarks.run.groups import run_group
+from benchmarks.run.ties import retire_stale_ties, run_family_ties
 
 
 def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = True,
@@ -62,6 +64,8 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
     batch1 = [c for c in cells if c.engine not in SERVING_ENGINES]
     fams = families(batch1) if not matrix.interleave and matrix.drift_prompts else []
     retire_stale_rechecks(store, fams, [d.name for d in matrix.datasets])
+    tie_fams = families(batch1)  # the lossless check's tie pass, after each family (benchmarks/run/ties.py)
+    retire_stale_ties(store, tie_fams, [d.name for d in matrix.datasets])
     if matrix.executor == "ray":  # cells run concurrently, on whichever node: a before/after recheck means nothing
         from benchmarks.run.ray_executor import run_groups
 
@@ -79,6 +83,9 @@ def run_matrix(matrix: Matrix, run_dir: Path | None = None, progress: bool = Tru
         bar.update(len(group))
         if group[-1].cell_id in recheck_after:
             failed += run_recheck(ctx, *recheck_after[group[-1].cell_id])
+        for base, followers in tie_fams:  # loads the baseline only for divergences its group did not score
+            if followers[-1] in group:
+                failed += run_family_ties(ctx, base, followers)
     bar.close()
     return run_dir, failed
 

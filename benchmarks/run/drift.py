@@ -1,6 +1,8 @@
 """The drift guard of cells run one after another: each baseline is loaded again after the last speculative cell
-compared with it and measured on a few of its prompts (its own unit of records of kind "recheck"), so that a host
-whose speed moved between cells shows."""
+compared with it and measured on `drift_prompts` of its prompts (its own unit of records of kind "recheck"), so that
+a host whose speed moved between cells shows. The summary pairs the recheck with the baseline's measurement prompt by
+prompt and flags a speedup by `metrics.drift_flag` (docs/statistics.md). Under Ray cells run concurrently on any node
+and nothing is rechecked; report.md says so."""
 from __future__ import annotations
 
 import dataclasses
@@ -78,8 +80,9 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
                       if r["kind"] == "request"}
             after = [r for r in records if r["kind"] == "recheck" and r["prompt_sha256"] in before]
             d = baseline_drift([before[r["prompt_sha256"]] for r in after], [r["tpot_ms"] for r in after])
+            ci = f", 95 % CI {100 * d.ci_low:+.1f} % to {100 * d.ci_high:+.1f} %" if d.n >= 2 else ", no CI"
             tqdm.write(f"[{baseline.label}] {name} drift recheck on {d.n} prompts: TPOT {d.before_ms:.2f} ms before, "
-                       f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %)")
+                       f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %{ci})")
     finally:
         if engine is not None:
             engine.close()

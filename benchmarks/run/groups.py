@@ -1,7 +1,8 @@
 """One group of cells through every dataset: each cell's warm-up, then prompt by prompt with every cell in turn
 (one cell, or an interleaved group). Warm-up prompts are excluded from every figure; each engine's cumulative
 speculative counters are diffed around the measured prompts only. A cell that raises is recorded with its error and
-the others go on."""
+the others go on. After each dataset, a loaded baseline runs the lossless check's untimed tie pass for its loaded
+speculative cells (benchmarks/run/ties.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,6 +16,7 @@ from benchmarks.core.models import materialize
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.run.context import RunContext, describe_engine, error_record, request_record, unit_provenance
 from benchmarks.run.sampling import cell_samples
+from benchmarks.run.ties import run_loaded_ties
 
 
 def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
@@ -72,7 +74,8 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                 engine.load(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)))
                 tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
                 env = getattr(engine, "environment", None) or ctx.env  # a remote worker's own machine
-                pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, ctx.models, describe_engine(engine)))
+                pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, ctx.models,
+                                                                            describe_engine(engine)))
                 started.append((engine, cell))
             except Exception as exc:
                 failure = f"{type(exc).__name__}: {exc}"
@@ -89,9 +92,10 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                 measured, warmup = ctx.prompts[d.name]
                 for cell_id, records in run_dataset(todo, d.name, measured, warmup, ctx.progress).items():
                     engine, cell = next((e, c) for e, c in todo if c.cell_id == cell_id)
-                    records += cell_samples(engine, cell, d.name, measured, records, ctx.target)
+                    records += cell_samples(engine, cell, d.name, measured, records)
                     store.write_unit(cell_id, d.name, records, pids[cell_id])
                     failed += any(r["kind"] == "error" for r in records)
+                failed += run_loaded_ties(ctx, started, pids, d.name)  # untimed, the baseline still loaded
     finally:
         for engine, _ in started:
             engine.close()

@@ -1,15 +1,21 @@
-"""The runner stage of the distribution check: many independent short samples per prompt from every cell at T > 0.
+"""The runner stage of the distribution check: many independent samples per prompt from every cell at T > 0, each
+scored by the cell's own engine.
 
-Each cell at temperature > 0 draws `distribution.SAMPLES` continuations of `distribution.POSITIONS` tokens for the
-first `distribution.PROMPTS` measured prompts of each dataset, one seed per sample. The baseline and the speculative
-cells use disjoint seed ranges: the two arms of the test must be independent (the JAX engine keys each position's
-draw by seed, so DFlash with AR's seeds would reproduce AR's tokens and prove nothing). The target's teacher-forced
-log-likelihood of every sample is stored with it, so the check itself (verification/distribution.py) is pure.
-An engine whose batched draws cannot be seeded (vLLM on CPU, see its `sample_many`) records `seeds: null`.
+Each cell at temperature > 0 draws `distribution.SAMPLES` continuations of `distribution.LENGTH` tokens for the first
+`distribution.PROMPTS` measured prompts of each dataset. The baseline and the speculative arms must be independent:
+- a seeded engine (JAX) draws one sample per seed, from disjoint seed ranges per arm (the JAX engine keys each
+  position's draw by seed, so DFlash with AR's seeds would reproduce AR's tokens and prove nothing);
+- an engine whose requests cannot be seeded (vLLM on CPU, see its `sample_many`) records `seeds: null`; its draws come
+  from its own generator, which its engine seed keys, and that seed differs by arm (vllm_engine.engine_seed).
+Each sample's raw (temperature 1) log-likelihood under the target comes from the engine that drew it (`score_many`:
+the cell's own loaded target, so no second model is loaded) and is stored with it (`scoring` says what it holds), so
+the check itself (verification/distribution.py) is pure. Both arms of a row are scored the same way: by the same target
+weights through each engine's own target forward. An engine without `score_many` stores `loglik: null`, and the check
+skips that test.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -35,44 +41,34 @@ def draw(engine: Any, prompt_ids: list[int], params: SamplingParams, seed_list: 
             for s in seed_list]
 
 
-def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt],
-            score: Callable[[list[int], list[list[int]], float], list[float]] | None) -> list[dict[str, Any]]:
-    """`samples` records of one (cell, dataset); empty for greedy cells."""
+def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt]) -> list[dict[str, Any]]:
+    """`samples` records of one (cell, dataset), scored by the engine's `score_many` when it has one; empty for
+    greedy cells."""
     if cell.temperature <= 0:
         return []
-    params = SamplingParams(cell.temperature, distribution.POSITIONS, cell.seed)
+    params = SamplingParams(cell.temperature, distribution.LENGTH, cell.seed)
+    scored = hasattr(engine, "score_many")
     out = []
     for p in prompts[: distribution.PROMPTS]:
         seed_list = seeds(cell, p.index, distribution.SAMPLES)
         samples = draw(engine, p.ids, params, seed_list)
         out.append({"kind": "samples", "cell_id": cell.cell_id, "label": cell.label, "dataset": dataset,
                     "prompt_index": p.index, "prompt_sha256": p.sha256, "temperature": cell.temperature,
+                    "length": distribution.LENGTH,
                     "seeds": seed_list if getattr(engine, "samples_seeded", True) else None, "samples": samples,
-                    "loglik": score(p.ids, samples, cell.temperature) if score else None})
+                    "loglik": engine.score_many(p.ids, samples) if scored else None,
+                    "scoring": distribution.SCORING if scored else None})
     return out
 
 
-_scorers: dict[str, Any] = {}
-
-
-def _score(target: str) -> Any:
-    """The target's teacher-forced log-likelihood of samples (JAX, loaded once per target)."""
-    if target not in _scorers:
-        from benchmarks.engines.jax.score import Scorer
-
-        _scorers[target] = Scorer(target)
-    return _scorers[target].logliks
-
-
-def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt], records: list[dict[str, Any]],
-                 target: str) -> list[dict[str, Any]]:
+def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt],
+                 records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The distribution check's samples of a cell at T > 0 whose measured prompts all ran; an error record when
-    drawing them failed."""
+    drawing or scoring them failed."""
     if cell.temperature <= 0 or any(r["kind"] == "error" for r in records):
         return []
     try:
-        return collect(engine, cell, name, prompts, _score(target))
+        return collect(engine, cell, name, prompts)
     except Exception as exc:
         tqdm.write(f"[{cell.label}] {name} distribution samples FAILED: {type(exc).__name__}: {exc}")
         return [error_record(cell, name, exc)]
-

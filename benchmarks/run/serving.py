@@ -1,26 +1,13 @@
 """Serving units: one server per cell, each (dataset, concurrency) level driven through it by vLLM's load generator.
 
 A unit is (cell, dataset, concurrency[, request rate]); its store key is `unit_key(...)`, so resume and atomic writes
-work as for batch-1 units. Per level: the warm-up prompts go through first at the same concurrency and are thrown
-away; then the measured prompts, with the server's spec-decode counters (/metrics) read just before and after.
-What comes back is converted into the records the rest of the harness reads (benchmarks.core.metrics defines every
-figure made from them):
-- one `request` record per prompt: TTFT, TPOT and ITLs from the load generator's streamed timings (TPOT from its
-  first-token and last-token times, as for batch-1 records), the output length the server counted, and the output
-  token ids. The load generator keeps only the generated text, so `output_ids` are that text tokenised again with
-  the target's tokenizer (`extra.output_ids_from = "text"`): identical texts give identical ids, so token identity
-  between two serving cells is exact; the first-divergence index is in re-tokenised tokens;
-- one `spec` record (the /metrics diff) for speculative cells;
-- one `load` record: the level's wall time, completed and failed requests, output tokens, and the diff of the
-  server's own per-request TPOT histogram (`vllm:request_time_per_output_token_seconds`, engine-core clock, the
-  offline engine's definition): the load generator sees only the client side, which on a starved host includes
-  the server frontend's and its own scheduling delays, so the server's mean TPOT is kept beside it.
-A request whose stream reached the client in one burst (mean gap between its chunks under BURST_ITL_MS, far below
-any decode step) carries no decode timing: the client, or the server's frontend, was not scheduled while its tokens
-were made (seen on a shared, overloaded CPU host). Its `tpot_ms` is None, so TPOT figures and the paired speedup
-leave it out, its raw value stays in `extra.client_tpot_ms`, and summary.csv counts such requests (`n_burst`).
-The prompts are our chat-templated text; the server tokenises it again, and a level whose prompt lengths differ
-from the harness's ids fails rather than pairing different prompts.
+work as for batch-1 units. Per level the warm-up prompts go first and are thrown away; the measured prompts' results
+become the records the rest of the harness reads (`level_records`: one `request` record per prompt, one `spec` record
+of the /metrics diff, one `load` record). Before a dataset's first level, the server's own ids of every prompt text
+are compared with the harness's (`check_prompt_ids`): a prompt the server tokenises otherwise fails the level rather
+than pairing different prompts. At T > 0 the unit of the matrix's first concurrency level also holds the cell's
+distribution-check samples, drawn through the server (benchmarks/run/sampling.py). What each figure means:
+docs/serving.md.
 """
 from __future__ import annotations
 
@@ -36,6 +23,9 @@ from benchmarks.core.records import Cell, SpecCounters
 if TYPE_CHECKING:
     from benchmarks.run.context import RunContext
 
+# A request whose stream reached the client in one burst (mean gap between its chunks under this, far below any
+# decode step) carries no decode timing: the client, or the server's frontend, was not scheduled while its tokens were
+# made (docs/engine-findings.md). Its tpot_ms is None, its raw value stays in extra.client_tpot_ms.
 BURST_ITL_MS = 0.5
 
 
@@ -44,23 +34,46 @@ def unit_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
     return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
 
 
+def check_prompt_ids(prompts: list[Prompt], server_ids: list[list[int]]) -> None:
+    """Raise unless the server made each prompt's text into exactly the harness's token ids."""
+    for p, ids in zip(prompts, server_ids, strict=True):
+        if list(ids) != list(p.ids):
+            at = next((i for i, (a, b) in enumerate(zip(ids, p.ids)) if a != b), min(len(ids), len(p.ids)))
+            raise RuntimeError(f"prompt {p.index} reached the server as other token ids than the harness's (first "
+                               f"difference at token {at}; {len(ids)} vs {len(p.ids)} tokens): the server's "
+                               f"tokenizer or template differs")
+
+
 def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tokenizer: Any, concurrency: int,
                   request_rate: float | None, spec: SpecCounters | None,
                   server_tpot: tuple[float, float] | None = None) -> list[dict[str, Any]]:
-    """One level's load-generator result (`--save-detailed`) as our records; raises on a failed request or a prompt
-    that reached the server as other tokens. `server_tpot` is the (sum s, count) diff of the server's per-request
-    TPOT histogram around the level (None where the server does not export it)."""
+    """One level's load-generator result (`--save-detailed`) as our records; raises on a failed request or a request
+    whose prompt the server counted as another length than the harness's ids (`check_prompt_ids` compares the ids).
+    `server_tpot` is the (sum s, count) diff of the server's per-request TPOT histogram around the level (None where
+    the server does not export it).
+
+    - one `request` record per prompt: TTFT, TPOT (from the first-token and last-token times, as for batch-1
+      records) and ITLs from the load generator's streamed timings, the output length the server counted, and the
+      output ids: the load generator keeps only the text, so they are that text tokenised again with the target's
+      tokenizer (`extra.output_ids_from = "text"`). Identical texts give identical ids, so token identity between
+      two serving cells is exact; the first-divergence index is in re-tokenised tokens;
+    - one `spec` record (the /metrics diff) for speculative cells;
+    - one `load` record: the level's wall time, completed and failed requests, output tokens, and the server's own
+      TPOT sum and count (engine-core clock, the offline engine's definition): the load generator sees only the
+      client side, which on a starved host includes the server frontend's and its own scheduling delays.
+    """
     failed = [(p.index, e) for p, e in zip(prompts, result["errors"]) if e]
     if failed or len(result["ttfts"]) != len(prompts):
         raise RuntimeError(f"{len(failed)} of {len(prompts)} requests failed; first: prompt {failed[0][0]}: "
-                           f"{failed[0][1]}" if failed else f"{len(result['ttfts'])} results for {len(prompts)} prompts")
+                           f"{failed[0][1]}" if failed
+                           else f"{len(result['ttfts'])} results for {len(prompts)} prompts")
     common = {"cell_id": cell.cell_id, "label": cell.label, "engine": cell.engine, "method": cell.method, "k": cell.k,
               "dataset": prompts[0].dataset, "concurrency": concurrency, "request_rate": request_rate}
     records = []
     for i, p in enumerate(prompts):
         if result["input_lens"][i] != len(p.ids):
-            raise RuntimeError(f"prompt {p.index} reached the server as {result['input_lens'][i]} tokens, not the "
-                               f"harness's {len(p.ids)}: the server's tokenizer or template differs")
+            raise RuntimeError(f"prompt {p.index} was counted by the server as {result['input_lens'][i]} tokens, "
+                               f"not the harness's {len(p.ids)}: the server's tokenizer or template differs")
         ttft_s, last_s, n_out = result["ttfts"][i], result["latencies"][i], result["output_lens"][i]
         text, itl_ms = result["generated_texts"][i], [1000.0 * x for x in result["itls"][i]]
         burst = len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS
@@ -97,6 +110,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         run_load,
     )
     from benchmarks.run.context import error_record, unit_provenance
+    from benchmarks.run.sampling import cell_samples
 
     def error(cell: Cell, dataset: str, concurrency: int, exc: BaseException) -> dict[str, Any]:
         return {**error_record(cell, dataset, exc), "concurrency": concurrency}
@@ -112,9 +126,10 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         if not pending:
             continue
         server = VllmServer(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)),
-                            store.run_dir / "logs" / f"{cell.cell_id}.server.log")
+                            store.run_dir / "logs" / f"{cell.cell_id}.server.log", sequences=max(m.concurrency))
         work = store.run_dir / "serve" / cell.cell_id
         written: set[str] = set()
+        ids_checked: set[str] = set()
         try:
             with server:
                 tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
@@ -125,6 +140,9 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                     load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, m.request_rate, cell.seed)
                     key = unit_key(name, c, m.request_rate)
                     try:
+                        if name not in ids_checked:
+                            check_prompt_ids(measured, [server.prompt_ids(t) for t in measured_texts])
+                            ids_checked.add(name)
                         if warmup_texts:
                             run_load(server, dataclasses.replace(load, prompts=warmup_texts), work, f"{key}.warmup")
                         before = server.scrape()
@@ -136,6 +154,9 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                         server_tpot = (tpot_a[0] - tpot_b[0], tpot_a[1] - tpot_b[1]) if tpot_a and tpot_b else None
                         records = level_records(cell, measured, result, tokenizer, c, m.request_rate, spec,
                                                 server_tpot)
+                        if c == m.concurrency[0]:  # a cell's samples once, with its first level (T > 0 only)
+                            records += [{**r, "concurrency": c} for r in
+                                        cell_samples(server, cell, name, measured, records)]
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
                                    f"{result['duration']:.1f} s")
                     except Exception as exc:
@@ -143,7 +164,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0]['error']}")
                     store.write_unit(cell.cell_id, key, records, pid)
                     written.add(key)
-                    failed += records[0]["kind"] == "error"
+                    failed += any(r["kind"] == "error" for r in records)
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
             failure = f"{type(exc).__name__}: {exc}"
             pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, None, failure))

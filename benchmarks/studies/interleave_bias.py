@@ -7,6 +7,12 @@ busy-loop processes that stop themselves after `--load-for` seconds. Sequential 
 cells and not in others, and their speedups move with it; interleaved cells share it prompt by prompt. Prints one
 table: mode, run, cell, speedup with its CI, and the drift columns of summary.csv where the summary has them.
 
+The criterion (what docs/matrices.md claims for `interleave: true`: a host whose speed drifts slows every cell
+alike, so the paired speedups stay fair): the interleaved runs of each (cell, dataset) agree, their largest speedup
+at most TOLERANCE above their smallest, wherever the load landed. The study prints the criterion, each cell's spread
+(the sequential runs' too, for contrast; they are not judged), and exits Exit.VIOLATION when it fails,
+Exit.NOT_CHECKED when fewer than two interleaved runs gave a cell's speedup.
+
     python -m benchmarks study interleave-bias [--config M.yaml] [--runs 2] [--load-after 2] [--load-for 30]
 
 Timings depend on whatever else the host runs: say so when quoting the figures.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import re
 import subprocess
@@ -22,15 +29,20 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.paths import MATRICES_DIR, ROOT
 
 BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
 READY = "engine ready in"  # the runner's line when a cell's engine has loaded
+TOLERANCE = 0.10  # interleaved runs of one cell agree when their largest speedup is at most 10 % above the smallest
+CRITERION = (f"interleaved runs of the same (cell, dataset) agree: largest speedup / smallest - 1 <= {TOLERANCE:.2f} "
+             f"over the runs")
 
 
 def start_load(procs: int, seconds: float) -> list[subprocess.Popen[bytes]]:
@@ -84,6 +96,39 @@ def speedup_rows(run_dir: Path) -> list[dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("method") != "baseline" and r.get("speedup")]
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """The criterion over a study's rows: each (mode, cell, dataset)'s spread over its runs, and the verdict."""
+
+    spreads: dict[tuple[str, str, str], float]  # (mode, cell, dataset) -> largest / smallest speedup - 1
+    failing: list[tuple[str, str]]  # interleaved (cell, dataset) whose spread exceeds TOLERANCE
+    unchecked: list[tuple[str, str]]  # interleaved (cell, dataset) with fewer than two runs' speedups
+
+    @property
+    def judged(self) -> int:
+        """Interleaved (cell, dataset) pairs the criterion was applied to."""
+        return sum(mode == "interleaved" for mode, _, _ in self.spreads)
+
+    @property
+    def status(self) -> int:
+        """VIOLATION when a cell's interleaved runs disagree; NOT_CHECKED when one could not be judged, or none."""
+        return worst(Exit.VIOLATION if self.failing else Exit.OK,
+                     Exit.NOT_CHECKED if self.unchecked or not self.judged else Exit.OK)
+
+
+def agreement(rows: list[dict[str, Any]], tolerance: float = TOLERANCE) -> Agreement:
+    """Apply the criterion to rows with `mode`, `label`, `dataset` and a float `speedup` (one per run and cell)."""
+    runs: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        if math.isfinite(r["speedup"]):  # a run without a speedup (NaN) counts as no run
+            runs.setdefault((r["mode"], r["label"], r["dataset"]), []).append(r["speedup"])
+    spreads = {key: max(v) / min(v) - 1 for key, v in runs.items() if len(v) > 1}
+    interleaved = [key for key in runs if key[0] == "interleaved"]
+    return Agreement(spreads=spreads,
+                     failing=[key[1:] for key in interleaved if spreads.get(key, 0.0) > tolerance],
+                     unchecked=[key[1:] for key in interleaved if key not in spreads])
+
+
 def fmt(value: str | None, digits: int = 2) -> str:
     try:
         return f"{float(value):.{digits}f}"  # type: ignore[arg-type]
@@ -107,15 +152,18 @@ def main(args: argparse.Namespace) -> int:
     config = yaml.safe_load(args.config.read_text())
     base = args.keep or Path(tempfile.mkdtemp(prefix="interleave-bias-"))
     base.mkdir(parents=True, exist_ok=True)
-    table = []
+    table, measured, codes = [], [], []
     for mode, interleave in (("sequential", False), ("interleaved", True)):
         for i in range(1, args.runs + 1):
             run_dir = base / f"{mode}-{i}"
             print(f"{mode} run {i} -> {run_dir}", file=sys.stderr)
             t = time.monotonic()
             rc, load_at = run_once(config, interleave, run_dir, args)
+            codes.append(rc)
             took = time.monotonic() - t
             rows = speedup_rows(run_dir)
+            measured += [{"mode": mode, "label": r.get("label", "?"), "dataset": r.get("dataset", "?"),
+                          "speedup": float(r["speedup"])} for r in rows]
             if not rows:
                 table.append([mode, str(i), "-", f"no speedup rows (exit {rc})", "-", "-", "-", "-"])
             for r in rows:
@@ -129,4 +177,14 @@ def main(args: argparse.Namespace) -> int:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)))
     print(f"\nrun folders: {base}; load: {args.load_procs} busy loop(s) x {args.load_for:g} s, started "
           f"{args.load_after:g} s after the first warm-up")
-    return 0
+    result = agreement(measured)
+    print(f"\ncriterion: {CRITERION}")
+    for (mode, label, dataset), spread in sorted(result.spreads.items()):
+        judged = "" if mode == "sequential" else " FAIL" if (label, dataset) in result.failing else " ok"
+        print(f"  {mode} {label} on {dataset}: spread {100 * spread:.1f} %{judged}")
+    for label, dataset in result.unchecked:
+        print(f"  NOT CHECKED: interleaved {label} on {dataset}: fewer than two runs gave its speedup (--runs >= 2)")
+    print("criterion " + ("FAILED: interleaved runs of the same cell disagree" if result.failing
+                          else "not checked" if result.status == Exit.NOT_CHECKED
+                          else f"holds for {result.judged} (cell, dataset)"))
+    return worst(result.status, *(rc if rc in set(Exit) else Exit.FAILED for rc in codes))

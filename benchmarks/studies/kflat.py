@@ -1,32 +1,15 @@
-"""K-flat: the target's verification-forward time for K+1 tokens against K, at several context lengths.
-
-DFlash drafts a whole block in one pass, so its speedup rests on the target verifying K+1 tokens for about the
-price of one. This measures that price directly:
+"""K-flat: the target's verification-forward time for K+1 tokens against K, at several context lengths (JAX engine).
 
     python -m benchmarks study kflat --random-weights --shape qwen3-4b          # a published shape, no download
     python -m benchmarks study kflat --model PATH                                # a real checkpoint (HF folder)
     python -m benchmarks study kflat --quick                                     # the tiny CPU shape in seconds
 
-What is timed (JAX engine): one jitted `model.forward` over K+1 tokens at positions c..c+K with the DFlash taps,
-on a KV cache of exactly c+K+1 rows, so attention reads the context and the block, as a paged kernel would.
-Each (K, c) compiles and runs `--warmup` times before the clock; the timed calls then cycle through the Ks, so
-drift in the machine's load falls on every K alike; every timed call ends with `jax.block_until_ready` on all its
-outputs (logits, taps, cache). The median of `--repeats` calls is reported with a distribution-free 95 % CI from
-order statistics.
-
-vLLM engine: not measured here. vLLM's public API (`LLM.generate`) runs whole decode steps (scheduler, the draft
-model, the verify forward, sampling) and offers no bare target forward at batch size 1; timing those steps would
-fold the draft's cost into "verify(K)", and a DFlash draft's block size caps K (15 for the released drafts). The
-vLLM engine's whole step is what the harness's own runs measure (TPOT × τ).
-
-The floor: a forward must read every weight it uses (all but an untied input embedding, of which only K+1 rows
-are gathered) and the KV rows of the context, so time >= those bytes / memory bandwidth (benchmarks.core.hardware: the
-HBM table on accelerators, a measured copy on CPUs). A median below it is physically impossible: a timing error
-(e.g. dispatch timed without a sync), never a result; it is printed as IMPOSSIBLE, flagged in the CSV, and left
-out of the figure's curves and of the K=0 normalisation. Where a CPU cache holds the whole working set (the tiny
-shape) DRAM bandwidth bounds nothing: the floor is then not applied, and the verdict says why.
-
-Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png, kflat.json (settings).
+Each point is the median of synchronised jitted forwards (`time_forwards`) with a distribution-free 95 % CI. A median
+below the memory-bandwidth floor (`Floor`, benchmarks.core.hardware) is a timing error, never a result: printed as
+IMPOSSIBLE, flagged in the CSV and left out of the figure and of the K=0 normalisation; where a CPU cache holds the
+whole working set the floor is not applied, and the verdict says why. Why vLLM is not measured here:
+docs/engine-findings.md. Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png,
+kflat.json (settings).
 """
 from __future__ import annotations
 
@@ -140,8 +123,11 @@ def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, re
                   dtype: Any, tap_ids: tuple[int, ...], seed: int = 0) -> dict[int, list[float]]:
     """Milliseconds of `repeats` synchronised verify forwards of K+1 tokens at positions context_len.., per K.
 
-    Every K is compiled and warmed up first; the timed calls then go round the Ks in turn, so that a slow drift of
-    the machine (other load, clocks) falls on every K alike instead of on whichever K ran last.
+    One jitted `model.forward` with the DFlash taps, on a KV cache of exactly context_len+K+1 rows, so attention
+    reads the context and the block, as a paged kernel would; every timed call ends with `jax.block_until_ready` on
+    all its outputs (logits, taps, cache). Every K is compiled and warmed up first; the timed calls then go round
+    the Ks in turn, so that a slow drift of the machine (other load, clocks) falls on every K alike instead of on
+    whichever K ran last.
     """
     import jax
     import jax.numpy as jnp
@@ -182,7 +168,8 @@ def measure(params: Any, cfg: Any, ks: Sequence[int], contexts: Sequence[int], r
 
 
 def bytes_read(params: Any, cfg: Any, dtype: Any) -> tuple[float, float]:
-    """(weight bytes a forward reads, KV-cache bytes per context token)."""
+    """(weight bytes a forward reads, KV-cache bytes per context token): every weight it uses, all but an untied
+    input embedding, of which only K+1 rows are gathered."""
     import jax.numpy as jnp
 
     from benchmarks.core import hardware

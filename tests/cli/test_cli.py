@@ -93,6 +93,32 @@ def test_validate_accepts_each_engine_its_own_options(tmp_path, capsys):
     assert rc == 0 and "ok" in out
 
 
+def test_validate_checks_vllm_options_where_vllm_does_not_import(tmp_path):
+    """A sitecustomize poisons sys.modules["vllm"] in the child, so `import vllm` fails there: validation still
+    refuses an unknown vLLM option (names are data) and says which release's arguments it checked against."""
+    poison = tmp_path / "poison"
+    poison.mkdir()
+    (poison / "sitecustomize.py").write_text("import sys\nsys.modules['vllm'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(poison), str(ROOT)])}
+    probe = subprocess.run([sys.executable, "-c", "import vllm"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert probe.returncode != 0 and "vllm" in probe.stderr, "the poison did not stop `import vllm`"
+    from benchmarks.core.engine_options import vllm_release_checked
+
+    release, _ = vllm_release_checked()
+    for options, code in (({"enforce_eagre": True}, 2), ({"enforce_eager": True}, 0)):
+        path = tmp_path / f"m{code}.yaml"
+        path.write_text(yaml.safe_dump({"preset": "tiny", "engine": "vllm", "datasets": ["humaneval"],
+                                        "engine_options": {"vllm": options}}))
+        proc = subprocess.run([sys.executable, "-m", "benchmarks", "validate", str(path)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == code, proc.stderr
+        if code:
+            [line] = proc.stderr.strip().splitlines()
+            assert "'enforce_eagre' is not an option of the vllm engine" in line and "enforce_eager" in line
+        else:
+            assert f"checked against vLLM {release}'s engine arguments" in proc.stdout
+
+
 @pytest.mark.parametrize("failed, divergent, allow, status", [
     (0, False, False, 0), (2, False, False, 1), (0, True, False, 3), (2, True, False, 3), (0, True, True, 0),
     (2, True, True, 1)])
@@ -207,3 +233,44 @@ def test_the_suite_writes_runs_only_to_a_temporary_folder():
     conftest also fails the session if results/runs/latest moved."""
     assert paths.RUNS_DIR == Path(os.environ["DFLASH_RUNS_DIR"])
     assert not paths.RUNS_DIR.resolve().is_relative_to(ROOT.resolve())
+
+
+def test_a_due_check_that_cannot_run_is_reported_and_exits_4_unless_allowed(matrix_file, random_pair, prompts,
+                                                                            tmp_path, capsys):
+    # greedy DFlash without its baseline: identity cannot be checked
+    write_matrix(matrix_file, random_pair["target"], random_pair["dflash"], [{"name": "good", "path": str(prompts)}],
+                 methods=["dflash"])
+    rc, _, err = run_cli(["matrix", str(matrix_file), "--run-dir", str(tmp_path / "run")], capsys)
+    assert rc == 4, err
+    assert ("NOT CHECKED: greedy identity of vllm dflash-k3 on good: not checked: the run has no baseline cell on "
+            "engine vllm at T=0") in err
+    assert "1 due check(s) could not run" in err and "--allow-unchecked accepts this" in err
+    summary = (tmp_path / "run" / "summary.csv").read_text().splitlines()
+    assert "not_checked" in summary[0].split(",") and "the run has no baseline cell" in summary[1]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "No greedy row was checked: of 1 greedy rows, 1 not checked" in report and "All greedy" not in report
+    assert "- NOT CHECKED: greedy identity of vllm dflash-k3 on good" in report
+    rc, _, err = run_cli(["matrix", str(matrix_file), "--run-dir", str(tmp_path / "run"), "--allow-unchecked"],
+                         capsys)
+    assert rc == 0 and "accepted by --allow-unchecked" in err
+
+
+def test_a_sampled_run_draws_its_samples_and_the_lossless_sentence_counts_no_greedy_row(
+        matrix_file, random_pair, prompts, tmp_path, capsys, monkeypatch):
+    class FirstTokenOff(Scripted):
+        """dflash's first token differs from the baseline's: a marginal the distribution check tests."""
+
+        def generate(self, prompt_ids, params):
+            rec = super().generate(prompt_ids, params)
+            if self.cell.method == "dflash":
+                rec.output_ids[0] += 1
+            return rec
+
+    monkeypatch.setattr(context, "create_engine", lambda name: FirstTokenOff())
+    write_matrix(matrix_file, random_pair["target"], random_pair["dflash"], [{"name": "good", "path": str(prompts)}],
+                 temperature=0.6, drift_prompts=0)
+    rc, _, err = run_cli(["matrix", str(matrix_file), "--run-dir", str(tmp_path / "run")], capsys)
+    # the samples were drawn and the check ran (and failed); nothing is "not checked"
+    assert rc == 3 and "DISTRIBUTION VIOLATION: vllm dflash-k3 at T=0.6 on good" in err and "NOT CHECKED" not in err
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "No greedy row was checked: the run has no greedy speculative cell." in report

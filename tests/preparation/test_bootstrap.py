@@ -1,17 +1,21 @@
-"""Set-up without the hardware: Python selection, the TPU release check, and resolution of the TPU/GPU sets."""
+"""Set-up without the hardware: Python selection, the TPU release check, resolution of the TPU/GPU sets, and uv
+given pip's configuration."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from benchmarks.core.paths import ROOT
+from preparation.uv_pip import parse_config_list, strategy, uv_options
 
 FIND = ROOT / "preparation" / "find_python.sh"
 RELEASE = ROOT / "preparation" / "tpu_release.sh"
@@ -261,3 +265,81 @@ def test_engine_check_passes_when_everything_imports(tmp_path):
     r = _check_engine(tmp_path, "cpu", "__version__ = 'stand-in'")
     assert r.returncode == 0, r.stderr
     assert "vllm stand-in" in r.stdout
+
+
+# uv gets pip's configuration (preparation/uv_pip.py): the sources and constraints bootstrap's installs resolve against.
+
+UV_PIP = ROOT / "preparation" / "uv_pip.py"
+
+
+def test_pip_configuration_becomes_uv_options_with_pips_precedence():
+    config = parse_config_list(
+        "global.extra-index-url='file:///a/simple file:///b/simple'\n"
+        "global.find-links='/global/wheels'\n"
+        "install.find-links='/install/wheels'\n"
+        "global.constraint='/etc/c.txt'\n"
+        "global.index-url='https://global.example/simple'\n"
+        ":env:.index-url='https://env.example/simple'\n"
+        ":env:.no-index='0'\n"
+        "download.pre='1'\n"  # another command's section: not install's
+        "global.default-timeout='180'\n")
+    args, env = uv_options(config)
+    assert args == ["--index-url", "https://env.example/simple",
+                    "--extra-index-url", "file:///a/simple", "--extra-index-url", "file:///b/simple",
+                    "--find-links", "/install/wheels", "--constraint", "/etc/c.txt"]
+    assert env == ({"UV_HTTP_TIMEOUT": "180"} if "UV_HTTP_TIMEOUT" not in os.environ else {})
+
+
+def test_no_pip_configuration_adds_nothing():
+    assert uv_options({}) == ([], {})
+    assert uv_options(parse_config_list(":env:.disable-pip-version-check='1'\n")) == ([], {})
+
+
+def test_uv_picks_versions_over_all_indexes_as_pip_does_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("UV_INDEX_STRATEGY", raising=False)
+    assert strategy(["-r", "requirements.txt"]) == ["--index-strategy", "unsafe-best-match"]
+    assert strategy(["--index-strategy=first-index"]) == []
+    monkeypatch.setenv("UV_INDEX_STRATEGY", "first-index")
+    assert strategy([]) == []
+
+
+def _tiny_wheel(folder: Path, version: str) -> None:
+    name = f"tinypkg-{version}.dist-info"
+    with zipfile.ZipFile(folder / f"tinypkg-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{name}/METADATA", f"Metadata-Version: 2.1\nName: tinypkg\nVersion: {version}\n")
+        z.writestr(f"{name}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{name}/RECORD", "")
+
+
+def test_uv_resolves_from_the_find_links_and_constraint_pip_is_given(tmp_path):
+    """PIP_* variables (no pip.conf) reach uv: a local wheel folder and a constraint file, with no index at all."""
+    _uv()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.0", "2.0"):
+        _tiny_wheel(wheels, version)
+    (tmp_path / "c.txt").write_text("tinypkg<2\n")
+    (tmp_path / "req.txt").write_text("tinypkg\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_FIND_LINKS=str(wheels), PIP_CONSTRAINT=str(tmp_path / "c.txt"),
+               PIP_NO_INDEX="1", UV_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1")
+    show = subprocess.run([sys.executable, str(UV_PIP), "--show"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert f"--find-links {wheels}" in show.stdout and "--no-index" in show.stdout, show.stdout + show.stderr
+    r = subprocess.run([sys.executable, str(UV_PIP), "compile", "--no-header", "--no-annotate", "--offline",
+                        str(tmp_path / "req.txt")], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "tinypkg==1.0" in r.stdout.split()
+    env.pop("PIP_CONSTRAINT")
+    r = subprocess.run([sys.executable, str(UV_PIP), "compile", "--no-header", "--no-annotate", "--offline",
+                        str(tmp_path / "req.txt")], env=env, capture_output=True, text=True, timeout=120)
+    assert "tinypkg==2.0" in r.stdout.split(), r.stderr
+
+
+def test_bootstrap_and_find_python_install_the_uv_pinned_in_requirements():
+    pin = re.search(r"^uv==(\S+)", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    assert re.search(rf"^UV_VERSION={re.escape(pin)}\b", FIND.read_text(), re.M), "find_python.sh's UV_VERSION"
+    sed = subprocess.run(["sed", "-n", r"s/^uv==\([^[:space:]#]*\).*/\1/p", str(ROOT / "requirements.txt")],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert sed == pin  # the expression bootstrap.sh reads the pin with
+    assert r"s/^uv==\([^[:space:]#]*\).*/\1/p" in (ROOT / "preparation" / "bootstrap.sh").read_text()

@@ -3,11 +3,14 @@ its unit with the cause and a rerun measures only the missing units, a hung requ
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 import ray
 
@@ -18,6 +21,7 @@ from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
 from benchmarks.core.matrix import expand
 from benchmarks.core.records import SamplingParams
 from benchmarks.core.store import RunStore
+from benchmarks.engines.host import WorkerError
 from benchmarks.engines.ray_worker import RayEngine
 from benchmarks.run import context, dispatch, ray_executor
 
@@ -53,10 +57,50 @@ def scripted_matrix(random_pair, prompts_file, **extra):
     })
 
 
+def _ray_processes() -> list[psutil.Process]:
+    """This process (the driver) and every process the local Ray started under it."""
+    me = psutil.Process()
+    return [me, *me.children(recursive=True)]
+
+
+def _loopback(ip: str) -> bool:
+    """127.0.0.0/8 or ::1, also written as an IPv4-mapped IPv6 address (::ffff:127.0.0.1)."""
+    addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    return (getattr(addr, "ipv4_mapped", None) or addr).is_loopback
+
+
 def test_local_ray_binds_the_loopback_address_only(local_ray):
     nodes = [n for n in ray.nodes() if n["Alive"]]
     assert [n["NodeManagerAddress"] for n in nodes] == ["127.0.0.1"]
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    # What listens, not what is advertised: every TCP socket in LISTEN and every bound UDP socket of the Ray
+    # processes (GCS, raylet, workers, the driver's core worker) is on a loopback address.
+    procs = _ray_processes()
+    names = {p.name() for p in procs}
+    assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names), names
+    listening = []
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        listening += [(p.name(), c.laddr) for c in conns if c.laddr and (
+            c.status == psutil.CONN_LISTEN or (c.type == socket.SOCK_DGRAM and not c.raddr))]
+    assert len(listening) >= 3, listening  # GCS, raylet and the object manager at least
+    exposed = [(name, addr) for name, addr in listening if not _loopback(addr.ip)]
+    assert exposed == [], f"Ray sockets listening beyond the loopback address: {exposed}"
+
+
+def test_an_actor_no_node_can_place_fails_at_the_load_limit_naming_its_resources(local_ray, random_pair,
+                                                                                 prompts_file):
+    cell = expand(scripted_matrix(random_pair, prompts_file))[0]
+    engine = RayEngine("tests.ray_scripted:ScriptedEngine", {"CPU": 512}, 30.0, 3.0)
+    t0 = time.perf_counter()
+    with pytest.raises(WorkerError) as err:
+        engine.load(cell)
+    assert time.perf_counter() - t0 < 30
+    assert "placed an actor needing {'CPU': 512}" in str(err.value) and "within 3 s (load_timeout_s)" in str(err.value)
+    engine.close()
 
 
 def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_the_missing(

@@ -26,6 +26,7 @@ class ScriptedEngine:
     calls: list[tuple[str, int]] = []  # (label, sum of the prompt ids) of every generate, in order
     fail_at_call: int | None = None  # the dflash engine raises at this call of its own (warm-ups count)
     reload_slowdown = 1.0  # a host that slows down while the speculative cells run
+    reload_noise: list[float] = []  # a loaded-again cell's i-th request (warm-ups count) also takes noise[i % len]
     fail_reload = False  # a cell loaded a second time (the baseline's recheck) fails to start
 
     def load(self, cell):
@@ -33,6 +34,8 @@ class ScriptedEngine:
             raise RuntimeError(f"cannot start {cell.method}")
         self.cell = cell
         self.slowdown = self.reload_slowdown if cell.label in ScriptedEngine.loads else 1.0
+        self.noise = self.reload_noise if cell.label in ScriptedEngine.loads else []
+        self.generated = 0
         self.lengths: list[int] = []
         ScriptedEngine.loads.append(cell.label)
 
@@ -43,6 +46,9 @@ class ScriptedEngine:
             raise RuntimeError("draft went away")
         out = [(sum(prompt_ids) + i) % 97 for i in range(params.max_new_tokens)]
         tpot = 0.010 * self.slowdown if self.cell.method == "baseline" else 0.004
+        if self.noise:
+            tpot *= self.noise[self.generated % len(self.noise)]
+        self.generated += 1
         if self.cell.method != "baseline":
             self.lengths += [2] * 4
         return RequestRecord(out, ttft_s=0.05, last_token_s=0.05 + tpot * (len(out) - 1))
@@ -82,6 +88,7 @@ def scripted(monkeypatch):
     ScriptedEngine.calls = []
     ScriptedEngine.fail_at_call = None
     ScriptedEngine.reload_slowdown = 1.0
+    ScriptedEngine.reload_noise = []
     ScriptedEngine.fail_reload = False
     monkeypatch.setattr(context, "create_engine", lambda name: ScriptedEngine())
     monkeypatch.setattr(context, "in_worker", lambda matrix, engine: False)  # in-process here (see test_worker.py)
@@ -192,9 +199,46 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     write_reports(run_dir)
     report = (run_dir / "report.md").read_text()
     assert "2.50 [2.50, 2.50] DRIFT" in report and "**2 speedup(s) flagged**" in report
-    assert "| local | vllm | 0 | 10.00 | 15.00 | +50.0 % | dflash-k3 |" in report
+    assert "| local | vllm | 0 | 2 | 10.00 | 15.00 | +50.0 % [+50.0, +50.0] | dflash-k3 |" in report
     csv = (run_dir / "summary.csv").read_text().splitlines()
-    assert "baseline_tpot_before_ms,baseline_tpot_after_ms,baseline_drift,drift_flag" in csv[0]
+    assert "baseline_drift,drift_flag,baseline_drift_ci_low,baseline_drift_ci_high,n_drift_pairs" in csv[0]
+
+
+@pytest.mark.parametrize("slowdown, flagged", [(1.0, False), (1.5, True)])
+def test_drift_is_judged_against_the_rechecks_own_noise(matrix, tmp_path, slowdown, flagged):
+    """The reloaded baseline's prompts scatter by +25 %, -5 % and +10 % (geometric mean +9.3 %). With the host
+    steady, that is noise: the drift's CI over the 3 prompts holds 0, so nothing is flagged, although the speedup's CI
+    has no width (the old rule flagged any drift then). Slowed by 1.5 as well, the drift's CI lies above 0: flagged."""
+    ScriptedEngine.reload_slowdown = slowdown
+    ScriptedEngine.reload_noise = [1.0, 1.0, 1.25, 0.95, 1.10]  # 2 warm-ups, then the 3 measured prompts
+    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    assert failed == 0
+    d = _rows(run_dir)[("dflash-k3", "local")]
+    assert d["n_drift_pairs"] == 3 and d["speedup_ci_low"] == pytest.approx(d["speedup_ci_high"])
+    assert d["baseline_drift"] == pytest.approx(slowdown * (1.25 * 0.95 * 1.10) ** (1 / 3) - 1)
+    assert (d["baseline_drift_ci_low"] > 0) is flagged and d["baseline_drift_ci_high"] > 0
+    assert d["drift_flag"] is flagged
+    write_reports(run_dir)
+    report = (run_dir / "report.md").read_text()
+    assert ("**2 speedup(s) flagged**" in report) is flagged and ("No speedup is flagged." in report) is not flagged
+
+
+def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
+    """Ray runs no recheck (cells run concurrently, on any node): report.md says so instead of leaving it out."""
+    from benchmarks.analysis.report import drift_lines
+
+    run_dir, _ = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    store = RunStore(run_dir)
+    config = store.manifest()["config"]
+    assert config["executor"] == "local"  # the manifest records the executor the report reads
+    rows = summarize(store.records(), store.manifest())
+    unchecked = [{**r, "baseline_drift": None, "drift_flag": None} for r in rows]
+    [line] = drift_lines(unchecked, {**config, "executor": "ray"})
+    assert line.startswith("**Drift is unchecked**") and "ray_node" in line and "interleave: true" in line
+    # started locally (rechecked), finished under Ray: the local rechecks show, under the same warning
+    lines = drift_lines(rows, {**config, "executor": "ray"})
+    assert lines[0].startswith("**Drift is unchecked**") and "earlier invocation" in lines[0]
+    assert any("| local | vllm | 0 | 3 |" in line for line in lines)
 
 
 def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(matrix, tmp_path):

@@ -1,5 +1,7 @@
 """Serving mode without a server: the concurrency axis's validation, the conversion of the load generator's output
-into records, and the per-level summary, report and figures (hand-made records)."""
+into records, the prompt-id check, the per-level summary, report and figures, the distribution verdict a served cell
+shares across its levels and the checks it could not run (hand-made records), and the server's CPU memory sizing."""
+import dataclasses
 import math
 
 import pandas as pd
@@ -16,7 +18,7 @@ from benchmarks.core.datasets import Prompt
 from benchmarks.core.matrix import expand
 from benchmarks.core.records import Cell, SpecCounters
 from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
-from benchmarks.run.serving import level_records, unit_key
+from benchmarks.run.serving import check_prompt_ids, level_records, unit_key
 from verification.lossless import verdict_lines
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
@@ -147,12 +149,23 @@ def test_level_result_becomes_request_spec_and_load_records():
 
 @pytest.mark.parametrize("over, fragment", [
     ({"errors": ["", "boom"]}, "1 of 2 requests failed; first: prompt 1: boom"),
-    ({"input_lens": [5, 99]}, "reached the server as 99 tokens, not the harness's 6"),
+    ({"input_lens": [5, 99]}, "counted by the server as 99 tokens, not the harness's 6"),
 ])
 def test_level_with_a_failed_or_retokenised_prompt_fails(over, fragment):
     prompts = _prompts(2)
     with pytest.raises(RuntimeError, match=fragment):
         level_records(CELL, prompts, _result(prompts, **over), WordTokenizer(), 1, None, None)
+
+
+def test_prompt_ids_are_compared_token_for_token_not_by_count():
+    prompts = _prompts(2)  # ids [0..4] and [0..5]
+    check_prompt_ids(prompts, [list(range(5)), list(range(6))])
+    same_length = [list(range(5)), [0, 1, 2, 9, 4, 5]]
+    with pytest.raises(RuntimeError, match=r"prompt 1 reached the server as other token ids .*first difference at "
+                                           r"token 3; 6 vs 6 tokens"):
+        check_prompt_ids(prompts, same_length)
+    with pytest.raises(RuntimeError, match=r"first difference at token 5; 5 vs 6 tokens"):
+        check_prompt_ids(prompts, [list(range(5)), list(range(5))])
 
 
 def _level(cell_id, label, method, c, tpot, tok_s, outputs):
@@ -253,3 +266,94 @@ def test_a_request_without_tpot_leaves_the_paired_speedup():
     records[1]["tpot_ms"] = None  # the baseline's second request came in one burst
     [row] = [r for r in summarize(records, manifest) if r["method"] == "dflash"]
     assert row["n_pairs"] == 2 and row["speedup"] == pytest.approx(2.0)
+
+
+def _sampled_serve_run(samples: dict[str, int] | None):
+    """Baseline and DFlash served at T = 0.6 at C = 1 and 4; `samples` gives each cell's sampling seed (its samples
+    sit in its C = 1 unit, as the runner stores them), None for no samples at all."""
+    import numpy as np
+
+    cell = {"engine": "vllm-serve", "target": "t", "temperature": 0.6, "max_new_tokens": 8, "seed": 0,
+            "engine_options": {}}
+    manifest = {"run_id": "r", "config": {"concurrency": [1, 4]},
+                "cells": {"B": {**cell, "method": "baseline", "draft": None, "k": 0},
+                          "D": {**cell, "method": "dflash", "draft": "d", "k": 3}}}
+    outputs = [[1, 2], [3, 4]]
+    records = [r for c in (1, 4) for r in (_level("B", "baseline", "baseline", c, 10.0, 100, outputs)
+                                            + _level("D", "dflash-k3", "dflash", c, 5.0, 180, outputs))]
+    for cid, seed in (samples or {}).items():
+        rng = np.random.default_rng(seed)
+        probs = [0.5, 0.3, 0.2] if seed < 100 else [0.2, 0.3, 0.5]  # seeds >= 100 draw from another distribution
+        for i in range(2):
+            records.append({"kind": "samples", "cell_id": cid, "dataset": "humaneval", "concurrency": 1,
+                            "prompt_index": i, "prompt_sha256": f"s{i}", "temperature": 0.6, "seeds": None,
+                            "samples": rng.choice(3, size=(200, 6), p=probs).tolist(), "loglik": None})
+    return summarize(records, manifest)
+
+
+def test_a_served_cell_at_t_above_zero_has_one_distribution_verdict_shared_by_its_levels():
+    rows = _sampled_serve_run({"B": 1, "D": 2})
+    dflash = [r for r in rows if r["method"] == "dflash"]
+    assert [r["concurrency"] for r in dflash] == [1, 4]
+    assert [r["dist_verdict"] for r in dflash] == ["pass", "pass"] and dflash[0]["dist_n_base"] == 200
+    assert all(r["not_checked"] is None for r in rows) and verdict_lines(rows) == []
+    failing = _sampled_serve_run({"B": 1, "D": 102})
+    assert [r["dist_verdict"] for r in failing if r["method"] == "dflash"] == ["FAIL", "FAIL"]
+    [line] = verdict_lines(failing)  # one line per cell, not one per level
+    assert line.startswith("DISTRIBUTION VIOLATION: vllm-serve dflash-k3 at T=0.6 on humaneval")
+
+
+def test_a_served_cell_at_t_above_zero_without_samples_is_not_checked_and_exits_4():
+    from benchmarks.cli.run import exit_status
+    from verification.lossless import unchecked_rows
+
+    rows = _sampled_serve_run(None)
+    dflash = [r for r in rows if r["method"] == "dflash"]
+    assert [r["dist_verdict"] for r in dflash] == ["unchecked", "unchecked"]
+    assert dflash[0]["not_checked"] == "the cell drew no distribution samples"
+    [line] = verdict_lines(rows)
+    assert line == ("NOT CHECKED: the T=0.6 distribution check of vllm-serve dflash-k3 on humaneval: not checked: "
+                    "the cell drew no distribution samples")
+    assert exit_status(0, False, False, bool(unchecked_rows(rows)), False) == 4
+    assert exit_status(0, False, False, bool(unchecked_rows(rows)), True) == 0
+    only_baseline = _sampled_serve_run({"D": 2})
+    assert "its baseline drew no distribution samples" in only_baseline[-1]["not_checked"]
+
+
+def test_greedy_identity_of_a_serving_matrix_without_concurrency_one_is_not_checked_once():
+    records = (_level("B", "baseline", "baseline", 4, 10.0, 100, [[1], [2]])
+               + _level("D", "dflash-k3", "dflash", 4, 5.0, 180, [[1], [2]])
+               + _level("B", "baseline", "baseline", 16, 10.0, 100, [[1], [2]])
+               + _level("D", "dflash-k3", "dflash", 16, 5.0, 180, [[1], [2]]))
+    _, manifest = _serve_run()
+    rows = {(r["label"], r["concurrency"]): r for r in summarize(records, manifest)}
+    assert "no concurrency-1 level" in rows[("dflash-k3", 4)]["not_checked"]
+    assert rows[("dflash-k3", 16)]["not_checked"] is None and rows[("baseline", 4)]["not_checked"] is None
+
+
+@pytest.mark.vllm
+def test_cpu_memory_comes_from_what_the_run_needs_or_the_cells_own_options(tmp_path, monkeypatch):
+    import json
+
+    from benchmarks.engines import vllm_engine
+
+    big = tmp_path / "big"  # a Qwen3-4B-shaped config: 2 x 36 layers x 8 KV heads x 128 x 2 bytes per token
+    big.mkdir()
+    (big / "config.json").write_text(json.dumps({"num_hidden_layers": 36, "num_attention_heads": 32,
+                                                 "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 2560,
+                                                 "dtype": "bfloat16", "max_position_embeddings": 40960}))
+    cell = Cell(engine="vllm-serve", target=str(big), method="baseline", draft=None, k=0, temperature=0.0,
+                max_new_tokens=8, seed=0)
+    # 147456 B/token x 40960 tokens x 4 requests x 1.25 headroom = 28.1 GiB -> 29; max_model_len 4096: 2.8 -> 3
+    assert vllm_engine.kv_cache_gib(cell, 4) == 29
+    assert vllm_engine.kv_cache_gib(dataclasses.replace(cell, engine_options={"max_model_len": 4096}), 4) == 3
+    assert vllm_engine.kv_cache_gib(dataclasses.replace(cell, engine_options={"max_model_len": 512}), 1) == 1
+    monkeypatch.setattr(vllm_engine, "_EXPORTED_KVCACHE", None)
+    assert vllm_engine.cpu_memory_environment(cell, 4) == {"VLLM_CPU_KVCACHE_SPACE": "29"}
+    own = dataclasses.replace(cell, engine_options={"kv_cache_memory_bytes": 2 << 30})
+    assert vllm_engine.cpu_memory_environment(own, 4) == {"VLLM_CPU_KVCACHE_SPACE": None}  # unset: it would win
+    monkeypatch.setattr(vllm_engine, "_EXPORTED_KVCACHE", "7")
+    assert vllm_engine.cpu_memory_environment(cell, 4) == {"VLLM_CPU_KVCACHE_SPACE": "7"}
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "OTHER": "x"}
+    vllm_engine.apply_environment({"VLLM_CPU_KVCACHE_SPACE": None, "NEW": "2"}, env)
+    assert env == {"OTHER": "x", "NEW": "2"}

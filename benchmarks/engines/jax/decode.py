@@ -1,22 +1,10 @@
-"""Decode loops at batch size 1: the AR baseline and DFlash speculative decoding, greedy or sampled.
+"""Decode loops at batch size 1 (`Decoder`): the AR baseline and DFlash speculative decoding, greedy or sampled.
 
-One DFlash step (the loop of `Decoder._dflash`):
-    draft   write the pending context K/V (taps of the tokens committed last step), propose d1..dK from
-            the block [anchor, MASK...] at positions s..
-    verify  the target runs [anchor, d1..dK] at positions s..s+K; picks t_i at each row (argmax, or a sample)
-    accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); s += n+1;
-            the new anchor is t_n; the new pending context is the K+1 verify taps (rows > n are never read)
-Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule.
-The token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the same
-samples from (numerically) the same distributions.
-
-Static shapes: caches have a fixed length (max_model_len plus one draft block of slack for the last verify, rounded up
-to a multiple of 128), prompts are padded to bucket sizes, positions and temperature are traced scalars. A step reads
-only a prefix ("span") of the caches, the smallest of 256, 512, ... rows that holds the context, so that attention
-costs what the context needs rather than max_model_len. Each (model, K, span) step compiles once, each prefill once
-per bucket, and nothing recompiles within a request.
-Timing syncs through `jax.block_until_ready` and host reads; compiles run before the clock, reported apart.
-Host scalars enter the steps as numpy values: building a jnp scalar dispatches an op (about 40 us on CPU), per step.
+Shapes are static: caches have a fixed length (`cache_length`), prompts are padded to bucket sizes, a step reads only
+a prefix of the caches (`span_for`), and positions and temperature are traced scalars, so each (model, K, span) step
+compiles once, each prefill once per bucket, and nothing recompiles within a request. Compiles run before the clock
+and are reported apart; timing syncs through `jax.block_until_ready` and host reads. Measurements behind these
+choices: docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -105,24 +93,28 @@ def _prefill_batch(tparams, dparams, tokens, length, tcache, dcache, keys, tempe
     return first, tcache, dcache
 
 
-@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "num_queries", "span", "steps"))
+@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "num_queries", "length"))
 def _sample_batch(tparams, dparams, tcache, dcache, first, start, keys, temperature, *, tcfg, dcfg, k, num_queries,
-                  span, steps):
-    """`steps` decode steps of every sample (vmapped over keys): AR when dcfg is None, else DFlash through the
-    same _draft/_verify as the per-request loop. Returns tokens [B, 1 + steps*(K+1)] and committed counts [B]."""
-    width = 1 + steps * (k + 1)
+                  length):
+    """Decode every sample (vmapped over keys) to `length` tokens: AR when dcfg is None, else DFlash through the same
+    _draft/_verify as the per-request loop, length - 1 steps (a step commits at least one token), a finished sample
+    frozen (a while loop under vmap selects over its whole state, caches too, at every step). The caches are this
+    batch's own, read whole.
+    Returns tokens [B, length + K] and committed counts [B] (a verify step may commit past `length`)."""
+    width = length + k
 
     def one(key, token):
         out = jnp.zeros(width, jnp.int32).at[0].set(token)
         if dcfg is None:
             def ar_body(i, st):
                 out, tc = st
-                logits, _, tc = M.forward(tparams, out[i][None], start + i, tc, cfg=tcfg, span=span)
+                logits, _, tc = M.forward(tparams, out[i][None], start + i, tc, cfg=tcfg)
                 return out.at[i + 1].set(pick(logits, (start + i)[None], key, temperature)[0]), tc
 
-            out, _ = jax.lax.fori_loop(0, steps, ar_body, (out, tcache))
-            return out, jnp.int32(1 + steps)
+            out, _ = jax.lax.fori_loop(0, length - 1, ar_body, (out, tcache))
+            return out, jnp.int32(length)
         pending = jnp.zeros((k + 1, len(dcfg.target_layer_ids) * tcfg.hidden_size), tcache["k"][0].dtype)
+        span = tcache["k"][0].shape[1]
 
         def spec_body(_, st):
             out, count, s, anchor, pending, pending_start, tc, dc = st
@@ -130,14 +122,24 @@ def _sample_batch(tparams, dparams, tcache, dcache, first, start, keys, temperat
                                 span)
             n, picked, taps, tc = _verify(tparams, anchor, drafts, s, tc, key, temperature, tcfg,
                                           dcfg.target_layer_ids, span)
-            out = jax.lax.dynamic_update_slice(out, picked, (count,))
-            return out, count + n + 1, s + n + 1, picked[n], taps, s, tc, dc
+            # a sample that holds `length` tokens stays as it is: its later steps redo the same rows, never read
+            live = count < length
+            out = jnp.where(live, jax.lax.dynamic_update_slice(out, picked, (count,)), out)
+            grow = jnp.where(live, n + 1, 0)
+            pending, pending_start = jnp.where(live, taps, pending), jnp.where(live, s, pending_start)
+            return out, count + grow, s + grow, jnp.where(live, picked[n], anchor), pending, pending_start, tc, dc
 
         state = (out, jnp.int32(1), start, token, pending, start, tcache, dcache)
-        out, count, *_ = jax.lax.fori_loop(0, steps, spec_body, state)
+        out, count, *_ = jax.lax.fori_loop(0, length - 1, spec_body, state)
         return out, count
 
     return jax.vmap(one)(keys, first)
+
+
+def sample_rows(bucket: int, prompt_len: int, length: int, k: int) -> int:
+    """Cache rows of a sampling batch: the padded prompt, and every position a sample of `length` tokens writes (a
+    last verify step starting before `length` writes K + 1 rows), rounded up to a multiple of 128."""
+    return -(-max(bucket, prompt_len + length + k) // 128) * 128
 
 
 SAMPLE_CHUNK = 200  # samples decoded side by side by Decoder.sample_batch
@@ -233,31 +235,33 @@ class Decoder:
                      eos_ids: tuple[int, ...] = ()) -> list[list[int]]:
         """Independent samples of one prompt, one per seed, decoded side by side (vmapped) with the same sampling
         functions and keys as `generate`, so each equals `generate(prompt, max_new_tokens, temperature, seed)`'s
-        tokens. For the distribution check's many short samples: no timing, the live caches are left untouched."""
+        tokens. For the distribution check's many samples: no timing; the batch has caches of its own, sized to the
+        sample (`sample_rows`), and the live caches are left untouched."""
         p = len(prompt)
-        steps = max_new_tokens - 1
-        reach = p + 1 + steps * (self.k + 1 if self.speculative else 1)
-        if not 0 < p or reach > len(self.tcache["k"][0][0]):
-            raise ValueError(f"a {p}-token prompt and {max_new_tokens} sampled tokens do not fit the caches")
+        if not 0 < p or p + max_new_tokens > self.max_model_len or max_new_tokens < 1:
+            raise ValueError(f"a {p}-token prompt and {max_new_tokens} sampled tokens do not fit "
+                             f"max_model_len={self.max_model_len}")
         bucket = next(b for b in self.buckets if b >= p)
         tokens = np.zeros(bucket, np.int32)
         tokens[:p] = prompt
         temp = np.float32(temperature)
-        rows, counts = [], []
+        rows = sample_rows(bucket, p, max_new_tokens, self.k)
+        dtype = self.tcache["k"][0].dtype
+        out, counts = [], []
         for i in range(0, len(seeds), SAMPLE_CHUNK):  # one batch shape: bounded memory, one compile
             chunk = seeds[i: i + SAMPLE_CHUNK]
             keys = jax.vmap(jax.random.key)(jnp.asarray(chunk + [0] * (SAMPLE_CHUNK - len(chunk)), jnp.uint32))
-            tcache = jax.tree.map(jnp.zeros_like, self.tcache)
-            dcache = jax.tree.map(jnp.zeros_like, self.dcache) if self.speculative else None
+            tcache = M.init_cache(self.tcfg, rows, dtype)
+            dcache = M.init_cache(self.dcfg.layers, rows, dtype) if self.speculative else None
             first, tcache, dcache = _prefill_batch(self.tparams, self.dparams, jnp.asarray(tokens), np.int32(p),
                                                    tcache, dcache, keys, temp, tcfg=self.tcfg, dcfg=self.dcfg)
-            out, count = jax.device_get(_sample_batch(
+            got, count = jax.device_get(_sample_batch(
                 self.tparams, self.dparams, tcache, dcache, first, np.int32(p), keys, temp, tcfg=self.tcfg,
                 dcfg=self.dcfg, k=self.k, num_queries=self.num_queries if self.speculative else 0,
-                span=self._span(reach), steps=steps))
-            rows += list(out[: len(chunk)])
+                length=max_new_tokens))
+            out += list(got[: len(chunk)])
             counts += list(count[: len(chunk)])
-        return [_truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(rows, counts)]
+        return [_truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(out, counts)]
 
     def _prefill(self, req: Request) -> jax.Array:
         """Prefill the target (and, for DFlash, the draft's context); returns the first token, on device."""
@@ -284,6 +288,18 @@ class Decoder:
         return Generation(out, ttft, time.perf_counter() - t0, None, compile_s, len(req.tokens))
 
     def _dflash(self, req: Request, limit: int, eos: set[int], breakdown: bool, compile_s: float) -> Generation:
+        """DFlash decoding, one step per loop:
+
+        draft   write the pending context K/V (taps of the tokens committed last step), propose d1..dK from the
+                block [anchor, MASK...] at positions s..
+        verify  the target runs [anchor, d1..dK] at positions s..s+K and picks t_i at each row (argmax, or a sample)
+        accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); s += n+1; the new
+                anchor is t_n; the new pending context is the K+1 verify taps (rows > n are never read)
+
+        Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule.
+        The token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the
+        same samples from (numerically) the same distributions. Host scalars enter the steps as numpy values.
+        """
         t0 = time.perf_counter()
         first = self._prefill(req)
         out = [int(first)]
@@ -314,6 +330,7 @@ class Decoder:
                           len(req.tokens), times if breakdown else {})
 
     def _span(self, start: int) -> int:
+        """Cache rows a step reads: the smallest of 256, 512, ... rows that holds the context."""
         return span_for(self.spans, start)
 
     def _no_context(self) -> jax.Array:

@@ -107,7 +107,7 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
 
     The context is the cache rows before pending_start plus the pending taps [P, n*H] (positions pending_start..;
     the rows at positions >= start are rejected tokens and stay unseen). The anchor is not yet verified.
-    The released drafts run num_queries = block_size; vLLM runs num_queries = K+1 (see benchmarks/studies/parity.py).
+    The released drafts run num_queries = block_size; vLLM runs num_queries = K+1 (docs/engine-findings.md).
     """
     cfg = dcfg.layers
     tokens = jnp.full((num_queries,), dcfg.mask_token_id, jnp.int32).at[0].set(anchor)

@@ -10,6 +10,7 @@ Engine options (cell.engine_options):
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,12 @@ def read_bytes(params: dict[str, Any], tied: bool) -> int:
     return total if tied else total - hardware.weight_bytes(params["embed"])
 
 
+# A GPU shared with vLLM (cells one after another in this process, each vLLM engine taking gpu_memory_utilization of
+# the device): JAX allocates what it uses instead of 75 % of the device at start-up. Its pool keeps its peak until
+# the process exits; XLA_PYTHON_CLIENT_MEM_FRACTION caps it. A value the user exported is kept (docs/sampling-check.md).
+MEMORY_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
 class JaxEngine:
     """The Engine protocol over decode.Decoder: one loaded (target[, draft], K) at a time, batch size 1."""
 
@@ -64,6 +71,8 @@ class JaxEngine:
         self._info: dict[str, Any] = {}
 
     def load(self, cell: Cell) -> None:
+        for key, value in MEMORY_ENV.items():  # read when JAX first initialises a device backend
+            os.environ.setdefault(key, value)
         import jax
         import jax.numpy as jnp
 
@@ -141,6 +150,51 @@ class JaxEngine:
         if self.decoder is None or not self.decoder.speculative:
             return None
         return SpecCounters.from_accept_lengths(self._accepts, self.decoder.k)
+
+    samples_seeded = True  # sample_many honours its seeds
+
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]:
+        """len(seeds) independent samples of one prompt (the distribution check's), decoded side by side by
+        Decoder.sample_batch: sample i holds the tokens `generate` gives with seed seeds[i]. Untimed."""
+        if self.decoder is None:
+            raise RuntimeError("load() a cell first")
+        return self.decoder.sample_batch(prompt_ids, params.max_new_tokens, params.temperature, seeds, self.eos)
+
+    def score_many(self, prompt_ids: list[int], continuations: list[list[int]]) -> list[float]:
+        """The loaded target's raw (temperature 1) log-likelihood of each continuation after the prompt, teacher-forced
+        in the run's dtype (score.logliks; the distribution check's sequence statistic). Untimed, with scratch caches
+        of its own: the live caches are left untouched."""
+        from benchmarks.engines.jax.score import logliks
+
+        if self.decoder is None:
+            raise RuntimeError("load() a cell first")
+        return logliks(self.decoder.tcfg, self.decoder.tparams, prompt_ids, continuations)
+
+    def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
+                     top_n: int) -> dict[str, Any]:
+        """The target's logits for the token after prompt + prefix (the lossless check's tie test): one untimed
+        teacher-forced prefill in the run's dtype, the live target cache as scratch (the next request's prefill
+        rewrites it from row 0, as after warm-up). Returns the dtype, the top_n ids and logits (best first) and the
+        logits of token_ids."""
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        from benchmarks.engines.jax import model as M
+
+        d = self.decoder
+        if d is None:
+            raise RuntimeError("load() a cell first")
+        seq = list(prompt_ids) + list(prefix_ids)
+        if not 0 < len(seq) < d.max_model_len:
+            raise ValueError(f"{len(seq)} tokens do not fit max_model_len={d.max_model_len}")
+        tokens = np.zeros(next(b for b in d.buckets if b >= len(seq)), np.int32)
+        tokens[:len(seq)] = seq
+        logits, _, d.tcache = M.prefill(d.tparams, jnp.asarray(tokens), np.int32(len(seq)), d.tcache, cfg=d.tcfg)
+        logits = np.asarray(jax.device_get(logits), np.float32)
+        top = np.argsort(-logits, kind="stable")[:top_n]
+        return {"dtype": self._info["dtype"], "top_ids": [int(i) for i in top],
+                "top_logits": [float(logits[i]) for i in top], "token_logits": [float(logits[t]) for t in token_ids]}
 
     def describe(self) -> dict[str, Any]:
         return dict(self._info)

@@ -1,33 +1,12 @@
 """Qwen3 / Llama-3 decoder in JAX: one static-shape forward over a preallocated KV cache, with tapped hidden states.
 
-Batch size is 1 throughout, so arrays carry no batch axis.
+Batch size is 1 throughout, so arrays carry no batch axis. Measurements behind the layout: docs/engine-findings.md.
 
-API
     cfg = ModelConfig.from_hf(json.load(open("config.json")))         # or SHAPES["qwen3-4b"] for a named shape
     params = init_random_params(cfg, jax.random.key(0), jnp.bfloat16)  # same pytree as loader.load_target
-    cache = init_cache(cfg, max_len=4096, dtype=jnp.bfloat16)          # {"k","v"}: L arrays of [KVH, max_len, D]
+    cache = init_cache(cfg, max_len=4096, dtype=jnp.bfloat16)
     logits, taps, cache = forward(params, tokens, start, cache, cfg=cfg, tap_ids=(1, 9))
-        tokens [T] int32 sit at positions start..start+T-1 (start is a traced scalar: no recompile as it moves).
-        Each query attends to the cache rows at positions < start and causally to the T new tokens; the new K/V
-        are then written at rows start..start+T-1. Rows at or past `start` are never read, so stale rows (rejected
-        drafts, prefill padding) need no clearing: "cropping" the cache is just choosing the next `start`.
-        logits [T, V] float32; taps [T, len(tap_ids)*H]: tap id k is the output of layer k (0-based), i.e.
-        HF hidden_states[k+1], concatenated in tap order.
-        One compile per (cfg, T, tap_ids, cache length, span): verifying K+1 tokens is forward with T = K+1.
-        span (static, optional): read only cache rows < span (needs start <= span). Attention then costs what the
-        live context needs rather than the whole cache; callers round span up to a few sizes to bound compiles.
     last_logits, taps, cache = prefill(params, tokens, length, cache, cfg=cfg, tap_ids=())
-        tokens padded to a bucket size, written from position 0; logits of row length-1 only.
-    `forward` and `prefill` donate the cache: use the returned one.
-
-Params layout (HF weight layout [out, in], one dict per layer; the layer loop is unrolled, as in gpt-fast, so that
-every weight and cache array is read in place, never sliced out of a stacked array):
-    {"embed": [V, H], "norm": [H], "lm_head": [V, H] (untied only),
-     "layers": [{"qkv_proj": [(NH+2*KVH)*D, H] (HF's q_proj, k_proj, v_proj stacked), "o_proj",
-                 "gate_up_proj": [2F, H] (gate_proj, up_proj stacked), "down_proj",
-                 "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}, ...]}
-    One matmul each for q/k/v and for gate/up, as gpt-fast does: on XLA CPU a matmul of 2+ rows costs about 40 us
-    before any arithmetic, so a K+1-token verify pays that 4 times per layer instead of 7.
 """
 from __future__ import annotations
 
@@ -42,8 +21,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# Params: HF weight layout [out, in], one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every
+# weight and cache array is read in place, never sliced out of a stacked array; q/k/v and gate/up are stacked into one
+# matmul each (docs/engine-findings.md):
+#   {"embed": [V, H], "norm": [H], "lm_head": [V, H] (untied only),
+#    "layers": [{"qkv_proj": [(NH+2*KVH)*D, H] (HF's q_proj, k_proj, v_proj stacked), "o_proj",
+#                "gate_up_proj": [2F, H] (gate_proj, up_proj stacked), "down_proj",
+#                "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}, ...]}
 Params = dict[str, Any]
-Cache = dict[str, list[jax.Array]]
+Cache = dict[str, list[jax.Array]]  # {"k", "v"}: L arrays of [KVH, max_len, D]
 
 
 @dataclass(frozen=True)
@@ -279,7 +265,16 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
 @partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
 def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *, cfg: ModelConfig,
             tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
-    """Logits [T, V] (float32), taps [T, n*H] and the cache, for tokens [T] at positions start.. (see module doc)."""
+    """Logits [T, V] (float32), taps [T, n*H] and the cache, for tokens [T] int32 at positions start..start+T-1.
+
+    start is a traced scalar (no recompile as it moves). Each query attends to the cache rows at positions < start
+    and causally to the T new tokens; the new K/V are then written at rows start..start+T-1. Rows at or past start
+    are never read, so stale rows (rejected drafts, prefill padding) need no clearing: "cropping" the cache is just
+    choosing the next start. Tap id k is the output of layer k (0-based), i.e. HF hidden_states[k+1], concatenated
+    in tap order. One compile per (cfg, T, tap_ids, cache length, span): verifying K+1 tokens is T = K+1. span
+    (static, optional): read only cache rows < span (needs start <= span), so attention costs what the live context
+    needs; callers round it up to a few sizes to bound compiles. The cache is donated: use the returned one.
+    """
     h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids, span)
     return lm_head(params, h, cfg), taps, cache
 
@@ -287,7 +282,10 @@ def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *
 @partial(jax.jit, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
 def prefill(params: Params, tokens: jax.Array, length: jax.Array, cache: Cache, *, cfg: ModelConfig,
             tap_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, Cache]:
-    """A padded prompt from position 0: logits [V] of row length-1, taps [T, n*H] (rows >= length are padding)."""
+    """A padded prompt from position 0: logits [V] of row length-1, taps [T, n*H] (rows >= length are padding).
+
+    Tokens are padded to a bucket size; the cache is donated: use the returned one.
+    """
     h, taps, cache = decoder(params, tokens, jnp.int32(0), cache, cfg, tap_ids, span=0)
     return lm_head(params, h[length - 1], cfg), taps, cache
 

@@ -1,0 +1,52 @@
+"""The device check's JAX study (benchmarks/studies/device.py) on the tiny shape: the oracle pair accepts every draft
+through the engine's own decode loop, the split of a step adds up, a part that the budget cannot hold is dropped and
+named, and the interpreter probe refuses a JAX whose backend is not the platform's."""
+import argparse
+import json
+import sys
+
+import pytest
+
+from benchmarks.cli import main
+from benchmarks.studies import device
+
+pytestmark = pytest.mark.jax
+
+
+def study(tmp_path, parts, budget_s):
+    args = argparse.Namespace(budget_s=budget_s, out=tmp_path / "device-qwen3-tiny", profile=False,
+                              shape="qwen3-tiny")
+    s = device.Study(args)
+    return s, s.run(parts)
+
+
+def test_oracle_dflash_step_accepts_every_draft(tmp_path):
+    s, code = study(tmp_path, ["dflash"], 600)
+    assert code == 0
+    df = json.loads((tmp_path / "device-qwen3-tiny" / "device.json").read_text())["dflash"]
+    k = device.CPU_SIZES.k
+    assert df["tau"] == k + 1  # every draft accepted: target and draft both always emit the oracle token
+    assert df["steps"] == sum(-(-(device.CPU_SIZES.new_tokens - 1) // (k + 1)) for _ in range(df["requests"]))
+    assert df["draft_layers"] == len(device.draft_config(s.cfg).target_layer_ids)
+    sp = df["split"]
+    assert 0 < sp["dispatch_ms"] < sp["loop_ms"] and sp["sync_ms"] < sp["loop_ms"] and sp["device_ms"] > 0
+    assert sp["host_ms"] == pytest.approx(sp["loop_ms"] - sp["device_ms"])
+    assert "cost_ar_steps" not in df  # no AR part ran to price the step in
+
+
+def test_a_part_beyond_the_budget_is_dropped_and_named(tmp_path):
+    s, code = study(tmp_path, ["ar", "verify"], 0)
+    assert code == 0
+    result = json.loads((tmp_path / "device-qwen3-tiny" / "device.json").read_text())
+    assert result["parts_done"] == ["ar"]  # the first part always runs
+    assert len(result["dropped"]) == 1 and result["dropped"][0].startswith("verify: dropped, needs ~")
+    ar = result["ar"]
+    assert ar["requests"] == device.CPU_SIZES.requests - 1 and ar["steps"] == device.CPU_SIZES.new_tokens - 1
+    assert ar["tpot_ms"] > 0 and not ar["floor_applies"]  # the tiny shape fits the CPU cache: no DRAM floor
+
+
+def test_env_refuses_a_backend_that_is_not_the_platforms(tmp_path, capsys):
+    assert main(["study", "device", "env", "--platform", "gpu", "--json", str(tmp_path / "env.json")]) == 1
+    assert "MISSING jax's backend is cpu, not gpu" in capsys.readouterr().out
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert env["python"] == sys.executable and len(env["problems"]) == 1
