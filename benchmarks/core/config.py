@@ -361,7 +361,7 @@ def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str
 
     A TPU is owned by one process, so there only cells that share the runner's process (JAX) may interleave. A GPU
     is shared, but each vLLM engine takes `gpu_memory_utilization` of its memory (vLLM's default 0.9), so n engines
-    need at most 1/n each, and JAX preallocates 75 % unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise.
+    need at most 1/n each; the JAX engine allocates on demand (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set).
     """
     if not matrix.interleave or len(engines) < 2:
         return None
@@ -378,12 +378,9 @@ def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str
         if share is None or share * processes > 1.0:
             return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes gpu_memory_utilization="
                     f"{share if share is not None else '0.9 (the vLLM default)'} of it; set engine_options: "
-                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less"
-                    f"{' (and XLA_PYTHON_CLIENT_MEM_FRACTION for the JAX cells)' if n_vllm < len(engines) else ''}, "
+                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less, "
                     f"or drop 'interleave'")
     return None
-
-
 
 
 def _draft_block_size(ref: str | None) -> int | None:

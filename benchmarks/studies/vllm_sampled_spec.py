@@ -30,6 +30,7 @@ A patched arm that fails means the patch does not explain the whole fault; it is
 the shipped arms.
 
     python -m benchmarks study vllm-sampled-spec [dflash] [eagle3] [--temperatures 0.6 1.0] [--shipped-only]
+                                                 [--reference vllm|jax]
 """
 from __future__ import annotations
 
@@ -171,17 +172,18 @@ def _prompts() -> tuple[Any, str, list[Any]]:
     return m, target, load_prompts(m.datasets[0].name, D.PROMPTS, m.seed, load_tokenizer(target), None, None)
 
 
-def _samples(m: Any, target: str, prompts: list[Any], method: str,
-             temperatures: tuple[float, ...]) -> dict[float, list[dict[str, Any]]]:
-    """One engine of `method` (tiny-sampled's vllm cell), sampled at each temperature: the check's arm per T."""
+def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures: tuple[float, ...],
+             engine_name: str = "vllm") -> dict[float, list[dict[str, Any]]]:
+    """One engine of `method` (tiny-sampled's cell of that engine), sampled at each temperature: the check's arm
+    per T."""
     from benchmarks.core.matrix import expand
     from benchmarks.core.models import materialize
     from benchmarks.core.records import SamplingParams
-    from benchmarks.engines.vllm_engine import VllmEngine
+    from benchmarks.engines import create_engine
     from benchmarks.run.sampling import seeds
 
-    cell = next(c for c in expand(m) if c.engine == "vllm" and c.method == method and c.temperature > 0)
-    engine = VllmEngine()
+    cell = next(c for c in expand(m) if c.engine == engine_name and c.method == method and c.temperature > 0)
+    engine = create_engine(engine_name)
     engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
     try:
         return {t: [{"prompt_sha256": p.sha256, "loglik": None, "length": D.POSITIONS,
@@ -193,10 +195,11 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str,
 
 
 def reproduce(methods: tuple[str, ...] = METHODS, temperatures: tuple[float, ...] = TEMPERATURES,
-              variants: tuple[str, ...] = VARIANTS) -> list[Arm]:
-    """vLLM AR once, then each method as shipped and patched; every arm checked against AR at its temperature."""
+              variants: tuple[str, ...] = VARIANTS, reference: str = "vllm") -> list[Arm]:
+    """AR once on the `reference` engine (vllm, or jax: the same target's distribution, without a second vLLM
+    start-up), then each method as shipped and patched; every arm checked against AR at its temperature."""
     m, target, prompts = _prompts()
-    base = _samples(m, target, prompts, "baseline", temperatures)
+    base = _samples(m, target, prompts, "baseline", temperatures, reference)
     arms = []
     for method in methods:
         for variant in variants:
@@ -247,6 +250,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help=f"speculative methods: {', '.join(METHODS)} (default: both)")
     ap.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
     ap.add_argument("--shipped-only", action="store_true", help="skip the patched arms (half the engines)")
+    ap.add_argument("--reference", choices=["vllm", "jax"], default="vllm",
+                    help="the engine of the AR arm (jax: the standalone engine, one vLLM start-up fewer)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -256,8 +261,8 @@ def main(args: argparse.Namespace) -> int:
         print("error: study vllm-sampled-spec: --temperatures must be > 0 (greedy never calls expand_kernel)")
         return Exit.BAD_INPUT
     arms = reproduce(tuple(args.methods), tuple(args.temperatures),
-                     ("shipped",) if args.shipped_only else VARIANTS)
-    print(f"vllm {vllm.__version__}: speculative samples against vLLM AR ({D.PROMPTS} prompts x {D.SAMPLES} samples "
-          f"x {D.POSITIONS} tokens per arm, family-wise alpha {D.ALPHA})")
+                     ("shipped",) if args.shipped_only else VARIANTS, args.reference)
+    print(f"vllm {vllm.__version__}: speculative samples against {args.reference} AR ({D.PROMPTS} prompts x "
+          f"{D.SAMPLES} samples x {D.POSITIONS} tokens per arm, family-wise alpha {D.ALPHA})")
     print("\n".join(lines(arms)))
     return status(arms)

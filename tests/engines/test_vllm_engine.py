@@ -17,6 +17,7 @@ from benchmarks.core import metrics
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines import create_engine, vllm_engine
 from benchmarks.engines.vllm_engine import OutputTail, VllmEngine, features, start_failure
+from benchmarks.studies.parity import EngineRun, compare, parity_cell, run_engine
 
 pytestmark = pytest.mark.vllm  # fails (never skips) when vllm does not import: see conftest
 slow = pytest.mark.slow
@@ -218,6 +219,33 @@ def test_eos_policy(baseline: Run, random_pair) -> None:
 def test_seeded_sampling_repeats(baseline: Run) -> None:
     first, second = baseline.records[3:5]
     assert first.output_ids == second.output_ids
+
+
+# --- parity with the JAX engine (benchmarks/studies/parity.py) on these runs' prompts and settings ---------------
+
+
+def as_engine_run(run: Run, n: int) -> EngineRun:
+    return EngineRun("vllm", [r.output_ids for r in run.records[:n]], [r.accept_lengths for r in run.records[:n]],
+                     run.counters, [])
+
+
+@slow
+@pytest.mark.jax
+def test_jax_baseline_tokens_match_vllm(baseline: Run, random_pair) -> None:
+    jax_run = run_engine(parity_cell("jax", str(random_pair["target"]), None, 0, GREEDY_TOKENS), PROMPTS, greedy())
+    result = compare(jax_run, as_engine_run(baseline, len(PROMPTS)))
+    print("\n".join(result.lines()))
+    assert result.ok()
+
+
+@slow
+@pytest.mark.jax
+def test_jax_oracle_tau_matches_vllm(oracle_k4: Run, oracle_pair) -> None:
+    n = oracle_tokens(4, steps=6)
+    cell = parity_cell("jax", str(oracle_pair["target"]), str(oracle_pair["dflash"]), 4, n)
+    result = compare(run_engine(cell, PROMPTS, greedy(n)), as_engine_run(oracle_k4, len(PROMPTS)))
+    print("\n".join(result.lines()))
+    assert result.ok() and result.a.tau == result.b.tau == 5
 
 
 # --- timings ---------------------------------------------------------------------------------------------------

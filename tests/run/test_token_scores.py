@@ -1,8 +1,10 @@
 """token_scores, the optional engine method behind the tie pass, on both engines in bf16 (the shipped tiny target):
 the values are logits (not log probabilities) at the right position, within a few bf16 ulps of the float32 logits of
-the JAX engine teacher-forced the same way; scoring leaves the next timed request as it was; and on vLLM the
-raw-logits mode a greedy baseline loads with leaves its timed tokens as they were."""
+the JAX engine teacher-forced the same way; scoring leaves the next timed request as it was; and on vLLM it is
+refused under a logprobs mode whose prompt logprobs are not logits."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -91,11 +93,14 @@ def test_vllm_token_scores_are_the_targets_logits_and_leave_timed_tokens_alone(p
         assert engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids == out
     finally:
         engine.close()
-    plain = VllmEngine()  # the mode vLLM defaults to: same timed tokens, and token_scores says why it cannot run
-    plain.load(cell("vllm", "bfloat16", logprobs_mode="raw_logprobs"))
-    try:
-        assert plain.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids == out
-        with pytest.raises(RuntimeError, match="logprobs_mode raw_logits"):
-            plain.token_scores(prompt, out[:3], [out[3]], 8)
-    finally:
-        plain.close()
+
+
+@pytest.mark.vllm
+def test_vllm_token_scores_refuse_an_engine_whose_prompt_logprobs_are_not_logits():
+    """Under vLLM's default logprobs_mode (raw_logprobs) prompt logprobs are log probabilities: refused, naming the
+    mode. (That the raw-logits mode leaves timed greedy tokens alone across engines: test_vllm_engine's
+    test_greedy_output_equals_baseline, whose baseline loads with it and whose speculative cells do not.)"""
+    engine = VllmEngine()
+    engine._llm = SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(logprobs_mode="raw_logprobs")))
+    with pytest.raises(RuntimeError, match="logprobs_mode raw_logits"):
+        engine.token_scores([5, 6], [7], [8], 8)

@@ -94,6 +94,8 @@ class JaxEngine:
         target_path = resolve_checkpoint(cell.target)
         tcfg, tparams = load_target(target_path, opts["dtype"])
         dtype = resolve_dtype(opts["dtype"], json.loads((target_path / "config.json").read_text()))
+        if jnp.dtype(dtype) == jnp.float32:  # GPUs and TPUs otherwise multiply float32 in TF32 or bf16 passes
+            jax.config.update("jax_default_matmul_precision", "highest")
         dcfg = dparams = None
         if cell.method == "dflash":
             if not cell.draft:
@@ -120,6 +122,7 @@ class JaxEngine:
         self._info = {
             "engine": "jax", "jax_version": jax.__version__, "platform": hw.platform, "device": hw.device,
             "method": cell.method, "k": cell.k if dcfg else 0, "dtype": jnp.dtype(dtype).name,
+            "matmul_precision": jax.config.jax_default_matmul_precision or "default",
             "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
             "draft_queries": self.decoder.num_queries if dcfg else None, "eos_token_ids": list(self.eos),
             "weight_bytes_per_step": nbytes, "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s,
