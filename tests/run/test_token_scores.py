@@ -101,6 +101,7 @@ def test_vllm_token_scores_refuse_an_engine_whose_prompt_logprobs_are_not_logits
     mode. (That the raw-logits mode leaves timed greedy tokens alone across engines: test_vllm_engine's
     test_greedy_output_equals_baseline, whose baseline loads with it and whose speculative cells do not.)"""
     engine = VllmEngine()
-    engine._llm = SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(logprobs_mode="raw_logprobs")))
+    config = SimpleNamespace(logprobs_mode="raw_logprobs")
+    engine._llm = SimpleNamespace(llm_engine=SimpleNamespace(model_config=config))
     with pytest.raises(RuntimeError, match="logprobs_mode raw_logits"):
         engine.token_scores([5, 6], [7], [8], 8)
