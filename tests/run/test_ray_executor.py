@@ -206,6 +206,7 @@ def _measured(run_dir: Path) -> dict[tuple[str, str], list]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.vllm
 @pytest.mark.jax
 def test_ray_run_of_jax_and_vllm_cells_records_what_a_local_run_records(local_ray, tmp_path):

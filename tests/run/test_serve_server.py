@@ -50,6 +50,7 @@ def _alive(procs: dict[int, psutil.Process]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.vllm
 def test_kill_9_leaves_no_server_then_rerun_resumes_past_a_server_that_fails(tmp_path):
     broken = tmp_path / "dflash-broken"  # weights that do not fit the config: vLLM fails while loading the draft
@@ -72,12 +73,13 @@ def test_kill_9_leaves_no_server_then_rerun_resumes_past_a_server_that_fails(tmp
     seen: dict[int, psutil.Process] = {}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _watch(proc, seen, broken_server_starting, 300)
+    serving_at_kill = proc.poll() is None and broken_server_starting()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = sorted(units.glob("*.jsonl"))
     assert [u.name.rsplit("__", 1)[1] for u in done_before] == ["humaneval@c1.jsonl", "humaneval@c2.jsonl"], \
         "the kill should land after the baseline cell's levels"
-    assert any(_serves(p, broken) for p in seen.values()), "a server should have been running at the kill"
+    assert serving_at_kill, "a server should have been running at the kill"
     assert _alive(seen) == [], "processes the killed harness started are still alive"
     first_bytes = {u: u.read_bytes() for u in done_before}
 
@@ -124,6 +126,7 @@ def memory_hog():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.vllm
 def test_a_server_without_the_harness_memory_setting_fails_while_another_process_holds_memory(memory_hog, tmp_path,
                                                                                            monkeypatch):
@@ -160,6 +163,7 @@ def _prompt_ids(matrix_file) -> dict[str, list[int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.vllm
 @pytest.mark.jax
 def test_a_served_matrix_at_t_above_zero_runs_its_distribution_check_while_memory_is_in_use(memory_hog, tmp_path):

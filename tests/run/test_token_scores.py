@@ -81,6 +81,7 @@ def test_jax_token_scores_are_the_targets_logits(prompt, float32_logits):
 
 @pytest.mark.vllm
 @pytest.mark.jax
+@pytest.mark.heavy
 def test_vllm_token_scores_are_the_targets_logits_and_leave_timed_tokens_alone(prompt, float32_logits):
     out32, reference = float32_logits
     engine = VllmEngine()

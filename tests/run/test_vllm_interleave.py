@@ -11,7 +11,7 @@ from benchmarks.core.store import RunStore
 from benchmarks.engines import worker
 from benchmarks.run import dispatch
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.vllm]
 
 
 def test_vllm_cells_interleave_in_workers_with_both_loaded(tmp_path, monkeypatch):

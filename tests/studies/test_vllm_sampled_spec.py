@@ -60,6 +60,7 @@ def test_patch_reaches_a_fresh_process_only_inside_its_context():
 
 @pytest.mark.vllm
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.jax
 def test_vllm_dflash_fails_the_distribution_check_as_shipped_and_passes_patched():
     arms = {a.variant: a for a in S.reproduce(("dflash",), (0.6,), reference="jax")}  # JAX AR: the same target

@@ -24,6 +24,7 @@ def test_the_rewind_still_uses_an_offset_cpu_generators_lack():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_seeded_split_prefill_kills_the_engine():
     from benchmarks.studies.vllm_seeded_cpu import reproduce
 

@@ -173,6 +173,7 @@ def test_correct_sampler_passes_against_ar(setup, baseline):
     assert found == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fault", CASES)
 def test_injected_fault_is_caught(fault, setup, baseline, monkeypatch):
     """At each shipped temperature (one trace of the faulty sampler: the temperature is a traced scalar)."""
