@@ -64,17 +64,21 @@ def check_scores(engine, prompt, out32, reference):
             assert scores["top_ids"][0] == out32[d]
 
 
+def check_engine(engine, prompt, out32, reference):
+    """The prefill's own argmax scored first, then check_scores; scoring used the live cache as scratch, so the
+    next timed request is unchanged."""
+    out = engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids
+    assert engine.token_scores(prompt, [], [out[0]], 8)["top_ids"][0] == out[0]
+    check_scores(engine, prompt, out32, reference)
+    assert engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids == out
+
+
 @pytest.mark.jax
 def test_jax_token_scores_are_the_targets_logits(prompt, float32_logits):
-    out32, reference = float32_logits
     engine = JaxEngine()
     engine.load(cell("jax", "bfloat16"))
     try:
-        out = engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids
-        assert engine.token_scores(prompt, [], [out[0]], 8)["top_ids"][0] == out[0]  # the prefill's own argmax
-        check_scores(engine, prompt, out32, reference)
-        # scoring used the live cache as scratch: the next timed request is unchanged
-        assert engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids == out
+        check_engine(engine, prompt, *float32_logits)
     finally:
         engine.close()
 
@@ -83,15 +87,11 @@ def test_jax_token_scores_are_the_targets_logits(prompt, float32_logits):
 @pytest.mark.jax
 @pytest.mark.heavy
 def test_vllm_token_scores_are_the_targets_logits_and_leave_timed_tokens_alone(prompt, float32_logits):
-    out32, reference = float32_logits
     engine = VllmEngine()
     engine.load(cell("vllm", "bfloat16"))
     try:
         assert engine.describe()["engine_args"]["logprobs_mode"] == "raw_logits"  # a greedy baseline's default
-        out = engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids
-        assert engine.token_scores(prompt, [], [out[0]], 8)["top_ids"][0] == out[0]
-        check_scores(engine, prompt, out32, reference)
-        assert engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids == out
+        check_engine(engine, prompt, *float32_logits)
     finally:
         engine.close()
 
