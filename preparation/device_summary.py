@@ -3,10 +3,11 @@
     python -m benchmarks device summary OUT [--failed STEP] [--dropped STEP] [--skipped STEP] [--note TEXT]
 
 The interpreter and versions the check ran with (`env.json`); per JAX study (`device-*`, benchmarks/studies/
-device.py): AR TPOT against its floor with the loop's host and device time per step, the DFlash oracle step's cost
-in AR steps and the speedup it implies at the published tau, verify(K)/verify(0); per bench run (`bench-*`): the
-report's physical-floor lines, then tau, TPOT and speedup per method; per K-flat run (`kflat-*`): verify(K)/verify(0)
-at each context length. Then the steps named as failed, dropped (for time) and skipped, and a verdict. Exit (the
+device.py): AR and DFlash step times beside the roofline's prediction and their floor, what the host adds per step,
+the seconds of each compiled graph, the DFlash oracle step's cost in AR steps and the speedup it implies at the
+published tau, verify(K)/verify(0) measured and predicted; per bench run (`bench-*`): the report's physical-floor
+lines, then tau, TPOT and speedup per method; per K-flat run (`kflat-*`): verify(K)/verify(0) at each context.
+Then the steps named as failed, dropped (for time) and skipped, and a verdict. Exit (the
 worst wins): 1 a step failed, 3 a time below its floor or a study's violation, 4 a step dropped, else 0.
 """
 from __future__ import annotations
@@ -16,13 +17,12 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from benchmarks.analysis.report import floor_lines
 from benchmarks.analysis.summary import summarize
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.store import RunStore
-from benchmarks.studies.device import split_line
+from benchmarks.studies.device import compile_line, predicted_floor, split_line
 
 
 def _known(value: object) -> bool:
@@ -50,16 +50,17 @@ def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
 
 
 def kflat_lines(out: Path) -> tuple[list[str], bool]:
-    """verify(K)/verify(0) per context length; True when a point is below its floor."""
+    """verify(K)/verify(0) per context length, measured (predicted); True when a point is below its floor."""
     with open(out / "kflat.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    lines = [f"{out.name}: verify(K)/verify(0)"]
+    lines = [f"{out.name}: verify(K)/verify(0), measured (predicted)"]
     for context in sorted({int(r["context_len"]) for r in rows}):
         points = sorted((r for r in rows if int(r["context_len"]) == context), key=lambda r: int(r["k"]))
-        ratios = "  ".join(f"K={r['k']}: {_num(float(r['normalised_to_k0'] or 'nan'), '.2f')}" for r in points)
+        ratios = "  ".join(f"K={r['k']}: {_num(_float(r['normalised_to_k0']), '.2f')} "
+                           f"({_num(_float(r['predicted_normalised']), '.2f')})" for r in points)
         k0 = next((r for r in points if r["k"] == "0"), None)
-        base = f" (K=0 {float(k0['median_ms']):.3f} ms, floor {_num(float(k0['floor_ms'] or 'nan'), '.3f')} ms)" \
-            if k0 else ""
+        base = (f" (K=0 {float(k0['median_ms']):.3f} ms, predicted {_num(_float(k0['predicted_ms']), '.3f')} ms, "
+                f"floor {_num(_float(k0['floor_ms']), '.3f')} ms)") if k0 else ""
         lines.append(f"  context {context}{base}: {ratios}")
     bad = [r for r in rows if r["verdict"] == "IMPOSSIBLE"]
     lines += [f"  IMPOSSIBLE: K={r['k']} context {r['context_len']} median {r['median_ms']} ms < floor "
@@ -67,11 +68,8 @@ def kflat_lines(out: Path) -> tuple[list[str], bool]:
     return lines, bool(bad)
 
 
-def _floor(part: dict[str, Any]) -> str:
-    if not part["floor_applies"]:
-        return f"floor {_num(part['floor_ms'], '.3f')} ms, not binding: {part['floor_note']}"
-    ratio = part["step_ms"] / part["floor_ms"]
-    return f"floor {part['floor_ms']:.3f} ms, {ratio:.2f}x it" + (" BELOW THE FLOOR" if part["below_floor"] else "")
+def _float(text: str) -> float:
+    return float(text or "nan")
 
 
 def device_lines(out: Path) -> tuple[list[str], bool]:
@@ -81,23 +79,28 @@ def device_lines(out: Path) -> tuple[list[str], bool]:
     bw = d["bandwidth_bytes_per_s"]
     lines = [f"{out.name}: {d['shape']} ({d['dtype']}, random weights) on {d['device']}, "
              f"{d['weight_bytes'] / 1e9:.2f} GB read per forward, {_num(bw and bw / 1e9, '.0f')} GB/s "
-             f"({d['bandwidth_source']})"]
+             f"({d['bandwidth_source']}); predicted for {d.get('predicted_for') or 'nothing (not in the chip table)'}"]
     if "ar" in d:
         ar = d["ar"]
-        lines += [f"  AR TPOT {ar['tpot_ms']:.3f} ms ({_floor(ar)}); {ar['requests']} requests",
-                  f"    {split_line(ar['split'])}"]
+        lines += [f"  AR TPOT {ar['tpot_ms']:.3f} ms, step {ar['step_ms']:.3f} ms ({predicted_floor(ar)}); "
+                  f"{ar['requests']} requests, host round trips per request {ar['round_trips']}",
+                  f"    {split_line(ar['split'])}", f"    {compile_line(ar)}"]
     if "dflash" in d:
         df = d["dflash"]
-        lines.append(f"  DFlash K={df['k']} oracle: tau {df['tau']:.2f}, step {df['step_ms']:.3f} ms ({_floor(df)})")
+        lines.append(f"  DFlash K={df['k']} oracle: tau {df['tau']:.2f}, step {df['step_ms']:.3f} ms "
+                     f"({predicted_floor(df)})")
         if "cost_ar_steps" in df:
             implied = ", ".join(f"{v['speedup']:.2f}x at tau {v['tau']:.2f} ({name})"
                                 for name, v in sorted(df["implied_speedup"].items(), key=lambda kv: kv[1]["tau"]))
-            lines.append(f"    = {df['cost_ar_steps']:.2f} AR steps: implied speedup {implied}; "
+            lines.append(f"    = {df['cost_ar_steps']:.2f} AR steps (predicted "
+                         f"{_num(df.get('predicted_cost_ar_steps'), '.2f')}): implied speedup {implied}; "
                          f"{df['speedup_at_oracle_tau']:.2f}x measured at tau {df['tau']:.2f}")
-        lines.append(f"    {split_line(df['split'])}")
+        lines += [f"    {split_line(df['split'])}", f"    {compile_line(df)}"]
     if (out / "kflat.csv").exists():
         more, _ = kflat_lines(out)
         lines += [f"  {line.strip()}" for line in more[1:]]
+        if "verify" in d:
+            lines.append(f"    verify forwards compiled in {d['verify']['compile_s']:.1f} s")
     lines += [f"  dropped: {line}" for line in d["dropped"]]
     lines += [f"  VIOLATION: {line}" for line in d["violations"]]
     return lines, bool(d["violations"])

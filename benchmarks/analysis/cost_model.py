@@ -9,7 +9,8 @@ p_i (fraction of steps with >= i accepted drafts) does not depend on K for a blo
 the first K positions of one block, whatever K is, and acceptance is a prefix rule. So the p_i measured at the
 largest K run predict τ at every smaller K (`gather`). Step times come from the JAX engine's breakdown
 (`engine_options: {breakdown: true}`, `breakdown`), optionally shaped by a K-flat CSV (`kflat_verify`); predictions
-are compared with the measured speedup in-sample and held-out (`cost_model_markdown`).
+are compared with the measured speedup in-sample and held-out (`cost_model_markdown`). For a chip not measured, the
+step times come from the roofline (benchmarks.core.roofline) at the τ of a run or a published table (`chip_markdown`).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.analysis.markdown import fmt
-from benchmarks.core import metrics
+from benchmarks.core import metrics, roofline, step_cost
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
 
@@ -239,3 +240,89 @@ def cost_model_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]
     if missing:
         out += [""] + [f"- Not computed for {m}" for m in missing]
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# On a chip nobody has measured yet: the roofline of benchmarks.core.roofline at a measured τ
+
+@dataclass(frozen=True)
+class Tau:
+    """A measured τ on one dataset, with the speedup and times its source reports beside it (NaN where it does not)."""
+
+    dataset: str
+    tau: float
+    published_speedup: float = math.nan
+    published_ar_ms: float = math.nan
+    published_step_ms: float = math.nan  # τ · its DFlash TPOT
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The decode steps an engine at the roofline runs: the target, the draft's layers and taps, K and the draft's
+    queries, at a context length (the KV rows a step reads)."""
+
+    target: Any
+    draft_layers: Any
+    num_taps: int
+    k: int
+    queries: int
+    context: int
+    itemsize: int
+
+
+def chip_rows(engine: Engine, device: Any, taus: Sequence[Tau]) -> list[dict[str, Any]]:
+    """Per dataset: the predicted AR TPOT, DFlash step, tokens/s and speedup at its τ."""
+    ar = roofline.step_seconds(step_cost.ar_step(engine.target, engine.context, engine.itemsize), device) * 1e3
+    spec = step_cost.dflash_step(engine.target, engine.draft_layers, engine.num_taps, engine.k, engine.queries,
+                                 engine.context, engine.itemsize)
+    step = roofline.step_seconds(spec, device) * 1e3
+    return [{"dataset": t.dataset, "tau": t.tau, "ar_ms": ar, "step_ms": step, "cost_ar_steps": step / ar,
+             "tok_per_s": metrics.output_tok_per_s(t.tau, step / 1e3),
+             "speedup": metrics.predicted_speedup(t.tau, ar, step), "published_speedup": t.published_speedup,
+             "published_ar_ms": t.published_ar_ms, "published_step_ms": t.published_step_ms} for t in taus]
+
+
+def chip_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str) -> str:
+    """The predicted table for `device` at the τ of `source`, beside what the source reports, and the AR floor."""
+    rows = chip_rows(engine, device, taus)
+    ar_floor = roofline.floor_seconds(step_cost.ar_step(engine.target, engine.context, engine.itemsize),
+                                      device.bytes_per_s) * 1e3
+    lines = [f"Predicted on {device.name} ({device.source}) for an engine at the roofline, plus "
+             f"{device.overhead_s * 1e3:.3f} ms of overhead per forward pass; τ from {source}; K = {engine.k}, "
+             f"{engine.queries} draft queries, {engine.draft_layers.num_layers} draft layers, context "
+             f"{engine.context}. AR floor {ar_floor:.3f} ms; a DFlash step costs {rows[0]['cost_ar_steps']:.2f} AR "
+             f"steps." if rows else f"No τ in {source}.", ""]
+    lines += ["| dataset | τ | AR TPOT ms | DFlash step ms | tok/s | speedup | source's speedup | predicted / source's "
+              "| source's AR TPOT ms (× this AR floor) | source's step ms (AR steps) |", "|" + "---|" * 10]
+    for r in rows:
+        pub_floor = r["published_ar_ms"] / ar_floor
+        pub_cost = r["published_step_ms"] / r["published_ar_ms"]
+        lines.append(f"| {r['dataset']} | {r['tau']:.2f} | {r['ar_ms']:.3f} | {r['step_ms']:.3f} | "
+                     f"{r['tok_per_s']:.0f} | {r['speedup']:.2f} | {fmt(r['published_speedup'])} | "
+                     f"{fmt(r['speedup'] / r['published_speedup'])} | "
+                     f"{fmt(r['published_ar_ms'])} ({fmt(pub_floor)}) | {fmt(r['published_step_ms'])} "
+                     f"({fmt(pub_cost)}) |")
+    return "\n".join(lines)
+
+
+def reference_taus(frame: Any) -> list[Tau]:
+    """The per-dataset rows of a published table (results/reference/*.csv) that give τ, with speedups and TPOTs."""
+    out = []
+    for r in frame[(frame["stat"] == "value") & frame["tau"].notna()].itertuples():
+        step = r.tau * r.tpot_ms if not math.isnan(r.tpot_ms) else math.nan
+        out.append(Tau(r.dataset, float(r.tau), float(r.speedup), float(r.tpot_ar_ms), step))
+    return out
+
+
+def run_taus(rows: Sequence[dict[str, Any]]) -> list[Tau]:
+    """The τ of each dataset of a run's largest-K dflash cell (summary rows), with its measured speedup, AR TPOT and
+    step time."""
+    spec = [r for r in rows if r["method"] == "dflash" and r["tau"] is not None and not math.isnan(r["tau"])]
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in spec):
+        top = max((r for r in spec if r["dataset"] == dataset), key=lambda r: r["k"])
+        base = next((r for r in rows if r["method"] == "baseline" and r["dataset"] == dataset
+                     and r["engine"] == top["engine"]), None)
+        out.append(Tau(dataset, float(top["tau"]), float(top.get("speedup_mean_ratio") or math.nan),
+                       float(base["tpot_ms_mean"]) if base else math.nan, top["tau"] * top["tpot_ms_mean"]))
+    return out

@@ -1,21 +1,114 @@
 """`cost-model`: DFlash's predicted speedup against K from a run's per-position acceptance and step times, beside
-the measured one (benchmarks/analysis/cost_model.py)."""
+the measured one; or, with --chip, what an engine at the roofline of that chip gives at the τ of a run or a published
+table (benchmarks/analysis/cost_model.py)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from benchmarks.cli.report import run_folder
+from benchmarks.core.config import ConfigError
 from benchmarks.core.exit_codes import Exit
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("run_dir", type=Path)
+    from benchmarks.core.chips import CHIPS
+    from benchmarks.engines.jax.model import SHAPES
+
+    ap.add_argument("run_dir", type=Path, nargs="?", help="a run folder (without --chip; default: the latest run)")
     ap.add_argument("--kflat", type=Path,
                     help="a kflat.csv (python -m benchmarks study kflat): the shape of t_verify(K) at the Ks not run")
+    ap.add_argument("--chip", choices=sorted(CHIPS), help="predict for this chip (benchmarks/core/chips.py)")
+    ap.add_argument("--tau-from", type=Path,
+                    help="--chip: the τ per dataset, from a published table (results/reference/*.csv) or a run folder")
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="--chip: the target's shape (default: the source's)")
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"), help="--chip: weights' dtype")
+    ap.add_argument("--context", type=int, default=256, help="--chip: context length of a step (its KV rows)")
+    ap.add_argument("--k", type=int, default=15, help="--chip: K where the source does not say it")
+    ap.add_argument("--block-size", type=int, default=16,
+                    help="--chip: the draft's block (its queries) where the source does not say it")
+    ap.add_argument("--overhead-ms", type=float, default=0.0,
+                    help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
+
+
+def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> Any:
+    import pandas as pd
+
+    """The published runs' target (by its HF id, or --shape) with the released drafts' layout (one layer of the
+    target's widths per tap), at the table's K and block, or --k and --block-size where it gives none."""
+    from benchmarks.analysis.cost_model import Engine
+    from benchmarks.engines.jax.model import HF_SHAPES, SHAPES
+    from benchmarks.studies.device import draft_config
+
+    target = frame["target"].iloc[0]
+    if not args.shape and target not in HF_SHAPES:
+        raise ConfigError(f"{args.tau_from}: no named shape for target {target!r}; give --shape")
+    shape = SHAPES[args.shape or HF_SHAPES[target]]
+    k, block = frame["k"].iloc[0], frame["block_size"].iloc[0]
+    dcfg = draft_config(shape, args.block_size if pd.isna(block) else int(block))
+    return Engine(shape, dcfg.layers, len(dcfg.target_layer_ids), args.k if pd.isna(k) else int(k), dcfg.block_size,
+                  args.context, itemsize)
+
+
+def _run_engine(manifest: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace,
+                itemsize: int) -> Any:
+    """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
+    from benchmarks.analysis.cost_model import Engine
+    from benchmarks.engines.jax.draft import DraftConfig
+    from benchmarks.engines.jax.engine import resolve_checkpoint
+    from benchmarks.engines.jax.loader import read_config
+    from benchmarks.engines.jax.model import SHAPES, ModelConfig
+
+    cells = [c for c in manifest["cells"].values() if c["method"] == "dflash"]
+    if not cells:
+        raise ConfigError(f"{args.tau_from}: the run has no dflash cell to take τ from")
+    top = max(cells, key=lambda c: c["k"])
+    dcfg = DraftConfig.from_hf(read_config(resolve_checkpoint(top["draft"])))
+    queries = top["k"] + 1 if (top.get("engine_options") or {}).get("draft_queries") == "k+1" else dcfg.block_size
+    if args.shape:  # the run's draft depth and taps at the named target's widths
+        shape = SHAPES[args.shape]
+        layers = dataclasses.replace(shape, num_layers=dcfg.layers.num_layers, qk_norm=True)
+    else:
+        shape, layers = ModelConfig.from_hf(read_config(resolve_checkpoint(top["target"]))), dcfg.layers
+    return Engine(shape, layers, len(dcfg.target_layer_ids), top["k"], queries, args.context, itemsize)
+
+
+def chip_main(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from benchmarks.analysis import cost_model as cm
+    from benchmarks.core.chips import CHIPS
+    from benchmarks.core.roofline import chip_device
+
+    if args.tau_from is None:
+        raise ConfigError("--chip needs --tau-from: a published table (results/reference/*.csv) or a run folder")
+    itemsize = 2 if args.dtype == "bfloat16" else 4
+    device = chip_device(CHIPS[args.chip], args.dtype, args.overhead_ms / 1e3)
+    if args.tau_from.suffix == ".csv":
+        frame = pd.read_csv(args.tau_from)
+        if "method" in frame:
+            frame = frame[frame["method"] == "dflash"]
+        engine, taus = _reference_engine(frame, args, itemsize), cm.reference_taus(frame)
+        about = [frame[c].iloc[0] for c in ("hardware", "harness", "source") if c in frame]
+        source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if pd.notna(v))})"
+    else:
+        from benchmarks.analysis.summary import summarize
+        from benchmarks.core.store import RunStore
+
+        store = RunStore(run_folder(args.tau_from))
+        manifest = store.manifest()
+        rows = summarize(store.records(), manifest)
+        engine, taus = _run_engine(manifest, rows, args, itemsize), cm.run_taus(rows)
+        source = f"run {manifest.get('run_id', args.tau_from.name)}"
+    print(cm.chip_markdown(engine, device, taus, source))
+    return Exit.OK
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.chip:
+        return chip_main(args)
     import pandas as pd
 
     from benchmarks.analysis.cost_model import cost_model_markdown

@@ -3,26 +3,14 @@
     python -m benchmarks study device env --platform gpu [--json PATH]     can this interpreter run the JAX engine?
     python -m benchmarks.studies.device env ...                            the same where the CLI itself cannot run
     python -m benchmarks study device run --shape qwen3-4b --out DIR [--parts ar,dflash,verify] [--budget-s S]
-                                          [--profile]
 
-`env` imports what the JAX engine's path imports (REQUIRED: `bench --engine jax` on the tiny preset and this study),
-prints each version and where it comes from, and checks that JAX's default backend is the platform's (gpu or tpu;
-cpu only when asked for). Exit 0 when the interpreter can run the JAX engine, 1 when it lacks something.
-
-`run` measures, in this order, each part only if the time left (`--budget-s`, JAX compilation included) allows it:
-    ar      AR decode through the engine's own loop (decode.Decoder): TPOT against its floor, weight bytes /
-            bandwidth; then the same steps timed piece by piece: dispatch (the jitted call returning), sync (the
-            host read of the token), and device time (the steps dispatched back to back, synchronised once at the
-            end: max(device, dispatch) per step). A TPOT far above the floor thus says where the time goes.
-    dflash  a DFlash step with an oracle draft (target and draft rewritten in memory so both always emit one
-            token, NOTES §3: every draft is accepted, τ = K+1) at K = 15 with the released Qwen3 drafts' layout (5
-            layers of the target's widths, block 16): the step's cost in AR steps and the speedup it implies at
-            the published τ (results/reference/tpu_v5p_qwen3_4b.csv: the mean and math500), with the same split.
-    verify  verify(K)/verify(0): one target forward of K+1 tokens at one context length, per K (benchmarks.studies.
-            kflat's timing and floor), each K dropped once the time left cannot hold it.
-A part or K that does not fit is dropped and named. With --profile a jax.profiler trace of the split loops is
-written to OUT/profile.tar.gz. OUT gets device.json (every figure, rewritten after each part) and kflat.csv.
-Exit 3 when a time is below its floor (a timing bug) or the oracle's drafts were not all accepted, else 0.
+`env` imports what the JAX engine's path imports and checks that JAX's backend is the platform's; exit 1 when not.
+`run` measures each part while the budget (`--budget-s`, compiles included) allows, else drops and names it: `ar`
+(AR decode through the engine's own loop), `dflash` (one step with an oracle draft at K=15 in the released drafts'
+layout: every draft accepted; its cost in AR steps and the speedup it implies at the published tau) and `verify`
+(verify(K)/verify(0), study kflat's timing). Every time is printed beside its floor and the roofline's prediction,
+with each compiled graph's seconds and, per step, what the host adds to the device's time. OUT gets device.json,
+kflat.csv (and profile.tar.gz with --profile). Exit 3 on a time below its floor or an oracle that rejected a draft.
 """
 from __future__ import annotations
 
@@ -147,13 +135,15 @@ def draft_config(cfg: Any, block_size: int = 16) -> Any:
     return DraftConfig(layers, block_size, mask, taps)
 
 
-def oracle(tparams: dict, dparams: dict, tied: bool, token: int = ORACLE_TOKEN, column: int = 0) -> tuple[dict, dict]:
+def oracle(tparams: dict, dparams: dict, cfg: Any, token: int = ORACLE_TOKEN, column: int = 0) -> tuple[dict, dict]:
     """Target and draft weights that always emit `token`, at full size (so every weight is still read).
 
     Every o_proj and down_proj is zero, so the residual stream stays the token embedding; the embedding carries 1.0
     in `column`; both final norms select that column; the LM head (the embedding when tied) maps it to `token`.
     """
     import jax.numpy as jnp
+
+    from benchmarks.engines.jax.model import head_in_layout
 
     def zeroed(layers: list[dict]) -> list[dict]:
         return [{**lp, "o_proj": jnp.zeros_like(lp["o_proj"]), "down_proj": jnp.zeros_like(lp["down_proj"])}
@@ -162,11 +152,20 @@ def oracle(tparams: dict, dparams: dict, tied: bool, token: int = ORACLE_TOKEN, 
     select = jnp.zeros_like(tparams["norm"]).at[column].set(1)
     embed = tparams["embed"].at[:, column].set(1)
     target = {**tparams, "norm": select, "layers": zeroed(tparams["layers"]), "embed": embed}
-    if tied:
+    if cfg.tie_word_embeddings:
         target["embed"] = embed.at[token, column].set(50)
-    else:
-        target["lm_head"] = tparams["lm_head"].at[:, column].set(0).at[token, column].set(50)
-    return target, {**dparams, "norm": select, "layers": zeroed(dparams["layers"])}
+    else:  # [V, H] as HF stores it
+        head = tparams["lm_head"].T if cfg.weight_layout == "io" else tparams["lm_head"]
+        target["lm_head"] = head.at[:, column].set(0).at[token, column].set(50)
+    return head_in_layout(target, cfg), {**dparams, "norm": select, "layers": zeroed(dparams["layers"])}
+
+
+def predicted_floor(figures: dict[str, Any]) -> str:
+    """'predicted X ms, floor Y ms' of a part, with the floor's ratio or why it does not bind."""
+    floor = (f"floor {figures['floor_ms']:.3f} ms, {figures['step_ms'] / figures['floor_ms']:.2f}x it"
+             + (" BELOW THE FLOOR" if figures["below_floor"] else "") if figures["floor_applies"] else
+             f"floor {figures['floor_ms']:.3f} ms, not binding: {figures['floor_note']}")
+    return f"predicted {figures['predicted_ms']:.3f} ms; {floor}"
 
 
 def published_tau() -> dict[str, float]:
@@ -189,45 +188,39 @@ def _median_ms(seconds: list[float]) -> float:
     return 1000.0 * float(np.median(seconds)) if seconds else math.nan
 
 
-def split(step: Callable[[], Any], read: Callable[[Any], Any], steps: int) -> dict[str, float]:
-    """One decode step's time piece by piece, as the engine's loop runs it (dispatch, then a host read).
-
-    step() dispatches one step and returns what the host reads; read() reads it (the sync). loop_ms is the whole
-    step; dispatch_ms the call returning; sync_ms the host read's wait; device_ms the steps dispatched back to back
-    and synchronised once (max(device, dispatch) per step); host_ms = loop - device, what the host adds.
-    """
+def split(dec: Any, prompt: list[int], new_tokens: int, loop_ms: float, repeats: int = 3) -> dict[str, float]:
+    """What the host adds to a step of the engine's loop: `loop_ms` (a request's decode time per step, as the engine
+    measures it) against the device's time for the same steps, dispatched as one loop after prefill and timed until
+    its result reaches the host (median of `repeats`); dispatch_ms is the host's time to dispatch them, sync_ms its
+    wait for the result."""
     import jax
+    import numpy as np
 
-    dispatch, sync = [], []
-    t_loop = time.perf_counter()
-    for _ in range(steps):
+    runs = []
+    for _ in range(repeats):
+        req = dec.request(prompt, new_tokens)
+        _, state = jax.block_until_ready(dec._prefill(req))
         t0 = time.perf_counter()
-        out = step()
+        for span in dec._spans(req):
+            state = dec._steps(state, req, span)
         t1 = time.perf_counter()
-        read(out)
-        dispatch.append(t1 - t0)
-        sync.append(time.perf_counter() - t1)
-    loop_ms = 1000.0 * (time.perf_counter() - t_loop) / steps
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        out = step()
-    jax.block_until_ready(out)
-    device_ms = 1000.0 * (time.perf_counter() - t0) / steps
-    return {"loop_ms": loop_ms, "dispatch_ms": _median_ms(dispatch), "sync_ms": _median_ms(sync),
-            "device_ms": device_ms, "host_ms": loop_ms - device_ms, "steps": steps}
+        steps = max(int(jax.device_get(state["steps"] if dec.speculative else state["count"] - 1)), 1)
+        runs.append((1000.0 * (time.perf_counter() - t0) / steps, 1000.0 * (t1 - t0), steps))
+    device_ms, dispatch_ms, steps = (float(np.median(x)) for x in zip(*runs))
+    return {"loop_ms": loop_ms, "device_ms": device_ms, "host_ms": loop_ms - device_ms, "dispatch_ms": dispatch_ms,
+            "sync_ms": device_ms * steps - dispatch_ms, "steps": steps}
 
 
 def split_line(sp: dict[str, float]) -> str:
-    """The split in words; steps run back to back slower than one by one mean the host and the device share cores
-    (JAX on CPU), and then the split says nothing about where the time goes."""
-    host = f"the host adds {sp['host_ms']:.3f} ms" if sp["host_ms"] >= 0 else \
-        "back to back slower than one by one: host and device share the cores, no split"
-    return (f"per step: device {sp['device_ms']:.3f} ms, dispatch {sp['dispatch_ms']:.3f} ms, sync "
-            f"{sp['sync_ms']:.3f} ms, loop {sp['loop_ms']:.3f} ms ({host})")
+    """The split in words (a negative host share is noise: the engine's loop is the device loop)."""
+    return (f"per step: engine loop {sp['loop_ms']:.3f} ms, device {sp['device_ms']:.3f} ms, the host adds "
+            f"{sp['host_ms']:.3f} ms ({100 * sp['host_ms'] / sp['loop_ms']:.1f} %); per request the host dispatches "
+            f"in {sp['dispatch_ms']:.3f} ms and waits once ({sp['sync_ms']:.3f} ms)")
 
 
-def request_figures(gens: list[Any]) -> dict[str, Any]:
-    """TPOT per request (the harness's definition), decode steps and their mean time, less the warm-up request."""
+def request_figures(gens: list[Any], dec: Any) -> dict[str, Any]:
+    """TPOT per request (the harness's definition), decode steps and their mean time, less the warm-up request;
+    host round trips per request; and the seconds of each graph the decoder compiled."""
     import numpy as np
 
     from benchmarks.core import metrics
@@ -236,44 +229,63 @@ def request_figures(gens: list[Any]) -> dict[str, Any]:
     tpots = [metrics.tpot_ms(g.ttft_s, g.last_token_s, len(g.tokens)) for g in timed]
     steps = [len(g.accept_lengths) if g.accept_lengths is not None else len(g.tokens) - 1 for g in timed]
     decode_s = sum(g.last_token_s - g.ttft_s for g in timed)
+    compiles = {" ".join(map(str, key[:2])) + ("" if key[2] else " sampled"): s for key, s in dec.compile_log.items()}
     return {"tpot_ms": float(np.median(tpots)), "tpot_ms_all": tpots, "requests": len(timed),
-            "step_ms": 1000.0 * decode_s / sum(steps), "steps": sum(steps), "compile_s": sum(g.compile_s for g in gens)}
+            "step_ms": 1000.0 * decode_s / sum(steps), "steps": sum(steps), "compile_s": sum(compiles.values()),
+            "compiles": compiles, "round_trips": [g.round_trips for g in timed]}
+
+
+def compile_line(figures: dict[str, Any]) -> str:
+    return f"compiled in {figures['compile_s']:.1f} s (" + ", ".join(
+        f"{name}: {s:.1f} s" for name, s in figures["compiles"].items()) + ")"
 
 
 class Study:
-    """One shape's parts, their floors and what was dropped; `result` is device.json."""
+    """One shape's parts, their floors and predictions, and what was dropped; `result` is device.json."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         import jax
         import jax.numpy as jnp
         import numpy as np
 
-        from benchmarks.core import hardware
+        from benchmarks.core import hardware, step_cost
         from benchmarks.engines.jax import model as M
-        from benchmarks.studies import kflat
 
         self.t_start = time.perf_counter()
         self.budget_s, self.out, self.profile = args.budget_s, args.out, args.profile
         self.hw = hardware.detect()
         self.sizes = CPU_SIZES if self.hw.platform == "cpu" else ACCELERATOR_SIZES
         self.dtype = jnp.float32 if self.hw.platform == "cpu" else jnp.bfloat16
-        self.cfg = resolve_shape(args.shape)
+        self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
         self.params = M.init_random_params(self.cfg, jax.random.key(0), self.dtype)
-        self.weight_bytes, self.kv_per_token = kflat.bytes_read(self.params, self.cfg, self.dtype)
+        self.itemsize = jnp.dtype(self.dtype).itemsize
+        dcfg, s = draft_config(self.cfg), self.sizes
+        span = max(256, s.prompt_len + s.new_tokens)
+        steps = [step_cost.ar_step(self.cfg, span, self.itemsize),
+                 step_cost.dflash_step(self.cfg, dcfg.layers, len(dcfg.target_layer_ids), s.k, dcfg.block_size, span,
+                                       self.itemsize)]
+        steps += [step_cost.verify_step(self.cfg, k, s.context, self.itemsize) for k in s.ks]
+        self.device = self.hw.predictor(jnp.dtype(self.dtype).name, self.cfg.weight_layout, steps,
+                                        max(x.bytes() for x in steps))
         self.rng = np.random.default_rng(0)
+        weight_bytes = steps[0].weight_bytes()
         self.result: dict[str, Any] = {
             "shape": args.shape, "dtype": jnp.dtype(self.dtype).name, "platform": self.hw.platform,
             "device": self.hw.device, "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s,
-            "bandwidth_source": self.hw.bandwidth_source, "weight_bytes": self.weight_bytes,
+            "bandwidth_source": self.hw.bandwidth_source, "weight_bytes": weight_bytes,
+            "predicted_for": self.device.name if self.device else None,
+            "prediction_source": self.device.source if self.device else None,
             "sizes": dataclasses.asdict(self.sizes), "dropped": [], "violations": [], "parts_done": [],
             "python": sys.version.split()[0], "jax": jax.__version__,
+            "compilation_cache": jax.config.jax_compilation_cache_dir,
         }
         self.out.mkdir(parents=True, exist_ok=True)
         self.save()
         bw = (self.hw.bandwidth_bytes_per_s or math.nan) / 1e9
+        target = self.result["predicted_for"] or "nothing (not in the chip table)"
         print(f"device: {args.shape} ({self.result['dtype']}, random weights) on {self.hw.device}; "
-              f"{self.weight_bytes / 1e9:.2f} GB of weights read per forward; bandwidth {bw:.0f} GB/s "
-              f"({self.hw.bandwidth_source}); set up in {self.elapsed():.1f} s", flush=True)
+              f"{weight_bytes / 1e9:.2f} GB of weights read per forward; bandwidth {bw:.0f} GB/s "
+              f"({self.hw.bandwidth_source}); predicted for {target}; set up in {self.elapsed():.1f} s", flush=True)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t_start
@@ -291,23 +303,21 @@ class Study:
         self.result["dropped"].append(line)
         print(f"device: {line}", flush=True)
 
-    def floor(self, weight_bytes: float) -> tuple[float, bool, str]:
-        """(floor in ms, whether it binds here, why not) for a step that reads weight_bytes."""
-        from benchmarks.core import hardware, metrics
+    def check(self, what: str, ms: float, step: Any) -> dict[str, Any]:
+        """A measured step time against its floor (everything the step reads / bandwidth) and the roofline's
+        prediction; a time below a binding floor is a violation."""
+        from benchmarks.core import metrics, roofline
 
-        applies, why = hardware.floor_applies(self.hw, weight_bytes)
+        applies, why = self.hw.floor_applies(step.bytes())
         bw = self.hw.bandwidth_bytes_per_s
-        return (metrics.tpot_floor_ms(weight_bytes, bw) if bw else math.nan), applies, why
-
-    def check_floor(self, what: str, ms: float, weight_bytes: float) -> dict[str, Any]:
-        from benchmarks.core import metrics
-
-        floor_ms, applies, why = self.floor(weight_bytes)
+        floor_ms = 1000.0 * roofline.floor_seconds(step, bw) if bw else math.nan
         below = applies and metrics.below_floor(ms, floor_ms)
         if below:
             self.result["violations"].append(f"{what} {ms:.4f} ms is below its floor {floor_ms:.4f} ms: a timing "
                                              f"error, not a result")
-        return {"floor_ms": floor_ms, "floor_applies": applies, "floor_note": why, "below_floor": below}
+        predicted = 1000.0 * roofline.step_seconds(step, self.device) if self.device else math.nan
+        return {"floor_ms": floor_ms, "floor_applies": applies, "floor_note": why, "below_floor": below,
+                "predicted_ms": predicted, "step_bytes": step.bytes(), "step_flops": step.flops()}
 
     def prompts(self, n: int) -> list[list[int]]:
         return [list(map(int, self.rng.integers(0, self.cfg.vocab_size, self.sizes.prompt_len))) for _ in range(n)]
@@ -324,124 +334,98 @@ class Study:
     # -- parts ------------------------------------------------------------------------------------------------
 
     def ar(self) -> None:
-        import jax
-        import jax.numpy as jnp
-        import numpy as np
-
         from benchmarks.engines.jax import decode
 
         s = self.sizes
         dec = decode.Decoder(self.cfg, self.params, s.prompt_len + s.new_tokens, self.dtype)
-        figures = request_figures([dec.generate(p, s.new_tokens) for p in self.prompts(s.requests)])
-        figures |= self.check_floor("AR TPOT", figures["tpot_ms"], self.weight_bytes)
-        key, temp = jax.random.key(0), jnp.float32(0.0)
-        pos = s.prompt_len
-        span = decode.span_for(dec.spans, pos)
-        state = {"token": jnp.asarray(ORACLE_TOKEN, jnp.int32), "pos": pos}
-
-        def step() -> Any:  # as Decoder._ar: the device token in, the next one out
-            state["token"], dec.tcache = decode.ar_step(dec.tparams, state["token"], np.int32(state["pos"]),
-                                                       dec.tcache, key, temp, cfg=self.cfg, span=span)
-            state["pos"] = pos + (state["pos"] - pos + 1) % (s.new_tokens - 1)  # stay inside the compiled span
-            return state["token"]
-
-        figures["split"] = self.traced("ar", lambda: split(step, int, s.new_tokens - 1))
+        figures = request_figures([dec.generate(p, s.new_tokens) for p in self.prompts(s.requests)], dec)
+        figures |= self.check("AR step", figures["step_ms"], dec.step_cost(dec.span(s.prompt_len)))
+        prompt = self.prompts(1)[0]
+        figures["split"] = self.traced("ar", lambda: split(dec, prompt, s.new_tokens, figures["step_ms"]))
         self.result["ar"] = figures
-        print(f"device: AR TPOT {figures['tpot_ms']:.3f} ms (floor {figures['floor_ms']:.3f} ms"
-              f"{'' if figures['floor_applies'] else ', not binding: ' + figures['floor_note']}) over "
-              f"{figures['requests']} requests; {split_line(figures['split'])}; compiled in "
-              f"{figures['compile_s']:.1f} s", flush=True)
+        print(f"device: AR TPOT {figures['tpot_ms']:.3f} ms, step {figures['step_ms']:.3f} ms "
+              f"({predicted_floor(figures)}) over {figures['requests']} requests; {split_line(figures['split'])}; "
+              f"{compile_line(figures)}", flush=True)
 
     def dflash(self) -> None:
         import jax
-        import jax.numpy as jnp
         import numpy as np
 
-        from benchmarks.core import hardware
         from benchmarks.engines.jax import decode
         from benchmarks.engines.jax.draft import init_draft_params
 
         s = self.sizes
         dcfg = draft_config(self.cfg)
-        tparams, dparams = oracle(self.params, init_draft_params(dcfg, jax.random.key(1), self.dtype),
-                                  self.cfg.tie_word_embeddings)
-        draft_bytes = float(hardware.weight_bytes(dparams))
+        tparams, dparams = oracle(self.params, init_draft_params(dcfg, jax.random.key(1), self.dtype), self.cfg)
         dec = decode.Decoder(self.cfg, tparams, s.prompt_len + s.new_tokens, self.dtype, dcfg, dparams, s.k,
                              dcfg.block_size)
         gens = [dec.generate(p, s.new_tokens) for p in self.prompts(s.requests)]
-        figures = request_figures(gens)
+        figures = request_figures(gens, dec)
         accepted = [n for g in gens[1:] for n in g.accept_lengths]
         tau = float(np.mean(accepted)) + 1.0
-        figures |= {"k": s.k, "draft_layers": dcfg.layers.num_layers, "block_size": dcfg.block_size,
-                    "draft_weight_bytes": draft_bytes, "tau": tau}
-        figures |= self.check_floor("DFlash step", figures["step_ms"], self.weight_bytes + draft_bytes)
+        figures |= {"k": s.k, "draft_layers": dcfg.layers.num_layers, "block_size": dcfg.block_size, "tau": tau}
+        figures |= self.check("DFlash step", figures["step_ms"], dec.step_cost(dec.span(s.prompt_len)))
         if tau != s.k + 1:
             self.result["violations"].append(f"oracle DFlash: tau {tau:.2f}, expected {s.k + 1}: the engine rejected "
                                               f"drafts that the target itself would emit")
         ar = self.result.get("ar")
         if ar:
-            cost = figures["step_ms"] / ar["tpot_ms"]
+            cost = figures["step_ms"] / ar["step_ms"]
             figures |= {"cost_ar_steps": cost, "speedup_at_oracle_tau": ar["tpot_ms"] / figures["tpot_ms"],
                         "implied_speedup": {name: {"tau": t, "speedup": t / cost}
                                             for name, t in published_tau().items()}}
-        key, temp = jax.random.key(0), jnp.float32(0.0)
-        bucket = next(b for b in dec.buckets if b >= s.prompt_len)  # the prefill shape generate() compiled
-        tokens = jnp.asarray(np.pad(np.asarray(self.prompts(1)[0], np.int32), (0, bucket - s.prompt_len)))
-        first, dec.tcache, dec.dcache = decode.dflash_prefill_step(
-            dec.tparams, dec.dparams, tokens, jnp.int32(s.prompt_len), dec.tcache, dec.dcache, key, temp,
-            tcfg=self.cfg, dcfg=dcfg)
-        width = len(dcfg.target_layer_ids) * self.cfg.hidden_size
-        st = {"pending": jnp.zeros((s.k + 1, width), self.dtype), "anchor": first}
-        start = np.int32(s.prompt_len)
-        span = decode.span_for(dec.spans, s.prompt_len)
-
-        def step() -> Any:  # as Decoder._dflash, at a fixed position: every step costs the same
-            n, picked, st["pending"], dec.tcache, dec.dcache = decode.spec_step(
-                dec.tparams, dec.dparams, st["pending"], start, st["anchor"], start, dec.tcache, dec.dcache, key,
-                temp, dcfg=dcfg, tcfg=self.cfg, k=s.k, num_queries=dcfg.block_size, span=span)
-            return n, picked
-
-        figures["split"] = self.traced("dflash", lambda: split(step, jax.device_get, 2 * len(gens[-1].accept_lengths)))
+            if not math.isnan(ar["predicted_ms"]):
+                figures["predicted_cost_ar_steps"] = figures["predicted_ms"] / ar["predicted_ms"]
+        prompt = self.prompts(1)[0]
+        figures["split"] = self.traced("dflash", lambda: split(dec, prompt, s.new_tokens, figures["step_ms"]))
         self.result["dflash"] = figures
-        cost = (f"= {figures['cost_ar_steps']:.2f} AR steps; implied speedup "
+        cost = (f"= {figures['cost_ar_steps']:.2f} AR steps (predicted "
+                f"{figures.get('predicted_cost_ar_steps', math.nan):.2f}); implied speedup "
                 + ", ".join(f"{v['speedup']:.2f}x at tau {v['tau']:.2f} ({k})"
                             for k, v in figures["implied_speedup"].items())
                 + f"; measured {figures['speedup_at_oracle_tau']:.2f}x at tau {tau:.2f}") if ar else "(no AR part)"
-        print(f"device: DFlash K={s.k} oracle: tau {tau:.2f}, step {figures['step_ms']:.3f} ms {cost}; floor "
-              f"{figures['floor_ms']:.3f} ms; {split_line(figures['split'])}; compiled in "
-              f"{figures['compile_s']:.1f} s", flush=True)
+        print(f"device: DFlash K={s.k} oracle: tau {tau:.2f}, step {figures['step_ms']:.3f} ms "
+              f"({predicted_floor(figures)}) {cost}; {split_line(figures['split'])}; {compile_line(figures)}",
+              flush=True)
 
     def verify(self) -> None:
-        from benchmarks.core import hardware
+        from benchmarks.core import step_cost
         from benchmarks.studies import kflat
 
         s = self.sizes
         taps = kflat.tap_ids_for(self.cfg.num_layers)
-        working_set = self.weight_bytes + self.kv_per_token * (s.context + max(s.ks) + 1)
-        applies, why = hardware.floor_applies(self.hw, working_set)
-        floor = kflat.Floor(self.weight_bytes, self.kv_per_token, self.hw.bandwidth_bytes_per_s, applies,
+        applies, why = self.hw.floor_applies(step_cost.verify_step(self.cfg, max(s.ks), s.context,
+                                                                   self.itemsize).bytes())
+        floor = kflat.Floor(self.cfg, self.itemsize, self.hw.bandwidth_bytes_per_s, applies,
                             self.hw.bandwidth_source if applies else why)
         ar = self.result.get("ar")
         need = ar["compile_s"] / 2 if ar else 0.0  # about one forward's compile
-        points = []
+        points, compiles = [], {}
         for i, k in enumerate(s.ks):
             if i and self.left() < need:
                 self.drop(f"verify K={','.join(map(str, s.ks[i:]))}", need)
                 break
             t0 = time.perf_counter()
             samples = kflat.time_forwards(self.params, self.cfg, [k], s.context, s.repeats, s.warmup, self.dtype,
-                                          taps)[k]
+                                          taps, compile_log=compiles)[k]
             need = max(need, 1.3 * (time.perf_counter() - t0))  # a larger K compiles and runs a little longer
             points.append(kflat.Point(k, s.context, tuple(samples)))
-        rows = kflat.rows_from_points(sorted(points, key=lambda p: p.k), floor)
+        ks = [p.k for p in points]
+        predicted = kflat.predicted_ms(self.cfg, ks, [s.context], self.itemsize, self.device)
+        rows = kflat.rows_from_points(sorted(points, key=lambda p: p.k), floor, predicted)
         kflat.write_csv(rows, self.out / "kflat.csv")
         self.result["verify"] = {"context": s.context, "ks": [r["k"] for r in rows],
                                  "median_ms": [r["median_ms"] for r in rows],
-                                 "normalised_to_k0": [r["normalised_to_k0"] for r in rows]}
+                                 "normalised_to_k0": [r["normalised_to_k0"] for r in rows],
+                                 "predicted_ms": [r["predicted_ms"] for r in rows],
+                                 "predicted_normalised": [r["predicted_normalised"] for r in rows],
+                                 "compiles": {f"forward K={k}": c for k, c in compiles.items()},
+                                 "compile_s": sum(compiles.values())}
         self.result["violations"] += kflat.impossible_lines(rows)
-        print(f"device: verify(K)/verify(0) at context {s.context}: "
-              + "  ".join(f"K={r['k']}: {r['normalised_to_k0']:.2f}" for r in rows)
-              + f" (K=0 {rows[0]['median_ms']:.3f} ms)", flush=True)
+        print(f"device: verify(K)/verify(0) at context {s.context}, measured (predicted): "
+              + "  ".join(f"K={r['k']}: {r['normalised_to_k0']:.2f} ({r['predicted_normalised']:.2f})" for r in rows)
+              + f" (K=0 {rows[0]['median_ms']:.3f} ms, predicted {rows[0]['predicted_ms']:.3f} ms); compiled in "
+              + f"{self.result['verify']['compile_s']:.1f} s", flush=True)
 
     def run(self, parts: list[str]) -> int:
         done_s: dict[str, float] = {}

@@ -4,16 +4,18 @@
     python -m benchmarks study kflat --model PATH                                # a real checkpoint (HF folder)
     python -m benchmarks study kflat --quick                                     # the tiny CPU shape in seconds
 
-Each point is the median of synchronised jitted forwards (`time_forwards`) with a distribution-free 95 % CI. A median
-below the memory-bandwidth floor (`Floor`, benchmarks.core.hardware) is a timing error, never a result: printed as
-IMPOSSIBLE, flagged in the CSV and left out of the figure and of the K=0 normalisation; where a CPU cache holds the
-whole working set the floor is not applied, and the verdict says why. Why vLLM is not measured here:
-docs/engine-findings.md. Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png,
+Each point is the median of synchronised jitted forwards (`time_forwards`) with a distribution-free 95 % CI, printed
+beside the roofline's prediction (benchmarks.core.roofline: the chip table, or this CPU's measured matmuls) and both
+normalised to K=0. A median below the memory-bandwidth floor (everything the forward reads, benchmarks.core.
+step_cost) is a timing error: flagged IMPOSSIBLE in the output and the CSV and drawn apart in the figure, its ratio
+still printed; where a CPU cache holds the whole working set the floor is not applied. Why vLLM is not measured
+here: docs/engine-findings.md. Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png,
 kflat.json (settings).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -24,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core import metrics
+from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.config import ConfigError
 from benchmarks.core.paths import ROOT
 
@@ -34,7 +36,7 @@ QUICK_KS = (0, 1, 7)
 QUICK_CONTEXTS = (64,)
 SHAPE_ALIASES = {"tiny": "qwen3-tiny", "llama-3.1-8b": "llama3.1-8b"}
 CSV_COLUMNS = ("engine", "k", "context_len", "median_ms", "ci_low", "ci_high", "repeats", "normalised_to_k0",
-               "floor_ms", "below_floor", "verdict")
+               "predicted_ms", "predicted_normalised", "normalised_error", "floor_ms", "below_floor", "verdict")
 
 
 @dataclass(frozen=True)
@@ -48,24 +50,31 @@ class Point:
 
 @dataclass(frozen=True)
 class Floor:
-    """What bounds a forward from below: the bytes it must read over the memory bandwidth."""
+    """What bounds a verify forward from below: everything it reads (step_cost.verify_step) over the bandwidth."""
 
-    weight_bytes: float
-    kv_bytes_per_token: float
+    shape: Any
+    itemsize: int
     bandwidth_bytes_per_s: float | None
     applies: bool
     note: str  # where the bandwidth comes from, or why the floor does not bind here
 
-    def bound_ms(self, context_len: int) -> float:
-        """(weights + the context's KV rows) / bandwidth; NaN when the bandwidth is unknown."""
+    def bound_ms(self, k: int, context_len: int) -> float:
+        """The forward's bytes / bandwidth; NaN when the bandwidth is unknown."""
         if self.bandwidth_bytes_per_s is None:
             return math.nan
-        return metrics.tpot_floor_ms(self.weight_bytes + self.kv_bytes_per_token * context_len,
-                                     self.bandwidth_bytes_per_s)
+        return 1000.0 * roofline.floor_seconds(step_cost.verify_step(self.shape, k, context_len, self.itemsize),
+                                               self.bandwidth_bytes_per_s)
 
-    def ms(self, context_len: int) -> float:
+    def ms(self, k: int, context_len: int) -> float:
         """The floor that verdicts use: NaN where it does not bind."""
-        return self.bound_ms(context_len) if self.applies else math.nan
+        return self.bound_ms(k, context_len) if self.applies else math.nan
+
+
+def predicted_ms(shape: Any, ks: Sequence[int], contexts: Sequence[int], itemsize: int,
+                 device: roofline.Device | None) -> dict[tuple[int, int], float]:
+    """The roofline's time of each (K, context) verify forward; NaN without a device to predict for."""
+    return {(k, c): 1000.0 * roofline.step_seconds(step_cost.verify_step(shape, k, c, itemsize), device)
+            if device else math.nan for k in ks for c in contexts}
 
 
 def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -85,22 +94,28 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
     return float(np.median(x)), float(x[j - 1]), float(x[n - j])
 
 
-def rows_from_points(points: Sequence[Point], floor: Floor, engine: str = "jax") -> list[dict[str, Any]]:
-    """CSV rows with the K=0 normalisation, the floor and a verdict; impossible points get no normalisation."""
+def rows_from_points(points: Sequence[Point], floor: Floor, predicted: dict[tuple[int, int], float] | None = None,
+                     engine: str = "jax") -> list[dict[str, Any]]:
+    """CSV rows: median and CI, measured and predicted time normalised to K=0 (a point below its floor keeps its
+    ratio: the verdict flags it), the floor and a verdict."""
     rows = []
     for p in points:
         med, lo, hi = median_ci(p.samples_ms)
-        floor_ms = floor.ms(p.context_len)
+        floor_ms = floor.ms(p.k, p.context_len)
         below = metrics.below_floor(med, floor_ms)
         verdict = "IMPOSSIBLE" if below else ("ok" if floor.applies else f"ok (no floor: {floor.note})")
         rows.append({"engine": engine, "k": p.k, "context_len": p.context_len, "median_ms": med, "ci_low": lo,
                      "ci_high": hi, "repeats": len(p.samples_ms), "normalised_to_k0": math.nan,
-                     "floor_ms": floor_ms, "below_floor": below, "verdict": verdict})
-    base = {r["context_len"]: r for r in rows if r["k"] == 0 and not r["below_floor"]}
+                     "predicted_ms": (predicted or {}).get((p.k, p.context_len), math.nan),
+                     "predicted_normalised": math.nan, "normalised_error": math.nan, "floor_ms": floor_ms,
+                     "below_floor": below, "verdict": verdict})
+    base = {r["context_len"]: r for r in rows if r["k"] == 0}
     for r in rows:
         b = base.get(r["context_len"])
-        if b is not None and not r["below_floor"]:
+        if b is not None:
             r["normalised_to_k0"] = r["median_ms"] / b["median_ms"]
+            r["predicted_normalised"] = r["predicted_ms"] / b["predicted_ms"]
+            r["normalised_error"] = r["predicted_normalised"] / r["normalised_to_k0"] - 1.0
     return rows
 
 
@@ -120,14 +135,15 @@ def tap_ids_for(num_layers: int, num_taps: int = 5) -> tuple[int, ...]:
 
 
 def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, repeats: int, warmup: int,
-                  dtype: Any, tap_ids: tuple[int, ...], seed: int = 0) -> dict[int, list[float]]:
+                  dtype: Any, tap_ids: tuple[int, ...], seed: int = 0,
+                  compile_log: dict[int, float] | None = None) -> dict[int, list[float]]:
     """Milliseconds of `repeats` synchronised verify forwards of K+1 tokens at positions context_len.., per K.
 
     One jitted `model.forward` with the DFlash taps, on a KV cache of exactly context_len+K+1 rows, so attention
     reads the context and the block, as a paged kernel would; every timed call ends with `jax.block_until_ready` on
     all its outputs (logits, taps, cache). Every K is compiled and warmed up first; the timed calls then go round
     the Ks in turn, so that a slow drift of the machine (other load, clocks) falls on every K alike instead of on
-    whichever K ran last.
+    whichever K ran last. compile_log gets each K's first call (its compile) in seconds.
     """
     import jax
     import jax.numpy as jnp
@@ -144,7 +160,11 @@ def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, re
         caches[k] = jax.block_until_ready(out)[2]  # the cache is donated: keep the returned one
 
     for k in ks:
-        for _ in range(max(warmup, 1)):  # the first call compiles
+        t0 = time.perf_counter()
+        call(k)  # the first call compiles
+        if compile_log is not None:
+            compile_log[k] = time.perf_counter() - t0
+        for _ in range(max(warmup, 1) - 1):
             call(k)
     samples: dict[int, list[float]] = {k: [] for k in ks}
     for _ in range(repeats):
@@ -167,20 +187,6 @@ def measure(params: Any, cfg: Any, ks: Sequence[int], contexts: Sequence[int], r
     return points
 
 
-def bytes_read(params: Any, cfg: Any, dtype: Any) -> tuple[float, float]:
-    """(weight bytes a forward reads, KV-cache bytes per context token): every weight it uses, all but an untied
-    input embedding, of which only K+1 rows are gathered."""
-    import jax.numpy as jnp
-
-    from benchmarks.core import hardware
-
-    total = hardware.weight_bytes(params)
-    if not cfg.tie_word_embeddings:  # an untied input embedding is gathered, not read whole
-        total -= hardware.weight_bytes(params["embed"])
-    kv = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * jnp.dtype(dtype).itemsize
-    return float(total), float(kv)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Outputs
 
@@ -194,11 +200,9 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -> None:
-    """Two panels: absolute ms vs K with the bandwidth floor, and time normalised to K=0 with floor / t(K=0).
-
-    The floor is dashed where it binds, dotted (and labelled so) where it does not; impossible points are red
-    crosses outside the curves.
-    """
+    """Two panels: absolute ms vs K with the roofline's prediction (dotted) and the bandwidth floor (dashed where it
+    binds, dash-dotted where it does not), and the same normalised to K=0. Points below their floor are red crosses
+    outside the curves."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -207,32 +211,31 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax_abs, ax_norm = fig.subplots(1, 2)
-    style, note = ("--", "") if floor.applies else (":", " (not binding)")
+    style, note = ("--", "") if floor.applies else ("-.", " (not binding)")
     impossible_labelled = False
     for i, c in enumerate(sorted({r["context_len"] for r in rows})):
         color = f"C{i}"
         rs = sorted((r for r in rows if r["context_len"] == c), key=lambda r: r["k"])
+        x = [r["k"] + 1 for r in rs]
         ok = [r for r in rs if not r["below_floor"]]
         if ok:
             med = np.array([r["median_ms"] for r in ok])
             err = np.array([[r["median_ms"] - r["ci_low"] for r in ok], [r["ci_high"] - r["median_ms"] for r in ok]])
             ax_abs.errorbar([r["k"] + 1 for r in ok], med, yerr=err, marker="o", color=color, capsize=3,
                             label=f"context {c}")
-            norm = [(r["k"] + 1, r["normalised_to_k0"]) for r in ok if not math.isnan(r["normalised_to_k0"])]
-            if norm:
-                ax_norm.plot(*zip(*norm), marker="o", color=color, label=f"context {c}")
-        bound = floor.bound_ms(c)
-        if not math.isnan(bound):
-            ax_abs.axhline(bound, color=color, linestyle=style, linewidth=1,
-                           label=f"bandwidth floor, context {c}{note}")
-            base = next((r for r in ok if r["k"] == 0), None)
-            if base is not None:
-                ax_norm.axhline(bound / base["median_ms"], color=color, linestyle=style, linewidth=1,
-                                label=f"floor / t(K=0), context {c}")
+            ax_norm.plot([r["k"] + 1 for r in ok], [r["normalised_to_k0"] for r in ok], marker="o", color=color,
+                         label=f"context {c}")
+        if not any(math.isnan(r["predicted_ms"]) for r in rs):
+            ax_abs.plot(x, [r["predicted_ms"] for r in rs], ":", color=color, label=f"predicted, context {c}")
+            ax_norm.plot(x, [r["predicted_normalised"] for r in rs], ":", color=color, label=f"predicted, context {c}")
+        bound = [floor.bound_ms(r["k"], c) for r in rs]
+        if not any(math.isnan(b) for b in bound):
+            ax_abs.plot(x, bound, style, color=color, linewidth=1, label=f"bandwidth floor, context {c}{note}")
         bad = [r for r in rs if r["below_floor"]]
         if bad:
             label = None if impossible_labelled else "below the floor: timing error, not a result"
-            ax_abs.scatter([r["k"] + 1 for r in bad], [r["median_ms"] for r in bad], marker="x", color="red", s=60,
+            for ax, key in ((ax_abs, "median_ms"), (ax_norm, "normalised_to_k0")):
+                ax.scatter([r["k"] + 1 for r in bad], [r[key] for r in bad], marker="x", color="red", s=60,
                            zorder=3, label=label)
             impossible_labelled = True
     ticks = sorted({r["k"] + 1 for r in rows})
@@ -249,6 +252,14 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
     ax_norm.set_title("normalised to K=0 (1.0 = flat)")
     fig.suptitle(title if floor.applies else f"{title}\nfloor not binding: {floor.note}")
     save_figure(fig, path)
+
+
+def row_line(r: dict[str, Any]) -> str:
+    """A point's median, CI and ratio beside the prediction's, and the verdict."""
+    return (f"K={r['k']:4d} context={r['context_len']:6d} median {r['median_ms']:.4f} ms "
+            f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}] predicted {r['predicted_ms']:.4f} ms | "
+            f"x{r['normalised_to_k0']:.3f} of K=0, predicted x{r['predicted_normalised']:.3f} "
+            f"({100 * r['normalised_error']:+.1f} %)  {r['verdict']}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -307,37 +318,40 @@ def main(args: argparse.Namespace) -> int:
         cfg, params = loader.load_target(args.model, jnp.dtype(dtype).name)
         name = args.model.resolve().name
     else:
-        cfg, name = M.SHAPES[args.shape], args.shape
+        cfg, name = dataclasses.replace(M.SHAPES[args.shape], weight_layout=M.platform_layout()), args.shape
         params = M.init_random_params(cfg, jax.random.key(0), dtype)
     out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
     taps = tap_ids_for(cfg.num_layers)
-    weight_bytes, kv_per_token = bytes_read(params, cfg, dtype)
-    applies, why = hardware.floor_applies(hw, weight_bytes + kv_per_token * (max(args.contexts) + max(args.ks) + 1))
-    floor = Floor(weight_bytes, kv_per_token, hw.bandwidth_bytes_per_s, applies,
-                  hw.bandwidth_source if applies else why)
+    itemsize = jnp.dtype(dtype).itemsize
+    steps = [step_cost.verify_step(cfg, k, c, itemsize) for k in args.ks for c in args.contexts]
+    largest = step_cost.verify_step(cfg, max(args.ks), max(args.contexts), itemsize).bytes()
+    applies, why = hw.floor_applies(largest)
+    floor = Floor(cfg, itemsize, hw.bandwidth_bytes_per_s, applies, hw.bandwidth_source if applies else why)
+    device = hw.predictor(jnp.dtype(dtype).name, cfg.weight_layout, steps, largest)
     print(f"kflat: {name} ({'checkpoint' if args.model else 'random weights'}, {jnp.dtype(dtype).name}) on "
           f"{hw.device}; taps {list(taps)}")
-    bound = ", ".join(f"{floor.bound_ms(c):.4f} ms at context {c}" for c in args.contexts)
-    print(f"kflat: a forward reads {weight_bytes / 1e6:.1f} MB of weights + {kv_per_token / 1e3:.1f} kB of KV per "
-          f"context token; bandwidth {(hw.bandwidth_bytes_per_s or math.nan) / 1e9:.1f} GB/s "
-          f"({hw.bandwidth_source}) -> floor {bound}" + ("" if applies else f"; NOT APPLIED: {why}"))
+    bound = ", ".join(f"{floor.bound_ms(0, c):.4f} ms at K=0, context {c}" for c in args.contexts)
+    print(f"kflat: a K=0 forward reads {steps[0].bytes() / 1e6:.1f} MB; bandwidth "
+          f"{(hw.bandwidth_bytes_per_s or math.nan) / 1e9:.1f} GB/s ({hw.bandwidth_source}) -> floor {bound}"
+          + ("" if applies else f"; NOT APPLIED: {why}"))
+    print(f"kflat: predicted for {device.name} ({device.source}; overhead {1e3 * device.overhead_s:.3f} ms per "
+          f"forward)" if device else f"kflat: no prediction: {hw.device} is not in the chip table")
 
     points = measure(params, cfg, args.ks, args.contexts, args.repeats, args.warmup, dtype, taps)
-    rows = rows_from_points(points, floor)
+    rows = rows_from_points(points, floor, predicted_ms(cfg, args.ks, args.contexts, itemsize, device))
     write_csv(rows, out / "kflat.csv")
     title = f"Verify forward vs K: {name} ({jnp.dtype(dtype).name}) on {hw.device}, JAX"
     plot(rows, floor, out / "kflat.png", title)
     meta = {"model": str(args.model) if args.model else None, "shape": None if args.model else args.shape,
             "platform": hw.platform, "device": hw.device, "dtype": jnp.dtype(dtype).name, "tap_ids": list(taps),
-            "weight_bytes_read": weight_bytes, "kv_bytes_per_token": kv_per_token,
             "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "bandwidth_source": hw.bandwidth_source,
-            "floor_applies": applies, "floor_note": floor.note, "repeats": args.repeats, "warmup": args.warmup,
+            "floor_applies": applies, "floor_note": floor.note, "predicted_for": device.name if device else None,
+            "prediction_source": device.source if device else None, "repeats": args.repeats, "warmup": args.warmup,
             "packages": provenance.package_versions(), "git_sha": provenance.git_sha()}
     (out / "kflat.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     for r in rows:
-        print(f"K={r['k']:4d} context={r['context_len']:6d} median {r['median_ms']:.4f} ms "
-              f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}] x{r['normalised_to_k0']:.3f} of K=0  {r['verdict']}")
+        print(row_line(r))
     for line in impossible_lines(rows, "memory-bandwidth" if hw.platform == "cpu" else "HBM"):
         print(line)
     print(f"kflat: wrote {out / 'kflat.csv'} and {out / 'kflat.png'}")

@@ -91,6 +91,49 @@ def test_markdown_says_what_is_missing():
     assert "no successful dflash cell" in cm.cost_model_markdown([], [], {"cells": {}})
 
 
+def test_chip_rows_by_hand():
+    """An AR step reads 8 GB and a DFlash step 10 GB (toy shape below) at 2 TB/s: 4 ms and 5 ms."""
+    from dataclasses import dataclass
+
+    from benchmarks.core.roofline import Device
+
+    @dataclass(frozen=True)
+    class Shape:  # one layer, no head: what each matmul reads is easy to add up
+        vocab_size: int = 1
+        hidden_size: int = 1000
+        intermediate_size: int = 1000
+        num_layers: int = 1
+        num_heads: int = 10
+        num_kv_heads: int = 10
+        head_dim: int = 100
+        tie_word_embeddings: bool = True
+
+    device = Device("toy", 2e12, 1e30, "by hand")
+    engine = cm.Engine(Shape(), Shape(), 1, 3, 4, 0, 1000)
+    (row,) = cm.chip_rows(engine, device, [cm.Tau("d", 2.5, 2.0, 10.0, 25.0)])
+    per_layer = (3 + 1 + 2 + 1) * 1e6 * 1000  # qkv, o, gate_up, down of 1e6 elements each, 1000-byte elements
+    assert row["ar_ms"] == pytest.approx(1e3 * (per_layer + 1000 * 1000) / 2e12, rel=1e-2)  # + the 1-row head
+    assert row["speedup"] == pytest.approx(2.5 * row["ar_ms"] / row["step_ms"])
+    assert row["tok_per_s"] == pytest.approx(2.5 / (row["step_ms"] / 1e3))
+    assert (row["published_speedup"], row["published_ar_ms"], row["published_step_ms"]) == (2.0, 10.0, 25.0)
+
+
+def test_cost_model_for_a_chip_at_the_published_tau(capsys):
+    """v5p at the published Qwen3-4B τ: the roofline's AR TPOT is the floor and a step costs less than the published
+    runner's 1.5-2.2 AR steps, so every predicted speedup is above the published one."""
+    from benchmarks.cli import main
+    from benchmarks.core.paths import REFERENCE_DIR
+
+    assert main(["cost-model", "--chip", "v5p", "--tau-from", str(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "Predicted on TPU v5p" in out and "AR floor 2.9" in out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ") and line[2:3].isalpha()][1:]
+    assert len(rows) == 9
+    for cells in rows:
+        ar_ms, speedup, published, ratio = float(cells[2]), float(cells[5]), float(cells[6]), float(cells[7])
+        assert ar_ms == pytest.approx(2.92, abs=0.01) and speedup > published and ratio > 1.0
+
+
 @pytest.mark.slow
 def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     """Oracle pair (every draft accepted) on the JAX engine at K = 3, 5 and 7, interleaved: the speedup at K=5

@@ -1,12 +1,13 @@
-"""The CPU bandwidth behind the physical floor is measured with every core this process may use, so a
-multi-threaded engine cannot beat it honestly."""
+"""The CPU figures behind floors and predictions: measured with every core this process may use (a multi-threaded
+engine cannot beat them honestly), once per machine, then read from the machine's cache file."""
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
 
-from benchmarks.core import hardware
+from benchmarks.core import hardware, measure
 
 
 def test_parallel_copy_copies_every_element_in_one_chunk_per_thread(monkeypatch):
@@ -17,18 +18,41 @@ def test_parallel_copy_copies_every_element_in_one_chunk_per_thread(monkeypatch)
         seen.append((threading.get_ident(), len(src)))
         real(dst, src)
 
-    monkeypatch.setattr(hardware.np, "copyto", copyto)
+    monkeypatch.setattr(measure.np, "copyto", copyto)
     src = np.arange(1001, dtype=np.float32)
     dst = np.zeros_like(src)
-    hardware.parallel_copy(dst, src, 3)
+    measure.parallel_copy(dst, src, 3)
     assert np.array_equal(dst, src)
     assert len({ident for ident, _ in seen}) == 3 and sorted(n for _, n in seen) == [333, 334, 334]
 
 
-def test_cpu_bandwidth_is_measured_on_every_usable_core(monkeypatch):
+def test_cpu_bandwidth_is_the_fastest_read_stream_on_every_usable_core(monkeypatch):
     monkeypatch.delenv(hardware.ENV_BANDWIDTH, raising=False)
-    calls = []
-    monkeypatch.setattr(hardware, "measure_copy_bytes_per_s", lambda threads: calls.append(threads) or 1e10)
+    monkeypatch.setattr(measure, "read_bytes_per_s", lambda: 1e10)
     bw, source = hardware.bandwidth("cpu", "some CPU")
-    assert calls == [hardware.cpu_threads()] and bw == 1e10
-    assert source == f"measured: numpy copy of 256 MiB on {hardware.cpu_threads()} threads"
+    assert bw == 1e10
+    assert source == f"measured: fastest read stream on {measure.cpu_threads()} threads, cached per machine"
+
+
+def test_a_figure_is_measured_once_per_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure, "cache_file", lambda: tmp_path / "machine.json")
+    calls = []
+    assert measure.cached("copy", lambda: calls.append(1) or 2.5) == 2.5
+    assert measure.cached("copy", lambda: calls.append(1) or 9.0) == 2.5
+    assert measure.cached("read", lambda: 4.0) == 4.0
+    assert calls == [1] and json.loads((tmp_path / "machine.json").read_text()) == {"copy": 2.5, "read": 4.0}
+
+
+def test_matmul_table_measures_each_weight_shape_once_for_all_its_row_counts(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure, "cache_file", lambda: tmp_path / "machine.json")
+    calls = []
+
+    def fake(rows, n_in, n_out, dtype, layout, resident):
+        calls.append((tuple(rows), n_in, n_out, layout, resident))
+        return {r: r * 1e-3 for r in rows}
+
+    monkeypatch.setattr(measure, "measure_matmul_seconds", fake)
+    shapes = [(1, 8, 16), (4, 8, 16), (1, 16, 8)]
+    assert measure.matmul_table(shapes, "float32", "io") == {(1, 8, 16): 1e-3, (4, 8, 16): 4e-3, (1, 16, 8): 1e-3}
+    assert measure.matmul_table(shapes + [(2, 8, 16)], "float32", "io")[(2, 8, 16)] == 2e-3
+    assert calls == [((1, 4), 8, 16, "io", False), ((1,), 16, 8, "io", False), ((2,), 8, 16, "io", False)]

@@ -80,11 +80,28 @@ def test_no_recompilation_as_the_sequence_grows(pair):
     tcfg, tp, dcfg, dp = pair
     spec = Decoder(tcfg, tp, MAX_LEN, jnp.float32, dcfg, dp, 4)
     spec.generate(list(range(3, 8)), 30)
-    sizes = decode.spec_step._cache_size(), decode.dflash_prefill_step._cache_size()
+    sizes = decode.spec_steps._cache_size(), decode.dflash_prefill_step._cache_size()
     for n in (6, 20, 31):  # same bucket (32), other lengths and positions
         again = spec.generate(list(range(3, 3 + n)), 30)
         assert again.compile_s == 0.0
-    assert (decode.spec_step._cache_size(), decode.dflash_prefill_step._cache_size()) == sizes
+    assert (decode.spec_steps._cache_size(), decode.dflash_prefill_step._cache_size()) == sizes
+
+
+def test_the_host_waits_once_per_request_after_the_first_token(pair, ar_outputs):
+    """The per-step loop this engine had waited for the device once per step (it read each token, or n and the
+    committed tokens, before dispatching the next step); the device-resident loops wait once, at the end, whatever
+    the number of steps and spans. The breakdown option keeps the host in the loop: two waits per step."""
+    tcfg, tp, dcfg, dp = pair
+    ar, prompts, _ = ar_outputs
+    spec = Decoder(tcfg, tp, 600, jnp.float32, dcfg, dp, 4)
+    long_ar = Decoder(tcfg, tp, 600, jnp.float32)
+    for dec, prompt, new in ((ar, prompts[1], NEW), (spec, prompts[1], NEW), (long_ar, list(range(3, 253)), 300),
+                             (spec, list(range(3, 253)), 300)):
+        got = dec.generate(prompt, new)
+        old_loop = len(got.accept_lengths) if dec.speculative else len(got.tokens) - 1
+        assert old_loop > 10 and got.round_trips == 1, (old_loop, got.round_trips)
+    timed = spec.generate(prompts[1], NEW, breakdown=True)
+    assert timed.round_trips == 2 * len(timed.accept_lengths)
 
 
 def test_eos_stops_both_loops_at_the_same_token(pair, ar_outputs):
@@ -103,11 +120,17 @@ def test_eos_inside_an_accepted_block_ends_the_request(pair, monkeypatch):
     tcfg, tp, dcfg, dp = pair
     eos = 2
 
-    def accept_all(tparams, dparams, pending, pending_start, anchor, s, tcache, dcache, *args, **kwargs):
-        return jnp.int32(4), jnp.asarray([5, 6, eos, 7, 8], jnp.int32), pending, tcache, dcache
+    def accept_all(tparams, anchor, drafts, s, tcache, key, temperature, tcfg, tap_ids, span):
+        _, _, taps, tcache = verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg, tap_ids, span)
+        return jnp.int32(4), jnp.asarray([5, 6, eos, 7, 8], jnp.int32), taps, tcache
 
-    monkeypatch.setattr(decode, "spec_step", accept_all)
-    got = Decoder(tcfg, tp, MAX_LEN, jnp.float32, dcfg, dp, 4).generate([9, 10, 11], NEW, eos_ids=(eos,))
+    verify = decode._verify
+    monkeypatch.setattr(decode, "_verify", accept_all)
+    decode.spec_steps.clear_cache()  # retrace the decode loop with the patched verification
+    try:
+        got = Decoder(tcfg, tp, MAX_LEN, jnp.float32, dcfg, dp, 4).generate([9, 10, 11], NEW, eos_ids=(eos,))
+    finally:
+        decode.spec_steps.clear_cache()
     assert got.tokens[1:] == [5, 6, eos] and got.accept_lengths == [4]
 
 

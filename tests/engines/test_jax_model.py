@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.core import hardware, metrics
+from benchmarks.core import hardware, metrics, step_cost
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
 from benchmarks.engines.jax.loader import load_draft, load_target
@@ -50,9 +50,9 @@ def hf_reference(path, ids: np.ndarray):
     return out.logits[0].numpy(), [h[0].numpy() for h in out.hidden_states]
 
 
-def run_jax(path, ids: np.ndarray, prompt_len: int, tap_ids: tuple[int, ...]):
+def run_jax(path, ids: np.ndarray, prompt_len: int, tap_ids: tuple[int, ...], layout: str):
     """Prefill prompt_len tokens (padded to 32), then decode the rest one token at a time, then re-verify a block."""
-    cfg, params = load_target(path, "float32")
+    cfg, params = load_target(path, "float32", layout)
     cache = M.init_cache(cfg, 64, jnp.float32)
     tokens = np.zeros(32, np.int32)
     tokens[:prompt_len] = ids[:prompt_len]
@@ -68,14 +68,15 @@ def run_jax(path, ids: np.ndarray, prompt_len: int, tap_ids: tuple[int, ...]):
     return np.asarray(last), np.asarray(taps)[:prompt_len], np.stack(steps), np.asarray(block), np.asarray(block_taps)
 
 
+@pytest.mark.parametrize("layout", ["oi", "io"])  # the accelerators' weight layout, and the CPU's
 @pytest.mark.parametrize("which", ["qwen3", "llama"])
-def test_target_logits_match_transformers(which, random_pair, llama_dir):
+def test_target_logits_match_transformers(which, layout, random_pair, llama_dir):
     path = random_pair["target"] if which == "qwen3" else llama_dir
     vocab = json.loads((path / "config.json").read_text())["vocab_size"]
     ids = np.random.default_rng(0).integers(0, vocab, 30)
     prompt_len, tap_ids = 21, (0, 1)
     ref_logits, ref_hidden = hf_reference(path, ids)
-    last, taps, steps, block, block_taps = run_jax(path, ids, prompt_len, tap_ids)
+    last, taps, steps, block, block_taps = run_jax(path, ids, prompt_len, tap_ids, layout)
     h = ref_hidden[0].shape[-1]
     diffs = {
         "prefill": np.abs(last - ref_logits[prompt_len - 1]).max(),
@@ -189,14 +190,16 @@ def reference_draft_logits(dp, tp, dcfg, taps: np.ndarray, block: np.ndarray, st
     return norm(h[1:], f["norm"]) @ embed.T  # the tiny target ties its lm_head to the embedding
 
 
-def test_draft_matches_direct_reference(random_pair):
-    tcfg, tp = load_target(random_pair["target"], "float32")
-    dcfg, dp = load_draft(random_pair["dflash"], "float32")
+@pytest.mark.parametrize("layout", ["oi", "io"])
+def test_draft_matches_direct_reference(layout, random_pair):
+    tcfg, tp = load_target(random_pair["target"], "float32", layout)
+    dcfg, dp = load_draft(random_pair["dflash"], "float32", layout)
+    hf_dp = load_draft(random_pair["dflash"], "float32", "oi")[1]
     rng = np.random.default_rng(1)
     prompt_len = 13
     taps = rng.normal(0, 1, (prompt_len, len(dcfg.target_layer_ids) * tcfg.hidden_size)).astype(np.float32)
     anchor = 7
-    ref = reference_draft_logits(dp, tp, dcfg, taps, np.array([anchor] + [dcfg.mask_token_id] * 15), prompt_len)
+    ref = reference_draft_logits(hf_dp, tp, dcfg, taps, np.array([anchor] + [dcfg.mask_token_id] * 15), prompt_len)
 
     # the prompt's context (9 rows, padded to 16), then a step whose pending context has 6 rows of which 4 were
     # committed: the 2 rejected rows (positions >= the anchor's) must stay unseen
@@ -219,7 +222,7 @@ def test_draft_matches_direct_reference(random_pair):
     assert np.abs(np.asarray(again) - ref).max() <= TOL
 
 
-def test_hardware_floor():
+def test_hardware_floor(random_pair):
     assert hardware.bandwidth_bytes_per_s("tpu", "TPU v5 lite") == 819e9
     assert hardware.bandwidth_bytes_per_s("tpu", "TPU v5") == 2765e9
     assert hardware.bandwidth_bytes_per_s("gpu", "NVIDIA H100 80GB HBM3") == 3350e9
@@ -228,5 +231,10 @@ def test_hardware_floor():
     assert floor == pytest.approx(2.893e-3, rel=1e-3)
     assert hardware.timing_error(1.31e-3, floor) is not None  # the published v5p forward time is impossible
     assert hardware.timing_error(3e-3, floor) is None
-    params = {"a": jnp.zeros((4, 8), jnp.bfloat16), "b": [jnp.zeros(3, jnp.float32)]}
-    assert hardware.weight_bytes(params) == 4 * 8 * 2 + 3 * 4
+    # the step counts read every matrix the loaded target holds (its tied head once), and the draft's besides
+    tcfg, tp = load_target(random_pair["target"], "float32", "oi")
+    dcfg, dp = load_draft(random_pair["dflash"], "float32", "oi")
+    assert step_cost.ar_step(tcfg, 0, 4).weight_bytes() == sum(x.nbytes for x in jax.tree.leaves(tp) if x.ndim == 2)
+    step = step_cost.dflash_step(tcfg, dcfg.layers, len(dcfg.target_layer_ids), 4, 16, 0, 4)
+    draft_matrices = sum(x.nbytes for x in jax.tree.leaves(dp) if x.ndim == 2)
+    assert step.passes[0].weight_bytes() == draft_matrices + tp["embed"].nbytes  # + the target's head it borrows

@@ -1,6 +1,7 @@
 """The device check's JAX study (benchmarks/studies/device.py) on the tiny shape: the oracle pair accepts every draft
-through the engine's own decode loop, the split of a step adds up, a part that the budget cannot hold is dropped and
-named, and the interpreter probe refuses a JAX whose backend is not the platform's."""
+through the engine's own decode loop, the split of a step adds up, every time has a prediction and every compiled
+graph its seconds, a part that the budget cannot hold is dropped and named, and the interpreter probe refuses a JAX
+whose backend is not the platform's."""
 import argparse
 import json
 import sys
@@ -29,8 +30,11 @@ def test_oracle_dflash_step_accepts_every_draft(tmp_path):
     assert df["steps"] == sum(-(-(device.CPU_SIZES.new_tokens - 1) // (k + 1)) for _ in range(df["requests"]))
     assert df["draft_layers"] == len(device.draft_config(s.cfg).target_layer_ids)
     sp = df["split"]
-    assert 0 < sp["dispatch_ms"] < sp["loop_ms"] and sp["sync_ms"] < sp["loop_ms"] and sp["device_ms"] > 0
+    assert sp["dispatch_ms"] > 0 and sp["sync_ms"] > 0 and sp["device_ms"] > 0 and sp["steps"] > 1
     assert sp["host_ms"] == pytest.approx(sp["loop_ms"] - sp["device_ms"])
+    assert df["round_trips"] == [1] * df["requests"]  # the host waits once per request, not once per step
+    assert df["predicted_ms"] > 0 and df["step_bytes"] > 0 and df["step_flops"] > 0
+    assert df["compile_s"] > 0 and set(df["compiles"]) == {"prefill 32", "steps 128"}
     assert "cost_ar_steps" not in df  # no AR part ran to price the step in
 
 
@@ -43,6 +47,7 @@ def test_a_part_beyond_the_budget_is_dropped_and_named(tmp_path):
     ar = result["ar"]
     assert ar["requests"] == device.CPU_SIZES.requests - 1 and ar["steps"] == device.CPU_SIZES.new_tokens - 1
     assert ar["tpot_ms"] > 0 and not ar["floor_applies"]  # the tiny shape fits the CPU cache: no DRAM floor
+    assert ar["predicted_ms"] > 0 and ar["compiles"]
 
 
 def test_env_refuses_a_backend_that_is_not_the_platforms(tmp_path, capsys):

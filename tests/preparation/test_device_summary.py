@@ -13,24 +13,27 @@ def write_kflat(folder, rows):
     with open(folder / "kflat.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
-        for k, context, median, floor, verdict in rows:
+        for k, context, median, floor, verdict in rows:  # predicted: 1.8 ms at K=0, 10 % more per K step here
+            predicted = 1.8 * (1.0 + k / 75)
             writer.writerow({"engine": "jax", "k": k, "context_len": context, "median_ms": median, "ci_low": median,
                              "ci_high": median, "repeats": 5, "floor_ms": floor, "below_floor": verdict != "ok",
-                             "normalised_to_k0": "" if verdict != "ok" else median / 2.0, "verdict": verdict})
+                             "normalised_to_k0": median / 2.0, "predicted_ms": predicted,
+                             "predicted_normalised": predicted / 1.8, "verdict": verdict})
 
 
 def test_ratios_per_context_and_ok_verdict(tmp_path, capsys):
     write_kflat(tmp_path / "kflat-qwen3-4b", [(0, 2048, 2.0, 1.5, "ok"), (15, 2048, 2.2, 1.5, "ok")])
     assert main(["device", "summary", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "context 2048 (K=0 2.000 ms, floor 1.500 ms): K=0: 1.00  K=15: 1.10" in out
+    assert "context 2048 (K=0 2.000 ms, predicted 1.800 ms, floor 1.500 ms): K=0: 1.00 (1.00)  K=15: 1.10 (1.20)" in out
     assert out.strip().endswith("verdict: ok")
 
 
 def test_point_below_floor_or_failed_step_fails(tmp_path, capsys):
     write_kflat(tmp_path / "kflat-llama-3.1-8b", [(0, 2048, 2.0, 1.5, "ok"), (7, 2048, 1.0, 1.5, "IMPOSSIBLE")])
     assert main(["device", "summary", str(tmp_path)]) == Exit.VIOLATION
-    assert "IMPOSSIBLE: K=7 context 2048" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "IMPOSSIBLE: K=7 context 2048" in out and "K=7: 0.50 (1.09)" in out  # flagged, its ratio still shown
     (tmp_path / "kflat-llama-3.1-8b" / "kflat.csv").unlink()
     assert main(["device", "summary", str(tmp_path), "--failed", "bench-jax (exit 1, see bench-jax.log)"]) == 1
     assert "FAILED step: bench-jax" in capsys.readouterr().out
@@ -48,17 +51,20 @@ def test_dropped_and_skipped_steps_are_named(tmp_path, capsys):
 
 
 def split(loop, device):
-    return {"loop_ms": loop, "dispatch_ms": 0.05, "sync_ms": loop - 0.05, "device_ms": device,
+    return {"loop_ms": loop, "dispatch_ms": 0.05, "sync_ms": 10 * device - 0.05, "device_ms": device,
             "host_ms": loop - device, "steps": 10}
 
 
 def test_device_study_figures(tmp_path, capsys):
     folder = tmp_path / "device-qwen3-4b"
     folder.mkdir()
+    compiled = {"compile_s": 7.5, "compiles": {"prefill 32": 2.5, "steps 256": 5.0}}
     ar = {"tpot_ms": 2.0, "step_ms": 2.0, "requests": 4, "floor_ms": 1.675, "floor_applies": True,
-          "floor_note": "", "below_floor": False, "split": split(2.0, 1.8)}
+          "floor_note": "", "below_floor": False, "predicted_ms": 1.7, "round_trips": [1, 1, 1, 1],
+          "split": split(2.0, 1.8), **compiled}
     dflash = {"k": 15, "tau": 16.0, "step_ms": 3.0, "floor_ms": 1.9, "floor_applies": True, "floor_note": "",
-              "below_floor": False, "cost_ar_steps": 1.5, "speedup_at_oracle_tau": 10.5, "split": split(3.0, 2.9),
+              "below_floor": False, "predicted_ms": 2.0, "predicted_cost_ar_steps": 2.0 / 1.7, "cost_ar_steps": 1.5,
+              "speedup_at_oracle_tau": 10.5, "split": split(3.0, 2.9), **compiled,
               "implied_speedup": {"math500": {"tau": 8.8, "speedup": 8.8 / 1.5},
                                   "mean": {"tau": 5.42, "speedup": 5.42 / 1.5}}}
     (folder / "device.json").write_text(json.dumps({
@@ -70,9 +76,12 @@ def test_device_study_figures(tmp_path, capsys):
     (tmp_path / "x" / "kflat.csv").rename(folder / "kflat.csv")
     assert main(["device", "summary", str(tmp_path)]) == Exit.VIOLATION
     out = capsys.readouterr().out
-    assert "AR TPOT 2.000 ms (floor 1.675 ms, 1.19x it); 4 requests" in out
-    assert "per step: device 1.800 ms, dispatch 0.050 ms, sync 1.950 ms, loop 2.000 ms (the host adds 0.200 ms)" in out
-    assert ("= 1.50 AR steps: implied speedup 3.61x at tau 5.42 (mean), 5.87x at tau 8.80 (math500); 10.50x "
-            "measured at tau 16.00") in out
-    assert "context 2048 (K=0 2.000 ms, floor 1.500 ms): K=0: 1.00  K=15: 1.10" in out
+    assert ("AR TPOT 2.000 ms, step 2.000 ms (predicted 1.700 ms; floor 1.675 ms, 1.19x it); 4 requests, host round "
+            "trips per request [1, 1, 1, 1]") in out
+    assert ("per step: engine loop 2.000 ms, device 1.800 ms, the host adds 0.200 ms (10.0 %); per request the host "
+            "dispatches in 0.050 ms and waits once (17.950 ms)") in out
+    assert "compiled in 7.5 s (prefill 32: 2.5 s, steps 256: 5.0 s)" in out
+    assert ("= 1.50 AR steps (predicted 1.18): implied speedup 3.61x at tau 5.42 (mean), 5.87x at tau 8.80 "
+            "(math500); 10.50x measured at tau 16.00") in out
+    assert "context 2048 (K=0 2.000 ms, predicted 1.800 ms, floor 1.500 ms): K=0: 1.00 (1.00)  K=15: 1.10 (1.20)" in out
     assert "dropped: verify K=31,63" in out and "VIOLATION: AR TPOT 1.0 ms is below its floor" in out

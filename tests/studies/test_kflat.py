@@ -17,17 +17,24 @@ def test_median_ci_order_statistics():
     assert kflat.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # too few samples: min and max
 
 
-def test_rows_flag_points_below_the_floor():
-    floor = kflat.Floor(weight_bytes=8e9, kv_bytes_per_token=0.0, bandwidth_bytes_per_s=2765e9, applies=True,
-                        note="datasheet")
-    points = [kflat.Point(0, 256, (3.0, 3.1, 3.2)), kflat.Point(7, 256, (1.31, 1.31, 1.31))]
-    rows = kflat.rows_from_points(points, floor)
-    assert rows[0]["floor_ms"] == pytest.approx(1000 * 8e9 / 2765e9)
-    assert [r["below_floor"] for r in rows] == [False, True]
-    assert [r["verdict"] for r in rows] == ["ok", "IMPOSSIBLE"]
-    assert math.isnan(rows[1]["normalised_to_k0"])  # an impossible point is never presented as a result
+def test_rows_flag_points_below_the_floor_and_keep_every_ratio():
+    from benchmarks.engines.jax.model import SHAPES
+
+    shape = SHAPES["qwen3-4b"]
+    floor = kflat.Floor(shape, 2, 2765e9, True, "datasheet")
+    points = [kflat.Point(0, 256, (1.31, 1.31, 1.31)), kflat.Point(7, 256, (3.0, 3.1, 3.2))]
+    rows = kflat.rows_from_points(points, floor, {(0, 256): 2.0, (7, 256): 2.2})
+    weights_and_kv = 8.04e9 + 256 * 147456  # the forward's weights and the context's KV rows
+    assert rows[0]["floor_ms"] == pytest.approx(1000 * weights_and_kv / 2765e9, rel=1e-3)
+    assert rows[1]["floor_ms"] > rows[0]["floor_ms"]  # 8 rows computed and written instead of 1
+    assert [r["below_floor"] for r in rows] == [True, False]
+    assert [r["verdict"] for r in rows] == ["IMPOSSIBLE", "ok"]
+    # K=0 below its floor still normalises the others: the verdict says what it is worth
+    assert rows[1]["normalised_to_k0"] == pytest.approx(3.1 / 1.31)
+    assert rows[1]["predicted_normalised"] == pytest.approx(1.1)
+    assert rows[1]["normalised_error"] == pytest.approx(1.1 / (3.1 / 1.31) - 1)
     (line,) = kflat.impossible_lines(rows)
-    assert line.startswith("IMPOSSIBLE: K=7") and "below the HBM floor — timing error, not a result" in line
+    assert line.startswith("IMPOSSIBLE: K=0") and "below the HBM floor — timing error, not a result" in line
 
 
 def test_command_writes_csv_and_figure(tmp_path, capsys):
@@ -37,6 +44,7 @@ def test_command_writes_csv_and_figure(tmp_path, capsys):
     assert sorted(df["k"]) == sorted(kflat.QUICK_KS)
     assert (df["median_ms"] > 0).all() and (df["ci_low"] <= df["median_ms"]).all()
     assert df.loc[df["k"] == 0, "normalised_to_k0"].tolist() == [1.0]
+    assert (df["predicted_ms"] > 0).all() and df.loc[df["k"] == 0, "predicted_normalised"].tolist() == [1.0]
     assert (tmp_path / "kflat.png").stat().st_size > 10_000
     assert "kflat.csv" in capsys.readouterr().out
 
@@ -44,9 +52,9 @@ def test_command_writes_csv_and_figure(tmp_path, capsys):
 def test_command_reports_an_injected_impossible_time(tmp_path, capsys, monkeypatch):
     """A timer that returns a time far below any memory-bandwidth floor must be flagged, not reported."""
     monkeypatch.setenv("DFLASH_BANDWIDTH_GBS", "100")
-    monkeypatch.setattr(hardware, "floor_applies", lambda hw, working_set: (True, ""))  # tiny fits a CPU cache
+    monkeypatch.setattr(hardware.Hardware, "floor_applies", lambda hw, working_set: (True, ""))  # tiny fits a cache
 
-    def fake(params, cfg, ks, context_len, repeats, warmup, dtype, tap_ids):
+    def fake(params, cfg, ks, context_len, repeats, warmup, dtype, tap_ids):  # the timer of a broken clock
         return {k: [1e-6] * repeats if k == 1 else [50.0] * repeats for k in ks}
 
     monkeypatch.setattr(kflat, "time_forwards", fake)
@@ -54,6 +62,7 @@ def test_command_reports_an_injected_impossible_time(tmp_path, capsys, monkeypat
     df = pd.read_csv(tmp_path / "kflat.csv").set_index("k")
     assert bool(df.loc[1, "below_floor"]) and df.loc[1, "verdict"] == "IMPOSSIBLE"
     assert not bool(df.loc[0, "below_floor"]) and df.loc[0, "verdict"] == "ok"
-    assert math.isnan(df.loc[1, "normalised_to_k0"])
+    assert df.loc[1, "normalised_to_k0"] == pytest.approx(1e-6 / 50.0)  # printed beside its verdict
     out = capsys.readouterr().out
     assert "IMPOSSIBLE: K=1" in out and "timing error, not a result" in out
+    assert "x0.000 of K=0, predicted x" in out

@@ -1,10 +1,12 @@
 """Decode loops at batch size 1 (`Decoder`): the AR baseline and DFlash speculative decoding, greedy or sampled.
 
-Shapes are static: caches have a fixed length (`cache_length`), prompts are padded to bucket sizes, a step reads only
-a prefix of the caches (`span_for`), and positions and temperature are traced scalars, so each (model, K, span) step
-compiles once, each prefill once per bucket, and nothing recompiles within a request. Compiles run before the clock
-and are reported apart; timing syncs through `jax.block_until_ready` and host reads. Measurements behind these
-choices: docs/engine-findings.md.
+After prefill a request runs on the device: `ar_steps` / `spec_steps` run step after step in one `lax.while_loop`
+whose state (tokens, count, accept lengths, the stop condition) stays on the device, one call per cache span, all
+dispatched back to back; the host reads the first token as soon as it exists and everything else once, at the end.
+Greedy and sampling are chosen at trace time (`pick`: temperature None is greedy). Shapes are static: caches of
+fixed length (`cache_length`), prompts padded to buckets, a step reads only a prefix of the caches (`span_for`), so
+each (model, K, span) loop compiles once and nothing recompiles within a request. Compiles run before the clock and
+are reported apart (`compile_log`). Measurements behind these choices: docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -17,39 +19,66 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.core import step_cost
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
 
-
-def pick(logits: jax.Array, positions: jax.Array, key: jax.Array, temperature: jax.Array) -> jax.Array:
-    """Next token after each row of logits [T, V]: argmax at temperature 0, else a sample keyed by row position."""
-    def sample(logits):
-        keys = jax.vmap(lambda p: jax.random.fold_in(key, p))(positions)
-        return jax.vmap(jax.random.categorical)(keys, logits / temperature).astype(jnp.int32)
-
-    return jax.lax.cond(temperature > 0, sample, lambda x: jnp.argmax(x, axis=-1).astype(jnp.int32), logits)
+State = dict[str, jax.Array]
+EOS_SLOTS = 8  # EOS ids a request can stop at (padded with -1, which no token equals)
 
 
-@partial(jax.jit, static_argnames=("cfg",), donate_argnames=("cache",))
-def prefill_step(params, tokens, length, cache, key, temperature, *, cfg):
-    """AR prefill of a prompt padded to a bucket: the first generated token and the cache."""
+def pick(logits: jax.Array, positions: jax.Array, key: jax.Array, temperature: jax.Array | None) -> jax.Array:
+    """Next token after each row of logits [T, V]: argmax when temperature is None (greedy, fixed when tracing),
+    else a sample at that temperature keyed by row position."""
+    if temperature is None:
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    keys = jax.vmap(lambda p: jax.random.fold_in(key, p))(positions)
+    return jax.vmap(jax.random.categorical)(keys, logits / temperature).astype(jnp.int32)
+
+
+def eos_array(eos_ids: tuple[int, ...] | set[int]) -> np.ndarray:
+    """EOS ids as the loops take them: int32 [EOS_SLOTS], padded with -1."""
+    ids = sorted(eos_ids)
+    if len(ids) > EOS_SLOTS:
+        raise ValueError(f"{len(ids)} EOS ids; the decode loops stop at most {EOS_SLOTS}")
+    return np.asarray(ids + [-1] * (EOS_SLOTS - len(ids)), np.int32)
+
+
+def start_state(first: jax.Array, length: jax.Array, limit: jax.Array, eos: jax.Array, width: int,
+                pending: jax.Array | None = None) -> State:
+    """The loop state after prefill: `first` committed at out[0]. DFlash (pending given) adds the pending context
+    (taps of the tokens the last verify committed; none yet) and its start, and the accept lengths."""
+    state = {"out": jnp.zeros(width, jnp.int32).at[0].set(first), "count": jnp.int32(1), "length": length,
+             "limit": limit, "eos": eos, "done": (limit <= 1) | jnp.any(first == eos)}
+    if pending is not None:
+        state |= {"pending": pending, "pending_start": length, "accepts": jnp.zeros(width, jnp.int32),
+                  "steps": jnp.int32(0)}
+    return state
+
+
+def position(state: State) -> jax.Array:
+    """Position of the last committed token: the input of the next step (its anchor, for DFlash)."""
+    return state["length"] + state["count"] - 1
+
+
+@partial(jax.jit, static_argnames=("cfg", "width"), donate_argnames=("cache",))
+def prefill_step(params, tokens, length, limit, eos, cache, key, temperature, *, cfg, width):
+    """AR prefill of a prompt padded to a bucket: the first generated token, the loop state and the cache."""
     logits, _, cache = M.prefill(params, tokens, length, cache, cfg=cfg)
-    return pick(logits[None], (length - 1)[None], key, temperature)[0], cache
+    first = pick(logits[None], (length - 1)[None], key, temperature)[0]
+    return first, start_state(first, length, limit, eos, width), cache
 
 
-@partial(jax.jit, static_argnames=("cfg", "span"), donate_argnames=("cache",))
-def ar_step(params, token, pos, cache, key, temperature, *, cfg, span):
-    """One AR step: the token at position pos in, the token at pos+1 out."""
-    logits, _, cache = M.forward(params, token[None], pos, cache, cfg=cfg, span=span)
-    return pick(logits, pos[None], key, temperature)[0], cache
-
-
-@partial(jax.jit, static_argnames=("tcfg", "dcfg"), donate_argnames=("tcache", "dcache"))
-def dflash_prefill_step(tparams, dparams, tokens, length, tcache, dcache, key, temperature, *, tcfg, dcfg):
-    """Target prefill with taps, then the prompt's context K/V into the draft cache: the first token and caches."""
+@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "width"), donate_argnames=("tcache", "dcache"))
+def dflash_prefill_step(tparams, dparams, tokens, length, limit, eos, tcache, dcache, key, temperature, *, tcfg, dcfg,
+                        k, width):
+    """Target prefill with taps, then the prompt's context K/V into the draft cache: the first token, the loop state
+    and the caches."""
     logits, taps, tcache = M.prefill(tparams, tokens, length, tcache, cfg=tcfg, tap_ids=dcfg.target_layer_ids)
     dcache = D.prefill_context(dparams, taps, dcache, dcfg)
-    return pick(logits[None], (length - 1)[None], key, temperature)[0], tcache, dcache
+    first = pick(logits[None], (length - 1)[None], key, temperature)[0]
+    pending = jnp.zeros((k + 1, taps.shape[1]), tcache["k"][0].dtype)
+    return first, start_state(first, length, limit, eos, width, pending), tcache, dcache
 
 
 def _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries, span):
@@ -71,15 +100,67 @@ draft_step = jax.jit(_draft, static_argnames=("dcfg", "tcfg", "k", "num_queries"
 verify_step = jax.jit(_verify, static_argnames=("tcfg", "tap_ids", "span"), donate_argnames=("tcache",))
 
 
-@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"), donate_argnames=("tcache", "dcache"))
-def spec_step(tparams, dparams, pending, pending_start, anchor, s, tcache, dcache, key, temperature, *,
-              dcfg, tcfg, k, num_queries, span):
-    """Draft + verify + accept fused in one call: (n accepted, picked [K+1], taps [K+1, n*H], caches)."""
-    drafts, dcache = _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries,
-                            span)
+def ar_body(tparams, state, tcache, key, temperature, tcfg, span):
+    """One AR step: the last committed token in, the next one committed."""
+    pos = position(state)
+    logits, _, tcache = M.forward(tparams, state["out"][state["count"] - 1][None], pos, tcache, cfg=tcfg, span=span)
+    token = pick(logits, pos[None], key, temperature)[0]
+    count = state["count"] + 1
+    done = (count >= state["limit"]) | jnp.any(token == state["eos"])
+    return {**state, "out": state["out"].at[state["count"]].set(token), "count": count, "done": done}, tcache
+
+
+def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, k, num_queries, span):
+    """One DFlash step:
+
+    draft   write the pending context K/V (taps of the tokens committed last step), propose d1..dK from the block
+            [anchor, MASK...] at positions s..
+    verify  the target runs [anchor, d1..dK] at positions s..s+K and picks t_i at each row (argmax, or a sample)
+    accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); the new anchor is t_n
+            at s+n+1; the new pending context is the K+1 verify taps (rows > n are never read)
+
+    Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule. The
+    token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the same samples
+    from (numerically) the same distributions.
+    """
+    s, count = position(state), state["count"]
+    anchor = state["out"][count - 1]
+    drafts, dcache = _draft(dparams, tparams, state["pending"], state["pending_start"], anchor, s, dcache, dcfg, tcfg,
+                            k, num_queries, span)
     n, picked, taps, tcache = _verify(tparams, anchor, drafts, s, tcache, key, temperature, tcfg,
                                       dcfg.target_layer_ids, span)
-    return n, picked, taps, tcache, dcache
+    committed = jnp.arange(k + 1) <= n
+    hit_eos = jnp.any(committed[:, None] & (picked[:, None] == state["eos"][None, :]))
+    count = count + n + 1
+    state = {**state, "out": jax.lax.dynamic_update_slice(state["out"], picked, (state["count"],)), "count": count,
+             "pending": taps.astype(state["pending"].dtype), "pending_start": s,
+             "accepts": state["accepts"].at[state["steps"]].set(n), "steps": state["steps"] + 1,
+             "done": (count >= state["limit"]) | hit_eos}
+    return state, tcache, dcache
+
+
+def _live(state: State, span: int) -> jax.Array:
+    """Whether the loop over a span goes on: not done, and the next step's context fits the span."""
+    return ~state["done"] & (position(state) <= span)
+
+
+@partial(jax.jit, static_argnames=("tcfg", "span"), donate_argnames=("state", "tcache"))
+def ar_steps(tparams, state, tcache, key, temperature, *, tcfg, span):
+    """AR steps on the device until the request is done or its context outgrows `span`: (state, cache)."""
+    def body(carry):
+        return ar_body(tparams, *carry, key, temperature, tcfg, span)
+
+    return jax.lax.while_loop(lambda carry: _live(carry[0], span), body, (state, tcache))
+
+
+@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"),
+         donate_argnames=("state", "tcache", "dcache"))
+def spec_steps(tparams, dparams, state, tcache, dcache, key, temperature, *, dcfg, tcfg, k, num_queries, span):
+    """DFlash steps on the device until the request is done or its context outgrows `span`: (state, caches)."""
+    def body(carry):
+        return spec_body(tparams, dparams, *carry, key, temperature, dcfg, tcfg, k, num_queries, span)
+
+    return jax.lax.while_loop(lambda carry: _live(carry[0], span), body, (state, tcache, dcache))
 
 
 @partial(jax.jit, static_argnames=("tcfg", "dcfg"))
@@ -94,44 +175,30 @@ def _prefill_batch(tparams, dparams, tokens, length, tcache, dcache, keys, tempe
 
 
 @partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "num_queries", "length"))
-def _sample_batch(tparams, dparams, tcache, dcache, first, start, keys, temperature, *, tcfg, dcfg, k, num_queries,
-                  length):
-    """Decode every sample (vmapped over keys) to `length` tokens: AR when dcfg is None, else DFlash through the same
-    _draft/_verify as the per-request loop, length - 1 steps (a step commits at least one token), a finished sample
-    frozen (a while loop under vmap selects over its whole state, caches too, at every step). The caches are this
-    batch's own, read whole.
-    Returns tokens [B, length + K] and committed counts [B] (a verify step may commit past `length`)."""
-    width = length + k
+def _sample_batch(tparams, dparams, tcache, dcache, first, start, eos, keys, temperature, *, tcfg, dcfg, k,
+                  num_queries, length):
+    """Decode every sample (vmapped over keys) to `length` tokens with the per-request loop's step (`ar_body` when
+    dcfg is None, else `spec_body`): length - 1 steps (a step commits at least one token), a finished sample's state
+    frozen (its later steps redo rows it never reads). The caches are this batch's own, read whole.
+    Returns tokens [B, length + K + 1] and committed counts [B] (a verify step may commit past `length`)."""
+    width, span = length + k + 1, tcache["k"][0].shape[1]
 
     def one(key, token):
-        out = jnp.zeros(width, jnp.int32).at[0].set(token)
-        if dcfg is None:
-            def ar_body(i, st):
-                out, tc = st
-                logits, _, tc = M.forward(tparams, out[i][None], start + i, tc, cfg=tcfg)
-                return out.at[i + 1].set(pick(logits, (start + i)[None], key, temperature)[0]), tc
+        width_taps = len(dcfg.target_layer_ids) * tcfg.hidden_size if dcfg is not None else 0
+        pending = jnp.zeros((k + 1, width_taps), tcache["k"][0].dtype) if dcfg is not None else None
+        state = start_state(token, start, jnp.int32(length), eos, width, pending)
 
-            out, _ = jax.lax.fori_loop(0, length - 1, ar_body, (out, tcache))
-            return out, jnp.int32(length)
-        pending = jnp.zeros((k + 1, len(dcfg.target_layer_ids) * tcfg.hidden_size), tcache["k"][0].dtype)
-        span = tcache["k"][0].shape[1]
+        def body(_, carry):
+            state, tc, dc = carry
+            if dcfg is None:
+                new, tc = ar_body(tparams, state, tc, key, temperature, tcfg, span)
+            else:
+                new, tc, dc = spec_body(tparams, dparams, state, tc, dc, key, temperature, dcfg, tcfg, k,
+                                        num_queries, span)
+            return jax.tree.map(lambda a, b: jnp.where(state["done"], a, b), state, new), tc, dc
 
-        def spec_body(_, st):
-            out, count, s, anchor, pending, pending_start, tc, dc = st
-            drafts, dc = _draft(dparams, tparams, pending, pending_start, anchor, s, dc, dcfg, tcfg, k, num_queries,
-                                span)
-            n, picked, taps, tc = _verify(tparams, anchor, drafts, s, tc, key, temperature, tcfg,
-                                          dcfg.target_layer_ids, span)
-            # a sample that holds `length` tokens stays as it is: its later steps redo the same rows, never read
-            live = count < length
-            out = jnp.where(live, jax.lax.dynamic_update_slice(out, picked, (count,)), out)
-            grow = jnp.where(live, n + 1, 0)
-            pending, pending_start = jnp.where(live, taps, pending), jnp.where(live, s, pending_start)
-            return out, count + grow, s + grow, jnp.where(live, picked[n], anchor), pending, pending_start, tc, dc
-
-        state = (out, jnp.int32(1), start, token, pending, start, tcache, dcache)
-        out, count, *_ = jax.lax.fori_loop(0, length - 1, spec_body, state)
-        return out, count
+        state, _, _ = jax.lax.fori_loop(0, length - 1, body, (state, tcache, dcache))
+        return state["out"], state["count"]
 
     return jax.vmap(one)(keys, first)
 
@@ -166,15 +233,18 @@ def span_for(spans: list[int], start: int) -> int:
 @dataclass(frozen=True)
 class Request:
     tokens: jax.Array  # the prompt padded to a bucket
-    length: jax.Array
+    length: np.int32
+    limit: np.int32  # tokens to generate at most
+    eos: np.ndarray  # eos_array
     key: jax.Array
-    temperature: jax.Array
+    temperature: np.float32 | None  # None: greedy
 
 
 @dataclass
 class Generation:
     """One request's result. Its clock starts once the padded prompt is on the device and every function it needs
-    is compiled; ttft_s and last_token_s are the times the first and last tokens reached the host."""
+    is compiled; ttft_s and last_token_s are the times the first and last tokens reached the host. round_trips:
+    the times the host waited for the device after the first token (the old per-step loop: one per step)."""
 
     tokens: list[int]
     ttft_s: float
@@ -182,6 +252,7 @@ class Generation:
     accept_lengths: list[int] | None
     compile_s: float  # compiles triggered by this request, run before its clock started
     bucket: int
+    round_trips: int
     breakdown: dict[str, float] = field(default_factory=dict)
 
 
@@ -189,6 +260,7 @@ class Decoder:
     """Owns the parameters and preallocated caches of one loaded (target[, draft], K) and runs requests.
 
     max_model_len bounds prompt + output tokens; the caches hold one draft block more, for the last verify.
+    compile_log: seconds per compiled function, keyed as _compile names them.
     """
 
     def __init__(self, tcfg: M.ModelConfig, tparams: M.Params, max_model_len: int, dtype: Any,
@@ -210,30 +282,67 @@ class Decoder:
         self.dcache = M.init_cache(dcfg.layers, cache_len, dtype) if dcfg else None
         self.buckets = buckets(cache_len)
         self.spans = buckets(cache_len, smallest=256)
-        self._warm: set[tuple] = set()
+        self.width = max_model_len + k + 1  # a last verify step writes K + 1 tokens from below max_model_len
+        self.compile_log: dict[tuple, float] = {}
 
     @property
     def speculative(self) -> bool:
         return self.dcfg is not None
 
-    def generate(self, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
-                 eos_ids: tuple[int, ...] = (), breakdown: bool = False) -> Generation:
+    def step_cost(self, context: int) -> step_cost.Step:
+        """What one decode step of this decoder reads and computes after `context` cached positions."""
+        itemsize = self.tcache["k"][0].dtype.itemsize
+        if not self.speculative:
+            return step_cost.ar_step(self.tcfg, context, itemsize)
+        return step_cost.dflash_step(self.tcfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), self.k,
+                                     self.num_queries, context, itemsize)
+
+    def span(self, start: int) -> int:
+        """The cache rows a step at position `start` reads."""
+        return span_for(self.spans, start)
+
+    def cache_bytes(self) -> int:
+        caches = [self.tcache] + ([self.dcache] if self.speculative else [])
+        return sum(x.nbytes for x in jax.tree.leaves(caches))
+
+    def request(self, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
+                eos_ids: tuple[int, ...] = ()) -> Request:
+        """A request's device inputs: the prompt padded to its bucket, the token limit, EOS ids, key and temperature."""
         p = len(prompt)
         if not 0 < p < self.max_model_len:
             raise ValueError(f"prompt of {p} tokens does not fit max_model_len={self.max_model_len}")
-        limit = min(max_new_tokens, self.max_model_len - p)
         bucket = next(b for b in self.buckets if b >= p)
         tokens = np.zeros(bucket, np.int32)
         tokens[:p] = prompt
-        req = Request(jnp.asarray(tokens), jnp.int32(p), jax.random.key(seed), jnp.float32(temperature))
-        compile_s = self._compile(req, breakdown, limit)
-        if self.speculative:
-            return self._dflash(req, limit, set(eos_ids), breakdown, compile_s)
-        return self._ar(req, limit, set(eos_ids), compile_s)
+        return Request(jnp.asarray(tokens), np.int32(p), np.int32(min(max_new_tokens, self.max_model_len - p)),
+                       eos_array(eos_ids), jax.random.key(seed), np.float32(temperature) if temperature > 0 else None)
+
+    def generate(self, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
+                 eos_ids: tuple[int, ...] = (), breakdown: bool = False) -> Generation:
+        req = self.request(prompt, max_new_tokens, temperature, seed, eos_ids)
+        timed = breakdown and self.speculative
+        compile_s = self._compile(req, timed)
+        if timed:
+            return self._dflash_timed(req, set(eos_ids), compile_s)
+        t0 = time.perf_counter()
+        first, state = self._prefill(req)
+        first.copy_to_host_async()
+        for span in self._spans(req):  # dispatched back to back: the device never waits for the host
+            state = self._steps(state, req, span)
+        int(first)
+        ttft = time.perf_counter() - t0
+        keys = ("out", "count", "done") + (("accepts", "steps") if self.speculative else ())
+        got = jax.device_get({name: state[name] for name in keys})  # the one wait after the first token
+        end = time.perf_counter()
+        if not got["done"]:
+            raise RuntimeError("the decode loops stopped before the request was done (a span was not dispatched)")
+        tokens = _truncate(list(map(int, got["out"][: got["count"]])), int(req.limit), set(eos_ids))
+        accepts = list(map(int, got["accepts"][: got["steps"]])) if self.speculative else None
+        return Generation(tokens, ttft, end - t0, accepts, compile_s, len(req.tokens), 1)
 
     def sample_batch(self, prompt: list[int], max_new_tokens: int, temperature: float, seeds: list[int],
                      eos_ids: tuple[int, ...] = ()) -> list[list[int]]:
-        """Independent samples of one prompt, one per seed, decoded side by side (vmapped) with the same sampling
+        """Independent samples of one prompt, one per seed, decoded side by side (vmapped) with the same step
         functions and keys as `generate`, so each equals `generate(prompt, max_new_tokens, temperature, seed)`'s
         tokens. For the distribution check's many samples: no timing; the batch has caches of its own, sized to the
         sample (`sample_rows`), and the live caches are left untouched."""
@@ -244,7 +353,7 @@ class Decoder:
         bucket = next(b for b in self.buckets if b >= p)
         tokens = np.zeros(bucket, np.int32)
         tokens[:p] = prompt
-        temp = np.float32(temperature)
+        temp = np.float32(temperature) if temperature > 0 else None
         rows = sample_rows(bucket, p, max_new_tokens, self.k)
         dtype = self.tcache["k"][0].dtype
         out, counts = [], []
@@ -256,89 +365,72 @@ class Decoder:
             first, tcache, dcache = _prefill_batch(self.tparams, self.dparams, jnp.asarray(tokens), np.int32(p),
                                                    tcache, dcache, keys, temp, tcfg=self.tcfg, dcfg=self.dcfg)
             got, count = jax.device_get(_sample_batch(
-                self.tparams, self.dparams, tcache, dcache, first, np.int32(p), keys, temp, tcfg=self.tcfg,
-                dcfg=self.dcfg, k=self.k, num_queries=self.num_queries if self.speculative else 0,
+                self.tparams, self.dparams, tcache, dcache, first, np.int32(p), eos_array(eos_ids), keys, temp,
+                tcfg=self.tcfg, dcfg=self.dcfg, k=self.k, num_queries=self.num_queries if self.speculative else 0,
                 length=max_new_tokens))
             out += list(got[: len(chunk)])
             counts += list(count[: len(chunk)])
         return [_truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(out, counts)]
 
-    def _prefill(self, req: Request) -> jax.Array:
-        """Prefill the target (and, for DFlash, the draft's context); returns the first token, on device."""
+    def _spans(self, req: Request) -> list[int]:
+        """The spans a request's steps read, in order: from its prompt's to the one its last step may need."""
+        p = int(req.length)
+        return [span for span in self.spans if self.span(p) <= span <= self.span(p + req.limit)]
+
+    def _prefill(self, req: Request) -> tuple[jax.Array, State]:
+        """Prefill the target (and, for DFlash, the draft's context): the first token and the loop state, on device."""
         if self.speculative:
-            first, self.tcache, self.dcache = dflash_prefill_step(
-                self.tparams, self.dparams, req.tokens, req.length, self.tcache, self.dcache, req.key,
-                req.temperature, tcfg=self.tcfg, dcfg=self.dcfg)
+            first, state, self.tcache, self.dcache = dflash_prefill_step(
+                self.tparams, self.dparams, req.tokens, req.length, req.limit, req.eos, self.tcache, self.dcache,
+                req.key, req.temperature, tcfg=self.tcfg, dcfg=self.dcfg, k=self.k, width=self.width)
         else:
-            first, self.tcache = prefill_step(self.tparams, req.tokens, req.length, self.tcache, req.key,
-                                              req.temperature, cfg=self.tcfg)
-        return first
+            first, state, self.tcache = prefill_step(self.tparams, req.tokens, req.length, req.limit, req.eos,
+                                                     self.tcache, req.key, req.temperature, cfg=self.tcfg,
+                                                     width=self.width)
+        return first, state
 
-    def _ar(self, req: Request, limit: int, eos: set[int], compile_s: float) -> Generation:
+    def _steps(self, state: State, req: Request, span: int) -> State:
+        """Dispatch the loop over one span (returns at once; the state stays on the device)."""
+        if self.speculative:
+            state, self.tcache, self.dcache = spec_steps(
+                self.tparams, self.dparams, state, self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
+                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span)
+        else:
+            state, self.tcache = ar_steps(self.tparams, state, self.tcache, req.key, req.temperature, tcfg=self.tcfg,
+                                          span=span)
+        return state
+
+    def _dflash_timed(self, req: Request, eos: set[int], compile_s: float) -> Generation:
+        """DFlash with the host in every step (the `breakdown` option): draft and verify as two synchronised calls,
+        timed apart, and the host's bookkeeping between them (spec_body's rule, step by step)."""
         t0 = time.perf_counter()
-        token = self._prefill(req)
-        out = [int(token)]
-        ttft = time.perf_counter() - t0
-        pos = int(req.length)
-        while len(out) < limit and out[-1] not in eos:
-            token, self.tcache = ar_step(self.tparams, token, np.int32(pos), self.tcache, req.key, req.temperature,
-                                         cfg=self.tcfg, span=self._span(pos))
-            out.append(int(token))
-            pos += 1
-        return Generation(out, ttft, time.perf_counter() - t0, None, compile_s, len(req.tokens))
-
-    def _dflash(self, req: Request, limit: int, eos: set[int], breakdown: bool, compile_s: float) -> Generation:
-        """DFlash decoding, one step per loop:
-
-        draft   write the pending context K/V (taps of the tokens committed last step), propose d1..dK from the
-                block [anchor, MASK...] at positions s..
-        verify  the target runs [anchor, d1..dK] at positions s..s+K and picks t_i at each row (argmax, or a sample)
-        accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); s += n+1; the new
-                anchor is t_n; the new pending context is the K+1 verify taps (rows > n are never read)
-
-        Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule.
-        The token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the
-        same samples from (numerically) the same distributions. Host scalars enter the steps as numpy values.
-        """
-        t0 = time.perf_counter()
-        first = self._prefill(req)
+        first, _ = self._prefill(req)
         out = [int(first)]
         ttft = time.perf_counter() - t0
-        s = int(req.length)  # position of the anchor: the last committed token, not yet seen by the target
-        anchor, pending, pending_start = first, self._no_context(), s
+        limit, s = int(req.limit), int(req.length)  # s: position of the anchor, not yet seen by the target
+        anchor, pending, pending_start = np.int32(out[0]), self._no_context(), s
         accepted: list[int] = []
         times = dict.fromkeys(("draft_s", "verify_s", "host_s"), 0.0)
         done = out[-1] in eos
         while len(out) < limit and not done:
-            if breakdown:
-                n, picked, pending = self._step_timed(req, pending, pending_start, anchor, s, self._span(s), times)
-            else:
-                n, picked, pending, self.tcache, self.dcache = spec_step(
-                    self.tparams, self.dparams, pending, np.int32(pending_start), anchor, np.int32(s), self.tcache,
-                    self.dcache, req.key, req.temperature, dcfg=self.dcfg, tcfg=self.tcfg, k=self.k,
-                    num_queries=self.num_queries, span=self._span(s))
+            n, picked, pending = self._step_timed(req, pending, pending_start, anchor, s, self.span(s), times)
             t_host = time.perf_counter()
             n, committed = jax.device_get((n, picked))
-            n = int(n)
-            accepted.append(n)
-            new = [int(x) for x in committed[: n + 1]]
+            new = [int(x) for x in committed[: int(n) + 1]]
+            accepted.append(int(n))
             out.extend(new)
             done = not eos.isdisjoint(new)
-            anchor, pending_start, s = np.int32(new[-1]), s, s + n + 1
+            anchor, pending_start, s = np.int32(new[-1]), s, s + len(new)
             times["host_s"] += time.perf_counter() - t_host
         return Generation(_truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
-                          len(req.tokens), times if breakdown else {})
-
-    def _span(self, start: int) -> int:
-        """Cache rows a step reads: the smallest of 256, 512, ... rows that holds the context."""
-        return span_for(self.spans, start)
+                          len(req.tokens), 2 * len(accepted), times)
 
     def _no_context(self) -> jax.Array:
         """Pending taps for the first step: zeros at positions >= the anchor's, which the draft never reads."""
         width = len(self.dcfg.target_layer_ids) * self.tcfg.hidden_size
         return jnp.zeros((self.k + 1, width), self.tcache["k"][0].dtype)
 
-    def _step_timed(self, req: Request, pending: jax.Array, pending_start: int, anchor: jax.Array, s: int,
+    def _step_timed(self, req: Request, pending: jax.Array, pending_start: int, anchor: np.int32, s: int,
                     span: int, times: dict[str, float]) -> tuple[jax.Array, jax.Array, jax.Array]:
         """One DFlash step as two synchronised calls, adding their times into `times`."""
         t = time.perf_counter()
@@ -353,34 +445,30 @@ class Decoder:
         times["verify_s"] += time.perf_counter() - t_draft
         return n, picked, pending
 
-    def _compile(self, req: Request, breakdown: bool, limit: int) -> float:
-        """Run each function this request needs once on its shapes, unless done before; returns the seconds spent.
-
-        Warm-up writes land at positions that a request rewrites before reading them (see model.py), so the live
-        caches serve as scratch.
-        """
-        p = int(req.length)
-        steps = [("step", breakdown, span) for span in self.spans if self._span(p) <= span <= self._span(p + limit)]
-        todo = [key for key in [("prefill", len(req.tokens)), *steps] if key not in self._warm]
-        t = time.perf_counter()
-        for key in todo:
-            kind, span = key[0], key[-1]  # a "prefill" key ends with its bucket, which _prefill takes from req
-            if kind == "prefill":
-                jax.block_until_ready(self._prefill(req))
-            elif not self.speculative:
-                _, self.tcache = jax.block_until_ready(ar_step(
-                    self.tparams, jnp.int32(0), jnp.int32(0), self.tcache, req.key, req.temperature, cfg=self.tcfg,
-                    span=span))
-            elif breakdown:
-                self._step_timed(req, self._no_context(), 0, jnp.int32(0), 0, span, dict.fromkeys(
+    def _compile(self, req: Request, timed: bool) -> float:
+        """Compile (and run once) each function this request needs on its shapes, unless done before; returns the
+        seconds spent. A prefill at limit 1 leaves a finished state, over which each span's loop runs no step; the
+        warm-up's other writes land at positions that a request rewrites before reading them (see model.py), so the
+        live caches serve as scratch."""
+        greedy = req.temperature is None
+        prefill = ("prefill", len(req.tokens), greedy)
+        steps = [key for key in [("timed" if timed else "steps", span, greedy) for span in self._spans(req)]
+                 if key not in self.compile_log]
+        if prefill in self.compile_log and not steps:
+            return 0.0
+        total = t = time.perf_counter()
+        _, state = jax.block_until_ready(self._prefill(
+            Request(req.tokens, req.length, np.int32(1), req.eos, req.key, req.temperature)))
+        self.compile_log.setdefault(prefill, time.perf_counter() - t)
+        for key in steps:
+            t = time.perf_counter()
+            if timed:
+                self._step_timed(req, self._no_context(), 0, np.int32(0), 0, key[1], dict.fromkeys(
                     ("draft_s", "verify_s"), 0.0))
             else:
-                out = spec_step(self.tparams, self.dparams, self._no_context(), jnp.int32(0), jnp.int32(0),
-                                jnp.int32(0), self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
-                                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span)
-                _, _, _, self.tcache, self.dcache = jax.block_until_ready(out)
-            self._warm.add(key)
-        return time.perf_counter() - t if todo else 0.0
+                state = jax.block_until_ready(self._steps(state, req, key[1]))
+            self.compile_log[key] = time.perf_counter() - t
+        return time.perf_counter() - total
 
 
 def _truncate(tokens: list[int], limit: int, eos: set[int]) -> list[int]:

@@ -71,7 +71,9 @@ def init_draft_params(dcfg: DraftConfig, key: jax.Array, dtype: Any = jnp.bfloat
     """Random weights in the loader's layout, for timing a named shape without a checkpoint."""
     k_layers, k_fc = jax.random.split(key)
     h = dcfg.layers.hidden_size
-    fc = jax.random.normal(k_fc, (h, len(dcfg.target_layer_ids) * h), dtype) * jnp.asarray(scale, dtype)
+    shape = (h, len(dcfg.target_layer_ids) * h)
+    fc = jax.random.normal(k_fc, shape[::-1] if dcfg.layers.weight_layout == "io" else shape, dtype) \
+        * jnp.asarray(scale, dtype)
     return {"fc": fc, "hidden_norm": jnp.ones(h, dtype), "norm": jnp.ones(h, dtype),
             "layers": random_layers(dcfg.layers, k_layers, dtype, scale)}
 
@@ -80,7 +82,7 @@ def context_kv(dparams: Params, taps: jax.Array, start: jax.Array, dcfg: DraftCo
     """Per layer, the context K and V [KVH, T, D] of taps [T, n*H] for tokens at positions start..start+T-1."""
     cfg = dcfg.layers
     t = taps.shape[0]
-    ctx = rms_norm(linear(taps, dparams["fc"]), dparams["hidden_norm"], cfg.rms_norm_eps)
+    ctx = rms_norm(linear(taps, dparams["fc"], cfg.weight_layout), dparams["hidden_norm"], cfg.rms_norm_eps)
     positions = start + jnp.arange(t, dtype=jnp.int32)
     out = []
     for lp in dparams["layers"]:
@@ -125,8 +127,8 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
                           (k.astype(ck.dtype), v.astype(cv.dtype), block)])
         out["k"].append(write_after(ck, pk, pending_start, attn))
         out["v"].append(write_after(cv, pv, pending_start, attn))
-        h = h + linear(attn, lp["o_proj"])
-        h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps))
+        h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
+        h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps), cfg)
     return lm_head(tparams, rms_norm(h[1:], dparams["norm"], cfg.rms_norm_eps), tcfg), out
 
 

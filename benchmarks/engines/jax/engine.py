@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import hardware, metrics
+from benchmarks.core import hardware, roofline
 from benchmarks.core.engine_options import JAX_OPTIONS as OPTIONS
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
@@ -44,12 +44,6 @@ def eos_token_ids(path: Path) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def read_bytes(params: dict[str, Any], tied: bool) -> int:
-    """Weight bytes one target forward reads: an untied input embedding is gathered row by row, not read whole."""
-    total = hardware.weight_bytes(params)
-    return total if tied else total - hardware.weight_bytes(params["embed"])
-
-
 # A GPU shared with vLLM (cells one after another in this process, each vLLM engine taking gpu_memory_utilization of
 # the device): JAX allocates what it uses instead of 75 % of the device at start-up. Its pool keeps its peak until
 # the process exits; XLA_PYTHON_CLIENT_MEM_FRACTION caps it. A value the user exported is kept (docs/sampling-check.md).
@@ -65,8 +59,8 @@ class JaxEngine:
         self.decoder: Any = None
         self.opts: dict[str, Any] = dict(OPTIONS)
         self.eos: tuple[int, ...] = ()
-        self.floor_s: float | None = None
-        self.weight_bytes = 0
+        self.hw: Any = None
+        self.floor_applies = False
         self._accepts: list[int] = []
         self._info: dict[str, Any] = {}
 
@@ -113,20 +107,18 @@ class JaxEngine:
 
         self.opts, self._accepts = opts, []
         self.eos = () if opts["ignore_eos"] else eos_token_ids(target_path)
-        nbytes = read_bytes(tparams, tcfg.tie_word_embeddings) + (hardware.weight_bytes(dparams) if dparams else 0)
-        hw = hardware.detect()
-        caches = [self.decoder.tcache] + ([self.decoder.dcache] if dparams else [])
-        applies, why = hardware.floor_applies(hw, nbytes + hardware.weight_bytes(caches))
-        self.floor_s = metrics.tpot_floor_ms(nbytes, hw.bandwidth_bytes_per_s) / 1e3 if applies else None
-        self.weight_bytes = nbytes
+        self.hw = hardware.detect()
+        weights = self.decoder.step_cost(0)
+        self.floor_applies, why = self.hw.floor_applies(weights.bytes() + self.decoder.cache_bytes())
+        floor_s = roofline.floor_seconds(weights, self.hw.bandwidth_bytes_per_s) if self.floor_applies else None
         self._info = {
-            "engine": "jax", "jax_version": jax.__version__, "platform": hw.platform, "device": hw.device,
+            "engine": "jax", "jax_version": jax.__version__, "platform": self.hw.platform, "device": self.hw.device,
             "method": cell.method, "k": cell.k if dcfg else 0, "dtype": jnp.dtype(dtype).name,
             "matmul_precision": jax.config.jax_default_matmul_precision or "default",
             "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
             "draft_queries": self.decoder.num_queries if dcfg else None, "eos_token_ids": list(self.eos),
-            "weight_bytes_per_step": nbytes, "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s,
-            "bandwidth_source": hw.bandwidth_source, "step_floor_s": self.floor_s, "floor_note": why,
+            "weight_bytes_per_step": weights.weight_bytes(), "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s,
+            "bandwidth_source": self.hw.bandwidth_source, "step_floor_s": floor_s, "floor_note": why,
             "load_s": load_s, "warmup_s": warmup_s,
         }
 
@@ -136,12 +128,16 @@ class JaxEngine:
         g = self.decoder.generate(prompt_ids, params.max_new_tokens, params.temperature, params.seed, self.eos,
                                   breakdown=bool(self.opts["breakdown"]))
         steps = len(g.accept_lengths) if g.accept_lengths is not None else len(g.tokens) - 1
+        # a floor counts the KV rows the first step reads: every later step reads more
+        cost = self.decoder.step_cost(self.decoder.span(len(prompt_ids)))
+        floor_s = roofline.floor_seconds(cost, self.hw.bandwidth_bytes_per_s) if self.floor_applies else None
         extra: dict[str, Any] = {"compile_s": g.compile_s, "prefill_bucket": g.bucket, "decode_steps": steps,
-                                 "step_floor_s": self.floor_s}
+                                 "host_round_trips": g.round_trips, "step_floor_s": floor_s,
+                                 "step_bytes": cost.bytes(), "step_flops": cost.flops()}
         if steps > 0:
             step_s = (g.last_token_s - g.ttft_s) / steps
-            extra |= {"step_s": step_s, "achieved_bytes_per_s": self.weight_bytes / step_s}
-            error = hardware.timing_error(step_s, self.floor_s) if self.floor_s else None
+            extra |= {"step_s": step_s, "achieved_bytes_per_s": cost.bytes() / step_s}
+            error = roofline.timing_error(step_s, floor_s) if floor_s else None
             if error:
                 extra["timing_error"] = error
         extra |= g.breakdown

@@ -1,6 +1,7 @@
 """HF checkpoint folders -> JAX params: config.json plus one safetensors file or shards listed in an index json."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 from safetensors import safe_open
 
 from benchmarks.engines.jax.draft import DraftConfig
-from benchmarks.engines.jax.model import ModelConfig, Params, layer_shapes
+from benchmarks.engines.jax.model import ModelConfig, Params, head_in_layout, layer_shapes, platform_layout
 
 # Our layer keys -> the HF tensors under "layers.{i}." that they stack along the output axis (identical for Qwen3,
 # Llama-3 and the DFlash draft).
@@ -62,40 +63,51 @@ class Checkpoint:
         return self._files[self._where[key]].get_tensor(key).astype(dtype)
 
 
+def _matrix(w: Any, layout: str) -> Any:
+    """An HF [out, in] matrix in `layout`."""
+    return jnp.transpose(w) if layout == "io" else w
+
+
 def _layers(ckpt: Checkpoint, prefix: str, cfg: ModelConfig, dtype: Any) -> list[Params]:
     def stacked(i: int, key: str) -> Any:
         parts = [ckpt.take(f"{prefix}layers.{i}.{name}", dtype) for name in HF_LAYER_NAMES[key]]
-        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+        w = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+        return _matrix(w, cfg.weight_layout) if w.ndim == 2 else w
 
     return [{key: stacked(i, key) for key in layer_shapes(cfg)} for i in range(cfg.num_layers)]
 
 
-def load_target(path: str | Path, dtype: str | None = None) -> tuple[ModelConfig, Params]:
-    """A Qwen3ForCausalLM / LlamaForCausalLM folder -> (config, params in model.py's layout)."""
+def load_target(path: str | Path, dtype: str | None = None, layout: str | None = None) -> tuple[ModelConfig, Params]:
+    """A Qwen3ForCausalLM / LlamaForCausalLM folder -> (config, params in model.py's layout: `layout`, default the
+    platform's)."""
     hf = read_config(path)
     cfg = ModelConfig.from_hf(hf, str(Path(path) / "config.json"))
+    cfg = dataclasses.replace(cfg, weight_layout=layout or platform_layout())
     dt = resolve_dtype(dtype, hf)
     ckpt = Checkpoint(path)
     params: Params = {"embed": ckpt.take("model.embed_tokens.weight", dt), "norm": ckpt.take("model.norm.weight", dt),
                       "layers": _layers(ckpt, "model.", cfg, dt)}
     if not cfg.tie_word_embeddings:
         params["lm_head"] = ckpt.take("lm_head.weight", dt)
-    return cfg, params
+    return cfg, head_in_layout(params, cfg)
 
 
-def load_draft(path: str | Path, dtype: str | None = None) -> tuple[DraftConfig, Params]:
-    """A z-lab DFlash draft folder (DFlashDraftModel) -> (config, params in draft.py's layout)."""
+def load_draft(path: str | Path, dtype: str | None = None, layout: str | None = None) -> tuple[DraftConfig, Params]:
+    """A z-lab DFlash draft folder (DFlashDraftModel) -> (config, params in draft.py's layout: `layout`, default the
+    platform's)."""
     hf = read_config(path)
     if "DFlashDraftModel" not in (hf.get("architectures") or []):
         raise ValueError(f"{path} is not a DFlash draft (architectures={hf.get('architectures')})")
     dcfg = DraftConfig.from_hf(hf, str(Path(path) / "config.json"))
+    dcfg = dataclasses.replace(dcfg, layers=dataclasses.replace(dcfg.layers, weight_layout=layout or platform_layout()))
     dt = resolve_dtype(dtype, hf)
     ckpt = Checkpoint(path)
     prefix = "model." if "model.fc.weight" in ckpt else ""
     params: Params = {name: ckpt.take(f"{prefix}{name}.weight", dt) for name in ("fc", "hidden_norm", "norm")}
-    params["layers"] = _layers(ckpt, prefix, dcfg.layers, dt)
     expected = (dcfg.layers.hidden_size, len(dcfg.target_layer_ids) * dcfg.layers.hidden_size)
     if tuple(params["fc"].shape) != expected:
         raise ValueError(f"fc.weight has shape {tuple(params['fc'].shape)}, expected {expected} "
                          f"for target_layer_ids {list(dcfg.target_layer_ids)}")
+    params["fc"] = _matrix(params["fc"], dcfg.layers.weight_layout)
+    params["layers"] = _layers(ckpt, prefix, dcfg.layers, dt)
     return dcfg, params

@@ -21,10 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Params: HF weight layout [out, in], one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every
-# weight and cache array is read in place, never sliced out of a stacked array; q/k/v and gate/up are stacked into one
-# matmul each (docs/engine-findings.md):
-#   {"embed": [V, H], "norm": [H], "lm_head": [V, H] (untied only),
+# Params: one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every weight and cache array is read
+# in place, never sliced out of a stacked array (XLA's CPU backend copies a slice before a matmul reads it); q/k/v and
+# gate/up are stacked into one matmul each. Matrices are stored in the config's `weight_layout`: "oi" is HF's
+# [out, in], "io" is [in, out] (what XLA's CPU matmuls of 2-16 rows read fastest; platform_layout). Shapes in "oi"
+# (docs/engine-findings.md):
+#   {"embed": [V, H], "norm": [H], "lm_head": [V, H] (untied, or in "io" a transposed copy of a tied embedding),
 #    "layers": [{"qkv_proj": [(NH+2*KVH)*D, H] (HF's q_proj, k_proj, v_proj stacked), "o_proj",
 #                "gate_up_proj": [2F, H] (gate_proj, up_proj stacked), "down_proj",
 #                "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}, ...]}
@@ -50,6 +52,7 @@ class ModelConfig:
     # Llama-3 RoPE scaling as sorted (name, value) pairs: factor, high_freq_factor, low_freq_factor,
     # original_max_position_embeddings. Empty for plain RoPE.
     rope_scaling: tuple[tuple[str, float], ...] = ()
+    weight_layout: str = "oi"  # how matrices are stored: "oi" HF's [out, in], "io" [in, out]
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "ModelConfig":
@@ -130,6 +133,10 @@ SHAPES: dict[str, ModelConfig] = {
                                qk_norm=False, tie_word_embeddings=False, rope_scaling=_LLAMA3_ROPE),
 }
 
+# The published checkpoints behind SHAPES, by the HF id the reference tables name them with.
+HF_SHAPES = {"Qwen/Qwen3-1.7B": "qwen3-1.7b", "Qwen/Qwen3-4B": "qwen3-4b", "Qwen/Qwen3-8B": "qwen3-8b",
+             "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b"}
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Building blocks (shared with the DFlash draft)
@@ -141,9 +148,15 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     return weight * xf.astype(x.dtype)
 
 
-def linear(x: jax.Array, w: jax.Array) -> jax.Array:
-    """x @ w.T for an HF-layout weight [out, in]."""
-    return jnp.einsum("...i,oi->...o", x, w)
+def platform_layout(platform: str | None = None) -> str:
+    """The weight layout for JAX's default (or the named) platform: [in, out] on CPU, where XLA's matmuls of 2-16
+    rows read it 1.5x faster and 1 row no slower (docs/engine-findings.md); HF's [out, in] on accelerators."""
+    return "io" if (platform or jax.default_backend()) == "cpu" else "oi"
+
+
+def linear(x: jax.Array, w: jax.Array, layout: str) -> jax.Array:
+    """x times a weight stored [out, in] ("oi") or [in, out] ("io")."""
+    return jnp.einsum("...i,oi->...o" if layout == "oi" else "...i,io->...o", x, w)
 
 
 def inv_freq(cfg: ModelConfig) -> np.ndarray:
@@ -174,7 +187,8 @@ def rope(x: jax.Array, positions: jax.Array, freq: np.ndarray) -> jax.Array:
 def project(lp: Params, x: jax.Array, cfg: ModelConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
     """q [T, NH, D], k and v [T, KVH, D] of x [T, H] through the stacked qkv_proj: one matmul."""
     t, d = x.shape[0], cfg.head_dim
-    q, k, v = jnp.split(linear(x, lp["qkv_proj"]), [cfg.num_heads * d, (cfg.num_heads + cfg.num_kv_heads) * d], -1)
+    split = [cfg.num_heads * d, (cfg.num_heads + cfg.num_kv_heads) * d]
+    q, k, v = jnp.split(linear(x, lp["qkv_proj"], cfg.weight_layout), split, -1)
     return (q.reshape(t, cfg.num_heads, d), k.reshape(t, cfg.num_kv_heads, d), v.reshape(t, cfg.num_kv_heads, d))
 
 
@@ -221,14 +235,16 @@ def write_after(cache: jax.Array, rows: jax.Array, start: jax.Array, read: jax.A
     return jax.lax.dynamic_update_slice(cache, rows, (0, start, 0))
 
 
-def mlp(lp: Params, x: jax.Array) -> jax.Array:
+def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
     """SwiGLU through the stacked gate_up_proj: one matmul, then down_proj."""
-    gate, up = jnp.split(linear(x, lp["gate_up_proj"]), 2, axis=-1)
-    return linear(jax.nn.silu(gate) * up, lp["down_proj"])
+    gate, up = jnp.split(linear(x, lp["gate_up_proj"], cfg.weight_layout), 2, axis=-1)
+    return linear(jax.nn.silu(gate) * up, lp["down_proj"], cfg.weight_layout)
 
 
 def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
     """float32 logits of final-normed hidden states h [..., H]."""
+    if cfg.weight_layout == "io":
+        return jnp.einsum("...h,hv->...v", h, params["lm_head"], preferred_element_type=jnp.float32)
     w = params["embed"] if cfg.tie_word_embeddings else params["lm_head"]
     return jnp.einsum("...h,vh->...v", h, w, preferred_element_type=jnp.float32)
 
@@ -254,8 +270,8 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
         attn = attend(q, ([(ck[:, :span], cv[:, :span], earlier)] if span else []) + [(k, v, causal)])
         new_cache["k"].append(write_after(ck, k, start, attn))
         new_cache["v"].append(write_after(cv, v, start, attn))
-        h = h + linear(attn, lp["o_proj"])
-        h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps))
+        h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
+        h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps), cfg)
         if i in tap_ids:
             taps[i] = h
     tapped = jnp.concatenate([taps[i] for i in tap_ids], axis=-1) if tap_ids else jnp.zeros((t, 0), h.dtype)
@@ -300,13 +316,15 @@ def init_cache(cfg: ModelConfig, max_len: int, dtype: Any = jnp.bfloat16) -> Cac
 
 
 def layer_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Weight shapes of one layer, by our key."""
+    """Weight shapes of one layer, by our key, in the config's layout."""
     h, f, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     shapes = {
         "qkv_proj": ((cfg.num_heads + 2 * cfg.num_kv_heads) * d, h), "o_proj": (h, cfg.num_heads * d),
         "gate_up_proj": (2 * f, h), "down_proj": (h, f),
-        "input_norm": (h,), "post_norm": (h,),
     }
+    if cfg.weight_layout == "io":
+        shapes = {name: shape[::-1] for name, shape in shapes.items()}
+    shapes |= {"input_norm": (h,), "post_norm": (h,)}
     if cfg.qk_norm:
         shapes |= {"q_norm": (d,), "k_norm": (d,)}
     return shapes
@@ -331,4 +349,13 @@ def init_random_params(cfg: ModelConfig, key: jax.Array, dtype: Any = jnp.bfloat
                       "norm": jnp.ones(cfg.hidden_size, dtype), "layers": random_layers(cfg, k_layers, dtype, scale)}
     if not cfg.tie_word_embeddings:
         params["lm_head"] = jax.random.normal(k_head, shape, dtype) * jnp.asarray(scale, dtype)
-    return params
+    return head_in_layout(params, cfg)
+
+
+def head_in_layout(params: Params, cfg: ModelConfig) -> Params:
+    """In "io", the LM head stored [H, V]: a tied embedding's transposed copy (the embedding itself stays [V, H] for
+    the token gather), an untied head transposed."""
+    if cfg.weight_layout != "io":
+        return params
+    head = params["embed"] if cfg.tie_word_embeddings else params["lm_head"]
+    return {**params, "lm_head": jnp.transpose(head)}

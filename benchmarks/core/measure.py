@@ -1,0 +1,212 @@
+"""What this machine's CPU does, measured once per machine and cached (.cache/machine/<machine>.json).
+
+- read_bytes_per_s: the fastest read stream found (numpy sums on every usable core, one thread per chunk, and XLA's
+  own reduction): a CPU floor's bandwidth, which no honest forward can beat;
+- copy_bytes_per_s: a numpy copy on every usable core (bytes read + written);
+- matmul_table((rows, n_in, n_out), ...): XLA's time for one matmul of that shape, weights streamed from DRAM (copies
+  rotated) unless resident in the cache: a CPU matmul reads a weight at a rate that depends on its row count, so
+  the roofline needs each shape, not one FLOP/s figure; matmul_flops_per_s: a large square matmul.
+Bandwidths are the best of several runs (a floor must not be beaten), matmul times medians (as a forward's
+times are). Delete the file to measure again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core.paths import CACHE_DIR
+
+BUFFER_BYTES = 1 << 30  # larger than any CPU cache
+STREAM_BYTES = 256 << 20  # weights rotated per matmul measurement: far beyond the last-level cache
+
+
+def cpu_threads() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def machine_id() -> str:
+    """The CPU model, usable cores and memory size: what the cached figures depend on."""
+    name = platform.processor() or platform.machine()
+    try:
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+    text = f"{name}|{cpu_threads()}|{memory >> 30}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_file() -> Path:
+    return CACHE_DIR / "machine" / f"{machine_id()}.json"
+
+
+def _figures(path: Path) -> dict[str, float]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def cached(key: str, measure: Callable[[], float]) -> float:
+    """A figure from this machine's cache, measured and stored when absent."""
+    path = cache_file()
+    figures = _figures(path)
+    if key in figures:
+        return float(figures[key])
+    value = float(measure())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(_figures(path) | {key: value}, indent=1, sort_keys=True))  # another run's figures kept
+    tmp.replace(path)
+    return value
+
+
+def on_threads(threads: int, work: Callable[[int, int], None], n: int) -> None:
+    """work(lo, hi) over [0, n) in one contiguous chunk per thread, all threads released at once."""
+    bounds = np.linspace(0, n, threads + 1).astype(int)
+    start = threading.Barrier(threads)
+
+    def run(lo: int, hi: int) -> None:
+        start.wait()
+        work(lo, hi)
+
+    workers = [threading.Thread(target=run, args=(lo, hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def parallel_copy(dst: np.ndarray, src: np.ndarray, threads: int) -> None:
+    """Copy src into dst, one contiguous chunk per thread (numpy releases the GIL while it copies)."""
+    on_threads(threads, lambda lo, hi: np.copyto(dst[lo:hi], src[lo:hi]), len(src))
+
+
+def best_seconds(fn: Callable[[], object], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measure_copy_bytes_per_s(nbytes: int = STREAM_BYTES, repeats: int = 5, threads: int = 1) -> float:
+    """Best-of-n DRAM copy bandwidth on `threads` threads: bytes read + written per second."""
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.empty_like(src)
+    return 2 * src.nbytes / best_seconds(lambda: parallel_copy(dst, src, threads), repeats)
+
+
+def measure_read_bytes_per_s(nbytes: int = BUFFER_BYTES, repeats: int = 10) -> float:
+    """The fastest read stream: numpy reductions on 1..all usable threads, XLA's reduction and XLA's 1-row matmul
+    over an [n, 4096] weight (how a decode step reads its weights), each the best of `repeats`."""
+    import jax
+    import jax.numpy as jnp
+
+    x = np.ones(nbytes // 4, np.float32)
+    rates = [x.nbytes / best_seconds(lambda t=t: on_threads(t, lambda lo, hi: np.add.reduce(x[lo:hi]), len(x)),
+                                     repeats) for t in range(1, cpu_threads() + 1)]
+    y = jnp.asarray(x)
+    w = y.reshape(-1, 4096)
+    v = jnp.ones((1, 4096), jnp.float32)
+    for fn, args in ((jax.jit(jnp.sum), (y,)), (jax.jit(linear("oi")), (v, w))):
+        fn(*args).block_until_ready()
+        rates.append(y.nbytes / best_seconds(lambda fn=fn, args=args: fn(*args).block_until_ready(), repeats))
+    return max(rates)
+
+
+def copy_bytes_per_s() -> float:
+    threads = cpu_threads()
+    return cached(f"copy_bytes_per_s/{threads}", lambda: measure_copy_bytes_per_s(threads=threads))
+
+
+def read_bytes_per_s() -> float:
+    return cached(f"read_bytes_per_s/{cpu_threads()}", measure_read_bytes_per_s)
+
+
+def linear(layout: str) -> Callable:
+    """x [T, n_in] times a weight stored [n_out, n_in] ("oi", HF's layout) or [n_in, n_out] ("io")."""
+    import jax.numpy as jnp
+
+    return (lambda x, w: jnp.einsum("ti,oi->to", x, w)) if layout == "oi" else \
+        (lambda x, w: jnp.einsum("ti,io->to", x, w))
+
+
+def matmul_chain(layout: str, n_in: int) -> Callable:
+    """A jitted chain of matmuls, one per weight, each on the previous one's output (cut or tiled back to n_in
+    columns, as a layer feeds the next): a forward's matmuls without a dispatch between them."""
+    import jax
+    import jax.numpy as jnp
+
+    mm = linear(layout)
+
+    def chain(x: Any, weights: list[Any]) -> Any:
+        for w in weights:
+            y = mm(x, w)
+            x = x + 1e-3 * jnp.tile(y, (1, -(-n_in // y.shape[1])))[:, :n_in]
+        return x
+
+    return jax.jit(chain)
+
+
+def measure_matmul_seconds(rows: list[int], n_in: int, n_out: int, dtype: str, layout: str, resident: bool,
+                           repeats: int = 7) -> dict[int, float]:
+    """Median time of one XLA matmul [r, n_in] x weight for each r in rows (a forward's times are medians too), timed
+    in a chain of 16 or more (`matmul_chain`) over enough weight copies that each streams from DRAM, or over one
+    weight when `resident` (a model that fits the cache)."""
+    import jax.numpy as jnp
+
+    shape = (n_out, n_in) if layout == "oi" else (n_in, n_out)
+    copies = 1 if resident else -(-STREAM_BYTES // (n_in * n_out * jnp.dtype(dtype).itemsize))
+    distinct = [jnp.full(shape, 0.01 * (i + 1), dtype) for i in range(copies)]
+    streams_alone = copies == 1 and not resident  # a weight of STREAM_BYTES or more: one call is long enough
+    weights = distinct * (1 if streams_alone else -(-16 // copies))
+    fn = matmul_chain(layout, n_in)
+    out = {}
+    for r in rows:
+        x = jnp.ones((r, n_in), dtype)
+        fn(x, weights).block_until_ready()
+        out[r] = float(np.median([best_seconds(lambda: fn(x, weights).block_until_ready(), 1)
+                                  for _ in range(repeats)])) / len(weights)
+    return out
+
+
+def matmul_table(shapes: Iterable[tuple[int, int, int]], dtype: str, layout: str = "oi",
+                 resident: bool = False) -> dict[tuple[int, int, int], float]:
+    """Seconds of one matmul per (rows, n_in, n_out), from the cache or measured (one weight allocation per
+    (n_in, n_out)); keyed by the JAX release, whose compiler makes the figure."""
+    import jax
+
+    def key(r: int, n_in: int, n_out: int) -> str:
+        where = "resident" if resident else "stream"
+        return f"matmul_s/jax{jax.__version__}/{dtype}/{layout}/{where}/{r}x{n_in}x{n_out}"
+
+    shapes = sorted(set(shapes))
+    figures = _figures(cache_file())
+    todo: dict[tuple[int, int], list[int]] = {}
+    for r, n_in, n_out in shapes:
+        if key(r, n_in, n_out) not in figures:
+            todo.setdefault((n_in, n_out), []).append(r)
+    for (n_in, n_out), rows in todo.items():
+        measured = measure_matmul_seconds(rows, n_in, n_out, dtype, layout, resident)
+        for r in rows:
+            cached(key(r, n_in, n_out), lambda r=r: measured[r])
+    figures = _figures(cache_file())
+    return {s: float(figures[key(*s)]) for s in shapes}
+
+
+def matmul_flops_per_s(dtype: str = "float32", n: int = 1024) -> float:
+    """FLOP/s of an n x n x n XLA matmul: the CPU's compute peak as the engine's compiler reaches it."""
+    import jax
+
+    key = f"matmul_flops_per_s/jax{jax.__version__}/{dtype}/{n}"
+    return cached(key, lambda: 2.0 * n ** 3 / measure_matmul_seconds([n], n, n, dtype, "io", True)[n])

@@ -1,0 +1,152 @@
+"""What a decode step reads and computes: the one place that counts bytes and FLOPs (floors, roofline, studies).
+
+A step is a list of passes (an AR step: one target forward; a DFlash step: the draft, then the verify forward), a
+pass a list of matmuls plus its attention over the KV rows it reads. Counted: every weight matrix a pass multiplies
+by (the target's `lm_head` again in the draft, which borrows it), the norms, the embedding rows it gathers, the KV
+rows of the span it attends over and the rows it writes. A floor (`floor_bytes`) counts each weight once per pass:
+the draft and the verify depend on each other, so neither can reuse the other's read. Shapes are duck-typed on the
+JAX engine's ModelConfig fields; the draft's layers are such a shape of the draft's own depth.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Shape(Protocol):
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    tie_word_embeddings: bool
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """`count` products of `rows` activations by one weight [n_in, n_out] (`name` tells the weight apart)."""
+
+    name: str
+    rows: int
+    n_in: int
+    n_out: int
+    count: int = 1
+
+    def weight_elems(self) -> int:
+        return self.count * self.n_in * self.n_out
+
+    def flops(self) -> float:
+        return 2.0 * self.count * self.rows * self.n_in * self.n_out
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One forward: its matmuls, the other bytes it moves (norms, gathered embedding rows, KV rows read and written)
+    and its attention FLOPs."""
+
+    name: str
+    matmuls: tuple[Matmul, ...]
+    other_bytes: float
+    attention_flops: float
+    itemsize: int
+
+    def weight_bytes(self) -> float:
+        """Each weight once, as a floor counts it."""
+        unique = {m.name: m.weight_elems() for m in self.matmuls}
+        return float(sum(unique.values()) * self.itemsize)
+
+    def bytes(self) -> float:
+        return self.weight_bytes() + self.other_bytes
+
+    def flops(self) -> float:
+        return sum(m.flops() for m in self.matmuls) + self.attention_flops
+
+
+@dataclass(frozen=True)
+class Step:
+    passes: tuple[Pass, ...]
+
+    def bytes(self) -> float:
+        """What the step must read and write at least: the floor's numerator."""
+        return sum(p.bytes() for p in self.passes)
+
+    def weight_bytes(self) -> float:
+        return sum(p.weight_bytes() for p in self.passes)
+
+    def flops(self) -> float:
+        return sum(p.flops() for p in self.passes)
+
+    def __add__(self, other: "Step") -> "Step":
+        return Step(self.passes + other.passes)
+
+
+def kv_bytes_per_token(shape: Shape, itemsize: int) -> int:
+    """K and V of one position in every layer."""
+    return 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * itemsize
+
+
+def layer_matmuls(shape: Shape, rows: int, prefix: str = "") -> list[Matmul]:
+    """The four matmuls of a decoder layer over `rows` tokens, for all layers (q/k/v and gate/up stacked, as the
+    engine runs them)."""
+    h, d, f, n = shape.hidden_size, shape.head_dim, shape.intermediate_size, shape.num_layers
+    return [Matmul(f"{prefix}qkv_proj", rows, h, (shape.num_heads + 2 * shape.num_kv_heads) * d, n),
+            Matmul(f"{prefix}o_proj", rows, shape.num_heads * d, h, n),
+            Matmul(f"{prefix}gate_up_proj", rows, h, 2 * f, n),
+            Matmul(f"{prefix}down_proj", rows, f, h, n)]
+
+
+def _attention_flops(shape: Shape, queries: int, keys: int) -> float:
+    """Scores and the weighted sum: 2 matmuls of [queries, D] by [keys, D] per head and layer."""
+    return 4.0 * shape.num_layers * shape.num_heads * shape.head_dim * queries * keys
+
+
+def _norm_bytes(shape: Shape, itemsize: int) -> int:
+    return (2 * shape.num_layers + 1) * shape.hidden_size * itemsize
+
+
+def forward(shape: Shape, rows: int, context: int, itemsize: int) -> Pass:
+    """A target forward of `rows` tokens after `context` cached positions (AR: rows 1; verify(K): rows K+1): logits
+    for every row, the tied head counted with the weights, an untied embedding by its gathered rows only."""
+    mms = layer_matmuls(shape, rows) + [Matmul("lm_head", rows, shape.hidden_size, shape.vocab_size)]
+    kv = kv_bytes_per_token(shape, itemsize)
+    other = kv * (context + rows) + _norm_bytes(shape, itemsize) + rows * shape.hidden_size * itemsize
+    return Pass("target", tuple(mms), float(other), _attention_flops(shape, rows, context + rows), itemsize)
+
+
+def ar_step(shape: Shape, context: int, itemsize: int) -> Step:
+    return Step((forward(shape, 1, context, itemsize),))
+
+
+def verify_step(shape: Shape, k: int, context: int, itemsize: int) -> Step:
+    return Step((forward(shape, k + 1, context, itemsize),))
+
+
+def draft_pass(target: Shape, layers: Shape, num_taps: int, queries: int, pending: int, context: int,
+               itemsize: int) -> Pass:
+    """The DFlash draft: `fc` over the pending taps [pending, num_taps*H], each layer's K/V of that context (the
+    engine projects it through the stacked q/k/v), the block of `queries` tokens through every layer, attending over
+    the context and the block, and the target's lm_head over queries-1 rows."""
+    h = layers.hidden_size
+    kv_out = (layers.num_heads + 2 * layers.num_kv_heads) * layers.head_dim
+    mms = [Matmul("fc", pending, num_taps * h, h), Matmul("qkv_proj", pending, h, kv_out, layers.num_layers)]
+    mms += layer_matmuls(layers, queries)
+    mms.append(Matmul("target lm_head", queries - 1, h, target.vocab_size))
+    kv = kv_bytes_per_token(layers, itemsize)
+    other = (kv * (context + pending) + _norm_bytes(layers, itemsize) + (pending + queries) * h * itemsize)
+    flops = _attention_flops(layers, queries, context + pending + queries)
+    return Pass("draft", tuple(mms), float(other), flops, itemsize)
+
+
+def dflash_step(target: Shape, layers: Shape, num_taps: int, k: int, queries: int, context: int,
+                itemsize: int) -> Step:
+    """One draft + verify step at K with `queries` draft queries (the released drafts: block_size; vLLM: K+1)."""
+    return Step((draft_pass(target, layers, num_taps, queries, k + 1, context, itemsize),
+                 forward(target, k + 1, context, itemsize)))
+
+
+def matmul_shapes(step: Step) -> list[tuple[int, int, int]]:
+    """The distinct (rows, n_in, n_out) a step multiplies: what a CPU's per-shape rates are measured on."""
+    return sorted({(m.rows, m.n_in, m.n_out) for p in step.passes for m in p.matmuls})
+
