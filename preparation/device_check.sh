@@ -22,6 +22,8 @@
 # PLATFORM=cpu runs CPU stand-ins (qwen3-tiny, llama3-tiny). Everything goes under DEVICE_CHECK_OUT, else OUT, else
 # results/device-check; when it is the device tool's OUT (DEVICE_CHECK_OUT unset), it is packed into
 # device-check.tar.gz beside summary.txt (that tool brings back 8 files). The summary is printed last.
+# JAX's persistent compilation cache (JAX_COMPILATION_CACHE_DIR, default DEST/jax-cache; outside the device tool's OUT,
+# which every call empties, in TMPDIR) lets a second run skip the compiles; each study prints its compile seconds.
 # Exit (the worst wins): 0 all ran; 1 a step failed; 3 a time below its floor; 4 a step dropped for time.
 set -uo pipefail
 
@@ -36,6 +38,9 @@ else SITE="$(mktemp -d "${TMPDIR:-/tmp}/dflash-device-site.XXXXXX")"; trap 'rm -
 BUDGET_S="${BUDGET_S:-480}"
 N="${N:-2}"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+if [ "$PACK" = 1 ]; then JAX_CACHE_DEFAULT="${TMPDIR:-/tmp}/dflash-device-jax-cache"; else JAX_CACHE_DEFAULT="$DEST/jax-cache"; fi
+export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$JAX_CACHE_DEFAULT}"
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}"
 
 if [ -z "${PLATFORM:-}" ]; then  # the rule of preparation/bootstrap.sh and benchmarks.core.provenance
   if [ -e /dev/accel0 ] || [ -e /dev/vfio/0 ] || [ -n "${TPU_NAME:-}${TPU_ACCELERATOR_TYPE:-}" ]; then PLATFORM=tpu
@@ -108,7 +113,7 @@ else
   SETUP="machine's own Python $PY, wheels from ${WHEELS#"$ROOT"/} in $SITE ($REASON)"
 fi
 written+=(env.json)
-say "using $PY; $SETUP"
+say "using $PY; $SETUP; compilation cache $JAX_COMPILATION_CACHE_DIR"
 [ "${SETUP_ONLY:-0}" = 1 ] && { say "SETUP_ONLY=1: stopping after the set-up"; exit 0; }
 
 T0=$SECONDS

@@ -40,6 +40,10 @@ def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
     rows = summarize(store.records(), manifest)
     floor = floor_lines(rows, manifest)
     lines = [f"{run_dir.name}:", *(f"  {line}" for line in floor)]
+    warmup = sum((p.get("describe") or {}).get("warmup_s") or 0.0 for p in store.provenances().values())
+    during = sum((r.get("extra") or {}).get("compile_s") or 0.0 for r in store.records() if r.get("kind") == "request")
+    lines.append(f"  compiled: {warmup:.1f} s in the engines' warm-ups (smallest bucket and step), {during:.1f} s "
+                 f"before requests that needed another shape")
     for r in rows:
         lines.append(f"  {r['label']:<22} tau {_num(r['tau'], '.2f'):>5}  TPOT {_num(r['tpot_ms_mean'], '.3f'):>8} ms"
                      f"  speedup {_num(r['speedup'], '.2f'):>5}  identical {_num(r['identical_frac'], '.2f'):>4}"

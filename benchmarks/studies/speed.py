@@ -8,6 +8,12 @@
                                                             a K+1-token verify reading the live span vs the whole cache
     python -m benchmarks study speed all [--pair DIR]      the first three on the tiny random pair (built unless
                                                             given), and dflash-vs-ar on the tiny oracle pair
+    python -m benchmarks study speed dispatch               µs per jitted call against its number of array leaves
+    python -m benchmarks study speed compile [--shapes A,B --depths 1,9,18,36]
+                                        compile seconds of the engine's prefill and decode loops against depth, at the
+                                        real shapes with abstract arguments (no weights in memory)
+    python -m benchmarks study speed layers [--shape S --depth L]   weights read in place? the layers' matmuls with a
+                                        buffer per weight, stacked and indexed, or stacked under lax.scan
 
 Speedups are ratios of median TPOTs (benchmarks.core.metrics), the two sides' requests alternating (`alternate`).
 What they measured: docs/engine-findings.md and models/tiny/README.md.
@@ -188,8 +194,160 @@ def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repe
     return ratio
 
 
+def dispatch_us(leaves: list[int], calls: int = 2000) -> dict[int, float]:
+    """Median µs of a jitted call that returns one of `n` small array arguments, per n: what flattening and
+    checking the arguments costs the host, every call."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    out = {}
+    for n in leaves:
+        args = [jnp.zeros(8, jnp.float32) for _ in range(n)]
+        fn = jax.jit(lambda xs: xs[0])
+        fn(args).block_until_ready()
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fn(args)
+            times.append(time.perf_counter() - t0)
+        out[n] = 1e6 * float(np.median(times))
+    return out
+
+
+def dispatch(leaves: list[int]) -> None:
+    from benchmarks.engines.jax.model import SHAPES
+
+    us = dispatch_us(leaves)
+    print("dispatch: µs per jitted call against its array leaves: "
+          + ", ".join(f"{n} leaves {t:.0f} µs" for n, t in us.items()))
+    for name in ("qwen3-4b", "qwen3-8b", "llama3.1-8b"):
+        cfg = SHAPES[name]
+        per_layer = 6 + (2 if cfg.qk_norm else 0) + 2  # weights, norms, K and V caches
+        print(f"  {name}: params + caches = {cfg.num_layers * per_layer + 3} leaves, dispatched once per request "
+              f"and cache span by the device-resident loops (the per-step loop dispatched them every step)")
+
+
+def compile_seconds(shape: Any, depth: int, dtype: Any, k: int, cache_len: int) -> dict[str, float]:
+    """Seconds to compile the engine's prefill (a 256-token bucket), AR loop and DFlash loop (K, the released drafts'
+    layout) for `shape` cut to `depth` layers, from abstract arguments: nothing is allocated."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.engines.jax import decode
+    from benchmarks.engines.jax import draft as D
+    from benchmarks.engines.jax import model as M
+    from benchmarks.studies.device import draft_config
+
+    cfg = dataclasses.replace(shape, num_layers=depth, weight_layout=M.platform_layout())
+    dcfg = draft_config(cfg)
+    width = 2048
+
+    def abstract(fn: Callable[[], Any]) -> Any:
+        return jax.eval_shape(fn)
+
+    i32, key = jax.ShapeDtypeStruct((), jnp.int32), abstract(lambda: jax.random.key(0))
+    params = abstract(lambda: M.init_random_params(cfg, jax.random.key(0), dtype))
+    dparams = abstract(lambda: D.init_draft_params(dcfg, jax.random.key(0), dtype))
+    tcache = abstract(lambda: M.init_cache(cfg, cache_len, dtype))
+    dcache = abstract(lambda: M.init_cache(dcfg.layers, cache_len, dtype))
+    eos = jax.ShapeDtypeStruct((decode.EOS_SLOTS,), jnp.int32)
+    pending = jax.ShapeDtypeStruct((k + 1, len(dcfg.target_layer_ids) * cfg.hidden_size), dtype)
+    ar_state = abstract(lambda: decode.start_state(jnp.int32(0), jnp.int32(1), jnp.int32(2), jnp.zeros(8, jnp.int32),
+                                                   width))
+    spec_state = abstract(lambda: decode.start_state(jnp.int32(0), jnp.int32(1), jnp.int32(2),
+                                                     jnp.zeros(8, jnp.int32), width, jnp.zeros(pending.shape, dtype)))
+    tokens = jax.ShapeDtypeStruct((256,), jnp.int32)
+    graphs = {
+        "prefill": lambda: decode.prefill_step.lower(params, tokens, i32, i32, eos, tcache, key, None, cfg=cfg,
+                                                     width=width),
+        "AR loop": lambda: decode.ar_steps.lower(params, ar_state, tcache, key, None, tcfg=cfg, span=cache_len),
+        f"DFlash loop K={k}": lambda: decode.spec_steps.lower(params, dparams, spec_state, tcache, dcache, key, None,
+                                                             dcfg=dcfg, tcfg=cfg, k=k, num_queries=dcfg.block_size,
+                                                             span=cache_len),
+    }
+    out = {}
+    for name, lower in graphs.items():
+        t0 = time.perf_counter()
+        lower().compile()
+        out[name] = time.perf_counter() - t0
+    return out
+
+
+def compile_vs_depth(shapes: list[str], depths: list[int]) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.engines.jax.model import SHAPES
+
+    dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    print(f"compile: seconds per graph against depth ({jnp.dtype(dtype).name}, abstract arguments, cache 2304 rows)")
+    for name in shapes:
+        for depth in (d for d in depths if d <= SHAPES[name].num_layers):
+            secs = compile_seconds(SHAPES[name], depth, dtype, 15, 2304)
+            print(f"  {name} at {depth} layers: " + ", ".join(f"{g} {s:.2f} s" for g, s in secs.items()), flush=True)
+
+
+def layers_in_place(shape_name: str, depth: int, repeats: int = 7) -> dict[tuple[str, int], float]:
+    """Median ms of `depth` layers' four matmuls (no attention) at 1 and 8 rows, with the weights as the engine holds
+    them (a buffer per weight), stacked [L, ...] and indexed layer by layer, and stacked under lax.scan: a platform
+    that copies a weight out of a stacked array before multiplying reads it three times."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from benchmarks.engines.jax import model as M
+
+    cfg = dataclasses.replace(M.SHAPES[shape_name], num_layers=depth, weight_layout=M.platform_layout())
+    names = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+    layers = [{n: lp[n] for n in names} for lp in M.random_layers(cfg, jax.random.key(0), jnp.float32)]
+    stacked = {n: jnp.stack([lp[n] for lp in layers]) for n in names}
+    layout, h = cfg.weight_layout, cfg.hidden_size
+
+    def layer(x: Any, lp: dict[str, Any]) -> Any:
+        q = M.linear(x, lp["qkv_proj"], layout)[:, : cfg.num_heads * cfg.head_dim]
+        x = x + M.linear(q, lp["o_proj"], layout)
+        gate, up = jnp.split(M.linear(x, lp["gate_up_proj"], layout), 2, axis=-1)
+        return x + M.linear(jax.nn.silu(gate) * up, lp["down_proj"], layout)
+
+    variants = {
+        "a buffer per weight": (jax.jit(lambda x, ls: [x := layer(x, lp) for lp in ls][-1]), layers),
+        "stacked, indexed": (jax.jit(lambda x, st: [x := layer(x, {n: st[n][i] for n in names})
+                                                    for i in range(depth)][-1]), stacked),
+        "stacked, lax.scan": (jax.jit(lambda x, st: jax.lax.scan(lambda c, lp: (layer(c, lp), None), x, st)[0]),
+                              stacked),
+    }
+    out = {}
+    for rows in (1, 8):
+        x = jnp.full((rows, h), 0.01, jnp.float32)
+        for fn, weights in variants.values():
+            fn(x, weights).block_until_ready()
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(repeats):  # the variants in turn, so that drift falls on all alike
+            for name, (fn, weights) in variants.items():
+                t0 = time.perf_counter()
+                fn(x, weights).block_until_ready()
+                times[name].append(time.perf_counter() - t0)
+        out |= {(name, rows): 1e3 * float(np.median(t)) for name, t in times.items()}
+    return out
+
+
+def layers(shape_name: str, depth: int) -> None:
+    ms = layers_in_place(shape_name, depth)
+    print(f"layers: {shape_name} at {depth} layers, float32, the layers' matmuls, median ms (x the engine's layout)")
+    for rows in (1, 8):
+        base = ms[("a buffer per weight", rows)]
+        print(f"  {rows} row(s): " + ", ".join(f"{name} {t:.1f} ms ({t / base:.2f}x)"
+                                              for (name, r), t in ms.items() if r == rows))
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "all"])
+    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "all", "dispatch",
+                                        "compile", "layers"])
     ap.add_argument("--target", type=Path)
     ap.add_argument("--draft", type=Path)
     ap.add_argument("--pair", type=Path, help="a folder from `python -m benchmarks tiny build` (command all)")
@@ -202,9 +360,19 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="dflash-vs-ar: the draft's queries")
     ap.add_argument("--context", type=int, default=300, help="span: tokens already in the cache")
     ap.add_argument("--cache-len", type=int, default=8192, help="span: cache rows")
+    ap.add_argument("--leaves", default="12,62,182,362,722", help="dispatch: leaf counts")
+    ap.add_argument("--shapes", default="qwen3-4b,qwen3-8b,llama3.1-8b", help="compile: named shapes")
+    ap.add_argument("--depths", default="1,9,18,36", help="compile: layer counts (those a shape has)")
+    ap.add_argument("--shape", default="qwen3-1.7b", help="layers: a named shape")
+    ap.add_argument("--depth", type=int, default=8, help="layers: how many of its layers")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.command in ("dispatch", "compile", "layers"):
+        {"dispatch": lambda: dispatch([int(x) for x in args.leaves.split(",")]),
+         "compile": lambda: compile_vs_depth(args.shapes.split(","), [int(x) for x in args.depths.split(",")]),
+         "layers": lambda: layers(args.shape, args.depth)}[args.command]()
+        return 0
     common = dict(new=args.new, n_prompts=args.prompts, prompt_len=args.prompt_len, repeats=args.repeats)
     if args.command != "all":
         if args.target is None or (args.command == "dflash-vs-ar" and args.draft is None):

