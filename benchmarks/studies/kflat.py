@@ -285,6 +285,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--warmup", type=int, help="untimed calls per point after compiling (default 3)")
     ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                     help="auto: bfloat16 on accelerators, float32 on CPU")
+    ap.add_argument("--weight-layout", choices=("oi", "io"),
+                    help="weights stored [out, in] (HF's) or [in, out] (default: the engine's on this platform)")
     ap.add_argument("--out", type=Path, help="output folder (default results/kflat/<shape>-<platform>/)")
     ap.add_argument("--quick", action="store_true",
                     help=f"K {QUICK_KS}, context {QUICK_CONTEXTS}, 5 repeats, 1 warm-up (for tests)")
@@ -314,11 +316,12 @@ def main(args: argparse.Namespace) -> int:
     hw = hardware.detect()
     dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}.get(
         args.dtype, jnp.float32 if hw.platform == "cpu" else jnp.bfloat16)
+    layout = args.weight_layout or M.platform_layout()
     if args.model:
-        cfg, params = loader.load_target(args.model, jnp.dtype(dtype).name)
+        cfg, params = loader.load_target(args.model, jnp.dtype(dtype).name, layout)
         name = args.model.resolve().name
     else:
-        cfg, name = dataclasses.replace(M.SHAPES[args.shape], weight_layout=M.platform_layout()), args.shape
+        cfg, name = dataclasses.replace(M.SHAPES[args.shape], weight_layout=layout), args.shape
         params = M.init_random_params(cfg, jax.random.key(0), dtype)
     out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
     taps = tap_ids_for(cfg.num_layers)
@@ -328,8 +331,8 @@ def main(args: argparse.Namespace) -> int:
     applies, why = hw.floor_applies(largest)
     floor = Floor(cfg, itemsize, hw.bandwidth_bytes_per_s, applies, hw.bandwidth_source if applies else why)
     device = hw.predictor(jnp.dtype(dtype).name, cfg.weight_layout, steps, largest)
-    print(f"kflat: {name} ({'checkpoint' if args.model else 'random weights'}, {jnp.dtype(dtype).name}) on "
-          f"{hw.device}; taps {list(taps)}")
+    print(f"kflat: {name} ({'checkpoint' if args.model else 'random weights'}, {jnp.dtype(dtype).name}, weights "
+          f"[{'out, in' if cfg.weight_layout == 'oi' else 'in, out'}]) on {hw.device}; taps {list(taps)}")
     bound = ", ".join(f"{floor.bound_ms(0, c):.4f} ms at K=0, context {c}" for c in args.contexts)
     print(f"kflat: a K=0 forward reads {steps[0].bytes() / 1e6:.1f} MB; bandwidth "
           f"{(hw.bandwidth_bytes_per_s or math.nan) / 1e9:.1f} GB/s ({hw.bandwidth_source}) -> floor {bound}"
@@ -344,6 +347,7 @@ def main(args: argparse.Namespace) -> int:
     plot(rows, floor, out / "kflat.png", title)
     meta = {"model": str(args.model) if args.model else None, "shape": None if args.model else args.shape,
             "platform": hw.platform, "device": hw.device, "dtype": jnp.dtype(dtype).name, "tap_ids": list(taps),
+            "weight_layout": cfg.weight_layout,
             "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "bandwidth_source": hw.bandwidth_source,
             "floor_applies": applies, "floor_note": floor.note, "predicted_for": device.name if device else None,
             "prediction_source": device.source if device else None, "repeats": args.repeats, "warmup": args.warmup,
