@@ -1,8 +1,6 @@
 """K-flat measurement: the command's outputs on the tiny shape, the order-statistic CI, and the floor verdict."""
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import pytest
 
