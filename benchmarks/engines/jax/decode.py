@@ -325,10 +325,10 @@ class Decoder:
         if timed:
             return self._dflash_timed(req, set(eos_ids), compile_s)
         t0 = time.perf_counter()
-        first, state = self._prefill(req)
+        first, state = self.prefill(req)
         first.copy_to_host_async()
-        for span in self._spans(req):  # dispatched back to back: the device never waits for the host
-            state = self._steps(state, req, span)
+        for span in self.request_spans(req):  # dispatched back to back: the device never waits for the host
+            state = self.dispatch_steps(state, req, span)
         int(first)
         ttft = time.perf_counter() - t0
         keys = ("out", "count", "done") + (("accepts", "steps") if self.speculative else ())
@@ -372,12 +372,12 @@ class Decoder:
             counts += list(count[: len(chunk)])
         return [_truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(out, counts)]
 
-    def _spans(self, req: Request) -> list[int]:
+    def request_spans(self, req: Request) -> list[int]:
         """The spans a request's steps read, in order: from its prompt's to the one its last step may need."""
         p = int(req.length)
         return [span for span in self.spans if self.span(p) <= span <= self.span(p + req.limit)]
 
-    def _prefill(self, req: Request) -> tuple[jax.Array, State]:
+    def prefill(self, req: Request) -> tuple[jax.Array, State]:
         """Prefill the target (and, for DFlash, the draft's context): the first token and the loop state, on device."""
         if self.speculative:
             first, state, self.tcache, self.dcache = dflash_prefill_step(
@@ -389,7 +389,7 @@ class Decoder:
                                                      width=self.width)
         return first, state
 
-    def _steps(self, state: State, req: Request, span: int) -> State:
+    def dispatch_steps(self, state: State, req: Request, span: int) -> State:
         """Dispatch the loop over one span (returns at once; the state stays on the device)."""
         if self.speculative:
             state, self.tcache, self.dcache = spec_steps(
@@ -404,7 +404,7 @@ class Decoder:
         """DFlash with the host in every step (the `breakdown` option): draft and verify as two synchronised calls,
         timed apart, and the host's bookkeeping between them (spec_body's rule, step by step)."""
         t0 = time.perf_counter()
-        first, _ = self._prefill(req)
+        first, _ = self.prefill(req)
         out = [int(first)]
         ttft = time.perf_counter() - t0
         limit, s = int(req.limit), int(req.length)  # s: position of the anchor, not yet seen by the target
@@ -452,12 +452,12 @@ class Decoder:
         live caches serve as scratch."""
         greedy = req.temperature is None
         prefill = ("prefill", len(req.tokens), greedy)
-        steps = [key for key in [("timed" if timed else "steps", span, greedy) for span in self._spans(req)]
+        steps = [key for key in [("timed" if timed else "steps", span, greedy) for span in self.request_spans(req)]
                  if key not in self.compile_log]
         if prefill in self.compile_log and not steps:
             return 0.0
         total = t = time.perf_counter()
-        _, state = jax.block_until_ready(self._prefill(
+        _, state = jax.block_until_ready(self.prefill(
             Request(req.tokens, req.length, np.int32(1), req.eos, req.key, req.temperature)))
         self.compile_log.setdefault(prefill, time.perf_counter() - t)
         for key in steps:
@@ -466,7 +466,7 @@ class Decoder:
                 self._step_timed(req, self._no_context(), 0, np.int32(0), 0, key[1], dict.fromkeys(
                     ("draft_s", "verify_s"), 0.0))
             else:
-                state = jax.block_until_ready(self._steps(state, req, key[1]))
+                state = jax.block_until_ready(self.dispatch_steps(state, req, key[1]))
             self.compile_log[key] = time.perf_counter() - t
         return time.perf_counter() - total
 

@@ -3,7 +3,8 @@
 Engine options (cell.engine_options):
     dtype          "auto" (the checkpoint's), "float32", "bfloat16" or "float16"
     max_model_len  prompt + output token budget; sizes the static KV caches (default 2048)
-    breakdown      time draft, verify and host work separately (default off: one fused call per step)
+    breakdown      time draft, verify and host work separately, the host in every step (default off: the steps run
+                   on the device, one loop per cache span)
     draft_queries  "block" (the released drafts' block_size, default) or "k+1" (what vLLM runs)
     ignore_eos     generate exactly max_new_tokens (default off)
 """
@@ -116,6 +117,7 @@ class JaxEngine:
             "method": cell.method, "k": cell.k if dcfg else 0, "dtype": jnp.dtype(dtype).name,
             "matmul_precision": jax.config.jax_default_matmul_precision or "default",
             "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
+            "weight_layout": tcfg.weight_layout,
             "draft_queries": self.decoder.num_queries if dcfg else None, "eos_token_ids": list(self.eos),
             "weight_bytes_per_step": weights.weight_bytes(), "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s,
             "bandwidth_source": self.hw.bandwidth_source, "step_floor_s": floor_s, "floor_note": why,
