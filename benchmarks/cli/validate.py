@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.core import catalog
 from benchmarks.core.config import ConfigError, interleave_problem, load_matrix
 from benchmarks.core.engine_options import vllm_release_checked
 from benchmarks.core.exit_codes import Exit
@@ -27,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
         if problem:
             raise ConfigError(f"{problem} (on this {platform} machine)")
         against = ""
-        if any(e != "jax" for e in matrix.engines):  # every other engine takes vLLM's options
+        if any(catalog.engine(e).base == "vllm" for e in matrix.engines):
             release, why = vllm_release_checked()
             against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
         print(f"{path}: ok, {len(cells)} cells{against}")

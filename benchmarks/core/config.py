@@ -10,10 +10,10 @@ from typing import Any
 
 import yaml
 
+from benchmarks.core import catalog
 from benchmarks.core.datasets import DATASETS
-from benchmarks.core.engine_options import option_names
 from benchmarks.core.paths import PRESETS_DIR, resolve_model_ref
-from benchmarks.core.records import DRAFT_METHODS, ENGINES, METHODS, SERVING_ENGINES, SPEC_METHODS
+from benchmarks.core.records import DRAFT_METHODS, METHODS, SPEC_METHODS
 
 REQUEST_TIMEOUT_S = 600.0
 LOAD_TIMEOUT_S = 1800.0
@@ -25,7 +25,7 @@ MATRIX_KEYS = {
     "name": "a short name for the run",
     "description": "free text",
     "preset": "a file stem under configs/presets/ supplying target, drafts and engine options",
-    "engine": f"one of {list(ENGINES)} or a list of them",
+    "engine": f"one of {list(catalog.ENGINES)} or a list of them",
     "target": "HF id or local folder of the target model",
     "drafts": "mapping method -> HF id or local folder of its draft",
     "methods": f"list drawn from {list(METHODS)}",
@@ -48,9 +48,9 @@ MATRIX_KEYS = {
                      "excludes 0) and moves the speedup out of its own CI; fewer than 2 give no drift CI and no "
                      "flag; 0 turns it off",
     "concurrency": f"int >= 1 or a list of distinct ones (default [1]): requests in flight at once against a "
-                   f"server; engines {list(SERVING_ENGINES)} only",
+                   f"server; engines {catalog.serving()} only",
     "request_rate": f"float > 0, requests per second (Poisson arrivals) under the concurrency cap; default: all "
-                    f"at once; engines {list(SERVING_ENGINES)} only",
+                    f"at once; engines {catalog.serving()} only",
     "executor": f"one of {list(EXECUTORS)} (default local): where engines run; ray makes each cell an actor on the "
                 f"Ray cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently",
     "resources": f"mapping Ray resource -> amount that one cell's actor needs (executor ray; default per platform: "
@@ -179,7 +179,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
             raise _fail(source, key, "expected a mapping")
     preset_options, own_options = preset.get("engine_options", {}), raw.get("engine_options") or {}
     merged_options = {**preset_options, **own_options}
-    for e in ENGINES:
+    for e in catalog.ENGINES:
         if isinstance(preset_options.get(e), dict) and isinstance(own_options.get(e), dict):
             merged_options[e] = {**preset_options[e], **own_options[e]}
     merged = {**{k: v for k, v in preset.items() if k != "description"}, **raw, "engine_options": merged_options}
@@ -187,8 +187,8 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
 
     engines = [str(e) for e in _as_list(merged.get("engine", "vllm"))]
     for e in engines:
-        if e not in ENGINES:
-            raise _fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(ENGINES)}")
+        if e not in catalog.ENGINES:
+            raise _fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(catalog.ENGINES)}")
     _check_distinct(source, "engine", engines)
 
     if not merged.get("target") or not isinstance(merged["target"], str):
@@ -229,7 +229,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
     _check_distinct(source, "temperature", [float(t) for t in temps])
 
     options = merged["engine_options"]
-    for e in ENGINES:
+    for e in catalog.ENGINES:
         if not isinstance(options.get(e) or {}, dict):
             raise _fail(source, "engine_options", f"'{e}' must be a mapping of {e}-only options")
     _check_engine_options(source, engines, options)
@@ -238,8 +238,8 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
         flags[key] = merged.get(key, False)
         if not isinstance(flags[key], bool):
             raise _fail(source, key, f"expected true or false, got {flags[key]!r}")
-        if flags[key] and any(e in SERVING_ENGINES for e in engines):
-            raise _fail(source, key, f"a serving engine ({', '.join(SERVING_ENGINES)}) runs a server per cell, one "
+        if flags[key] and any(e in catalog.serving() for e in engines):
+            raise _fail(source, key, f"a serving engine ({', '.join(catalog.serving())}) runs a server per cell, one "
                                      f"cell at a time, with a load of many requests: drop '{key}'")
     limits = {}
     for key, default in (("request_timeout_s", REQUEST_TIMEOUT_S), ("load_timeout_s", LOAD_TIMEOUT_S)):
@@ -286,9 +286,9 @@ def check_executor(source: str, executor: Any, engines: list[str]) -> str:
     """The executor, if it exists and can run every engine of the matrix."""
     if executor not in EXECUTORS:
         raise _fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
-    if executor == "ray" and any(e in SERVING_ENGINES for e in engines):
+    if executor == "ray" and any(e in catalog.serving() for e in engines):
         raise _fail(source, "executor", f"ray runs engines one request at a time in actors; a serving engine "
-                                        f"({', '.join(SERVING_ENGINES)}) runs its server on the driver's host: drop "
+                                        f"({', '.join(catalog.serving())}) runs its server on the driver's host: drop "
                                         f"the ray executor for this matrix")
     return executor
 
@@ -308,21 +308,22 @@ def _parse_load(source: str, merged: dict[str, Any], engines: list[str]) -> tupl
                              or rate == float("inf")):
         raise _fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {rate!r}; "
                                             f"omit it to send every request at once")
-    batch = [e for e in engines if e not in SERVING_ENGINES]
+    batch = [e for e in engines if e in catalog.batch()]
     for key, used in (("concurrency", levels != [1]), ("request_rate", rate is not None)):
         if used and batch:
             raise _fail(source, key, f"engine {', '.join(batch)} runs one prompt at a time and cannot serve a "
-                                     f"load; use engine {' or '.join(SERVING_ENGINES)}, or drop '{key}'")
+                                     f"load; use engine {' or '.join(catalog.serving())}, or drop '{key}'")
     return [int(c) for c in levels], None if rate is None else float(rate)
 
 
 def _check_engine_options(source: str, engines: list[str], options: dict[str, Any]) -> None:
     """Each shared option must be one every engine of the matrix accepts, and each engine's sub-mapping its own
     (benchmarks.core.engine_options: data, so no engine is imported)."""
-    shared = [key for key in options if key not in ENGINES]
+    shared = [key for key in options if key not in catalog.ENGINES]
     for e in engines:
-        known = option_names(e)
-        own = [e, SERVING_ENGINES[e]] if e in SERVING_ENGINES else [e]  # a server takes its engine's options too
+        row = catalog.engine(e)
+        known = row.options()
+        own = [e, row.serves] if row.serves else [e]  # a server takes its engine's options too
         for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{o}") for o in own
                                                                       for k in options.get(o) or {}]:
             if key in known:
@@ -348,12 +349,9 @@ def parse_resources(source: str, value: Any) -> dict[str, float]:
     return {key: float(amount) for key, amount in value.items()}
 
 
-WORKER_ENGINES = ("vllm",)  # engines whose cells run in worker processes when interleaved (one vLLM per process)
-
-
 def in_worker(matrix: Matrix, engine: str) -> bool:
     """Whether a cell of `engine` runs in its own worker process (else in the runner's process)."""
-    return matrix.workers or (matrix.interleave and engine in WORKER_ENGINES)
+    return matrix.workers or (matrix.interleave and catalog.engine(engine).worker)
 
 
 def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str | None:

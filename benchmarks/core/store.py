@@ -58,6 +58,21 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def level_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
+    """The unit key of one serving level of a dataset."""
+    return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
+
+
+def recheck_key(dataset: str) -> str:
+    """The unit key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
+    return f"{dataset}__recheck"
+
+
+def ties_key(dataset: str) -> str:
+    """The unit key of a speculative cell's tie checks on a dataset (its records keep the dataset's own name)."""
+    return f"{dataset}__ties"
+
+
 class RunStore:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)

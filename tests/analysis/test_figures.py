@@ -13,7 +13,7 @@ from benchmarks.analysis import published_figures
 from benchmarks.analysis.figure_style import new_figure, save_figure
 from benchmarks.cli import figures as figures_cli
 from benchmarks.cli import main
-from verification.published import load_k_flat, load_reference
+from benchmarks.core.reference import load_k_flat, load_reference
 
 DATASETS = ("math500", "humaneval")
 # (label, method, k, {dataset: (speedup, ci_low, ci_high, tau, n_prompts)})

@@ -3,8 +3,9 @@
 violation; the summary, the verdict lines and the report show identical / ties / violations per row."""
 import pytest
 
-from benchmarks.analysis.report import results_table, write_reports
+from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize
+from benchmarks.analysis.tables import results_table
 from benchmarks.core.store import RunStore
 from verification import ties
 from verification.lossless import divergent_rows, tie_rows, verdict_lines
