@@ -15,6 +15,7 @@ from benchmarks.analysis.floors import floor_lines, timing_error_lines
 from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.analysis.summary import COLUMNS, summarize
 from benchmarks.analysis.tables import acceptance_table, results_table, settings_table
+from benchmarks.core.datasets import skipped_lines
 from benchmarks.core.store import RunStore, atomic_write_text
 from verification import distribution, ties
 from verification.lossless import Verdicts, judge
@@ -66,6 +67,7 @@ def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict
         f"- target: `{manifest['config']['target']}` · max_new_tokens {manifest['config']['max_new_tokens']} · "
         f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
         f"excluded) · batch size 1 · cells " + cell_order(manifest["config"]),
+        *[f"- prompts: {line}" for line in skipped_lines(manifest.get("prompts_skipped") or {})],
         *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,

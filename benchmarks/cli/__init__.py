@@ -9,7 +9,7 @@ import os
 import sys
 from typing import NoReturn, Union
 
-from benchmarks.core.exit_codes import TABLE, Exit
+from benchmarks.core.exit_codes import TABLE, BadInput, Exit
 
 Command = tuple[str, str]  # (module, one-line purpose)
 Group = dict[str, Command]
@@ -90,9 +90,6 @@ def _choose(prog: str, description: str, table: dict, argv: list[str], epilog: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.core.config import ConfigError
-    from benchmarks.core.datasets import DatasetUnavailable
-
     argv = sys.argv[1:] if argv is None else argv
     prog = "python -m benchmarks"
     name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
@@ -109,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         return int(module.main(args))
-    except (ConfigError, DatasetUnavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except BadInput as exc:
+        for line in exc.problems:
+            print(f"error: {line}", file=sys.stderr)
         return Exit.BAD_INPUT

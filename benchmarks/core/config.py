@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 
 from benchmarks.core import catalog
 from benchmarks.core.datasets import DATASETS
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.paths import PRESETS_DIR, resolve_model_ref
 from benchmarks.core.records import DRAFT_METHODS, METHODS, SPEC_METHODS
 
@@ -66,7 +68,7 @@ PLACEMENT_KEYS = ("executor", "resources", "workers", "request_timeout_s", "load
 PRESET_KEYS = tuple(k for k in MATRIX_KEYS if k not in ("name", "preset", "datasets"))
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInput):
     """A matrix or preset that cannot run; the message names the file, the key and what is allowed."""
 
 
@@ -161,11 +163,12 @@ def load_matrix(path: str | Path) -> Matrix:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_matrix(raw, str(path))
+    return parse_matrix(raw, str(path), path.parent)
 
 
-def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
-    """Validate a matrix mapping (after merging its preset) and return it resolved."""
+def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = None) -> Matrix:
+    """Validate a matrix mapping (after merging its preset) and return it resolved; relative prompt file paths are
+    resolved from `base_dir` (the matrix file's folder), else from the working directory."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: a matrix must be a mapping of keys ({', '.join(MATRIX_KEYS)})")
     for key in raw:
@@ -217,7 +220,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>") -> Matrix:
                 raise _fail(source, "k", f"K={kk} exceeds block_size-1={block_size - 1} for dflash; "
                                          f"the draft proposes at most block_size-1 tokens")
 
-    datasets = [_parse_dataset(source, d) for d in _as_list(merged.get("datasets", []))]
+    datasets = [_parse_dataset(source, d, base_dir) for d in _as_list(merged.get("datasets", []))]
     if not datasets:
         raise _fail(source, "datasets", f"missing; choose from {', '.join(sorted(DATASETS))}")
     _check_distinct(source, "datasets", [d.name for d in datasets])  # a dataset's name keys its prompts and units
@@ -411,7 +414,7 @@ def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list
     return per_method
 
 
-def _parse_dataset(source: str, entry: Any) -> DatasetEntry:
+def _parse_dataset(source: str, entry: Any, base_dir: Path | None) -> DatasetEntry:
     if isinstance(entry, str):
         name, path = entry, None
     elif isinstance(entry, dict) and set(entry) <= {"name", "path"} and "name" in entry:
@@ -422,4 +425,6 @@ def _parse_dataset(source: str, entry: Any) -> DatasetEntry:
     if name not in DATASETS and path is None:
         raise _fail(source, "datasets", f"unknown dataset {name!r}; choose from {', '.join(sorted(DATASETS))}, "
                                         f"or give {{name: {name}, path: prompts.jsonl}}")
+    if path is not None and base_dir is not None and not Path(str(path)).expanduser().is_absolute():
+        path = os.path.normpath(base_dir / str(path))
     return DatasetEntry(name=name, path=str(path) if path is not None else None)

@@ -6,7 +6,9 @@
                            engine's describe()); content-addressed, written before any unit that names it
       units/<cell>__<dataset>.jsonl   the records of one (cell, dataset), each naming its `provenance_id`,
                            written in one atomic rename
-      units/<cell>__<dataset>__recheck.jsonl   a baseline measured again after its speculative cells (drift guard)
+      units/<cell>__<dataset>@recheck.jsonl   a baseline measured again after its speculative cells (drift guard);
+                           '@' never occurs in a dataset name, so internal unit keys (@recheck, @ties, @c<level>)
+                           cannot collide with one
       units/superseded/    units of cells that are no longer in the run (their model files changed)
       records.jsonl        all units concatenated (rebuilt atomically after each unit)
 
@@ -65,12 +67,12 @@ def level_key(dataset: str, concurrency: int, request_rate: float | None) -> str
 
 def recheck_key(dataset: str) -> str:
     """The unit key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
-    return f"{dataset}__recheck"
+    return f"{dataset}@recheck"
 
 
 def ties_key(dataset: str) -> str:
     """The unit key of a speculative cell's tie checks on a dataset (its records keep the dataset's own name)."""
-    return f"{dataset}__ties"
+    return f"{dataset}@ties"
 
 
 class RunStore:
@@ -93,6 +95,13 @@ class RunStore:
             records = [{**r, "provenance_id": provenance_id} for r in records]
         atomic_write_text(self._unit_path(cell_id, dataset), _jsonl(records))
         self.rebuild_records()
+
+    def rename_legacy_keys(self) -> None:
+        """Give the units of a run written before internal keys took '@' their current names (`<dataset>__recheck`
+        became `<dataset>@recheck`, `<dataset>__ties` `<dataset>@ties`), so a resumed run finds them."""
+        for suffix in ("recheck", "ties"):
+            for p in self.units_dir.glob(f"*__*__{suffix}.jsonl"):
+                os.replace(p, p.with_name(p.name.removesuffix(f"__{suffix}.jsonl") + f"@{suffix}.jsonl"))
 
     def retire_units(self, cell_ids: set[str]) -> list[str]:
         """Move the units of cells not in `cell_ids` to units/superseded/; return their file names."""

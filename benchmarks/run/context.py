@@ -31,6 +31,7 @@ def build_manifest(plan: RunPlan) -> dict[str, Any]:
         "platform": env["platform"],
         "hardware": env["hardware"],
         "models": plan.models,
+        "prompts_skipped": plan.skipped,
     }
 
 

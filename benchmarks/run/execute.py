@@ -34,6 +34,7 @@ def execute(plan: RunPlan) -> RunResult:
     """Run every pending unit of the plan, then the checks that follow them."""
     say_resuming(plan)
     store = RunStore(plan.run_dir)
+    store.rename_legacy_keys()
     superseded = store.retire_units({c.cell_id for c in plan.cells})
     if superseded:
         tqdm.write(f"{len(superseded)} units measured with other model files moved to units/superseded/; "

@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks.core import catalog, provenance
 from benchmarks.core.config import ConfigError, Matrix, interleave_problem
-from benchmarks.core.datasets import Prompt, load_prompts
+from benchmarks.core.datasets import Prompt, select_prompts, skipped_lines
 from benchmarks.core.markdown import table
 from benchmarks.core.matrix import run_id_for
 from benchmarks.core.models import load_tokenizer, materialize, matrix_cells
@@ -53,6 +53,7 @@ class RunPlan:
     target: str
     tokenizer: Any
     prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
+    skipped: dict[str, dict[str, Any]]  # dataset -> rows passed over as too long (`skipped_prompts`)
     units: list[Unit]
     groups: list[list[Cell]]
     drift_families: list[Family]
@@ -86,6 +87,7 @@ class RunPlan:
             f"{len(self.cells)} cells × {len(m.datasets)} datasets: {len(self.units)} units, {todo} to run, "
             f"{len(self.units) - todo} done; {m.num_prompts} prompts each (+{m.warmup_prompts} warm-up); cells "
             + ("interleaved" if m.interleave else "one after another") + f"; executor {m.executor}",
+            *[f"prompts: {line}" for line in skipped_lines(self.skipped)],
             "", table(["engine", "method", "T", "dataset", "concurrency", "status", "cell"], body),
             "", "checks after the units:", *checks])
 
@@ -112,16 +114,21 @@ def units_of(matrix: Matrix, cells: list[Cell]) -> list[Unit]:
     return out
 
 
-def resolve_prompts(matrix: Matrix, tokenizer: Any) -> dict[str, tuple[list[Prompt], list[Prompt]]]:
-    """Each dataset's (measured, warm-up) prompts, rendered once with the target's tokenizer for every cell."""
+def resolve_prompts(matrix: Matrix, tokenizer: Any) -> tuple[dict[str, tuple[list[Prompt], list[Prompt]]],
+                                                             dict[str, dict[str, Any]]]:
+    """Each dataset's (measured, warm-up) prompts, rendered once with the target's tokenizer for every cell, and the
+    rows passed over because prompt + max_new_tokens would not fit max_model_len (by dataset, where there are any:
+    the limit and [row index, prompt tokens] of each)."""
     max_len = matrix.engine_options.get("max_model_len")
     max_prompt = max_len - matrix.max_new_tokens if max_len else None
-    out = {}
+    prompts, skipped = {}, {}
     for d in matrix.datasets:
-        ps = load_prompts(d.name, matrix.num_prompts + matrix.warmup_prompts, matrix.seed, tokenizer, d.path,
-                          max_prompt)
-        out[d.name] = (ps[:matrix.num_prompts], ps[matrix.num_prompts:])
-    return out
+        chosen = select_prompts(d.name, matrix.num_prompts + matrix.warmup_prompts, matrix.seed, tokenizer, d.path,
+                                max_prompt)
+        prompts[d.name] = (chosen.prompts[:matrix.num_prompts], chosen.prompts[matrix.num_prompts:])
+        if chosen.skipped:
+            skipped[d.name] = {"max_prompt_tokens": max_prompt, "rows": [list(r) for r in chosen.skipped]}
+    return prompts, skipped
 
 
 def stale_checks(datasets: list[str], done: frozenset[tuple[str, str]], drift_families: list[Family],
@@ -160,9 +167,10 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
     batch1 = [c for c in cells if not catalog.engine(c.engine).serves]  # a serving level is a load: no recheck
     drift_families = families(batch1) if not matrix.interleave and matrix.drift_prompts else []
     tie_families = families(batch1)
+    prompts, skipped = resolve_prompts(matrix, tokenizer)
     return RunPlan(
         matrix=matrix, cells=cells, models=models, env=env, run_dir=run_dir, target=target, tokenizer=tokenizer,
-        prompts=resolve_prompts(matrix, tokenizer), units=units,
+        prompts=prompts, skipped=skipped, units=units,
         groups=[cells] if matrix.interleave else [[c] for c in cells], drift_families=drift_families,
         tie_families=tie_families, done=done,
         stale=stale_checks([d.name for d in matrix.datasets], done, drift_families, tie_families), progress=progress)

@@ -189,7 +189,7 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     assert [(r["cell_id"], r["dataset"], r["prompt_sha256"]) for r in rechecks] == [
         (base_id, r["dataset"], r["prompt_sha256"]) for ds in ("local", "other")
         for r in drift.spread([m for m in measured if m["dataset"] == ds], 2)]  # in order
-    assert (run_dir / "units" / f"{base_id}__local__recheck.jsonl").is_file()
+    assert (run_dir / "units" / f"{base_id}__local@recheck.jsonl").is_file()
     rows = _rows(run_dir)
     d, b = rows[("dflash-k3", "local")], rows[("baseline", "local")]
     assert d["baseline_tpot_before_ms"] == pytest.approx(10.0) and d["baseline_tpot_after_ms"] == pytest.approx(15.0)
@@ -264,7 +264,7 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
     run_matrix(matrix, tmp_path / "run", progress=False)
     assert ScriptedEngine.loads == ["dflash-k3", "baseline"] and rechecks() == done
     assert [label for label, _ in ScriptedEngine.calls] == ["dflash-k3"] * 5 + ["baseline"] * 5  # local only
-    assert list((run_dir / "units" / "superseded").glob("*__local__recheck.jsonl"))
+    assert list((run_dir / "units" / "superseded").glob("*__local@recheck.jsonl"))
 
 
 def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix, tmp_path):

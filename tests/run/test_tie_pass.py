@@ -95,7 +95,7 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
         # dflash's measured requests 1 and 3 (its 2nd and 4th calls) are identical, 0 and 2 diverge
         assert (d["n_identical"], d["n_ties"], d["n_violations"]) == (2, 2, 0)
         assert d["first_divergence_min"] == DIVERGE_AT and d["tie_margin_max"] == pytest.approx(0.01)
-        checks = store.unit(d["cell_id"], f"{ds}__ties")
+        checks = store.unit(d["cell_id"], f"{ds}@ties")
         assert len(checks) == 2 and {c["kind"] for c in checks} == {"tie_check"}
         for c in checks:
             base = reqs[("baseline", ds, c["prompt_sha256"])]["output_ids"]
@@ -118,7 +118,7 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
     run_matrix(matrix, tmp_path / "run", progress=False)
     assert TieEngine.loads == ["dflash-k3", "baseline"]
     assert TieEngine.events.count(("baseline", "token_scores")) == 2  # local's two divergences only
-    assert list((run_dir / "units" / "superseded").glob(f"{dflash_id}__local__ties.jsonl"))
+    assert list((run_dir / "units" / "superseded").glob(f"{dflash_id}__local@ties.jsonl"))
     assert rows(run_dir)[("dflash-k3", "local")]["n_ties"] == 2
 
 
