@@ -43,7 +43,12 @@ def expand(m: Matrix) -> list[Cell]:
 def run_id_for(matrix: Matrix) -> str:
     """Deterministic per matrix content, so rerunning the same matrix resumes the same run (wherever it runs: the
     placement keys are left out unless the file itself sets them)."""
-    fields = {k: v for k, v in dataclasses.asdict(matrix).items() if k not in PLACEMENT_KEYS}
+    return config_id(dataclasses.asdict(matrix))
+
+
+def config_id(config: dict[str, Any]) -> str:
+    """`run_id_for` of a matrix given as its fields (a run manifest's `config`)."""
+    fields = {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
     blob = json.dumps(fields, sort_keys=True, default=str)
-    return f"{matrix.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+    return f"{config['name']}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 
