@@ -498,6 +498,9 @@ def _parse_dataset(source: str, entry: Any, base_dir: Path | None) -> DatasetEnt
     if name not in DATASETS and path is None:
         raise _fail(source, "datasets", f"unknown dataset {name!r}; choose from {', '.join(sorted(DATASETS))}, "
                                         f"or give {{name: {name}, path: prompts.jsonl}}")
+    if path is not None and "://" in str(path):
+        shown = re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", str(path))
+        raise _fail(source, "datasets", f"{name}: path {shown} is a URL; give a local JSONL file (download it first)")
     if path is not None and base_dir is not None and not Path(str(path)).expanduser().is_absolute():
         path = os.path.normpath(base_dir / str(path))
     return DatasetEntry(name=name, path=str(path) if path is not None else None)

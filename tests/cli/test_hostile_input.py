@@ -305,6 +305,12 @@ def test_a_relative_prompt_path_is_read_from_the_matrix_files_folder(tmp_path, p
     assert rc == 0 and "ok, 2 cells" in out
 
 
+def test_a_prompt_url_is_refused_without_echoing_its_credentials(tmp_path, prompts, capsys):
+    path = matrix(tmp_path, prompts, datasets=[{"name": "local", "path": "https://user:secret@host/x.jsonl"}])
+    [line] = clear_error(["validate", path], capsys, "is a URL; give a local JSONL file")
+    assert "secret" not in line and "https://***@host/x.jsonl" in line
+
+
 def test_credentials_in_a_url_never_reach_the_manifest():
     assert redacted({"path": "https://user:secret@host/x.jsonl", "n": [1, "s3://key@bucket/y"]}) == {
         "path": "https://***@host/x.jsonl", "n": [1, "s3://***@bucket/y"]}
