@@ -1,5 +1,6 @@
 """The floor plan, read from the tree's own imports (with ast): no import circle between modules, and no arrow that
-runs up a layer (docs/layout.md)."""
+runs up a layer (docs/layout.md). A string that names a project module ("benchmarks.studies.kflat", or
+"module:attr") is an import too: that is how command tables and lazy imports reach a module."""
 from __future__ import annotations
 
 import ast
@@ -19,10 +20,12 @@ LAYERS = {
     "benchmarks.analysis": ("benchmarks.core", "verification"),
     "benchmarks.studies": ("benchmarks.core", "benchmarks.engines", "verification", "benchmarks.run",
                            "benchmarks.analysis"),
+    "benchmarks.tiny": ("benchmarks.core", "benchmarks.engines", "verification", "benchmarks.run",
+                        "benchmarks.analysis", "benchmarks.studies"),
     "benchmarks.cli": ("benchmarks.core", "benchmarks.engines", "verification", "benchmarks.run",
-                       "benchmarks.analysis", "benchmarks.studies"),
+                       "benchmarks.analysis", "benchmarks.studies", "benchmarks.tiny"),
     "benchmarks.__main__": ("benchmarks.cli",),
-    "preparation": ("benchmarks", "verification"),
+    "preparation": (),  # set-up only: it imports no project module, and no module imports it
 }
 
 
@@ -35,15 +38,32 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string nodes that are docstrings (module, class, function)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the project modules it imports anywhere in its file (lazy imports included)."""
+    """Module -> the project modules it imports anywhere in its file (lazy imports included), or names in a string
+    that is not a docstring."""
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        tree = ast.parse(f.read_text(), str(f))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                  and node.value.split(":", 1)[0] in mods):
+                targets = [node.value.split(":", 1)[0]]
             else:
                 continue
             for t in targets:
@@ -120,10 +140,24 @@ def test_every_module_has_a_layer():
     ({"benchmarks.core.metrics": {"benchmarks.core.store"}, "benchmarks.core.store": {"benchmarks.core.metrics"}},
      "circle"),
     ({"benchmarks.core.config": {"benchmarks.engines"}}, "up"),
-    ({"verification.lossless": {"benchmarks.run.dispatch"}}, "up"),
+    ({"verification.lossless": {"benchmarks.run.execute"}}, "up"),
 ])
 def test_the_checks_see_a_circle_or_an_upward_arrow_added_on_purpose(extra, finds):
     edges = import_graph(modules())
     for m, targets in extra.items():
         edges[m] = edges[m] | targets
     assert (cycles(edges) if finds == "circle" else upward(edges)), extra
+
+
+def test_a_string_import_into_preparation_is_an_arrow_the_checks_see(tmp_path):
+    """A command table naming a set-up module by string: an import that breaks the order, seen and refused."""
+    tree = {"benchmarks/__init__.py": "", "benchmarks/cli/__init__.py": "",
+            "benchmarks/cli/table.py": 'COMMANDS = {"train": ("preparation.train_tiny", "retrain")}\n',
+            "preparation/__init__.py": "", "preparation/train_tiny.py": '"""benchmarks.cli.table"""\n'}
+    for name, text in tree.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    edges = import_graph(modules(tmp_path))
+    assert edges["benchmarks.cli.table"] == {"preparation.train_tiny"}
+    assert edges["preparation.train_tiny"] == set()  # a docstring that names a module is no import
+    assert upward(edges) == ["benchmarks.cli.table (benchmarks.cli) imports preparation.train_tiny (preparation)"]

@@ -1,27 +1,12 @@
 """The distribution check at temperature > 0: speculative sampling must draw from the target's own distribution.
 
-Pure statistics over two sample sets (AR baseline vs a speculative method, same prompt, same temperature, drawn as
-independent arms: disjoint seeds, or on vLLM distinct engine seeds), SAMPLES samples of LENGTH tokens per prompt:
-
-- per position j < POSITIONS, a two-sample G-test of the token marginals (Williams-corrected); tokens too rare for
-  the asymptotics (expected count < MIN_EXPECTED in either arm) are pooled into one category, and "ended" (EOS
-  earlier) is a category of its own;
-- two sequence-level statistics over the whole sample, which see joint faults that leave every marginal intact:
-  - the target's raw (temperature 1) log-likelihood of the sample given the prompt, scored by the engine that drew
-    it (`loglik`), compared by Welch's test of equal means (`mean_test`, the large-sample form of a permutation test
-    on the mean). Chosen by simulated power at these sizes: against a normal location shift of 0.47 SD at 200 vs 200
-    and level 0.01/16 it has 89 % power, where Kolmogorov-Smirnov has 68 %, Cramer-von Mises 84 % and Mann-Whitney
-    87 % (docs/sampling-check.md); and unlike the rank tests it does not turn a constant rounding offset between two
-    scoring engines into a difference (tied samples stay tied);
-  - the number of distinct tokens in the sample (repetition), an exact integer, by the G-test of its categories
-    (Welch's test on it rejected 1.5x as often as nominal at 6e-4 on the synthetic chain; the G-test 1.0-1.2x);
-- Holm's correction at family-wise level ALPHA over every test of the family: one cell's tests (`check`), or every
-  test of every checked row of a run (`run_family`, which the summary applies), so that the chance that a run with
-  only correct samplers reports any FAIL is at most ALPHA.
-
-Stated power is simulated (`power`): the functions above run on draws from known distributions at the row's sample
-sizes and the per-test level ALPHA / family (Holm's first step, a lower bound on Holm's power for one false test).
-The sizes, the measured false-positive rates and the fault tests: docs/sampling-check.md.
+Pure statistics over two independent sample sets (AR baseline vs a speculative method, same prompt and temperature),
+SAMPLES samples of LENGTH tokens per prompt: per position j < POSITIONS a Williams-corrected two-sample G-test of the
+token marginals (rare tokens pooled, "ended" a category of its own); the target's raw log-likelihood of each sample
+(`loglik`, scored by the engine that drew it) by Welch's test of equal means; the number of distinct tokens by the
+G-test; Holm's correction at family-wise level ALPHA over one cell's tests (`check`) or a whole run's (`run_family`).
+Stated power is simulated at the row's sizes (`power`). Why these tests, their sizes, power, measured false-positive
+rates and the fault tests: docs/sampling-check.md.
 """
 from __future__ import annotations
 

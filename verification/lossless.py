@@ -1,10 +1,11 @@
 """The lossless check: greedy speculative decoding must reproduce the AR baseline token for token, and sampled
 speculative decoding must draw from AR's distribution (verification/distribution.py). Pure: verdicts over summary
 rows, the rows whose due check could not run (`not_checked`, with the reason), and report.md's lossless sentence,
-which counts what was checked."""
+which counts what was checked. `judge` computes them once for a run; the report and the exit code read them."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -98,7 +99,55 @@ def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
                      f"{r['first_divergence_min']}; widest margin {r['tie_margin_max']:.3g} logits = "
                      f"{r['tie_margin_max_ulps']:.2f} ulp; tokens after a tie are not compared), "
                      f"{r['n_identical']} identical")
-    for r in _per_cell(unchecked_rows(rows)):
-        lines.append(f"NOT CHECKED: {checked_what(r)} of {r['engine']} {r['label']} on {r['dataset']}: "
-                     f"not checked: {r['not_checked']}")
-    return lines
+    return lines + [not_checked_line(r) for r in _per_cell(unchecked_rows(rows))]
+
+
+def not_checked_line(r: dict[str, Any]) -> str:
+    return f"NOT CHECKED: {checked_what(r)} of {r['engine']} {r['label']} on {r['dataset']}: not checked: " \
+           f"{r['not_checked']}"
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A run's verdicts, computed once from its summary rows."""
+
+    divergent: list[dict[str, Any]]  # greedy rows with a lossless violation
+    distribution_failed: list[dict[str, Any]]  # sampled rows whose distribution check rejected
+    unchecked: list[dict[str, Any]]  # rows whose due check could not run (or the stand-ins of units that have none)
+    failed: list[dict[str, Any]]  # rows with a failed unit
+    greedy: str  # report.md's lossless sentence
+    lines: list[str]  # one line per violation, tie, and unchecked cell
+
+    @property
+    def violated(self) -> bool:
+        return bool(self.divergent or self.distribution_failed)
+
+    @property
+    def unchecked_cells(self) -> int:
+        """Cells (engine, method, dataset) with a due check that could not run."""
+        return len({(r["engine"], r["label"], r["dataset"]) for r in self.unchecked})
+
+
+def missing_rows(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Stand-ins for the speculative (cell, dataset) units of the manifest that have no row at all (the run stopped
+    before them, or their records are gone): a due check with nothing to check. A run without a single record is
+    one stand-in of its own."""
+    cells = manifest.get("cells") or {}
+    datasets = [d["name"] for d in (manifest.get("config") or {}).get("datasets") or []]
+    have = {(r["cell_id"], r["dataset"]) for r in rows}
+    out = [{"engine": c["engine"], "label": f"{c['method']}-k{c['k']}", "method": c["method"], "dataset": d,
+            "temperature": c["temperature"], "not_checked": "its unit holds no records (the run stopped before it, "
+                                                             "or its records are gone)"}
+           for cid, c in cells.items() if c["method"] != "baseline" for d in datasets if (cid, d) not in have]
+    if not rows and not out:
+        out.append({"engine": "every", "label": "cell", "method": "any", "dataset": "every dataset",
+                    "temperature": 0.0, "not_checked": "the run holds no records"})
+    return out
+
+
+def judge(rows: list[dict[str, Any]], manifest: dict[str, Any] | None = None) -> Verdicts:
+    """The verdicts of a run's summary rows; with its manifest, units due a check that have no row are unchecked."""
+    missing = missing_rows(rows, manifest) if manifest is not None else []
+    return Verdicts(divergent_rows(rows), distribution_failures(rows), unchecked_rows(rows) + missing,
+                    [r for r in rows if r.get("n_errors")], greedy_sentence(rows),
+                    verdict_lines(rows) + [not_checked_line(r) for r in missing])

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.analysis.markdown import fmt
 from benchmarks.core import metrics, roofline, step_cost
+from benchmarks.core.markdown import fmt
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
 

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.analysis.figure_style import bar_labels, new_figure, save_figure
-from verification.published import load_k_flat, load_reference
+from benchmarks.core.reference import load_k_flat, load_reference
 
 PUBLISHED_FIGURES = ("published_tpu_v5p_qwen3_4b", "published_llama31_8b_dflash_vs_eagle3", "published_k_flat")
 

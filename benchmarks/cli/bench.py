@@ -5,6 +5,7 @@ import argparse
 from typing import Any
 
 from benchmarks.cli.run import add_run_args, run_and_report
+from benchmarks.core import catalog
 from benchmarks.core.config import Matrix, parse_matrix
 
 
@@ -19,7 +20,7 @@ def k_list(text: str) -> list[int]:
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--preset", help="configs/presets/<name>.yaml (default: tiny on CPU, qwen3-4b elsewhere)")
-    ap.add_argument("--engine", choices=["vllm", "jax"])
+    ap.add_argument("--engine", choices=catalog.batch())
     ap.add_argument("--methods", help="comma-separated, e.g. baseline,dflash,eagle3")
     ap.add_argument("--k", type=k_list, help="comma-separated K values")
     ap.add_argument("--n", dest="num_prompts", type=int)
@@ -40,7 +41,7 @@ def bench_interleaves(engine: str) -> bool:
     per cell); vLLM on a TPU cannot (one process owns the chip), on a GPU only with gpu_memory_utilization split."""
     from benchmarks.core.provenance import detect_platform
 
-    return engine == "jax" or detect_platform() == "cpu"
+    return not catalog.engine(engine).worker or detect_platform() == "cpu"
 
 
 def bench_matrix(args: argparse.Namespace) -> Matrix:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from benchmarks.cli.report import run_folder
-from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.cli.run import exit_status
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -16,17 +16,18 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.summary import summarize
     from benchmarks.core.store import RunStore
-    from verification.lossless import distribution_failures, divergent_rows, unchecked_rows, verdict_lines
+    from verification.lossless import judge
 
     store = RunStore(run_folder(args.run_dir))
-    rows = summarize(store.records(), store.manifest())
+    manifest = store.manifest()
+    rows = summarize(store.records(), manifest)
+    verdicts = judge(rows, manifest)
     checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
-    for line in verdict_lines(rows):
+    for line in verdicts.lines:
         print(line)
-    bad = divergent_rows(rows)
-    print(f"lossless: {len(checked) - len(bad)} of {len(checked)} greedy (method, dataset) rows identical to AR "
-          f"or differing only at numerical ties (docs/lossless.md)")
+    print(f"lossless: {len(checked) - len(verdicts.divergent)} of {len(checked)} greedy (method, dataset) rows "
+          f"identical to AR or differing only at numerical ties (docs/lossless.md)")
     sampled = [r for r in rows if r.get("dist_verdict") in ("pass", "FAIL")]
-    failed = distribution_failures(rows)
-    print(f"distribution: {len(sampled) - len(failed)} of {len(sampled)} sampled (method, dataset) rows pass")
-    return worst(Exit.VIOLATION if bad or failed else Exit.OK, Exit.NOT_CHECKED if unchecked_rows(rows) else Exit.OK)
+    print(f"distribution: {len(sampled) - len(verdicts.distribution_failed)} of {len(sampled)} sampled (method, "
+          f"dataset) rows pass")
+    return exit_status(len(verdicts.failed), verdicts.violated, unchecked=bool(verdicts.unchecked))

@@ -1,5 +1,5 @@
 """`check published`: a run's summary against the published DFlash numbers, compared only under the same
-conditions (verification/published.py)."""
+conditions (verification/published.py, benchmarks/analysis/published_report.py)."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +17,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from verification.published import comparison_markdown
+    from benchmarks.analysis.published_report import comparison_markdown
 
     summary_path, manifest_path = args.run_dir / "summary.csv", args.run_dir / "manifest.json"
     for path in (summary_path, manifest_path):

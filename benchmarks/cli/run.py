@@ -1,20 +1,20 @@
-"""What `bench` and `matrix` share: run options, the run folder (resume or fresh), running and reporting a matrix,
-and the exit status of a run."""
+"""What `bench` and `matrix` share, in the order a run goes: options → plan → execute → report → exit status."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from benchmarks.core.config import EXECUTORS, ConfigError, Matrix, check_executor
+from benchmarks.core.config import EXECUTORS, Matrix, check_executor
 from benchmarks.core.exit_codes import Exit, worst
-from benchmarks.core.records import Cell
 
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--run-dir", type=Path, help="default: results/runs/<name>-<config hash>")
+    ap.add_argument("--plan", action="store_true",
+                    help="print what would run and what is already done in the run folder, and stop")
     ap.add_argument("--allow-divergence", action="store_true",
                     help="do not fail when greedy speculative tokens differ from AR (still reported)")
     ap.add_argument("--allow-unchecked", action="store_true",
@@ -22,34 +22,14 @@ def add_run_args(ap: argparse.ArgumentParser) -> None:
                          "a T > 0 cell without distribution samples (still reported, with the reason)")
     ap.add_argument("--fresh", action="store_true",
                     help="measure every unit again, into a new run folder (default: resume the matrix's run)")
+    ap.add_argument("--reuse-run-dir", action="store_true",
+                    help="measure into a --run-dir that holds a run of another matrix (its units of cells not in "
+                         "this matrix move to units/superseded/); refused without it")
     ap.add_argument("--executor", choices=list(EXECUTORS),
                     help="where engines run: local (default) or ray (the cluster at RAY_ADDRESS, else a local Ray)")
 
 
-def choose_run_dir(matrix: Matrix, cells: list[Cell], run_dir: Path | None, fresh: bool) -> Path:
-    """The run folder, and what a rerun will do there: resume (say how much is done already) or measure afresh."""
-    from benchmarks.core.matrix import run_id_for
-    from benchmarks.core.paths import RUNS_DIR
-    from benchmarks.core.store import RunStore
-
-    if run_dir is None:
-        run_dir = RUNS_DIR / run_id_for(matrix)
-        if fresh:  # a new folder: the earlier run stays as it was
-            run_dir = run_dir.with_name(f"{run_dir.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}")
-    store = RunStore(run_dir)
-    units = [(c.cell_id, d.name) for c in cells for d in matrix.datasets]
-    done = sum(store.is_done(*u) for u in units)
-    if done and fresh:
-        raise ConfigError(f"--fresh: {run_dir} already holds {done} measured unit(s); give a new --run-dir, or "
-                          f"drop --run-dir to get a new folder")
-    if done:
-        print(f"resuming {run_dir}: {done} of {len(units)} (cell, dataset) units already done, not measured again "
-              f"({len(units) - done} to run); FRESH=1 (--fresh) measures everything again into a new run folder",
-              file=sys.stderr)
-    return run_dir
-
-
-def exit_status(failed: int, divergent: bool, allow_divergence: bool, unchecked: bool = False,
+def exit_status(failed: int, divergent: bool, allow_divergence: bool = False, unchecked: bool = False,
                 allow_unchecked: bool = False) -> int:
     """VIOLATION for a divergence (unless allowed), NOT_CHECKED for a due check that could not run (unless
     allowed), FAILED for failed units, else OK: the worst code wins."""
@@ -58,35 +38,57 @@ def exit_status(failed: int, divergent: bool, allow_divergence: bool, unchecked:
                  Exit.FAILED if failed else Exit.OK)
 
 
+def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked: bool = False) -> int:
+    """The exit status a written report's verdicts give (`report`, `check lossless`): a failed unit is FAILED, a
+    due check with no rows NOT_CHECKED, a violation VIOLATION."""
+    v = report.verdicts
+    return exit_status(len(v.failed), v.violated, allow_divergence, bool(v.unchecked), allow_unchecked)
+
+
 def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
-    """Run a matrix (its executor overridden by --executor), write its reports, print the table and verdicts."""
-    from benchmarks.analysis.report import results_table, write_reports
-    from benchmarks.core.models import matrix_cells
+    """Plan the matrix (its executor overridden by --executor), run it, write its reports, print the table and
+    verdicts, and map them to the exit status."""
+    from benchmarks.analysis.report import write_reports
+    from benchmarks.analysis.tables import results_table
     from benchmarks.core.store import latest_link
-    from benchmarks.run.dispatch import run_matrix
-    from verification.lossless import distribution_failures, divergent_rows, unchecked_rows, verdict_lines
+    from benchmarks.run.execute import execute
+    from benchmarks.run.plan import build_plan
 
     if args.executor:
         matrix = dataclasses.replace(matrix, executor=check_executor("--executor", args.executor, matrix.engines))
-    resolved = matrix_cells(matrix)  # once: fingerprinting reads every model file
-    run_dir, failed = run_matrix(matrix, choose_run_dir(matrix, resolved[0], args.run_dir, args.fresh),
-                                 resolved=resolved)
-    rows = write_reports(run_dir)
-    print(results_table(rows))
-    for line in verdict_lines(rows):
+    plan = build_plan(matrix, args.run_dir, fresh=args.fresh, reuse=args.reuse_run_dir)
+    if args.plan:
+        print(plan.describe())
+        return Exit.OK
+    result = execute(plan)
+    if result.stopped:
+        print(f"error: {result.stopped}", file=sys.stderr)
+    try:
+        report = write_reports(result.run_dir)
+    except OSError as exc:
+        print(f"error: the report of {result.run_dir} could not be written ({exc}); `python -m benchmarks report "
+              f"{result.run_dir}` writes it once there is room", file=sys.stderr)
+        return Exit.FAILED
+    verdicts = report.verdicts
+    print(results_table(report.rows))
+    for line in verdicts.lines:
         print(line, file=sys.stderr)
-    print(f"\nrun folder: {run_dir}\n  summary.csv, report.md, figures/ ({latest_link(run_dir)} points here)")
-    divergent = bool(divergent_rows(rows) or distribution_failures(rows))
-    if failed:
-        print(f"{failed} (cell, dataset) unit(s) failed; see report.md. Rerun the same command to retry them.",
+    latest = latest_link()
+    here = latest.is_symlink() and latest.resolve() == result.run_dir.resolve()
+    print(f"\nrun folder: {result.run_dir}\n  summary.csv, report.md, figures/"
+          + (f" ({latest} points here)" if here else " (latest not moved: the run holds no unit)"))
+    if result.failed:
+        print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. Rerun the same command to retry them.",
               file=sys.stderr)
-    if divergent:
+    if verdicts.violated:
         print("speculative outputs differed from AR: greedy tokens or the sampled distribution (LOSSLESS VIOLATION "
               "or DISTRIBUTION CHECK FAILED above)" + ("; accepted by --allow-divergence" if args.allow_divergence
                                                       else ""), file=sys.stderr)
-    unchecked = len({(r["engine"], r["label"], r["dataset"]) for r in unchecked_rows(rows)})
-    if unchecked:
-        print(f"{unchecked} due check(s) could not run (NOT CHECKED above, and in summary.csv `not_checked` and "
-              f"report.md)" + ("; accepted by --allow-unchecked" if args.allow_unchecked
-                               else "; --allow-unchecked accepts this (exit 4 otherwise)"), file=sys.stderr)
-    return exit_status(failed, divergent, args.allow_divergence, bool(unchecked), args.allow_unchecked)
+    if verdicts.unchecked:
+        print(f"{verdicts.unchecked_cells} due check(s) could not run (NOT CHECKED above, and in summary.csv "
+              f"`not_checked` and report.md)" + ("; accepted by --allow-unchecked" if args.allow_unchecked
+                                                 else "; --allow-unchecked accepts this (exit 4 otherwise)"),
+              file=sys.stderr)
+    # a run that stopped failed; the checks its missing units were due follow from that, not from the method
+    return exit_status(result.failed, verdicts.violated, args.allow_divergence,
+                       bool(verdicts.unchecked) and not result.stopped, args.allow_unchecked)

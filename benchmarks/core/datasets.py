@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.core.exit_codes import BadInput
+
 MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 
 
-class DatasetUnavailable(RuntimeError):
+class DatasetUnavailable(BadInput):
     """The prompts cannot be had here; the message names the offline options."""
 
 
@@ -89,6 +91,58 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+MAX_LISTED = 20  # bad rows listed one per line; the rest are counted
+
+
+def read_prompt_file(name: str, path: Path) -> list[dict[str, Any]]:
+    """The rows of a local JSONL prompt file, every line checked: UTF-8, one JSON object, a prompt the dataset can
+    render (`row_problem`). Raises DatasetUnavailable with one line per bad row, naming its line number."""
+    if not path.is_file():
+        raise DatasetUnavailable(f"{name}: local prompt file {path} does not exist")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetUnavailable(f"{name}: cannot read {path}: {exc.strerror}") from None
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problems.append(f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})")
+            continue
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{number}: not a JSON line ({exc.msg} at column {exc.colno}); each line is one "
+                            f"object such as {{\"prompt\": \"...\"}}")
+            continue
+        why = (f"a row must be a JSON object such as {{\"prompt\": \"...\"}}, got a JSON {type(row).__name__}"
+               if not isinstance(row, dict) else row_problem(name, row))
+        if why:
+            problems.append(f"{path}:{number}: {why}")
+        else:
+            rows.append(row)
+    if problems:
+        more = len(problems) - MAX_LISTED
+        raise DatasetUnavailable(problems[:MAX_LISTED] + ([f"{path}: {more} more bad rows"] if more > 0 else []))
+    if not rows:
+        raise DatasetUnavailable(f"{name}: local prompt file {path} holds no rows")
+    return rows
+
+
+def row_problem(name: str, row: dict[str, Any]) -> str | None:
+    """Why a local file's row cannot be rendered as a prompt of dataset `name`, or None."""
+    try:
+        text = render_text(name, row, True)
+    except DatasetUnavailable as exc:
+        return str(exc).split(": ", 1)[1]
+    except (KeyError, IndexError, TypeError) as exc:
+        return (f"no string 'prompt' field, and not the fields the {name} registry renders ({type(exc).__name__}: "
+                f"{exc}); keys: {sorted(row)}")
+    return None if isinstance(text, str) and text.strip() else "the prompt is empty"
+
+
 def _hub_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
     try:
         import datasets
@@ -106,10 +160,7 @@ def _hub_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
 def load_rows(name: str, path: str | None = None) -> list[dict[str, Any]]:
     """The raw rows of a dataset: a local JSONL when `path` is given, else its offline package, else the hub."""
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise DatasetUnavailable(f"{name}: local prompt file {p} does not exist")
-        return _read_jsonl(p)
+        return read_prompt_file(name, Path(path))
     spec = DATASETS[name]
     return _offline_rows(spec.offline) if spec.offline else _hub_rows(spec)
 
@@ -141,19 +192,43 @@ def encode(text: str, tokenizer: Any) -> list[int]:
     return list(tokenizer(render(text, tokenizer), add_special_tokens=False)["input_ids"])
 
 
-def load_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,
-                 max_prompt_tokens: int | None = None) -> list[Prompt]:
-    """n seeded prompts of a dataset, rendered and tokenised. Prompts longer than max_prompt_tokens are skipped
-    (in seeded order) so that prompt + generation fits the engine's context."""
+@dataclass(frozen=True)
+class PromptSelection:
+    """A dataset's seeded prompts, and the rows passed over (in seeded order) because they were too long."""
+
+    prompts: list[Prompt]
+    skipped: list[tuple[int, int]]  # (row index, prompt tokens)
+    max_prompt_tokens: int | None
+
+
+def select_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,
+                   max_prompt_tokens: int | None = None) -> PromptSelection:
+    """n seeded prompts of a dataset, rendered and tokenised. A prompt longer than max_prompt_tokens (so that prompt +
+    generation would not fit the engine's context) is passed over and recorded in `skipped`, in seeded order."""
     rows = load_rows(name, path)
     out: list[Prompt] = []
+    skipped: list[tuple[int, int]] = []
     for i in subset_indices(len(rows), len(rows), seed):
         text = render_text(name, rows[i], path is not None)
         ids = encode(text, tokenizer)
         if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
+            skipped.append((i, len(ids)))
             continue
         out.append(Prompt(name, i, text, ids, hashlib.sha256(json.dumps(ids).encode()).hexdigest()))
         if len(out) == n:
-            return out
+            return PromptSelection(out, skipped, max_prompt_tokens)
     raise DatasetUnavailable(f"{name}: asked for {n} prompts but only {len(out)} of {len(rows)} rows fit "
                              f"(max {max_prompt_tokens} prompt tokens); lower N or raise max_model_len")
+
+
+def load_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,
+                 max_prompt_tokens: int | None = None) -> list[Prompt]:
+    """The prompts of `select_prompts`."""
+    return select_prompts(name, n, seed, tokenizer, path, max_prompt_tokens).prompts
+
+
+def skipped_lines(skipped: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per dataset whose too-long rows were passed over (the plan, the manifest and report.md say so)."""
+    return [f"{name}: {len(s['rows'])} row(s) longer than {s['max_prompt_tokens']} prompt tokens (max_model_len - "
+            f"max_new_tokens) passed over, the next rows of the seeded order taken instead: row index (tokens) "
+            + ", ".join(f"{i} ({n})" for i, n in s["rows"]) for name, s in skipped.items()]

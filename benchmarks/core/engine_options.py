@@ -1,8 +1,6 @@
-"""The engine options each engine accepts, as data: validating a matrix never imports an engine.
-
-vLLM's are the `EngineArgs` fields of its pinned releases (vllm_engine_args.json, read from each release's source;
-a test checks the installed release's list against the live dataclass), less the arguments the adapter sets
-itself, plus the n-gram options. The JAX engine's are its own, with their defaults.
+"""vLLM's engine options as data, so that validating a matrix never imports vLLM: the `EngineArgs` fields of its
+pinned releases (vllm_engine_args.json, read from each release's source; a test checks the installed release's list
+against the live dataclass), less the arguments the adapter sets itself, plus the n-gram options.
 """
 from __future__ import annotations
 
@@ -13,9 +11,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-# The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them here).
-JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
-               "ignore_eos": False}
 # vLLM engine arguments the adapter sets itself; a cell may not override them.
 VLLM_OWNED_ARGS = frozenset({"model", "tokenizer", "speculative_config", "disable_log_stats", "seed",
                              "per_request_spec_decode_metrics"})
@@ -52,9 +47,7 @@ def vllm_release_checked() -> tuple[str, str]:
     return known[-1], f"{why}: the newest recorded release"
 
 
-def option_names(engine: str) -> frozenset[str]:
-    """The options engine `engine` accepts ('vllm-serve' takes vLLM's: a server is that engine behind HTTP)."""
-    if engine == "jax":
-        return frozenset(JAX_OPTIONS)
+def vllm_option_names() -> frozenset[str]:
+    """The options a vLLM cell may set, by the release `vllm_release_checked` names."""
     release, _ = vllm_release_checked()
     return (vllm_engine_args()[release] - VLLM_OWNED_ARGS) | frozenset(NGRAM_OPTIONS)

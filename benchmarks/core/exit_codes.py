@@ -9,11 +9,19 @@ class Exit(IntEnum):
 
     OK = 0  # everything asked for ran and every due check passed
     FAILED = 1  # a unit or step failed to run; rerun the same command to retry it (the others still ran)
-    BAD_INPUT = 2  # an argument, matrix, dataset or model that cannot run, named on one line
+    BAD_INPUT = 2  # an argument, matrix, dataset or model that cannot run, one line per problem
     VIOLATION = 3  # a check failed: greedy tokens differ from AR, the T > 0 distribution check rejected, a study's
     #                criterion failed (--allow-divergence accepts a run's violations; they are still reported)
     NOT_CHECKED = 4  # a check the run was due could not run (the reason is printed and in report.md);
     #                  --allow-unchecked accepts it
+
+
+class BadInput(ValueError):
+    """Input a command cannot run (exit BAD_INPUT): each problem is one line of the message."""
+
+    def __init__(self, problems: str | list[str]):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 def worst(*codes: int) -> int:
@@ -26,7 +34,7 @@ def worst(*codes: int) -> int:
 TABLE = "\n".join(f"  {e.value}  {line}" for e, line in (
     (Exit.OK, "success: everything ran, every due check passed"),
     (Exit.FAILED, "a unit or step failed to run (the others ran); rerun the same command to retry it"),
-    (Exit.BAD_INPUT, "bad input (argument, matrix, dataset, model), named on one line"),
+    (Exit.BAD_INPUT, "bad input (argument, matrix, dataset, model), one line per problem"),
     (Exit.VIOLATION, "a check failed: lossless/distribution violation, or a study's criterion (--allow-divergence)"),
     (Exit.NOT_CHECKED, "a due check could not run, with the reason (--allow-unchecked)"),
 ))

@@ -6,15 +6,17 @@ import hashlib
 import json
 from typing import Any
 
+from benchmarks.core import catalog
 from benchmarks.core.config import PLACEMENT_KEYS, Matrix
-from benchmarks.core.records import ENGINE_METHODS, ENGINES, SERVING_ENGINES, Cell
+from benchmarks.core.records import Cell
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
     """Shared engine options plus the engine's own sub-mapping (e.g. `vllm: {enforce_eager: true}`); a serving
     engine also takes the sub-mapping of the engine it serves (`vllm-serve` takes `vllm:`), its own winning."""
-    shared = {k: v for k, v in options.items() if k not in ENGINES}
-    served = options.get(SERVING_ENGINES[engine]) or {} if engine in SERVING_ENGINES else {}
+    shared = {k: v for k, v in options.items() if k not in catalog.ENGINES}
+    serves = catalog.engine(engine).serves
+    served = options.get(serves) or {} if serves else {}
     return {**shared, **served, **(options.get(engine) or {})}
 
 
@@ -31,7 +33,7 @@ def expand(m: Matrix) -> list[Cell]:
             if "baseline" in m.methods:
                 cells.append(Cell(method="baseline", draft=None, k=0, **common))
             for method in m.methods:
-                if method == "baseline" or (len(m.engines) > 1 and method not in ENGINE_METHODS[engine]):
+                if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
                     continue
                 for k in m.k[method]:
                     cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))
@@ -41,7 +43,12 @@ def expand(m: Matrix) -> list[Cell]:
 def run_id_for(matrix: Matrix) -> str:
     """Deterministic per matrix content, so rerunning the same matrix resumes the same run (wherever it runs: the
     placement keys are left out unless the file itself sets them)."""
-    fields = {k: v for k, v in dataclasses.asdict(matrix).items() if k not in PLACEMENT_KEYS}
+    return config_id(dataclasses.asdict(matrix))
+
+
+def config_id(config: dict[str, Any]) -> str:
+    """`run_id_for` of a matrix given as its fields (a run manifest's `config`)."""
+    fields = {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
     blob = json.dumps(fields, sort_keys=True, default=str)
-    return f"{matrix.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+    return f"{config['name']}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 

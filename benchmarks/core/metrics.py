@@ -1,44 +1,8 @@
-"""Every metric of the harness, defined once (the vocabulary of the project's notes, §5). Pure functions.
-
-Per request:
-  TTFT  = first token time - request start
-  TPOT  = (last token time - first token time) / (n_out - 1)          (prefill excluded)
-  tok/s = n_out / (last token time - first token time)                (summed over requests for a row)
-Speculative (from cumulative engine counters diffed around one dataset, warm-up excluded):
-  tau   = committed tokens / verify steps = 1 + accepted / drafts     (includes the bonus token)
-          pooled over every verify step of a dataset (the v5p runner's statistic, vLLM's counters)
-  tau_prompt_mean = mean over prompts of each prompt's own tau        (z-lab benchmark.py's statistic)
-  alpha = accepted draft tokens / drafted tokens
-  p_i   = fraction of verify steps with >= i accepted drafts          (i = 1..K)
-  hist  = verify steps by exact number of accepted drafts (0..K)
-Speedup of method M over the AR baseline, paired on identical prompts:
-  per prompt TPOT_AR / TPOT_M; geometric mean with a 95 % CI; and mean TPOT_AR / mean TPOT_M.
-  CI = exp(mean ± t_{0.975, n-1} · sd / sqrt(n)) of the n per-prompt log ratios (Student-t on the log ratios;
-  simulated coverage 94.8-96.4 % at n = 2..16 for normal and t3 log ratios, docs/statistics.md); no interval (NaN
-  bounds) at n = 1.
-  Side-by-side speed checks (benchmarks.studies.speed) use the ratio of medians, median TPOT_AR / median TPOT_M.
-Baseline drift (cells run one after another; the baseline is measured again after its speculative cells):
-  drift = geometric mean over the m recheck prompts of TPOT_after / TPOT_before - 1   (paired on identical prompts)
-        = (geometric-mean TPOT after) / (geometric-mean TPOT before) - 1, with the same Student-t 95 % CI on the
-          m per-prompt log ratios ln(TPOT_after / TPOT_before) (its noise model: run-to-run noise of one prompt)
-  flagged when the drift's CI excludes 0 (the baseline did move) and |ln(1 + drift)| > (ln ci_high - ln ci_low) / 2
-  of the speedup's CI (the move, applied to the speedup, takes it out of its own interval); unknown when either
-  side has n < 2.
-Cost model (benchmarks.analysis.cost_model), from per-position rates and step times:
-  tau(K) = 1 + sum_{i<=K} p_i;  speedup(K) = tau(K) * TPOT_AR / step(K);  step cost in AR steps = tau * TPOT_M / TPOT_AR
-Lossless (greedy): fraction of prompts whose tokens equal AR's, and the first divergence index.
-Serving under load (one level = one concurrency C; every figure per level):
-  ITL   = time between successive streamed chunks of one request (a chunk may carry several tokens)
-  aggregate output tok/s = output tokens of all measured requests / wall time of the level (first send to last reply)
-  requests/s             = completed requests / the same wall time
-  throughput speedup     = aggregate tok/s of M / aggregate tok/s of AR, at the same C
-  crossover concurrency  = the smallest measured C at which a method's throughput speedup is below 1.0
-  server TPOT            = mean over a level's requests of the server's own per-request TPOT (engine clock),
-                           from its histogram's sum / count; server TPOT speedup = its ratio of means (tpot_ratio)
-  token identity at C > 1: fraction of prompts whose greedy tokens equal AR's at the same C (batched kernels are
-  not batch-invariant, so this is a measurement, not a lossless verdict)
-Physical floor: AR TPOT >= weight bytes / memory bandwidth; a time below it is a timing bug.
-"""
+"""Every metric of the harness, defined once, as pure functions: per request (TTFT, TPOT without prefill, tok/s),
+speculative (τ pooled and per prompt, α, per-position rates, the histogram of accepted lengths), the paired speedup
+with its Student-t interval and the ratio of mean TPOTs, the baseline drift and its flag, the cost model's τ(K), the
+serving figures (ITL, aggregate throughput, crossover, server TPOT), and the physical floor. Their definitions, in
+the vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
 import math

@@ -9,12 +9,6 @@ from typing import Any
 METHODS = ("baseline", "dflash", "eagle3", "ngram")
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 DRAFT_METHODS = ("dflash", "eagle3")  # the methods that load a draft model
-ENGINES = ("vllm", "jax", "vllm-serve")
-# The methods each engine runs; a matrix over several engines runs each method on the engines that have it.
-ENGINE_METHODS = {"vllm": METHODS, "jax": ("baseline", "dflash"), "vllm-serve": METHODS}
-# Engines that serve requests under load (a real server per cell): the ones that take a `concurrency` axis. They
-# take the engine options of the engine named here too (a server is that engine behind HTTP).
-SERVING_ENGINES = {"vllm-serve": "vllm"}
 
 
 @dataclass(frozen=True)

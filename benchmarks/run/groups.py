@@ -14,7 +14,8 @@ from tqdm import tqdm
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.models import materialize
 from benchmarks.core.records import Cell, SamplingParams
-from benchmarks.run.context import RunContext, describe_engine, error_record, request_record, unit_provenance
+from benchmarks.core.store import StoreWriteError
+from benchmarks.run.context import RunContext, error_record, request_record
 from benchmarks.run.sampling import cell_samples
 from benchmarks.run.ties import run_loaded_ties
 
@@ -60,8 +61,8 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
 def run_group(ctx: RunContext, group: list[Cell]) -> int:
     """Start the group's cells that have pending units, run every dataset through them, write their units; return
     the number of failed units. A cell that fails to start fails its pending units with the cause."""
-    store, matrix = ctx.store, ctx.matrix
-    pending = {c.cell_id: [d for d in matrix.datasets if not store.is_done(c.cell_id, d.name)] for c in group}
+    store, matrix = ctx.store, ctx.plan.matrix
+    pending = {c.cell_id: [u.dataset for u in ctx.plan.pending(c)] for c in group}
     started: list[tuple[Any, Cell]] = []
     pids: dict[str, str] = {}
     failed = 0
@@ -71,26 +72,25 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
             try:
                 engine = ctx.make_engine(cell)
                 t0 = time.perf_counter()
-                engine.load(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)))
+                engine.load(dataclasses.replace(cell, target=ctx.plan.target, draft=materialize(cell.draft)))
                 tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
-                env = getattr(engine, "environment", None) or ctx.env  # a remote worker's own machine
-                pids[cell.cell_id] = store.write_provenance(unit_provenance(env, cell, ctx.models,
-                                                                            describe_engine(engine)))
                 started.append((engine, cell))
+                pids[cell.cell_id] = ctx.provenance(cell, engine)
+            except StoreWriteError:
+                raise
             except Exception as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-                pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, None, failure))
-                for d in pending[cell.cell_id]:
-                    store.write_unit(cell.cell_id, d.name, [error_record(cell, d.name, exc)], pid)
+                pid = ctx.provenance(cell, failure=exc)
+                for name in pending[cell.cell_id]:
+                    store.write_unit(cell.cell_id, name, [error_record(cell, name, exc)], pid)
                 failed += len(pending[cell.cell_id])
                 tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
                 if engine is not None:
                     engine.close()
         for d in matrix.datasets:
-            todo = [(e, c) for e, c in started if d in pending[c.cell_id]]
+            todo = [(e, c) for e, c in started if d.name in pending[c.cell_id]]
             if todo:
-                measured, warmup = ctx.prompts[d.name]
-                for cell_id, records in run_dataset(todo, d.name, measured, warmup, ctx.progress).items():
+                measured, warmup = ctx.plan.prompts[d.name]
+                for cell_id, records in run_dataset(todo, d.name, measured, warmup, ctx.plan.progress).items():
                     engine, cell = next((e, c) for e, c in todo if c.cell_id == cell_id)
                     records += cell_samples(engine, cell, d.name, measured, records)
                     store.write_unit(cell_id, d.name, records, pids[cell_id])

@@ -23,8 +23,8 @@ from benchmarks.core.config import DEFAULT_RESOURCES, ConfigError
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore
+from benchmarks.engines import implementation
 from benchmarks.engines.ray_worker import RayEngine
-from benchmarks.run import context
 from benchmarks.run.context import RunContext
 from benchmarks.run.groups import run_group
 
@@ -75,8 +75,9 @@ def check_feasible(resources: dict[str, float]) -> None:
 class SharedStore(RunStore):
     """The run's store written by several driver threads: one write at a time, and a progress line per unit."""
 
-    def __init__(self, run_dir: Path, node_of: Callable[[str], str], total: int, progress: bool):
-        super().__init__(run_dir)
+    def __init__(self, run_dir: Path, node_of: Callable[[str], str], total: int, progress: bool,
+                 point_latest_on_write: bool):
+        super().__init__(run_dir, point_latest_on_write)
         self._lock = threading.Lock()
         self._node_of, self._total, self._progress = node_of, total, progress
         self.done: Counter[str] = Counter()  # units written, by node IP
@@ -106,13 +107,13 @@ def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
     owned = connect()
     pool = ThreadPoolExecutor(max_workers=max(1, len(groups)), thread_name_prefix="group")
     try:
-        resources = ctx.matrix.resources or DEFAULT_RESOURCES.get(detect_platform(), DEFAULT_RESOURCES["cpu"])
+        resources = ctx.plan.matrix.resources or DEFAULT_RESOURCES.get(detect_platform(), DEFAULT_RESOURCES["cpu"])
         check_feasible(resources)
         engines: dict[str, RayEngine] = {}
 
         def make_engine(cell: Cell) -> RayEngine:
-            m = ctx.matrix
-            engines[cell.cell_id] = RayEngine(context.worker_spec(cell.engine), resources, m.request_timeout_s,
+            m = ctx.plan.matrix
+            engines[cell.cell_id] = RayEngine(implementation(cell.engine), resources, m.request_timeout_s,
                                               m.load_timeout_s)
             return engines[cell.cell_id]
 
@@ -120,11 +121,12 @@ def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
             engine = engines.get(cell_id)
             return (engine.node.get("node_ip") if engine else None) or "no node"
 
-        total = sum(not ctx.store.is_done(c.cell_id, d.name) for g in groups for c in g for d in ctx.matrix.datasets)
-        store = SharedStore(ctx.store.run_dir, node_of, total, ctx.progress)
+        total = sum(len(ctx.plan.pending(c)) for g in groups for c in g)
+        store = SharedStore(ctx.store.run_dir, node_of, total, ctx.plan.progress, ctx.store.point_latest_on_write)
         tqdm.write(f"executor ray: {len(groups)} group(s), {total} unit(s) to run, {resources} per cell, on "
                    f"{len([n for n in ray.nodes() if n['Alive']])} node(s)")
-        shared = dataclasses.replace(ctx, store=store, make_engine=make_engine, progress=False)
+        shared = dataclasses.replace(ctx, plan=dataclasses.replace(ctx.plan, progress=False), store=store,
+                                     make_engine=make_engine)
         return sum(pool.map(lambda group: run_group(shared, group), groups))
     finally:
         if owned:

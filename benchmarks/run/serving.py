@@ -1,13 +1,13 @@
 """Serving units: one server per cell, each (dataset, concurrency) level driven through it by vLLM's load generator.
 
-A unit is (cell, dataset, concurrency[, request rate]); its store key is `unit_key(...)`, so resume and atomic writes
-work as for batch-1 units. Per level the warm-up prompts go first and are thrown away; the measured prompts' results
-become the records the rest of the harness reads (`level_records`: one `request` record per prompt, one `spec` record
-of the /metrics diff, one `load` record). Before a dataset's first level, the server's own ids of every prompt text
-are compared with the harness's (`check_prompt_ids`): a prompt the server tokenises otherwise fails the level rather
-than pairing different prompts. At T > 0 the unit of the matrix's first concurrency level also holds the cell's
-distribution-check samples, drawn through the server (benchmarks/run/sampling.py). What each figure means:
-docs/serving.md.
+A unit of the run plan is (cell, dataset, concurrency[, request rate]); its store key is `store.level_key(...)`, so
+resume and atomic writes work as for batch-1 units. Per level the warm-up prompts go first and are thrown away; the
+measured prompts' results become the records the rest of the harness reads (`level_records`: one `request` record per
+prompt, one `spec` record of the /metrics diff, one `load` record). Before a dataset's first level, the server's own
+ids of every prompt text are compared with the harness's (`check_prompt_ids`): a prompt the server tokenises otherwise
+fails the level rather than pairing different prompts. At T > 0 the unit of the matrix's first concurrency level also
+holds the cell's distribution-check samples, drawn through the server (benchmarks/run/sampling.py). What each figure
+means: docs/serving.md.
 """
 from __future__ import annotations
 
@@ -19,19 +19,16 @@ from tqdm import tqdm
 from benchmarks.core.datasets import Prompt, render
 from benchmarks.core.metrics import tpot_ms
 from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.core.store import StoreWriteError
 
 if TYPE_CHECKING:
     from benchmarks.run.context import RunContext
+    from benchmarks.run.plan import Unit
 
 # A request whose stream reached the client in one burst (mean gap between its chunks under this, far below any
 # decode step) carries no decode timing: the client, or the server's frontend, was not scheduled while its tokens were
 # made (docs/engine-findings.md). Its tpot_ms is None, its raw value stays in extra.client_tpot_ms.
 BURST_ITL_MS = 0.5
-
-
-def unit_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
-    """The store's dataset slot of one serving level."""
-    return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
 
 
 def check_prompt_ids(prompts: list[Prompt], server_ids: list[list[int]]) -> None:
@@ -98,81 +95,85 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
 
 
 def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
-    """Serve each cell of the group that has pending levels: start its server, run the levels, stop it. A server
-    that does not start fails the cell's pending levels with its log tail as the cause; returns failed units."""
+    """Serve each cell of the group that has pending levels: start its server (the catalog's class for the cell's
+    engine), run the levels, stop it. A server that does not start fails the cell's pending levels with its log tail
+    as the cause; returns failed units."""
     from benchmarks.core.models import materialize
+    from benchmarks.engines import engine_class
     from benchmarks.engines.vllm_serve import (
         SERVER_TPOT_HISTOGRAM,
         Load,
-        VllmServer,
         histogram_sum_count,
         parse_spec_metrics,
         run_load,
     )
-    from benchmarks.run.context import error_record, unit_provenance
+    from benchmarks.run.context import error_record
     from benchmarks.run.sampling import cell_samples
 
-    def error(cell: Cell, dataset: str, concurrency: int, exc: BaseException) -> dict[str, Any]:
-        return {**error_record(cell, dataset, exc), "concurrency": concurrency}
+    def error(unit: Unit, exc: BaseException) -> dict[str, Any]:
+        return {**error_record(unit.cell, unit.dataset, exc), "concurrency": unit.concurrency}
 
-    store, m = ctx.store, ctx.matrix
-    tokenizer = ctx.tokenizer
+    store, plan = ctx.store, ctx.plan
+    tokenizer = plan.tokenizer
     texts = {name: ([render(p.text, tokenizer) for p in measured], [render(p.text, tokenizer) for p in warmup])
-             for name, (measured, warmup) in ctx.prompts.items()}  # the chat-templated prompts the server is sent
+             for name, (measured, warmup) in plan.prompts.items()}  # the chat-templated prompts the server is sent
+    first_level = plan.matrix.concurrency[0]
     failed = 0
     for cell in group:
-        pending = [(d.name, c) for d in m.datasets for c in m.concurrency
-                   if not store.is_done(cell.cell_id, unit_key(d.name, c, m.request_rate))]
+        pending = plan.pending(cell)
         if not pending:
             continue
-        server = VllmServer(dataclasses.replace(cell, target=ctx.target, draft=materialize(cell.draft)),
-                            store.run_dir / "logs" / f"{cell.cell_id}.server.log", sequences=max(m.concurrency))
+        server = engine_class(cell.engine)(dataclasses.replace(cell, target=plan.target,
+                                                               draft=materialize(cell.draft)),
+                                           store.run_dir / "logs" / f"{cell.cell_id}.server.log",
+                                           sequences=max(plan.matrix.concurrency))
         work = store.run_dir / "serve" / cell.cell_id
         written: set[str] = set()
         ids_checked: set[str] = set()
         try:
             with server:
                 tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
-                pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, server.describe()))
-                for name, c in pending:
-                    measured = ctx.prompts[name][0]
+                pid = ctx.provenance(cell, server)
+                for unit in pending:
+                    name, c = unit.dataset, unit.concurrency
+                    measured = plan.prompts[name][0]
                     measured_texts, warmup_texts = texts[name]
-                    load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, m.request_rate, cell.seed)
-                    key = unit_key(name, c, m.request_rate)
+                    load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, unit.request_rate,
+                                cell.seed)
                     try:
                         if name not in ids_checked:
                             check_prompt_ids(measured, [server.prompt_ids(t) for t in measured_texts])
                             ids_checked.add(name)
                         if warmup_texts:
-                            run_load(server, dataclasses.replace(load, prompts=warmup_texts), work, f"{key}.warmup")
+                            run_load(server, dataclasses.replace(load, prompts=warmup_texts), work,
+                                     f"{unit.key}.warmup")
                         before = server.scrape()
-                        result = run_load(server, load, work, key)
+                        result = run_load(server, load, work, unit.key)
                         after = server.scrape()
                         spec_b, spec_a = parse_spec_metrics(before), parse_spec_metrics(after)
                         spec = spec_a - spec_b if spec_b is not None and spec_a is not None else None
                         tpot_b, tpot_a = (histogram_sum_count(t, SERVER_TPOT_HISTOGRAM) for t in (before, after))
                         server_tpot = (tpot_a[0] - tpot_b[0], tpot_a[1] - tpot_b[1]) if tpot_a and tpot_b else None
-                        records = level_records(cell, measured, result, tokenizer, c, m.request_rate, spec,
+                        records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, spec,
                                                 server_tpot)
-                        if c == m.concurrency[0]:  # a cell's samples once, with its first level (T > 0 only)
+                        if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
                             records += [{**r, "concurrency": c} for r in
                                         cell_samples(server, cell, name, measured, records)]
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
                                    f"{result['duration']:.1f} s")
                     except Exception as exc:
-                        records = [error(cell, name, c, server.explain(exc))]
+                        records = [error(unit, server.explain(exc))]
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0]['error']}")
-                    store.write_unit(cell.cell_id, key, records, pid)
-                    written.add(key)
+                    store.write_unit(cell.cell_id, unit.key, records, pid)
+                    written.add(unit.key)
                     failed += any(r["kind"] == "error" for r in records)
+        except StoreWriteError:
+            raise
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
-            failure = f"{type(exc).__name__}: {exc}"
-            pid = store.write_provenance(unit_provenance(ctx.env, cell, ctx.models, None, failure))
-            for name, c in pending:
-                key = unit_key(name, c, m.request_rate)
-                if key not in written:
-                    store.write_unit(cell.cell_id, key, [error(cell, name, c, exc)], pid)
+            pid = ctx.provenance(cell, failure=exc)
+            for unit in pending:
+                if unit.key not in written:
+                    store.write_unit(cell.cell_id, unit.key, [error(unit, exc)], pid)
                     failed += 1
             tqdm.write(f"[{cell.label}] vllm server FAILED: {type(exc).__name__}: {str(exc).splitlines()[0]}")
     return failed
-

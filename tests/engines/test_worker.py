@@ -13,7 +13,7 @@ import pytest
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.store import RunStore
 from benchmarks.engines.worker import WorkerEngine
-from benchmarks.run import context, dispatch
+from tests.run_helpers import host_everywhere, run_matrix
 
 SPEC = "scripted_workers:FaultyEngine"
 
@@ -59,7 +59,7 @@ def matrix(random_pair, tmp_path):
 @pytest.fixture
 def scripted(monkeypatch, tmp_path):
     """Every cell's worker hosts the scripted engine; returns the folder where each cell writes its pids."""
-    monkeypatch.setattr(context, "worker_spec", lambda engine: SPEC)
+    host_everywhere(monkeypatch, SPEC)
     pids = tmp_path / "pids"
     pids.mkdir()
     monkeypatch.setenv("SCRIPTED_PIDS", str(pids))
@@ -67,7 +67,7 @@ def scripted(monkeypatch, tmp_path):
 
 
 def run(matrix, tmp_path):
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     records = RunStore(run_dir).records()
     return failed, [r for r in records if r["kind"] == "error"], [r for r in records if r["kind"] == "request"]
 

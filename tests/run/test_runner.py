@@ -13,7 +13,8 @@ from benchmarks.core import models
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
-from benchmarks.run import context, dispatch, drift
+from benchmarks.run import context, drift
+from tests.run_helpers import run_matrix
 
 
 class ScriptedEngine:
@@ -95,7 +96,7 @@ def scripted(monkeypatch):
 
 
 def test_run_records_summary_and_pairing(matrix, tmp_path):
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0
     store = RunStore(run_dir)
     records = store.records()
@@ -121,7 +122,7 @@ def test_run_records_summary_and_pairing(matrix, tmp_path):
 
 def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(matrix, tmp_path):
     ScriptedEngine.fail_on = {"dflash"}
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 2
     errors = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
     assert {e["dataset"] for e in errors} == {"local", "other"} and "cannot start dflash" in errors[0]["error"]
@@ -129,7 +130,7 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
 
     ScriptedEngine.fail_on = set()
     ScriptedEngine.loads = []
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     # the finished baseline was skipped; it is loaded again only for its drift recheck, now that dflash ran
     assert failed == 0 and ScriptedEngine.loads == ["dflash-k3", "baseline"]
     records = RunStore(run_dir).records()
@@ -139,11 +140,11 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
 
 
 def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, tmp_path):
-    plain_dir, _ = dispatch.run_matrix(matrix, tmp_path / "plain", progress=False)
+    plain_dir, _ = run_matrix(matrix, tmp_path / "plain", progress=False)
     sequential = list(ScriptedEngine.calls)
     ScriptedEngine.calls = []
     matrix.interleave = True
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "interleaved", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "interleaved", progress=False)
     assert failed == 0
     assert len(ScriptedEngine.calls) == 2 * 2 * (3 + 2)  # cells × datasets × (measured + warm-up); no recheck
     assert not [r for r in RunStore(run_dir).records() if r["kind"] == "recheck"]
@@ -179,7 +180,7 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     drift_prompts prompts, the drift shows in summary and report, and none of it enters the baseline's figures."""
     matrix.drift_prompts = 2
     ScriptedEngine.reload_slowdown = 1.5
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and ScriptedEngine.loads == ["baseline", "dflash-k3", "baseline"]
     records = RunStore(run_dir).records()
     rechecks = [r for r in records if r["kind"] == "recheck"]
@@ -188,7 +189,7 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     assert [(r["cell_id"], r["dataset"], r["prompt_sha256"]) for r in rechecks] == [
         (base_id, r["dataset"], r["prompt_sha256"]) for ds in ("local", "other")
         for r in drift.spread([m for m in measured if m["dataset"] == ds], 2)]  # in order
-    assert (run_dir / "units" / f"{base_id}__local__recheck.jsonl").is_file()
+    assert (run_dir / "units" / f"{base_id}__local@recheck.jsonl").is_file()
     rows = _rows(run_dir)
     d, b = rows[("dflash-k3", "local")], rows[("baseline", "local")]
     assert d["baseline_tpot_before_ms"] == pytest.approx(10.0) and d["baseline_tpot_after_ms"] == pytest.approx(15.0)
@@ -211,7 +212,7 @@ def test_drift_is_judged_against_the_rechecks_own_noise(matrix, tmp_path, slowdo
     has no width (the old rule flagged any drift then). Slowed by 1.5 as well, the drift's CI lies above 0: flagged."""
     ScriptedEngine.reload_slowdown = slowdown
     ScriptedEngine.reload_noise = [1.0, 1.0, 1.25, 0.95, 1.10]  # 2 warm-ups, then the 3 measured prompts
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0
     d = _rows(run_dir)[("dflash-k3", "local")]
     assert d["n_drift_pairs"] == 3 and d["speedup_ci_low"] == pytest.approx(d["speedup_ci_high"])
@@ -225,9 +226,9 @@ def test_drift_is_judged_against_the_rechecks_own_noise(matrix, tmp_path, slowdo
 
 def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
     """Ray runs no recheck (cells run concurrently, on any node): report.md says so instead of leaving it out."""
-    from benchmarks.analysis.report import drift_lines
+    from benchmarks.analysis.drift import drift_lines
 
-    run_dir, _ = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, _ = run_matrix(matrix, tmp_path / "run", progress=False)
     store = RunStore(run_dir)
     config = store.manifest()["config"]
     assert config["executor"] == "local"  # the manifest records the executor the report reads
@@ -242,7 +243,7 @@ def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
 
 
 def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(matrix, tmp_path):
-    run_dir, _ = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, _ = run_matrix(matrix, tmp_path / "run", progress=False)
     d = _rows(run_dir)[("dflash-k3", "other")]
     assert d["baseline_drift"] == pytest.approx(0.0) and d["drift_flag"] is False
     write_reports(run_dir)
@@ -254,21 +255,21 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
     done = rechecks()
     assert len(done) == 2 * 3
     ScriptedEngine.loads, ScriptedEngine.calls = [], []
-    dispatch.run_matrix(matrix, tmp_path / "run", progress=False)  # everything done: nothing runs again
+    run_matrix(matrix, tmp_path / "run", progress=False)  # everything done: nothing runs again
     assert ScriptedEngine.loads == [] and rechecks() == done
 
     # dflash measured again on one dataset: that dataset's recheck no longer follows it, and is redone after it
     dflash_id = d["cell_id"]
     (run_dir / "units" / f"{dflash_id}__local.jsonl").unlink()
-    dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_matrix(matrix, tmp_path / "run", progress=False)
     assert ScriptedEngine.loads == ["dflash-k3", "baseline"] and rechecks() == done
     assert [label for label, _ in ScriptedEngine.calls] == ["dflash-k3"] * 5 + ["baseline"] * 5  # local only
-    assert list((run_dir / "units" / "superseded").glob("*__local__recheck.jsonl"))
+    assert list((run_dir / "units" / "superseded").glob("*__local@recheck.jsonl"))
 
 
 def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix, tmp_path):
     ScriptedEngine.fail_reload = True
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     errors = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
     assert failed == 2 and {(e["label"], e["dataset"]) for e in errors} == {("baseline recheck", "local"),
                                                                               ("baseline recheck", "other")}
@@ -278,7 +279,7 @@ def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix,
     assert rows[("dflash-k3", "local")]["speedup"] == pytest.approx(2.5) and rows[("dflash-k3", "local")][
         "baseline_drift"] is None
     ScriptedEngine.fail_reload, ScriptedEngine.loads = False, []
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and ScriptedEngine.loads == ["baseline"]  # only the rechecks ran again
     assert _rows(run_dir)[("dflash-k3", "local")]["drift_flag"] is False
 
@@ -286,7 +287,7 @@ def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix,
 def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
     matrix.interleave = True
     ScriptedEngine.fail_at_call = 4  # dflash: 2 warm-ups, a measured prompt, then it raises on the second
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     records = RunStore(run_dir).records()
     errors = [r for r in records if r["kind"] == "error"]
     assert failed == 1 and [(e["label"], e["dataset"]) for e in errors] == [("dflash-k3", "local")]
@@ -315,7 +316,7 @@ def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monke
 
     monkeypatch.setattr(store.os, "fsync", killed_mid_write)
     with pytest.raises(KeyboardInterrupt):
-        dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+        run_matrix(matrix, tmp_path / "run", progress=False)
     units = tmp_path / "run" / "units"
     assert len(list(units.glob("*.jsonl"))) == 1  # the interrupted unit left no file a rerun would take as done
     assert not list(units.glob(".*tmp"))
@@ -323,7 +324,7 @@ def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monke
     assert [r["label"] for r in whole] == ["baseline"] * 3  # the first unit (the baseline's), every line parseable
     monkeypatch.setattr(store.os, "fsync", real_fsync)
     ScriptedEngine.loads = []
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).records()
             if r["kind"] == "request"]
     assert failed == 0 and len(keys) == len(set(keys)) == 12

@@ -17,8 +17,9 @@ from benchmarks.core.config import ConfigError, parse_matrix
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.matrix import expand
 from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.core.store import level_key
 from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
-from benchmarks.run.serving import check_prompt_ids, level_records, unit_key
+from benchmarks.run.serving import check_prompt_ids, level_records
 from verification.lossless import verdict_lines
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
@@ -144,7 +145,7 @@ def test_level_result_becomes_request_spec_and_load_records():
     assert reqs[0]["output_ids"] == [1, 2, 3] and reqs[0]["concurrency"] == 4 and reqs[0]["itl_ms"][0] == 100.0
     assert [r["kind"] for r in recs[2:]] == ["spec", "load"] and recs[2]["num_drafts"] == 5
     assert (recs[3]["server_tpot_sum_s"], recs[3]["server_tpot_count"]) == (0.03, 2.0)
-    assert unit_key("humaneval", 4, None) == "humaneval@c4" and unit_key("x", 1, 2.5) == "x@c1@r2.5"
+    assert level_key("humaneval", 4, None) == "humaneval@c4" and level_key("x", 1, 2.5) == "x@c1@r2.5"
 
 
 @pytest.mark.parametrize("over, fragment", [
@@ -335,7 +336,7 @@ def test_greedy_identity_of_a_serving_matrix_without_concurrency_one_is_not_chec
 def test_cpu_memory_comes_from_what_the_run_needs_or_the_cells_own_options(tmp_path, monkeypatch):
     import json
 
-    from benchmarks.engines import vllm_engine
+    from benchmarks.engines import vllm_memory
 
     big = tmp_path / "big"  # a Qwen3-4B-shaped config: 2 x 36 layers x 8 KV heads x 128 x 2 bytes per token
     big.mkdir()
@@ -345,15 +346,15 @@ def test_cpu_memory_comes_from_what_the_run_needs_or_the_cells_own_options(tmp_p
     cell = Cell(engine="vllm-serve", target=str(big), method="baseline", draft=None, k=0, temperature=0.0,
                 max_new_tokens=8, seed=0)
     # 147456 B/token x 40960 tokens x 4 requests x 1.25 headroom = 28.1 GiB -> 29; max_model_len 4096: 2.8 -> 3
-    assert vllm_engine.kv_cache_gib(cell, 4) == 29
-    assert vllm_engine.kv_cache_gib(dataclasses.replace(cell, engine_options={"max_model_len": 4096}), 4) == 3
-    assert vllm_engine.kv_cache_gib(dataclasses.replace(cell, engine_options={"max_model_len": 512}), 1) == 1
-    monkeypatch.setattr(vllm_engine, "_EXPORTED_KVCACHE", None)
-    assert vllm_engine.cpu_memory_environment(cell, 4) == {"VLLM_CPU_KVCACHE_SPACE": "29"}
+    assert vllm_memory.kv_cache_gib(cell, 4) == 29
+    assert vllm_memory.kv_cache_gib(dataclasses.replace(cell, engine_options={"max_model_len": 4096}), 4) == 3
+    assert vllm_memory.kv_cache_gib(dataclasses.replace(cell, engine_options={"max_model_len": 512}), 1) == 1
+    monkeypatch.setattr(vllm_memory, "_EXPORTED_KVCACHE", None)
+    assert vllm_memory.cpu_memory_environment(cell, 4) == {"VLLM_CPU_KVCACHE_SPACE": "29"}
     own = dataclasses.replace(cell, engine_options={"kv_cache_memory_bytes": 2 << 30})
-    assert vllm_engine.cpu_memory_environment(own, 4) == {"VLLM_CPU_KVCACHE_SPACE": None}  # unset: it would win
-    monkeypatch.setattr(vllm_engine, "_EXPORTED_KVCACHE", "7")
-    assert vllm_engine.cpu_memory_environment(cell, 4) == {"VLLM_CPU_KVCACHE_SPACE": "7"}
+    assert vllm_memory.cpu_memory_environment(own, 4) == {"VLLM_CPU_KVCACHE_SPACE": None}  # unset: it would win
+    monkeypatch.setattr(vllm_memory, "_EXPORTED_KVCACHE", "7")
+    assert vllm_memory.cpu_memory_environment(cell, 4) == {"VLLM_CPU_KVCACHE_SPACE": "7"}
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", "OTHER": "x"}
-    vllm_engine.apply_environment({"VLLM_CPU_KVCACHE_SPACE": None, "NEW": "2"}, env)
+    vllm_memory.apply_environment({"VLLM_CPU_KVCACHE_SPACE": None, "NEW": "2"}, env)
     assert env == {"OTHER": "x", "NEW": "2"}

@@ -134,11 +134,11 @@ def test_a_server_without_the_harness_memory_setting_fails_while_another_process
     from benchmarks.core.config import parse_matrix
     from benchmarks.core.matrix import expand
     from benchmarks.core.models import materialize
-    from benchmarks.engines import vllm_engine
+    from benchmarks.engines import vllm_memory
     from benchmarks.engines.vllm_serve import ServerStartError, VllmServer
 
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)  # the suite exports one
-    monkeypatch.setattr(vllm_engine, "_EXPORTED_KVCACHE", None)
+    monkeypatch.setattr(vllm_memory, "_EXPORTED_KVCACHE", None)
     matrix = parse_matrix({"preset": "tiny", "engine": "vllm-serve", "methods": ["baseline"], "datasets": ["humaneval"],
                            "engine_options": {"max_model_len": 512}})
     cell = next(iter(expand(matrix)))
@@ -151,7 +151,7 @@ def test_a_server_without_the_harness_memory_setting_fails_while_another_process
 
 
 def _prompt_ids(matrix_file) -> dict[str, list[int]]:
-    """The matrix's measured prompts as the runner tokenises them (benchmarks/run/dispatch.py), by sha256."""
+    """The matrix's measured prompts as the runner tokenises them (benchmarks/run/plan.py), by sha256."""
     from benchmarks.core.config import load_matrix
     from benchmarks.core.datasets import load_prompts
     from benchmarks.core.models import load_tokenizer, materialize

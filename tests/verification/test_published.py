@@ -8,16 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks.analysis.published_report import comparison_markdown
 from benchmarks.cli import main
-from verification import published
-from verification.published import (
-    ReferenceDataError,
-    comparison_markdown,
-    hardware_matches,
-    load_k_flat,
-    load_reference,
-    model_key,
-)
+from benchmarks.core import reference
+from benchmarks.core.reference import ReferenceDataError, load_k_flat, load_reference
+from verification.published import hardware_matches, model_key
 
 V5P_MANIFEST = {"run_id": "tpu-run", "platform": "tpu", "hardware": {"device": "TPU v5p", "bandwidth_gbps": 2765.0}}
 CPU_MANIFEST = {"run_id": "cpu-run", "platform": "cpu",
@@ -66,7 +61,7 @@ def test_k_flat_forward_time_is_below_the_v5p_floor() -> None:
 
 
 def test_loader_rejects_inconsistent_files(tmp_path: Path) -> None:
-    for f in published.REFERENCE_DIR.glob("*.csv"):
+    for f in reference.REFERENCE_DIR.glob("*.csv"):
         shutil.copy(f, tmp_path / f.name)
     path = tmp_path / "tpu_v5p_qwen3_4b.csv"
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -136,7 +131,7 @@ def test_the_v5p_tau_statistic_is_its_named_harness_s_and_not_marked_inferred() 
     ("tpu_v5p_llama31_8b", "mbpp", "stated", "tau_statistic_basis is set but the row has no τ"),
 ])
 def test_a_tau_statistic_must_say_what_it_rests_on(tmp_path: Path, table, dataset, value, fragment) -> None:
-    for f in published.REFERENCE_DIR.glob("*.csv"):
+    for f in reference.REFERENCE_DIR.glob("*.csv"):
         shutil.copy(f, tmp_path / f.name)
     path = tmp_path / f"{table}.csv"
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -147,7 +142,7 @@ def test_a_tau_statistic_must_say_what_it_rests_on(tmp_path: Path, table, datase
 
 
 def test_a_tau_without_its_statistic_is_refused(tmp_path: Path) -> None:
-    for f in published.REFERENCE_DIR.glob("*.csv"):
+    for f in reference.REFERENCE_DIR.glob("*.csv"):
         shutil.copy(f, tmp_path / f.name)
     path = tmp_path / "tpu_v5p_qwen3_4b.csv"
     df = pd.read_csv(path, dtype=str, keep_default_na=False)

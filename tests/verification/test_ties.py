@@ -3,8 +3,9 @@
 violation; the summary, the verdict lines and the report show identical / ties / violations per row."""
 import pytest
 
-from benchmarks.analysis.report import results_table, write_reports
+from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize
+from benchmarks.analysis.tables import results_table
 from benchmarks.core.store import RunStore
 from verification import ties
 from verification.lossless import divergent_rows, tie_rows, verdict_lines
@@ -107,7 +108,7 @@ def test_report_lists_every_tie_check(tmp_path):
     recs = records(5.19)
     store.write_unit("base", "humaneval", recs[:2])
     store.write_unit("dfl", "humaneval", recs[2:4])
-    store.write_unit("dfl", "humaneval__ties", recs[4:])
+    store.write_unit("dfl", "humaneval@ties", recs[4:])
     write_reports(tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "| jax | dflash-k3 | humaneval | 0 | 2 | 7 / 9 | 5.2000 / 5.1900 / 5.2000 | 0.0100 | 0.1250 | 0.32 | tie |" \

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import hardware, roofline
-from benchmarks.core.engine_options import JAX_OPTIONS as OPTIONS
+from benchmarks.core.catalog import JAX_OPTIONS as OPTIONS
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from benchmarks.core import metrics
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.studies.parity import EngineRun, run_engine
-from preparation.train_tiny import user_message
+from benchmarks.tiny.train import user_message
 
 
 def humaneval_prompt_ids(tokenizer_dir: Path, n: int, skip: int = 0) -> list[list[int]]:

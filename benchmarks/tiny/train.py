@@ -1,6 +1,4 @@
-"""Train the tiny model set shipped under models/tiny: a Qwen3 target, a DFlash draft and an EAGLE-3 draft.
-
-    python -m benchmarks tiny train --out models/tiny
+"""Train the tiny model set shipped under models/tiny (`python -m benchmarks tiny train --out models/tiny`).
 
 Corpus: the running Python's standard library sources (`stdlib_corpus`), present offline on every machine.
 Every function becomes one HumanEval-style chat sample: the user asks for a solution that passes the tests and
@@ -38,7 +36,7 @@ from benchmarks.core.tiny_checkpoints import (
     save_target,
     stdlib_corpus,
 )
-from preparation.train_models import DFlashDraft, Eagle3Draft, Qwen3Target, weighted_ce
+from benchmarks.tiny.models import DFlashDraft, Eagle3Draft, Qwen3Target, weighted_ce
 
 INSTRUCTION = "Write a solution that passes the tests."
 

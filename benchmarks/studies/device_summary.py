@@ -18,7 +18,7 @@ import json
 import math
 from pathlib import Path
 
-from benchmarks.analysis.report import floor_lines
+from benchmarks.analysis.floors import floor_lines
 from benchmarks.analysis.summary import summarize
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.store import RunStore

@@ -1,0 +1,86 @@
+"""AR TPOT against the memory-bandwidth floor, and the engine's own per-step floor check, as report lines."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from benchmarks.analysis.tables import setting
+from benchmarks.core import hardware, metrics
+from benchmarks.core.provenance import DTYPE_BYTES
+
+
+def _run_weight_bytes(model: dict[str, Any], options: dict[str, Any]) -> tuple[float | None, str]:
+    """The target's weight bytes as the run holds them (its dtype when set), and where the figure comes from."""
+    dtype = str(options.get("dtype") or "auto")
+    source = model.get("weight_bytes_source") or "on disk"
+    if dtype in DTYPE_BYTES and model.get("parameters"):
+        return (model["parameters"] * DTYPE_BYTES[dtype],
+                f"{model['parameters'] / 1e6:.1f} M parameters from {source} × {DTYPE_BYTES[dtype]} bytes ({dtype})")
+    return model.get("weight_bytes"), source
+
+
+def engine_bandwidth(manifest: dict[str, Any], provenances: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The manifest's hardware, with the bandwidth of the device an engine saw when the host could not name it (a
+    TPU VM without TPU_ACCELERATOR_TYPE: only the engine that holds the chip knows its kind)."""
+    hw = dict(manifest.get("hardware") or {})
+    platform = manifest.get("platform")
+    for p in provenances.values() if not hw.get("bandwidth_gbps") and platform != "cpu" else ():
+        device = setting(p.get("describe") or {}, "device_name") or setting(p.get("describe") or {}, "device")
+        bw, source = hardware.bandwidth(platform or "", str(device)) if device else (None, "")
+        if bw:
+            source = f"{source}, the device as the engine named it"
+            return hw | {"device": device, "bandwidth_gbps": bw / 1e9, "bandwidth_source": source}
+    return hw
+
+
+def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
+                provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
+    hw = engine_bandwidth(manifest, provenances or {})
+    bw = hw.get("bandwidth_gbps")
+    model = (manifest.get("models") or {}).get(manifest["config"]["target"], {})
+    weight_bytes, source = _run_weight_bytes(model, manifest["config"].get("engine_options") or {})
+    if not bw:
+        return [f"Floor not computed: the memory bandwidth of {hw.get('device') or 'this device'} is unknown "
+                f"({hw.get('bandwidth_source') or 'not recorded'}); set DFLASH_BANDWIDTH_GBS (GB/s) and rerun "
+                f"the report."]
+    if not weight_bytes:
+        return [f"Floor not computed: the target's weight size is unknown ({source})."]
+    floor = metrics.tpot_floor_ms(weight_bytes, bw * 1e9)
+    bw_source = f", {hw['bandwidth_source']}" if hw.get("bandwidth_source") else ""
+    lines = [f"Target weights {weight_bytes / 1e6:.1f} MB ({source}) at {bw:.0f} GB/s{bw_source} "
+             f"→ AR TPOT floor {floor:.3f} ms."]
+    cache = hw.get("cache_bytes")
+    binding = not (cache and weight_bytes <= cache)
+    if not binding:
+        lines.append(f"The weights fit the {cache / 2**20:.0f} MiB CPU cache, so the DRAM floor does not bind here; "
+                     f"times are reported against it but not flagged.")
+    for r in rows:
+        if r["method"] == "baseline" and r["tpot_ms_mean"] is not None and not math.isnan(r["tpot_ms_mean"]):
+            bad = binding and metrics.below_floor(r["tpot_ms_mean"], floor)
+            achieved = weight_bytes / (r["tpot_ms_mean"] / 1000.0) / 1e9
+            lines.append(f"- {r['engine']} AR on {r['dataset']}: TPOT {r['tpot_ms_mean']:.3f} ms, "
+                         f"{achieved:.1f} GB/s of weights ({100 * achieved / bw:.0f} % of the bandwidth)"
+                         + (" **BELOW THE FLOOR: timing error, not a result**" if bad else ""))
+    return lines
+
+
+def timing_error_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The engine's own per-request check (JAX: decode step time against the target+draft bytes floor)."""
+    checked: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        extra = r.get("extra") or {}
+        if r.get("kind") == "request" and extra.get("step_floor_s"):
+            checked.setdefault((r["engine"], r["label"], r["dataset"]), []).append(extra)
+    lines = []
+    for (engine, label, dataset), extras in sorted(checked.items()):
+        bad = [e for e in extras if e.get("timing_error")]
+        if bad:
+            worst = min(bad, key=lambda e: e["step_s"])
+            lines.append(f"- {engine} {label} on {dataset}: {len(bad)} of {len(extras)} requests step faster than "
+                         f"the per-step floor ({worst['step_s'] * 1e3:.3f} ms < {worst['step_floor_s'] * 1e3:.3f} ms)"
+                         f" **TIMING ERROR: not a result**")
+    if checked and not lines:
+        lines.append(f"The engine's per-step floor check ran on {sum(map(len, checked.values()))} requests: none "
+                     f"below it.")
+    return lines

@@ -1,0 +1,83 @@
+"""The engine catalog: one row per engine, as data. Validation, the engine registry, the run plan and the report
+read it; nothing here imports an engine.
+
+Adding an engine is one row here and one module under benchmarks/engines/ (docs/layout.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from benchmarks.core.engine_options import vllm_option_names
+from benchmarks.core.records import METHODS
+
+# The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them from its row).
+JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
+               "ignore_eos": False}
+
+
+@dataclass(frozen=True)
+class EngineRow:
+    """One engine.
+
+    implementation  "module:Class" of the engine, imported only when a cell of it runs; a module name that starts
+                    with "." is relative to benchmarks.engines (the registry resolves it there)
+    methods         the methods it runs
+    options         the option names a cell may set (called at validation; data, no engine import)
+    defaults        option defaults the engine applies itself
+    choices         the values an option may take, where they are few
+    worker          whether its cells run in worker processes when interleaved (one engine per process)
+    serves          for a serving engine: the batch engine it serves behind HTTP, whose options it takes too;
+                    its units run under the matrix's concurrency levels
+    """
+
+    name: str
+    implementation: str
+    methods: tuple[str, ...]
+    options: Callable[[], frozenset[str]]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    worker: bool = False
+    serves: str | None = None
+
+    @property
+    def base(self) -> str:
+        """The engine that measures: itself, or the engine a server serves."""
+        return self.serves or self.name
+
+
+# vLLM's `--dtype` choices; the JAX engine's dtypes and draft query counts (benchmarks/engines/jax/loader.py).
+VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32")})
+JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"), "draft_queries": ("block", "k+1"),
+                                "breakdown": (True, False), "ignore_eos": (True, False)})
+
+ENGINES: dict[str, EngineRow] = {row.name: row for row in (
+    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True),
+    EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), lambda: frozenset(JAX_OPTIONS),
+              defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES),
+    EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
+              serves="vllm"),
+)}
+
+
+class UnknownEngine(ValueError):
+    """An engine name the catalog does not have."""
+
+
+def engine(name: str) -> EngineRow:
+    """The catalog row of an engine."""
+    if name not in ENGINES:
+        raise UnknownEngine(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
+    return ENGINES[name]
+
+
+def serving() -> list[str]:
+    """The engines that serve a load (a server per cell, a concurrency axis)."""
+    return [name for name, row in ENGINES.items() if row.serves]
+
+
+def batch() -> list[str]:
+    """The engines that run one prompt at a time."""
+    return [name for name, row in ENGINES.items() if not row.serves]
