@@ -184,13 +184,14 @@ def measure_matmul_seconds(rows: list[int], n_in: int, n_out: int, dtype: str, l
     streams_alone = copies == 1 and not resident  # a weight of STREAM_BYTES or more: one call is long enough
     weights = distinct * (1 if streams_alone else -(-16 // copies))
     fn = matmul_chain(layout, n_in)
-    out = {}
-    for r in rows:
-        x = jnp.ones((r, n_in), dtype)
+    xs = {r: jnp.ones((r, n_in), dtype) for r in rows}
+    for x in xs.values():
         fn(x, weights).block_until_ready()
-        out[r] = float(np.median([best_seconds(lambda: fn(x, weights).block_until_ready(), 1)
-                                  for _ in range(repeats)])) / len(weights)
-    return out
+    times: dict[int, list[float]] = {r: [] for r in rows}
+    for _ in range(repeats):  # the row counts in turn, so that a busy spell falls on all of them alike
+        for r, x in xs.items():
+            times[r].append(best_seconds(lambda x=x: fn(x, weights).block_until_ready(), 1) / len(weights))
+    return {r: float(np.median(t)) for r, t in times.items()}
 
 
 def matmul_table(shapes: Iterable[tuple[int, int, int]], dtype: str, layout: str = "oi",
