@@ -191,18 +191,20 @@ def _median_ms(seconds: list[float]) -> float:
 def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dict[str, float]:
     """What the host adds to a step of the engine's loop, from `repeats` interleaved rounds (medians): a request
     through the engine (its decode time per step, as the engine measures it: loop_ms); the same steps dispatched as
-    one loop after prefill and timed until their result reaches the host; and a loop that has nothing to do (its
-    dispatch and result alone: fixed_ms). device_ms = (full loop - fixed) / steps, host_ms = loop_ms - device_ms;
-    dispatch_ms is the host's time to dispatch a request's loop."""
+    one loop after prefill and timed until their result reaches the host; the same number of steps in a loop of known
+    trip count (no stop test); and a loop that has nothing to do (its dispatch and result alone: fixed_ms).
+    device_ms = (full loop - fixed) / steps, host_ms = loop_ms - device_ms; counted_ms is the counted loop's step,
+    which a platform that reads a while loop's stop test back to the host between iterations beats; dispatch_ms is
+    the host's time to dispatch a request's loop."""
     import jax
     import numpy as np
 
-    def loop(limit: int) -> tuple[float, float, int]:
+    def loop(limit: int, count: int = 0) -> tuple[float, float, int]:
         req = dec.request(prompt, limit)
         _, state = jax.block_until_ready(dec.prefill(req))
         t0 = time.perf_counter()
-        for span in dec.request_spans(req):
-            state = dec.dispatch_steps(state, req, span)
+        for span in dec.request_spans(req)[: 1 if count else None]:
+            state = dec.dispatch_steps(state, req, span, count)
         t1 = time.perf_counter()
         steps = int(jax.device_get(state["steps"] if dec.speculative else state["count"] - 1))
         return time.perf_counter() - t0, t1 - t0, steps
@@ -211,19 +213,22 @@ def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dic
     for _ in range(repeats):
         g = dec.generate(prompt, new_tokens)
         full_s, dispatch_s, steps = loop(new_tokens)
+        counted_s = loop(new_tokens, steps)[0]
         fixed_s = loop(1)[0]
         rounds.append((1000.0 * (g.last_token_s - g.ttft_s) / len(g.accept_lengths or g.tokens[1:]),
-                       1000.0 * (full_s - fixed_s) / steps, 1000.0 * dispatch_s, 1000.0 * fixed_s, steps))
-    loop_ms, device_ms, dispatch_ms, fixed_ms, steps = (float(np.median(x)) for x in zip(*rounds))
-    return {"loop_ms": loop_ms, "device_ms": device_ms, "host_ms": loop_ms - device_ms, "dispatch_ms": dispatch_ms,
-            "fixed_ms": fixed_ms, "steps": steps}
+                       1000.0 * (full_s - fixed_s) / steps, 1000.0 * (counted_s - fixed_s) / steps,
+                       1000.0 * dispatch_s, 1000.0 * fixed_s, steps))
+    loop_ms, device_ms, counted_ms, dispatch_ms, fixed_ms, steps = (float(np.median(x)) for x in zip(*rounds))
+    return {"loop_ms": loop_ms, "device_ms": device_ms, "host_ms": loop_ms - device_ms, "counted_ms": counted_ms,
+            "dispatch_ms": dispatch_ms, "fixed_ms": fixed_ms, "steps": steps}
 
 
 def split_line(sp: dict[str, float]) -> str:
     """The split in words (a negative host share is noise: the engine's loop is the device loop)."""
-    return (f"per step: engine loop {sp['loop_ms']:.3f} ms, device {sp['device_ms']:.3f} ms, the host adds "
-            f"{sp['host_ms']:.3f} ms ({100 * sp['host_ms'] / sp['loop_ms']:.1f} %); per request the host dispatches "
-            f"the loop in {sp['dispatch_ms']:.3f} ms, and a loop with nothing to do costs {sp['fixed_ms']:.3f} ms")
+    return (f"per step: engine loop {sp['loop_ms']:.3f} ms, device {sp['device_ms']:.3f} ms (a loop of known trip "
+            f"count: {sp['counted_ms']:.3f} ms), the host adds {sp['host_ms']:.3f} ms "
+            f"({100 * sp['host_ms'] / sp['loop_ms']:.1f} %); per request the host dispatches the loop in "
+            f"{sp['dispatch_ms']:.3f} ms, and a loop with nothing to do costs {sp['fixed_ms']:.3f} ms")
 
 
 def request_figures(gens: list[Any], dec: Any) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def test_dropped_and_skipped_steps_are_named(tmp_path, capsys):
 
 def split(loop, device):
     return {"loop_ms": loop, "dispatch_ms": 0.05, "fixed_ms": 0.08, "device_ms": device, "host_ms": loop - device,
-            "steps": 10}
+            "counted_ms": device - 0.1, "steps": 10}
 
 
 def test_device_study_figures(tmp_path, capsys):
@@ -78,8 +78,9 @@ def test_device_study_figures(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("AR TPOT 2.000 ms, step 2.000 ms (predicted 1.700 ms; floor 1.675 ms, 1.19x it); 4 requests, host round "
             "trips per request [1, 1, 1, 1]") in out
-    assert ("per step: engine loop 2.000 ms, device 1.800 ms, the host adds 0.200 ms (10.0 %); per request the host "
-            "dispatches the loop in 0.050 ms, and a loop with nothing to do costs 0.080 ms") in out
+    assert ("per step: engine loop 2.000 ms, device 1.800 ms (a loop of known trip count: 1.700 ms), the host adds "
+            "0.200 ms (10.0 %); per request the host dispatches the loop in 0.050 ms, and a loop with nothing to do "
+            "costs 0.080 ms") in out
     assert "compiled in 7.5 s (prefill 32: 2.5 s, steps 256: 5.0 s)" in out
     assert ("= 1.50 AR steps (predicted 1.18): implied speedup 3.61x at tau 5.42 (mean), 5.87x at tau 8.80 "
             "(math500); 10.50x measured at tau 16.00") in out

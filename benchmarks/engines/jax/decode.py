@@ -139,28 +139,29 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
     return state, tcache, dcache
 
 
-def _live(state: State, span: int) -> jax.Array:
-    """Whether the loop over a span goes on: not done, and the next step's context fits the span."""
-    return ~state["done"] & (position(state) <= span)
+def _loop(body: Any, carry: tuple, span: int, count: int) -> tuple:
+    """Steps until the request is done or the next step's context outgrows `span` (a while loop: its stop test is
+    data), or, with `count`, exactly that many (a loop of known trip count, no stop test: what a platform that reads
+    a while loop's predicate back to the host between iterations is measured against, study device)."""
+    if count:
+        return jax.lax.fori_loop(0, count, lambda _, c: body(c), carry)
+    return jax.lax.while_loop(lambda c: ~c[0]["done"] & (position(c[0]) <= span), body, carry)
 
 
-@partial(jax.jit, static_argnames=("tcfg", "span"), donate_argnames=("state", "tcache"))
-def ar_steps(tparams, state, tcache, key, temperature, *, tcfg, span):
-    """AR steps on the device until the request is done or its context outgrows `span`: (state, cache)."""
-    def body(carry):
-        return ar_body(tparams, *carry, key, temperature, tcfg, span)
-
-    return jax.lax.while_loop(lambda carry: _live(carry[0], span), body, (state, tcache))
+@partial(jax.jit, static_argnames=("tcfg", "span", "count"), donate_argnames=("state", "tcache"))
+def ar_steps(tparams, state, tcache, key, temperature, *, tcfg, span, count=0):
+    """AR steps on the device until the request is done or its context outgrows `span` (`_loop`): (state, cache)."""
+    return _loop(lambda c: ar_body(tparams, *c, key, temperature, tcfg, span), (state, tcache), span, count)
 
 
-@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"),
+@partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span", "count"),
          donate_argnames=("state", "tcache", "dcache"))
-def spec_steps(tparams, dparams, state, tcache, dcache, key, temperature, *, dcfg, tcfg, k, num_queries, span):
-    """DFlash steps on the device until the request is done or its context outgrows `span`: (state, caches)."""
-    def body(carry):
-        return spec_body(tparams, dparams, *carry, key, temperature, dcfg, tcfg, k, num_queries, span)
-
-    return jax.lax.while_loop(lambda carry: _live(carry[0], span), body, (state, tcache, dcache))
+def spec_steps(tparams, dparams, state, tcache, dcache, key, temperature, *, dcfg, tcfg, k, num_queries, span,
+               count=0):
+    """DFlash steps on the device until the request is done or its context outgrows `span` (`_loop`): (state,
+    caches)."""
+    return _loop(lambda c: spec_body(tparams, dparams, *c, key, temperature, dcfg, tcfg, k, num_queries, span),
+                 (state, tcache, dcache), span, count)
 
 
 @partial(jax.jit, static_argnames=("tcfg", "dcfg"))
@@ -389,15 +390,15 @@ class Decoder:
                                                      width=self.width)
         return first, state
 
-    def dispatch_steps(self, state: State, req: Request, span: int) -> State:
-        """Dispatch the loop over one span (returns at once; the state stays on the device)."""
+    def dispatch_steps(self, state: State, req: Request, span: int, count: int = 0) -> State:
+        """Dispatch the loop over one span (returns at once; the state stays on the device); `count`: see _loop."""
         if self.speculative:
             state, self.tcache, self.dcache = spec_steps(
                 self.tparams, self.dparams, state, self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
-                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span)
+                tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span, count=count)
         else:
             state, self.tcache = ar_steps(self.tparams, state, self.tcache, req.key, req.temperature, tcfg=self.tcfg,
-                                          span=span)
+                                          span=span, count=count)
         return state
 
     def _dflash_timed(self, req: Request, eos: set[int], compile_s: float) -> Generation:
