@@ -7,8 +7,8 @@
       units/<cell>__<dataset>.jsonl   the records of one (cell, dataset), each naming its `provenance_id`,
                            written in one atomic rename
       units/<cell>__<dataset>@recheck.jsonl   a baseline measured again after its speculative cells (drift guard);
-                           '@' never occurs in a dataset name, so internal unit keys (@recheck, @ties, @c<level>)
-                           cannot collide with one
+                           '@' never occurs in a dataset name, so internal unit keys (@recheck, @ties, @c<level>,
+                           the workloads' @ctx<tokens> and @turn2) cannot collide with one
       units/superseded/    units of cells that are no longer in the run (their model files changed)
       records.jsonl        all units concatenated (rebuilt atomically after each unit)
 
@@ -63,6 +63,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def level_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
     """The unit key of one serving level of a dataset."""
     return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
+
+
+def workload_key(dataset: str, context_tokens: int | None = None, turn: int | None = None) -> str:
+    """The key of a dataset's workload: `<dataset>@ctx<N>` at a context length, `<dataset>@turn2` for the second turn
+    of its conversations, the dataset's own name otherwise (its plain prompts, or their first turn)."""
+    return (dataset + (f"@ctx{context_tokens}" if context_tokens is not None else "")
+            + (f"@turn{turn}" if turn is not None and turn > 1 else ""))
 
 
 def recheck_key(dataset: str) -> str:
