@@ -189,8 +189,8 @@ def _messages_problem(messages: Any) -> str | None:
         if m.get("role") not in ROLES:
             return f"messages[{i}]: role {m.get('role')!r} is not one of {', '.join(ROLES)}"
     if messages[-1]["role"] != "user":
-        return (f"'messages' ends with a {messages[-1]['role']} message; the last must be the user's, which the "
-                f"model answers")
+        return (f"'messages' ends with a message of role {messages[-1]['role']!r}; the last must be the user's, "
+                f"which the model answers")
     return None
 
 

@@ -8,11 +8,13 @@ import pytest
 from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize
 from benchmarks.core.config import parse_matrix
+from benchmarks.core.datasets import sent_text, tokens
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 from benchmarks.run import context
 from benchmarks.run.execute import execute
 from benchmarks.run.plan import build_plan
+from benchmarks.run.serving import level_records
 from benchmarks.run.turns import answers_path
 from tests.run_helpers import run_matrix
 
@@ -175,3 +177,16 @@ def test_local_rows_in_three_forms_run(random_pair, tmp_path):
     assert failed == 0 and [11, 12, 13, 14, 15] in sent("baseline") and sent("baseline") == sent("dflash-k3")
     forms = [p["form"] for p in RunStore(tmp_path / "run").manifest()["prompts"]["workloads"]["mine"]]
     assert sorted(forms) == ["messages", "prompt", "prompt_ids"]
+
+
+def test_a_served_context_workload_is_sent_its_templated_text_and_keyed_per_level(random_pair, tmp_path):
+    m = matrix(random_pair, datasets=["humaneval"], context_tokens=[700], engine="vllm-serve", concurrency=[1, 2])
+    plan = build_plan(m, tmp_path / "run")
+    assert {u.key for u in plan.units} == {"humaneval@ctx700@c1", "humaneval@ctx700@c2"}
+    p = plan.prompts["humaneval@ctx700"][0][0]
+    assert sent_text(p, plan.tokenizer) == p.rendered and tokens(p.rendered, plan.tokenizer) == p.ids
+    result = {"errors": [""], "ttfts": [0.1], "latencies": [0.5], "output_lens": [5], "input_lens": [len(p.ids)],
+              "generated_texts": ["x"], "itls": [[0.1] * 4], "start_times": [0.0], "duration": 1.0, "completed": 1,
+              "failed": 0, "total_output_tokens": 5}
+    [request, _] = level_records(plan.cells[0], [p], result, plan.tokenizer, 1, None, None)
+    assert request["dataset"] == "humaneval@ctx700" and request["context_tokens"] == 700
