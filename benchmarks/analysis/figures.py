@@ -150,6 +150,7 @@ def context_figure(summary: pd.DataFrame) -> Figure | None:
         return None
     fig = new_figure(11.0, 4.8)
     ax_tau, ax_sp = fig.subplots(1, 2)
+    labelled: set[tuple[float, int]] = set()
     for i, ((engine, label, source), sub) in enumerate(rows.groupby(["engine", "label", "source"], sort=False)):
         n = sorted({int(v) for v in sub["n_prompts"].dropna()})
         name = f"{engine} · {label} · {source} (n={n[0] if len(n) == 1 else f'{n[0]}–{n[-1]}'} prompts)"
@@ -160,8 +161,10 @@ def context_figure(summary: pd.DataFrame) -> Figure | None:
         ax_sp.errorbar(sub["x"], sp, yerr=[low, high], marker=MARKERS[i % len(MARKERS)], capsize=3,
                        color=line.get_color(), label=name)
         for x, ctx, tau in zip(sub["x"], sub["context_tokens"], sub["tau"].astype(float)):
-            ax_tau.annotate(f"≥{int(ctx)}", (x, tau), xytext=(0, 4), textcoords="offset points", ha="center",
-                            fontsize=6)
+            if (x, ctx) not in labelled:  # one label per context length, however many series share it
+                labelled.add((x, ctx))
+                ax_tau.annotate(f"≥{int(ctx)}", (x, tau), xytext=(0, 4), textcoords="offset points", ha="center",
+                                fontsize=6)
     for ax in (ax_tau, ax_sp):
         _context_axis(ax, rows)
         ax.legend(fontsize=6)

@@ -120,6 +120,9 @@ class RunPlan:
                 continue
             measured = self.prompts[w.key][0]
             lengths = [len(p.ids) for p in measured]
+            if not lengths:
+                out.append(f"{w.key}: no prompt fits")
+                continue
             how = ", ".join(sorted({p.construction.get("form", "prompt") for p in measured}))
             if w.context_tokens:
                 shots = [len(p.construction.get("shot_rows", [])) for p in measured]

@@ -122,8 +122,9 @@ def test_bad_rows_of_each_form_are_named_by_line(tmp_path, tokenizer):
     lines = str(err.value).splitlines()
     assert [line.split(":")[1] for line in lines] == [str(n) for n in range(2, 12)]
     for fragment in ("gives 'prompt' and 'prompt_ids'", "'messages' must be a non-empty list",
-                     "ends with a message of role 'assistant'", "role 'robot' is not one of", "prompt_ids[1] = 'two' is not a "
-                     "token id", f"prompt_ids[1] = {vocab} is outside the tokenizer's vocabulary (ids 0..{vocab - 1})",
+                     "ends with a message of role 'assistant'", "role 'robot' is not one of",
+                     "prompt_ids[1] = 'two' is not a token id",
+                     f"prompt_ids[1] = {vocab} is outside the tokenizer's vocabulary (ids 0..{vocab - 1})",
                      "'prompt_ids' must be a non-empty list", "not UTF-8", "not a JSON line", "got a JSON list"):
         assert any(fragment in line for line in lines), fragment
 

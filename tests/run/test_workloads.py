@@ -190,3 +190,21 @@ def test_a_served_context_workload_is_sent_its_templated_text_and_keyed_per_leve
               "failed": 0, "total_output_tokens": 5}
     [request, _] = level_records(plan.cells[0], [p], result, plan.tokenizer, 1, None, None)
     assert request["dataset"] == "humaneval@ctx700" and request["context_tokens"] == 700
+
+
+def test_thinking_is_recorded_and_a_draft_trained_without_it_is_named(random_pair, tmp_path):
+    draft = tmp_path / "Qwen3-4B-DFlash-b16"  # a local folder of the released draft's name
+    draft.symlink_to(random_pair["dflash"], target_is_directory=True)
+    m = matrix(random_pair, datasets=["humaneval"], drafts={"dflash": str(draft)},
+               chat_template={"enable_thinking": True})
+    plan = build_plan(m, tmp_path / "run")
+    text = plan.describe()
+    assert "chat template: enable_thinking=True (the target's template ignores enable_thinking)" in text
+    assert "warning: dflash draft z-lab/Qwen3-4B-DFlash-b16 was trained with thinking off" in text
+    execute(plan)
+    manifest = RunStore(tmp_path / "run").manifest()
+    assert manifest["prompts"]["chat_template"] == {"enable_thinking": True}
+    assert manifest["config"]["chat_template"] == {"enable_thinking": True}
+    write_reports(tmp_path / "run")
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "- prompts: **warning**: dflash draft z-lab/Qwen3-4B-DFlash-b16" in report
