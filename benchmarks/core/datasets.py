@@ -377,29 +377,30 @@ def has_answers(name: str, path: str | None) -> bool:
     return path is None and name in DATASETS and DATASETS[name].answer is not None
 
 
-@dataclass(frozen=True)
 class Shots:
-    """The rows a dataset's many-shot context is drawn from: every row that is not one of the run's prompts and has
-    a reference answer, each as a (user, assistant) pair, with the tokens it adds before a question."""
+    """The rows a dataset's many-shot context is drawn from: every row that is not one of the run's prompts and has a
+    reference answer. Each is a (user, assistant) pair of chat turns; the tokens it adds before a question are counted
+    when a prompt first needs it (a large dataset's pool is never rendered whole)."""
 
-    rows: list[int]
-    pairs: dict[int, list[dict[str, str]]]
-    added: dict[int, int]
+    def __init__(self, name: str, rows: list[dict[str, Any]], taken: set[int], tokenizer: Any,
+                 template: dict[str, Any] | None) -> None:
+        self.spec, self.source, self.tokenizer, self.template = DATASETS[name], rows, tokenizer, template
+        self.rows = [i for i, row in enumerate(rows) if i not in taken and str(self.spec.answer(row) or "").strip()]
+        self._probe = [{"role": "user", "content": "?"}]
+        self._alone = len(tokens(render_messages(self._probe, tokenizer, template), tokenizer))
+        self._added: dict[int, int] = {}
 
+    def pair(self, i: int) -> list[dict[str, str]]:
+        row = self.source[i]
+        return [{"role": "user", "content": self.spec.render(row)},
+                {"role": "assistant", "content": str(self.spec.answer(row))}]
 
-def shots(name: str, rows: list[dict[str, Any]], taken: set[int], tokenizer: Any,
-          template: dict[str, Any] | None) -> Shots:
-    spec = DATASETS[name]
-    probe = [{"role": "user", "content": "?"}]
-    alone = len(tokens(render_messages(probe, tokenizer, template), tokenizer))
-    pairs, added = {}, {}
-    for i, row in enumerate(rows):
-        answer = spec.answer(row) if i not in taken else None
-        if answer is None or not str(answer).strip():
-            continue
-        pairs[i] = [{"role": "user", "content": spec.render(row)}, {"role": "assistant", "content": str(answer)}]
-        added[i] = len(tokens(render_messages(pairs[i] + probe, tokenizer, template), tokenizer)) - alone
-    return Shots(sorted(pairs), pairs, added)
+    def added(self, i: int) -> int:
+        """The tokens row i's pair adds before a question (exact for templates that render turn by turn)."""
+        if i not in self._added:
+            rendered = render_messages(self.pair(i) + self._probe, self.tokenizer, self.template)
+            self._added[i] = len(tokens(rendered, self.tokenizer)) - self._alone
+        return self._added[i]
 
 
 def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, tokenizer: Any,
@@ -412,7 +413,7 @@ def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, toke
     question = [{"role": "user", "content": prompt.text}]
 
     def build(chosen: list[int]) -> tuple[list[int], str]:
-        rendered = render_messages([m for i in chosen for m in pool.pairs[i]] + question, tokenizer, template)
+        rendered = render_messages([m for i in chosen for m in pool.pair(i)] + question, tokenizer, template)
         return tokens(rendered, tokenizer), rendered
 
     chosen: list[int] = []
@@ -424,9 +425,9 @@ def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, toke
             if len(ids) >= n_tokens:
                 break
             estimate = len(ids)
-        if estimate + pool.added[i] <= limit:
+        if estimate + pool.added(i) <= limit:
             chosen.append(i)
-            estimate += pool.added[i]
+            estimate += pool.added(i)
     ids, rendered = build(chosen)
     while len(ids) > limit and chosen:
         chosen.pop()

@@ -229,7 +229,7 @@ def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads
         if any(w.turn == 2 for w in own):
             spec = ds.DATASETS[d.name]
             first = [dataclasses.replace(p, turn=1, follow_up=spec.second_turn(chosen.rows[p.index])) for p in first]
-        pool = (ds.shots(d.name, chosen.rows, {p.index for p in first}, tokenizer, template)
+        pool = (ds.Shots(d.name, chosen.rows, {p.index for p in first}, tokenizer, template)
                 if any(w.context_tokens is not None for w in own) else None)
         for w in own:
             if w.context_tokens is not None:

@@ -11,12 +11,12 @@ from transformers import AutoTokenizer
 from benchmarks.core.datasets import (
     DATASETS,
     DatasetUnavailable,
+    Shots,
     load_prompts,
     render,
     second_turn,
     select_prompts,
     sent_text,
-    shots,
     subset_indices,
     template_ignores,
     template_kwargs,
@@ -153,7 +153,7 @@ def test_chat_template_keyword_arguments(tokenizer):
 def test_many_shot_context(tokenizer):
     chosen = select_prompts("humaneval", 3, 0, tokenizer)
     first = chosen.prompts
-    pool = shots("humaneval", chosen.rows, {p.index for p in first}, tokenizer, None)
+    pool = Shots("humaneval", chosen.rows, {p.index for p in first}, tokenizer, None)
     assert not {p.index for p in first} & set(pool.rows) and len(pool.rows) == 164 - 3
     for p in first:
         short, long = (with_context(p, pool, n, 1800, 0, tokenizer, None) for n in (600, 1200))
