@@ -378,14 +378,13 @@ def has_answers(name: str, path: str | None) -> bool:
 
 
 class Shots:
-    """The rows a dataset's many-shot context is drawn from: every row that is not one of the run's prompts and has a
-    reference answer. Each is a (user, assistant) pair of chat turns; the tokens it adds before a question are counted
-    when a prompt first needs it (a large dataset's pool is never rendered whole)."""
+    """The rows a dataset's many-shot context is drawn from: every row with a reference answer (a prompt never draws
+    its own). Each is a (user, assistant) pair of chat turns; the tokens it adds before a question are counted when a
+    prompt first needs it (a large dataset's pool is never rendered whole)."""
 
-    def __init__(self, name: str, rows: list[dict[str, Any]], taken: set[int], tokenizer: Any,
-                 template: dict[str, Any] | None) -> None:
+    def __init__(self, name: str, rows: list[dict[str, Any]], tokenizer: Any, template: dict[str, Any] | None) -> None:
         self.spec, self.source, self.tokenizer, self.template = DATASETS[name], rows, tokenizer, template
-        self.rows = [i for i, row in enumerate(rows) if i not in taken and str(self.spec.answer(row) or "").strip()]
+        self.rows = [i for i, row in enumerate(rows) if str(self.spec.answer(row) or "").strip()]
         self._probe = [{"role": "user", "content": "?"}]
         self._alone = len(tokens(render_messages(self._probe, tokenizer, template), tokenizer))
         self._added: dict[int, int] = {}
@@ -406,9 +405,10 @@ class Shots:
 def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, tokenizer: Any,
          template: dict[str, Any] | None) -> tuple[list[int], list[int], str]:
     """Shots before the prompt's question until it holds at least n_tokens (whole shots, in a seeded order of the
-    prompt's own, so that prompts do not share a cached prefix; a shot that would take it past `limit` is passed
-    over). Returns the shot rows, the ids and the rendered text; fewer than n_tokens ids when the pool runs out."""
-    order = list(pool.rows)
+    prompt's own row, so that a prompt gets the same context whichever other prompts a run has, and prompts share no
+    cached prefix; a shot that would take it past `limit` is passed over). Returns the shot rows, the ids and the
+    rendered text; fewer than n_tokens ids when the pool runs out."""
+    order = [i for i in pool.rows if i != prompt.index]
     random.Random(seed * 1_000_003 + prompt.index).shuffle(order)
     question = [{"role": "user", "content": prompt.text}]
 

@@ -229,7 +229,7 @@ def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads
         if any(w.turn == 2 for w in own):
             spec = ds.DATASETS[d.name]
             first = [dataclasses.replace(p, turn=1, follow_up=spec.second_turn(chosen.rows[p.index])) for p in first]
-        pool = (ds.Shots(d.name, chosen.rows, {p.index for p in first}, tokenizer, template)
+        pool = (ds.Shots(d.name, chosen.rows, tokenizer, template)
                 if any(w.context_tokens is not None for w in own) else None)
         for w in own:
             if w.context_tokens is not None:
@@ -261,8 +261,8 @@ def with_context(first: list[Prompt], pool: ds.Shots, w: Workload, limit: int, m
         reach = min(len(ds.fill(p, pool, limit, limit, matrix.seed, tokenizer, matrix.chat_template)[1])
                     for p in first)
         raise ConfigError(f"{w.key}: {len(missing)} prompt(s) (rows {', '.join(str(p.index) for p in missing)}) "
-                          f"cannot be given {w.context_tokens} tokens with whole shots from the {len(pool.rows)} "
-                          f"other rows of {w.dataset} that have answers, within {limit} prompt tokens "
+                          f"cannot be given {w.context_tokens} tokens with whole shots from the other rows of "
+                          f"{w.dataset} that have answers ({len(pool.rows)}), within {limit} prompt tokens "
                           f"(max_model_len - max_new_tokens); the largest context that fits every prompt is "
                           f"{reach} tokens: lower 'context_tokens' to it, or raise max_model_len")
     return [q for q in out if q is not None]

@@ -208,3 +208,10 @@ def test_thinking_is_recorded_and_a_draft_trained_without_it_is_named(random_pai
     write_reports(tmp_path / "run")
     report = (tmp_path / "run" / "report.md").read_text()
     assert "- prompts: **warning**: dflash draft z-lab/Qwen3-4B-DFlash-b16" in report
+
+
+def test_a_prompt_gets_the_same_context_whatever_the_run_measures_besides(random_pair, tmp_path):
+    plans = [build_plan(matrix(random_pair, datasets=["humaneval"], context_tokens=[700], num_prompts=n),
+                        tmp_path / f"run{n}") for n in (1, 3)]
+    one, three = (p.prompts["humaneval@ctx700"][0] for p in plans)
+    assert one == three[:1]
