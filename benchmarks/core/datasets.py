@@ -417,8 +417,7 @@ def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, toke
         return tokens(rendered, tokenizer), rendered
 
     chosen: list[int] = []
-    ids, rendered = list(prompt.ids), prompt.rendered or ""
-    estimate = len(ids)
+    estimate = len(prompt.ids)
     for i in order:
         if estimate >= n_tokens:  # the per-shot lengths are estimates: count exactly before stopping
             ids, rendered = build(chosen)

@@ -59,7 +59,7 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
 
 
 def run_group(ctx: RunContext, group: list[Cell]) -> int:
-    """Start the group's cells that have pending units, run every dataset through them, write their units; return
+    """Start the group's cells that have pending units, run every workload through them, write their units; return
     the number of failed units. A cell that fails to start fails its pending units with the cause."""
     store = ctx.store
     pending = {c.cell_id: [u.name for u in ctx.plan.pending(c)] for c in group}
