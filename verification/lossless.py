@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.core.datasets import workloads
+
 
 def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Greedy method rows with a lossless violation: a prompt whose first divergence from the baseline is not a
@@ -99,10 +101,12 @@ def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
                      f"{r['first_divergence_min']}; widest margin {r['tie_margin_max']:.3g} logits = "
                      f"{r['tie_margin_max_ulps']:.2f} ulp; tokens after a tie are not compared), "
                      f"{r['n_identical']} identical")
-    for r in _per_cell(unchecked_rows(rows)):
-        lines.append(f"NOT CHECKED: {checked_what(r)} of {r['engine']} {r['label']} on {r['dataset']}: "
-                     f"not checked: {r['not_checked']}")
-    return lines
+    return lines + [not_checked_line(r) for r in _per_cell(unchecked_rows(rows))]
+
+
+def not_checked_line(r: dict[str, Any]) -> str:
+    return f"NOT CHECKED: {checked_what(r)} of {r['engine']} {r['label']} on {r['dataset']}: not checked: " \
+           f"{r['not_checked']}"
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,8 @@ class Verdicts:
 
     divergent: list[dict[str, Any]]  # greedy rows with a lossless violation
     distribution_failed: list[dict[str, Any]]  # sampled rows whose distribution check rejected
-    unchecked: list[dict[str, Any]]  # rows whose due check could not run
+    unchecked: list[dict[str, Any]]  # rows whose due check could not run (or the stand-ins of units that have none)
+    failed: list[dict[str, Any]]  # rows with a failed unit
     greedy: str  # report.md's lossless sentence
     lines: list[str]  # one line per violation, tie, and unchecked cell
 
@@ -125,6 +130,28 @@ class Verdicts:
         return len({(r["engine"], r["label"], r["dataset"]) for r in self.unchecked})
 
 
-def judge(rows: list[dict[str, Any]]) -> Verdicts:
-    return Verdicts(divergent_rows(rows), distribution_failures(rows), unchecked_rows(rows), greedy_sentence(rows),
-                    verdict_lines(rows))
+def missing_rows(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Stand-ins for the speculative (cell, dataset) units of the manifest that have no row at all (the run stopped
+    before them, or their records are gone): a due check with nothing to check. A run without a single record is
+    one stand-in of its own."""
+    cells = manifest.get("cells") or {}
+    config = manifest.get("config") or {}
+    datasets = [w.key for w in workloads([d["name"] for d in config.get("datasets") or []],
+                                         config.get("context_tokens"), config.get("turns"))]
+    have = {(r["cell_id"], r["dataset"]) for r in rows}
+    out = [{"engine": c["engine"], "label": f"{c['method']}-k{c['k']}", "method": c["method"], "dataset": d,
+            "temperature": c["temperature"], "not_checked": "its unit holds no records (the run stopped before it, "
+                                                             "or its records are gone)"}
+           for cid, c in cells.items() if c["method"] != "baseline" for d in datasets if (cid, d) not in have]
+    if not rows and not out:
+        out.append({"engine": "every", "label": "cell", "method": "any", "dataset": "every dataset",
+                    "temperature": 0.0, "not_checked": "the run holds no records"})
+    return out
+
+
+def judge(rows: list[dict[str, Any]], manifest: dict[str, Any] | None = None) -> Verdicts:
+    """The verdicts of a run's summary rows; with its manifest, units due a check that have no row are unchecked."""
+    missing = missing_rows(rows, manifest) if manifest is not None else []
+    return Verdicts(divergent_rows(rows), distribution_failures(rows), unchecked_rows(rows) + missing,
+                    [r for r in rows if r.get("n_errors")], greedy_sentence(rows),
+                    verdict_lines(rows) + [not_checked_line(r) for r in missing])

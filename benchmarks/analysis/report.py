@@ -106,7 +106,7 @@ def write_reports(run_dir: Path) -> RunReport:
     manifest = store.manifest()
     records = store.records()
     rows = summarize(records, manifest)
-    verdicts = judge(rows)
+    verdicts = judge(rows, manifest)
     frame = pd.DataFrame(rows, columns=COLUMNS).astype({c: "Int64" for c in (
         "first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")})
     atomic_write_text(run_dir / "summary.csv", frame.to_csv(index=False))

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from benchmarks.cli.report import run_folder
-from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.cli.run import exit_status
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -19,8 +19,9 @@ def main(args: argparse.Namespace) -> int:
     from verification.lossless import judge
 
     store = RunStore(run_folder(args.run_dir))
-    rows = summarize(store.records(), store.manifest())
-    verdicts = judge(rows)
+    manifest = store.manifest()
+    rows = summarize(store.records(), manifest)
+    verdicts = judge(rows, manifest)
     checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
     for line in verdicts.lines:
         print(line)
@@ -29,5 +30,4 @@ def main(args: argparse.Namespace) -> int:
     sampled = [r for r in rows if r.get("dist_verdict") in ("pass", "FAIL")]
     print(f"distribution: {len(sampled) - len(verdicts.distribution_failed)} of {len(sampled)} sampled (method, "
           f"dataset) rows pass")
-    return worst(Exit.VIOLATION if verdicts.violated else Exit.OK,
-                 Exit.NOT_CHECKED if verdicts.unchecked else Exit.OK)
+    return exit_status(len(verdicts.failed), verdicts.violated, unchecked=bool(verdicts.unchecked))

@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         if not (run_dir / "summary.csv").is_file():
             made = "made only the published figures" if want_published else "no figures made"
             print(f"figures: no summarised run at {run_dir} (no summary.csv); {made}.", file=sys.stderr)
-            status = Exit.OK if run_dir.absolute() == default_run.absolute() else Exit.FAILED
+            status = Exit.OK if run_dir.absolute() == default_run.absolute() else Exit.BAD_INPUT
         else:
             for path in run_figures(run_dir, args.out / "runs" / _run_id(run_dir)):
                 print(path)

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from benchmarks.core.config import ConfigError
-from benchmarks.core.exit_codes import Exit
 from benchmarks.core.paths import RUNS_DIR
 
 
@@ -25,6 +25,10 @@ def run_folder(run_dir: Path | None) -> Path:
 def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.report import write_reports
     from benchmarks.analysis.tables import results_table
+    from benchmarks.cli.run import verdict_status
 
-    print(results_table(write_reports(run_folder(args.run_dir)).rows))
-    return Exit.OK
+    report = write_reports(run_folder(args.run_dir))
+    print(results_table(report.rows))
+    for line in report.verdicts.lines:
+        print(line, file=sys.stderr)
+    return verdict_status(report)

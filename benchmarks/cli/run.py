@@ -5,6 +5,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmarks.core.config import EXECUTORS, Matrix, check_executor
 from benchmarks.core.exit_codes import Exit, worst
@@ -21,17 +22,27 @@ def add_run_args(ap: argparse.ArgumentParser) -> None:
                          "a T > 0 cell without distribution samples (still reported, with the reason)")
     ap.add_argument("--fresh", action="store_true",
                     help="measure every unit again, into a new run folder (default: resume the matrix's run)")
+    ap.add_argument("--reuse-run-dir", action="store_true",
+                    help="measure into a --run-dir that holds a run of another matrix (its units of cells not in "
+                         "this matrix move to units/superseded/); refused without it")
     ap.add_argument("--executor", choices=list(EXECUTORS),
                     help="where engines run: local (default) or ray (the cluster at RAY_ADDRESS, else a local Ray)")
 
 
-def exit_status(failed: int, divergent: bool, allow_divergence: bool, unchecked: bool = False,
+def exit_status(failed: int, divergent: bool, allow_divergence: bool = False, unchecked: bool = False,
                 allow_unchecked: bool = False) -> int:
     """VIOLATION for a divergence (unless allowed), NOT_CHECKED for a due check that could not run (unless
     allowed), FAILED for failed units, else OK: the worst code wins."""
     return worst(Exit.VIOLATION if divergent and not allow_divergence else Exit.OK,
                  Exit.NOT_CHECKED if unchecked and not allow_unchecked else Exit.OK,
                  Exit.FAILED if failed else Exit.OK)
+
+
+def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked: bool = False) -> int:
+    """The exit status a written report's verdicts give (`report`, `check lossless`): a failed unit is FAILED, a
+    due check with no rows NOT_CHECKED, a violation VIOLATION."""
+    v = report.verdicts
+    return exit_status(len(v.failed), v.violated, allow_divergence, bool(v.unchecked), allow_unchecked)
 
 
 def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
@@ -45,18 +56,27 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
 
     if args.executor:
         matrix = dataclasses.replace(matrix, executor=check_executor("--executor", args.executor, matrix.engines))
-    plan = build_plan(matrix, args.run_dir, fresh=args.fresh)
+    plan = build_plan(matrix, args.run_dir, fresh=args.fresh, reuse=args.reuse_run_dir)
     if args.plan:
         print(plan.describe())
         return Exit.OK
     result = execute(plan)
-    report = write_reports(result.run_dir)
+    if result.stopped:
+        print(f"error: {result.stopped}", file=sys.stderr)
+    try:
+        report = write_reports(result.run_dir)
+    except OSError as exc:
+        print(f"error: the report of {result.run_dir} could not be written ({exc}); `python -m benchmarks report "
+              f"{result.run_dir}` writes it once there is room", file=sys.stderr)
+        return Exit.FAILED
     verdicts = report.verdicts
     print(results_table(report.rows))
     for line in verdicts.lines:
         print(line, file=sys.stderr)
-    print(f"\nrun folder: {result.run_dir}\n  summary.csv, report.md, figures/ ({latest_link(result.run_dir)} points "
-          f"here)")
+    latest = latest_link()
+    here = latest.is_symlink() and latest.resolve() == result.run_dir.resolve()
+    print(f"\nrun folder: {result.run_dir}\n  summary.csv, report.md, figures/"
+          + (f" ({latest} points here)" if here else " (latest not moved: the run holds no unit)"))
     if result.failed:
         print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. Rerun the same command to retry them.",
               file=sys.stderr)
@@ -69,5 +89,6 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
               f"`not_checked` and report.md)" + ("; accepted by --allow-unchecked" if args.allow_unchecked
                                                  else "; --allow-unchecked accepts this (exit 4 otherwise)"),
               file=sys.stderr)
-    return exit_status(result.failed, verdicts.violated, args.allow_divergence, bool(verdicts.unchecked),
-                       args.allow_unchecked)
+    # a run that stopped failed; the checks its missing units were due follow from that, not from the method
+    return exit_status(result.failed, verdicts.violated, args.allow_divergence,
+                       bool(verdicts.unchecked) and not result.stopped, args.allow_unchecked)

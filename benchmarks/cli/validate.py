@@ -1,16 +1,19 @@
-"""`validate`: check matrix files against the schema, the engines' options and this machine, without running.
+"""`validate`: check matrix files against the schema, the engines' options, this machine and the files they name
+(benchmarks/core/inputs.py), without running; every file is checked, one line per problem.
 
 vLLM's option names are data (benchmarks/core/engine_options.py), so they are checked whether or not vLLM imports
 here; each line says which vLLM release's arguments a matrix with a vLLM engine was checked against."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from benchmarks.core import catalog
-from benchmarks.core.config import ConfigError, interleave_problem, load_matrix
+from benchmarks.core.config import interleave_problem, load_matrix
 from benchmarks.core.engine_options import vllm_release_checked
-from benchmarks.core.exit_codes import Exit
+from benchmarks.core.exit_codes import BadInput, Exit
+from benchmarks.core.inputs import check_inputs, hub_models
 from benchmarks.core.matrix import expand
 from benchmarks.core.provenance import detect_platform
 
@@ -21,15 +24,25 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     platform = detect_platform()
+    bad = False
     for path in args.configs:
-        matrix = load_matrix(path)
-        cells = expand(matrix)
-        problem = interleave_problem(matrix, [c.engine for c in cells], platform)
-        if problem:
-            raise ConfigError(f"{problem} (on this {platform} machine)")
+        try:
+            matrix = load_matrix(path)
+            cells = expand(matrix)
+            problem = interleave_problem(matrix, [c.engine for c in cells], platform)
+            problems = ([f"{problem} (on this {platform} machine)"] if problem else []) + check_inputs(matrix)
+        except BadInput as exc:
+            problems = exc.problems
+        if problems:
+            bad = True
+            for line in problems:
+                print(f"error: {line}", file=sys.stderr)
+            continue
         against = ""
         if any(catalog.engine(e).base == "vllm" for e in matrix.engines):
             release, why = vllm_release_checked()
             against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
-        print(f"{path}: ok, {len(cells)} cells{against}")
-    return Exit.OK
+        fetched = hub_models(matrix)
+        hub = f"; {', '.join(fetched)} not in the local Hugging Face cache: fetched by the run" if fetched else ""
+        print(f"{path}: ok, {len(cells)} cells{against}{hub}")
+    return Exit.BAD_INPUT if bad else Exit.OK

@@ -27,6 +27,7 @@ class EngineRow:
     methods         the methods it runs
     options         the option names a cell may set (called at validation; data, no engine import)
     defaults        option defaults the engine applies itself
+    choices         the values an option may take, where they are few
     worker          whether its cells run in worker processes when interleaved (one engine per process)
     serves          for a serving engine: the batch engine it serves behind HTTP, whose options it takes too;
                     its units run under the matrix's concurrency levels
@@ -37,6 +38,7 @@ class EngineRow:
     methods: tuple[str, ...]
     options: Callable[[], frozenset[str]]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     worker: bool = False
     serves: str | None = None
 
@@ -46,11 +48,17 @@ class EngineRow:
         return self.serves or self.name
 
 
+# vLLM's `--dtype` choices; the JAX engine's dtypes and draft query counts (benchmarks/engines/jax/loader.py).
+VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32")})
+JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"), "draft_queries": ("block", "k+1"),
+                                "breakdown": (True, False), "ignore_eos": (True, False)})
+
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
-    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, worker=True),
+    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True),
     EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), lambda: frozenset(JAX_OPTIONS),
-              defaults=MappingProxyType(JAX_OPTIONS)),
-    EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, serves="vllm"),
+              defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES),
+    EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
+              serves="vllm"),
 )}
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -156,10 +157,44 @@ def _check_distinct(source: str, key: str, values: list[Any], where: str = "") -
         raise _fail(source, key, f"lists {', '.join(repeated)} more than once{where}; give each value once")
 
 
+def _finite(value: Any) -> bool:
+    """A number that is neither a bool, NaN nor infinite."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _check_int(source: str, key: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise _fail(source, key, f"expected an int >= {minimum}, got {value!r}")
     return value
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that gives one key twice (YAML itself would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (lines {seen[key]} and {key_node.start_mark.line + 1}); "
+                                f"give it once", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content, or ConfigError naming the file: unreadable, not UTF-8, not YAML, a key twice."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: " + " ".join(str(exc).split())) from None
 
 
 def load_preset(name: str) -> dict[str, Any]:
@@ -167,7 +202,9 @@ def load_preset(name: str) -> dict[str, Any]:
     if not path.is_file():
         known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
         raise ConfigError(f"preset {name!r} not found in {PRESETS_DIR}; known presets: {', '.join(known)}")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a preset must be a mapping of keys ({', '.join(PRESET_KEYS)})")
     for key in data:
         if key not in PRESET_KEYS:
             raise _fail(str(path), key, f"unknown key; allowed: {', '.join(PRESET_KEYS)}")
@@ -178,11 +215,7 @@ def load_matrix(path: str | Path) -> Matrix:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such matrix file; the shipped ones are in configs/matrices/")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_matrix(raw, str(path), path.parent)
+    return parse_matrix(read_yaml(path), str(path), path.parent)
 
 
 def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = None) -> Matrix:
@@ -192,8 +225,10 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
         raise ConfigError(f"{source}: a matrix must be a mapping of keys ({', '.join(MATRIX_KEYS)})")
     for key in raw:
         if key not in MATRIX_KEYS:
-            allowed = "\n".join(f"  {k}: {v}" for k, v in MATRIX_KEYS.items())
-            raise _fail(source, key, f"unknown key; allowed keys:\n{allowed}")
+            close = difflib.get_close_matches(str(key), list(MATRIX_KEYS), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise _fail(source, key, f"unknown key; {hint}allowed: {', '.join(MATRIX_KEYS)} (docs/matrices.md says "
+                                     f"what each takes)")
 
     preset = load_preset(check_name(source, "preset", raw["preset"])) if raw.get("preset") else {}
     for key in ("engine_options", "drafts"):
@@ -208,6 +243,8 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
     merged["drafts"] = {**preset.get("drafts", {}), **(raw.get("drafts") or {})}
 
     engines = [str(e) for e in _as_list(merged.get("engine", "vllm"))]
+    if not engines:
+        raise _fail(source, "engine", f"empty; give one of {', '.join(catalog.ENGINES)} or a list of them")
     for e in engines:
         if e not in catalog.ENGINES:
             raise _fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(catalog.ENGINES)}")
@@ -224,6 +261,12 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
             raise _fail(source, "methods", f"unknown method {m!r}; allowed: {', '.join(METHODS)}")
     if len(set(methods)) != len(methods):
         raise _fail(source, "methods", "lists a method twice")
+    for m in methods:
+        runs = [e for e in engines if m in catalog.engine(e).methods]
+        if not runs:
+            others = [e for e, row in catalog.ENGINES.items() if m in row.methods]
+            raise _fail(source, "methods", f"{m!r} runs on no engine of the matrix ({', '.join(engines)}); engines "
+                                           f"that run it: {', '.join(others)}")
 
     drafts = merged["drafts"]
     for m in methods:
@@ -231,7 +274,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
             raise _fail(source, "drafts", f"method {m!r} needs a draft model: add 'drafts: {{{m}: <HF id or folder>}}'")
 
     k = _parse_k(source, merged.get("k", 15), [m for m in methods if m in SPEC_METHODS])
-    block_size = merged.get("block_size") or _draft_block_size(merged["drafts"].get("dflash"))
+    block_size = merged.get("block_size") or _draft_block_size(str(merged["drafts"].get("dflash") or "") or None)
     if block_size is not None:
         _check_int(source, "block_size", block_size, 2)
         for kk in k.get("dflash", []):
@@ -245,9 +288,13 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
     _check_distinct(source, "datasets", [d.name for d in datasets])  # a dataset's name keys its prompts and units
 
     temps = _as_list(merged.get("temperature", 0.0))
+    if not temps:
+        raise _fail(source, "temperature", "empty; give a float >= 0 or a list of them")
     for t in temps:
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
-            raise _fail(source, "temperature", f"expected a float >= 0, got {t!r}")
+        if not _finite(t) or t < 0:
+            infinite = isinstance(t, float) and not math.isfinite(t)
+            raise _fail(source, "temperature", f"expected a float >= 0, got {t!r}"
+                                               + (" (not a finite number)" if infinite else ""))
     _check_distinct(source, "temperature", [float(t) for t in temps])
 
     options = merged["engine_options"]
@@ -266,19 +313,20 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
     limits = {}
     for key, default in (("request_timeout_s", REQUEST_TIMEOUT_S), ("load_timeout_s", LOAD_TIMEOUT_S)):
         limits[key] = merged.get(key, default)
-        if isinstance(limits[key], bool) or not isinstance(limits[key], (int, float)) or limits[key] <= 0:
+        if not _finite(limits[key]) or limits[key] <= 0:
             raise _fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {limits[key]!r}")
     concurrency, request_rate = _parse_load(source, merged, engines)
-    max_new_tokens = _check_int(source, "max_new_tokens", merged.get("max_new_tokens", 256), 1)
-    context_tokens = _parse_context(source, merged, datasets, engines, options, max_new_tokens)
-    turns = _parse_turns(source, merged, datasets, methods, context_tokens)
-    chat_template = _parse_chat_template(source, merged)
     executor = check_executor(source, merged.get("executor", "local"), engines)
     resources = merged.get("resources")
     if resources is not None:
         resources = parse_resources(source, resources)
     # an explicit name must keep to SAFE_NAME; the default, the file's stem, is one path component already
     name = check_name(source, "name", merged["name"]) if merged.get("name") is not None else Path(source).stem
+    max_new_tokens = _check_int(source, "max_new_tokens", merged.get("max_new_tokens", 256), 1)
+    _check_lengths(source, engines, options, max_new_tokens)
+    context_tokens = _parse_context(source, merged, datasets, engines, options, max_new_tokens)
+    turns = _parse_turns(source, merged, datasets, methods, context_tokens)
+    chat_template = _parse_chat_template(source, merged)
     return Matrix(
         name=str(name),
         source=source,
@@ -410,8 +458,7 @@ def _parse_load(source: str, merged: dict[str, Any], engines: list[str]) -> tupl
     if len(set(levels)) != len(levels):
         raise _fail(source, "concurrency", f"lists a level twice: {levels}")
     rate = merged.get("request_rate")
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0
-                             or rate == float("inf")):
+    if rate is not None and (not _finite(rate) or not rate > 0):
         raise _fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {rate!r}; "
                                             f"omit it to send every request at once")
     batch = [e for e in engines if e in catalog.batch()]
@@ -433,6 +480,12 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
         for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{o}") for o in own
                                                                       for k in options.get(o) or {}]:
             if key in known:
+                value = (options if where == "engine_options" else options[where.split(".", 1)[1]])[key]
+                allowed = row.choices.get(key)
+                if allowed is not None and (isinstance(value, bool) != isinstance(allowed[0], bool)
+                                            or value not in allowed):
+                    raise _fail(source, where, f"{key}: {value!r} is not a value the {e} engine takes; allowed: "
+                                               f"{', '.join(map(str, allowed))}")
                 continue
             close = difflib.get_close_matches(key, sorted(known), n=3)
             allowed = (f"did you mean {', '.join(close)}?" if close
@@ -444,13 +497,30 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
             raise _fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{allowed}")
 
 
+def max_model_lens(engines: list[str], options: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Each max_model_len a matrix sets (shared, or an engine's own), with where it is set."""
+    found = [("engine_options", options.get("max_model_len"))] + [
+        (f"engine_options.{e}", (options.get(e) or {}).get("max_model_len")) for e in engines]
+    return [(where, value) for where, value in found if value is not None]
+
+
+def _check_lengths(source: str, engines: list[str], options: dict[str, Any], max_new_tokens: int) -> None:
+    """max_model_len, shared or an engine's own, is an int that leaves room for a prompt beside max_new_tokens."""
+    for where, value in max_model_lens(engines, options):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise _fail(source, where, f"max_model_len: expected an int >= 2 (prompt + output tokens), got {value!r}")
+        if max_new_tokens >= value:
+            raise _fail(source, where, f"max_model_len {value} leaves no room for a prompt beside max_new_tokens "
+                                       f"{max_new_tokens}; raise max_model_len or lower max_new_tokens")
+
+
 def parse_resources(source: str, value: Any) -> dict[str, float]:
     """A cell's Ray resources: a non-empty mapping of resource name (CPU, GPU, TPU, memory or a custom one) to an
     amount > 0."""
     if not isinstance(value, dict) or not value:
         raise _fail(source, "resources", f"expected a mapping such as {{TPU: 4}} or {{GPU: 1}}, got {value!r}")
     for key, amount in value.items():
-        if not isinstance(key, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+        if not isinstance(key, str) or not _finite(amount) or amount <= 0:
             raise _fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
     return {key: float(amount) for key, amount in value.items()}
 
@@ -492,9 +562,11 @@ def _draft_block_size(ref: str | None) -> int | None:
     if not ref:
         return None
     cfg = Path(resolve_model_ref(ref)) / "config.json"
-    if not cfg.is_file():
+    try:
+        data = json.loads(cfg.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):  # not on disk, or not a config: the input check names it
         return None
-    return json.loads(cfg.read_text()).get("block_size")
+    return data.get("block_size") if isinstance(data, dict) else None
 
 
 def _parse_k(source: str, value: Any, spec_methods: list[str]) -> dict[str, list[int]]:
@@ -528,6 +600,9 @@ def _parse_dataset(source: str, entry: Any, base_dir: Path | None) -> DatasetEnt
     if name not in DATASETS and path is None:
         raise _fail(source, "datasets", f"unknown dataset {name!r}; choose from {', '.join(sorted(DATASETS))}, "
                                         f"or give {{name: {name}, path: prompts.jsonl}}")
+    if path is not None and "://" in str(path):
+        shown = re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", str(path))
+        raise _fail(source, "datasets", f"{name}: path {shown} is a URL; give a local JSONL file (download it first)")
     if path is not None and base_dir is not None and not Path(str(path)).expanduser().is_absolute():
         path = os.path.normpath(base_dir / str(path))
     return DatasetEntry(name=name, path=str(path) if path is not None else None)

@@ -93,6 +93,17 @@ class Workload:
         return workload_key(self.dataset, self.context_tokens, self.turn)
 
 
+def workloads(datasets: list[str], context_tokens: list[int] | None = None,
+              turns: list[int] | None = None) -> list[Workload]:
+    """Every dataset's workloads, in run order: its prompts at each context length, or at each turn, or as they are
+    (a matrix's `context_tokens` and `turns`)."""
+    if context_tokens is not None:
+        return [Workload(d, context_tokens=n) for d in datasets for n in context_tokens]
+    if turns is not None:
+        return [Workload(d, turn=t) for d in datasets for t in turns]
+    return [Workload(d) for d in datasets]
+
+
 @dataclass(frozen=True)
 class Prompt:
     dataset: str

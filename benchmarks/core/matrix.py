@@ -44,8 +44,13 @@ def run_id_for(matrix: Matrix) -> str:
     """Deterministic per matrix content, so rerunning the same matrix resumes the same run (wherever it runs: the
     placement keys are left out unless the file itself sets them; unset workload keys are left out, so a matrix without
     them keeps the id it had before they existed)."""
-    fields = {k: v for k, v in dataclasses.asdict(matrix).items()
+    return config_id(dataclasses.asdict(matrix))
+
+
+def config_id(config: dict[str, Any]) -> str:
+    """`run_id_for` of a matrix given as its fields (a run manifest's `config`)."""
+    fields = {k: v for k, v in config.items()
               if k not in PLACEMENT_KEYS and not (k in WORKLOAD_KEYS and v is None)}
     blob = json.dumps(fields, sort_keys=True, default=str)
-    return f"{matrix.name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+    return f"{config['name']}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 

@@ -3,6 +3,7 @@ cell's engine is made (in this process or in a worker), and the records and prov
 from __future__ import annotations
 
 import dataclasses
+import re
 import traceback
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -15,12 +16,25 @@ from benchmarks.core.store import RunStore
 from benchmarks.engines import Engine, create_engine, implementation
 from benchmarks.run.plan import RunPlan
 
+URL_CREDENTIALS = re.compile(r"(\w+://)[^/@\s]+@")  # user:password@ in a URL
+
+
+def redacted(value: Any) -> Any:
+    """A manifest value with any credentials written into a URL replaced by '***'."""
+    if isinstance(value, str):
+        return URL_CREDENTIALS.sub(r"\1***@", value)
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v) for v in value]
+    return value
+
 
 def build_manifest(plan: RunPlan) -> dict[str, Any]:
     """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
-    was measured with is in its provenance record."""
+    was measured with is in its provenance record. Credentials written into a URL are not kept."""
     env = plan.env
-    return {
+    return redacted({
         "run_id": plan.run_dir.name,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config_path": plan.matrix.source,
@@ -33,7 +47,7 @@ def build_manifest(plan: RunPlan) -> dict[str, Any]:
         "models": plan.models,
         "prompts_skipped": plan.skipped,
         "prompts": prompt_manifest(plan),
-    }
+    })
 
 
 def prompt_manifest(plan: RunPlan) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from benchmarks.core.metrics import baseline_drift
 from benchmarks.core.records import Cell
-from benchmarks.core.store import recheck_key
+from benchmarks.core.store import StoreWriteError, recheck_key
 from benchmarks.run.context import RunContext, error_record
 from benchmarks.run.groups import run_dataset
 
@@ -48,6 +48,8 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
             engine = ctx.make_engine(baseline)
             engine.load(dataclasses.replace(baseline, target=ctx.plan.target))
             pid = ctx.provenance(baseline, engine)
+        except StoreWriteError:
+            raise
         except Exception as exc:
             pid = ctx.provenance(baseline, failure=exc)
             for name in todo:

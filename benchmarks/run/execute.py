@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from benchmarks.core import catalog
-from benchmarks.core.store import RunStore, point_latest
+from benchmarks.core.store import RunStore, StoreWriteError, point_latest
 from benchmarks.run.context import RunContext, build_manifest, engine_factory, error_record
 from benchmarks.run.drift import run_recheck
 from benchmarks.run.groups import run_group
@@ -31,21 +31,35 @@ from benchmarks.run.turns import first_answers
 class RunResult:
     run_dir: Path
     failed: int  # units (and checks) that failed; rerunning the plan retries them
+    stopped: str | None = None  # why the run stopped before its end (a unit the run folder could not take)
 
 
 def execute(plan: RunPlan) -> RunResult:
-    """Run every pending unit of the plan, then the checks that follow them."""
-    say_resuming(plan)
-    for line in plan.setup.warnings if plan.setup else []:
-        tqdm.write(f"warning: {line}")
-    store = RunStore(plan.run_dir)
+    """Run every pending unit of the plan, then the checks that follow them, holding the run folder's lock (another
+    run into the same folder is refused). `latest` moves here once the folder holds a unit. A unit that cannot be
+    written stops the run, its records saved elsewhere (store.StoreWriteError)."""
+    store = RunStore(plan.run_dir, point_latest_on_write=not plan.done)
+    with store.lock():
+        say_resuming(plan)
+        for line in plan.setup.warnings if plan.setup else []:
+            tqdm.write(f"warning: {line}")
+        if plan.done:
+            point_latest(plan.run_dir)
+        try:
+            return RunResult(plan.run_dir, _run(plan, store))
+        except StoreWriteError as exc:
+            safe = store.safe_units()
+            return RunResult(plan.run_dir, 1, f"{exc}. The run stopped; {len(safe)} unit(s) are safe in "
+                                              f"{store.units_dir}, and rerunning the same command resumes from them")
+
+
+def _run(plan: RunPlan, store: RunStore) -> int:
     store.rename_legacy_keys()
     superseded = store.retire_units({c.cell_id for c in plan.cells})
     if superseded:
-        tqdm.write(f"{len(superseded)} units measured with other model files moved to units/superseded/; "
-                   f"their cells are measured again")
+        tqdm.write(f"{len(superseded)} units of cells that are not in this matrix (other settings or model files) "
+                   f"moved to units/superseded/")
     store.write_manifest(build_manifest(plan))
-    point_latest(plan.run_dir)
     for cell_id, key in plan.stale:
         store.retire_unit(cell_id, key)
     ctx = RunContext(plan, store, engine_factory(plan.matrix))
@@ -54,7 +68,7 @@ def execute(plan: RunPlan) -> RunResult:
     if plan.matrix.executor == "ray":  # cells run concurrently, on whichever node: a before/after recheck means nothing
         from benchmarks.run.ray_executor import run_groups
 
-        return RunResult(plan.run_dir, failed + run_groups(ctx, plan.groups))
+        return failed + run_groups(ctx, plan.groups)
     recheck_after = {followers[-1].cell_id: (base, followers) for base, followers in plan.drift_families}
     bar = tqdm(total=len(plan.cells), desc="cells", unit="cell", disable=not plan.progress)
     for group in plan.groups:
@@ -67,7 +81,7 @@ def execute(plan: RunPlan) -> RunResult:
             if followers[-1] in group:
                 failed += run_family_ties(ctx, base, followers)
     bar.close()
-    return RunResult(plan.run_dir, failed)
+    return failed
 
 
 def answer_first_turns(ctx: RunContext) -> int:
@@ -95,6 +109,8 @@ def answer_first_turns(ctx: RunContext) -> int:
             done = done - set(redo)
             for cell_id, key in redo + stale_checks([w.key], done, plan.drift_families, plan.tie_families):
                 store.retire_unit(cell_id, key)
+        except StoreWriteError:
+            raise
         except Exception as exc:
             tqdm.write(f"[{gen.label}] {w.dataset}: first answers FAILED: {type(exc).__name__}: {exc}")
             pid = ctx.provenance(gen, failure=exc)

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.models import materialize
 from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.store import StoreWriteError
 from benchmarks.run.context import RunContext, error_record, request_record
 from benchmarks.run.sampling import cell_samples
 from benchmarks.run.ties import run_loaded_ties
@@ -74,8 +75,10 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                 t0 = time.perf_counter()
                 engine.load(dataclasses.replace(cell, target=ctx.plan.target, draft=materialize(cell.draft)))
                 tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
-                pids[cell.cell_id] = ctx.provenance(cell, engine)
                 started.append((engine, cell))
+                pids[cell.cell_id] = ctx.provenance(cell, engine)
+            except StoreWriteError:
+                raise
             except Exception as exc:
                 pid = ctx.provenance(cell, failure=exc)
                 for name in pending[cell.cell_id]:

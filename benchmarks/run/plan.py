@@ -19,8 +19,9 @@ from benchmarks.core import datasets as ds
 from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len, interleave_problem
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
+from benchmarks.core.inputs import check_inputs
 from benchmarks.core.markdown import table
-from benchmarks.core.matrix import run_id_for
+from benchmarks.core.matrix import config_id, run_id_for
 from benchmarks.core.models import load_tokenizer, materialize, matrix_cells
 from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
@@ -173,17 +174,32 @@ def run_folder(matrix: Matrix, run_dir: Path | None, fresh: bool) -> Path:
     return run_dir.with_name(f"{run_dir.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}") if fresh else run_dir
 
 
+def check_run_folder(run_dir: Path, matrix: Matrix, reuse: bool) -> None:
+    """A run folder the harness may write this matrix into: new, empty, or a run folder of the same matrix (of
+    another one only with `reuse`); raises ConfigError otherwise, before anything is written."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise ConfigError(f"--run-dir {run_dir} is a file, not a folder; give a new or empty folder")
+    if not (run_dir / "manifest.json").is_file():
+        if any(p.name != ".lock" for p in run_dir.iterdir()):
+            raise ConfigError(f"--run-dir {run_dir} is not empty and holds no run of the harness (no manifest.json); "
+                              f"give a new or empty folder")
+        return
+    try:
+        theirs = config_id(json.loads((run_dir / "manifest.json").read_text())["config"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--run-dir {run_dir}: its manifest.json does not read as a run's ({type(exc).__name__}: "
+                          f"{exc}); give another folder") from None
+    if theirs != run_id_for(matrix) and not reuse:
+        raise ConfigError(f"--run-dir {run_dir} holds a run of another matrix ({theirs}, this one is "
+                          f"{run_id_for(matrix)}); give another folder, or --reuse-run-dir to measure this matrix "
+                          f"there (units of cells not in it move to units/superseded/)")
+
+
 def workloads_of(matrix: Matrix) -> list[Workload]:
-    """Every dataset's workloads, in run order: its prompts at each context length, or at each turn, or as they are."""
-    out = []
-    for d in matrix.datasets:
-        if matrix.context_tokens is not None:
-            out += [Workload(d.name, context_tokens=n) for n in matrix.context_tokens]
-        elif matrix.turns is not None:
-            out += [Workload(d.name, turn=t) for t in matrix.turns]
-        else:
-            out.append(Workload(d.name))
-    return out
+    """Every dataset's workloads, in run order (`datasets.workloads`)."""
+    return ds.workloads([d.name for d in matrix.datasets], matrix.context_tokens, matrix.turns)
 
 
 def units_of(matrix: Matrix, cells: list[Cell], workloads: list[Workload]) -> list[Unit]:
@@ -284,15 +300,20 @@ def stale_checks(datasets: list[str], done: frozenset[tuple[str, str]], drift_fa
     return out
 
 
-def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = False,
+def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = False, reuse: bool = False,
                progress: bool = True) -> RunPlan:
-    """Resolve a matrix for a run without creating anything; raises ConfigError for what cannot run."""
+    """Resolve a matrix for a run without creating anything; raises BadInput (ConfigError, DatasetUnavailable) for
+    what cannot run, one line per problem."""
+    problems = check_inputs(matrix)
+    if problems:
+        raise ConfigError(problems)
     cells, models = matrix_cells(matrix)  # once: fingerprinting reads every model file
     env = provenance.environment()
     problem = interleave_problem(matrix, [c.engine for c in cells], env["platform"])
     if problem:
         raise ConfigError(problem)
     run_dir = run_folder(matrix, run_dir, fresh)
+    check_run_folder(run_dir, matrix, reuse)
     workloads = workloads_of(matrix)
     units = units_of(matrix, cells, workloads)
     store = RunStore(run_dir)

@@ -75,8 +75,9 @@ def check_feasible(resources: dict[str, float]) -> None:
 class SharedStore(RunStore):
     """The run's store written by several driver threads: one write at a time, and a progress line per unit."""
 
-    def __init__(self, run_dir: Path, node_of: Callable[[str], str], total: int, progress: bool):
-        super().__init__(run_dir)
+    def __init__(self, run_dir: Path, node_of: Callable[[str], str], total: int, progress: bool,
+                 point_latest_on_write: bool):
+        super().__init__(run_dir, point_latest_on_write)
         self._lock = threading.Lock()
         self._node_of, self._total, self._progress = node_of, total, progress
         self.done: Counter[str] = Counter()  # units written, by node IP
@@ -121,7 +122,7 @@ def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
             return (engine.node.get("node_ip") if engine else None) or "no node"
 
         total = sum(len(ctx.plan.pending(c)) for g in groups for c in g)
-        store = SharedStore(ctx.store.run_dir, node_of, total, ctx.plan.progress)
+        store = SharedStore(ctx.store.run_dir, node_of, total, ctx.plan.progress, ctx.store.point_latest_on_write)
         tqdm.write(f"executor ray: {len(groups)} group(s), {total} unit(s) to run, {resources} per cell, on "
                    f"{len([n for n in ray.nodes() if n['Alive']])} node(s)")
         shared = dataclasses.replace(ctx, plan=dataclasses.replace(ctx.plan, progress=False), store=store,

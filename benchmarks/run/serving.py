@@ -19,6 +19,7 @@ from tqdm import tqdm
 from benchmarks.core.datasets import Prompt, sent_text
 from benchmarks.core.metrics import tpot_ms
 from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.core.store import StoreWriteError
 
 if TYPE_CHECKING:
     from benchmarks.run.context import RunContext
@@ -167,6 +168,8 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                     store.write_unit(cell.cell_id, unit.key, records, pid)
                     written.add(unit.key)
                     failed += any(r["kind"] == "error" for r in records)
+        except StoreWriteError:
+            raise
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
             pid = ctx.provenance(cell, failure=exc)
             for unit in pending:

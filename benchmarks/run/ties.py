@@ -21,7 +21,7 @@ from benchmarks.core import catalog
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
 from benchmarks.core.records import Cell
-from benchmarks.core.store import RunStore, ties_key
+from benchmarks.core.store import RunStore, StoreWriteError, ties_key
 from benchmarks.run.context import RunContext, error_record
 from verification.ties import divergence_key, row_ties
 
@@ -106,6 +106,8 @@ def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
             engine = ctx.make_engine(base)
             engine.load(dataclasses.replace(base, target=ctx.plan.target))
             pid = ctx.provenance(base, engine)
+        except StoreWriteError:
+            raise
         except Exception as exc:
             pid = ctx.provenance(base, failure=exc)
             for name, cells in todo.items():

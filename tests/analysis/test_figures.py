@@ -134,7 +134,7 @@ def test_cli_without_run_makes_published_and_says_so(tmp_path: Path, capsys: pyt
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     missing = tmp_path / "runs" / "latest"
     # an explicitly named run that is missing is an error; the default (no run made yet) is not
-    assert main(["figures", "--published", "--run", str(missing), "--out", str(tmp_path / "fig")]) == 1
+    assert main(["figures", "--published", "--run", str(missing), "--out", str(tmp_path / "fig")]) == 2  # bad input
     monkeypatch.setattr(figures_cli, "RUNS_DIR", missing.parent)
     assert main(["figures", "--published", "--run", str(missing), "--out", str(tmp_path / "fig")]) == 0
     err = capsys.readouterr().err

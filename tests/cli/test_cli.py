@@ -221,11 +221,15 @@ def test_rerun_says_it_resumed_and_fresh_measures_again_in_a_new_folder(matrix_f
     assert rc == 2 and "already holds 2 measured unit(s)" in err
 
 
-def test_run_dir_reports_the_latest_link_it_really_set(matrix_file, tmp_path, capsys):
+def test_run_dir_reports_the_latest_link_it_really_set_in_the_runs_directory_only(matrix_file, tmp_path, capsys):
+    """`latest` lives in the runs directory the harness owns: nothing is written beside a --run-dir."""
     run_dir = tmp_path / "elsewhere" / "myrun"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "latest").write_text("a file of the user's")
     _, out, _ = run_cli(["matrix", str(matrix_file), "--run-dir", str(run_dir)], capsys)
-    assert f"({tmp_path / 'elsewhere' / 'latest'} points here)" in out
-    assert (tmp_path / "elsewhere" / "latest").resolve() == run_dir.resolve()
+    assert f"({paths.RUNS_DIR / 'latest'} points here)" in out
+    assert (paths.RUNS_DIR / "latest").resolve() == run_dir.resolve()
+    assert (tmp_path / "elsewhere" / "latest").read_text() == "a file of the user's"
 
 
 def test_the_suite_writes_runs_only_to_a_temporary_folder():

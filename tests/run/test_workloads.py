@@ -82,6 +82,7 @@ def test_context_lengths_are_units_every_cell_sees_alike(random_pair, tmp_path):
     built = store.manifest()["prompts"]["workloads"]["humaneval@ctx700"]
     assert all(p["shot_rows"] and p["tokens"] >= 700 and 0 < p["context_tokens"] < p["tokens"] for p in built)
     report = write_reports(run_dir)
+    assert not report.verdicts.unchecked and not report.verdicts.violated  # every workload's unit is checked
     rows = {(r["label"], r["dataset"]): r for r in report.rows}
     spec = rows[("dflash-k3", "humaneval@ctx700")]
     assert spec["context_tokens"] == 700 and spec["speedup"] == pytest.approx(2.0) and spec["identical_frac"] == 1.0
@@ -124,7 +125,7 @@ def test_a_cell_sent_other_context_ids_than_its_baseline_fails_the_check(random_
     [row] = [r for r in report.rows if r["cell_id"] == spec]
     assert row["identical_frac"] is None and row["speedup"] is None
     assert row["not_checked"] == "no baseline request was sent the same prompt (prompt hashes differ)"
-    assert report.verdicts.unchecked and not report.verdicts.violated
+    assert [r["dataset"] for r in report.verdicts.unchecked] == ["humaneval@ctx700"] and not report.verdicts.violated
     assert "humaneval@ctx700: **cells were sent different prompts**" in (run_dir / "report.md").read_text()
 
 
@@ -150,7 +151,8 @@ def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path
     assert all(p["form"] == "second turn" and p["first_answer_tokens"] == 6 for p in turn2)
     report = write_reports(tmp_path / "run")
     assert "### By turn" in (tmp_path / "run" / "report.md").read_text()
-    assert {r["turn"] for r in report.rows} == {1, 2} and not report.verdicts.violated
+    assert {r["turn"] for r in report.rows} == {1, 2}
+    assert not report.verdicts.violated and not report.verdicts.unchecked
     # resumed: the cached answers resolve the second turn in the plan, nothing is generated again
     again = build_plan(m, tmp_path / "run")
     assert not again.awaiting_answers() and len(again.done) == len(again.units)
