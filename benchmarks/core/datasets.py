@@ -233,8 +233,8 @@ def row_problem(name: str, row: dict[str, Any], tokenizer: Any = None,
         except DatasetUnavailable as exc:
             return str(exc).split(": ", 1)[1]
         except (KeyError, IndexError, TypeError) as exc:
-            return (f"no string 'prompt' field (nor 'messages' or 'prompt_ids'), and not the fields the {name} "
-                    f"registry renders ({type(exc).__name__}: {exc}); keys: {sorted(row)}")
+            return (f"no string 'prompt' field, and not the fields the {name} registry renders ({type(exc).__name__}: "
+                    f"{exc}); keys: {sorted(row)}; give one of {', '.join(FORMS)}")
         why = None if isinstance(text, str) and text.strip() else "the prompt is empty"
     if why is None and tokenizer is not None:
         try:
