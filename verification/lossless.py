@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.core.datasets import workloads
+
 
 def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Greedy method rows with a lossless violation: a prompt whose first divergence from the baseline is not a
@@ -133,7 +135,9 @@ def missing_rows(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
     before them, or their records are gone): a due check with nothing to check. A run without a single record is
     one stand-in of its own."""
     cells = manifest.get("cells") or {}
-    datasets = [d["name"] for d in (manifest.get("config") or {}).get("datasets") or []]
+    config = manifest.get("config") or {}
+    datasets = [w.key for w in workloads([d["name"] for d in config.get("datasets") or []],
+                                         config.get("context_tokens"), config.get("turns"))]
     have = {(r["cell_id"], r["dataset"]) for r in rows}
     out = [{"engine": c["engine"], "label": f"{c['method']}-k{c['k']}", "method": c["method"], "dataset": d,
             "temperature": c["temperature"], "not_checked": "its unit holds no records (the run stopped before it, "

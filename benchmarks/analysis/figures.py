@@ -1,6 +1,7 @@
 """Figures of a run, from its summary.csv and records.jsonl: speedup per dataset, τ against K, per-position
-acceptance, the TPOT CDF, τ and speedup against temperature, and the serving figures of a serving run. Every bar
-carries the number of prompts behind it ("n=…"); bars of measured speedups carry their 95 % CI as whiskers."""
+acceptance, the TPOT CDF, τ and speedup against temperature, τ, speedup and the step time against context length,
+and the serving figures of a serving run. Every bar carries the number of prompts behind it ("n=…"); bars of measured
+speedups carry their 95 % CI as whiskers."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ from matplotlib.figure import Figure
 from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, save_figure, series_names, subtitle
 from benchmarks.analysis.serve_figures import serve_figures
 
-RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature")
+RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature",
+               "tau_speedup_vs_context", "step_time_vs_context")
+MARKERS = "osD^vP*X"
 
 
 def _spec_rows(summary: pd.DataFrame) -> pd.DataFrame:
@@ -122,6 +125,84 @@ def temperature_figure(summary: pd.DataFrame) -> Figure | None:
     return fig
 
 
+def _context_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a run with two or more context lengths, with their dataset's own name; empty otherwise."""
+    if "context_tokens" not in summary:
+        return summary.iloc[:0]
+    rows = summary[pd.to_numeric(summary["context_tokens"], errors="coerce").notna()].copy()
+    if rows["context_tokens"].nunique() < 2:
+        return rows.iloc[:0]
+    rows["source"] = rows["dataset"].astype(str).str.split("@").str[0]
+    rows["x"] = rows["prompt_tokens_mean"].astype(float)
+    return rows.sort_values("x")
+
+
+def _context_axis(ax, rows: pd.DataFrame) -> None:
+    ax.set_xlabel("prompt tokens (mean over each context length's prompts)")
+    if rows["x"].max() > 8 * rows["x"].min():
+        ax.set_xscale("log", base=2)
+
+
+def context_figure(summary: pd.DataFrame) -> Figure | None:
+    """τ and speedup against the prompts' length at each context length, one line per engine · method · dataset."""
+    rows = _context_rows(_spec_rows(summary))
+    if rows.empty:
+        return None
+    fig = new_figure(11.0, 4.8)
+    ax_tau, ax_sp = fig.subplots(1, 2)
+    labelled: set[tuple[float, int]] = set()
+    for i, ((engine, label, source), sub) in enumerate(rows.groupby(["engine", "label", "source"], sort=False)):
+        n = sorted({int(v) for v in sub["n_prompts"].dropna()})
+        name = f"{engine} · {label} · {source} (n={n[0] if len(n) == 1 else f'{n[0]}–{n[-1]}'} prompts)"
+        line = ax_tau.plot(sub["x"], sub["tau"].astype(float), marker=MARKERS[i % len(MARKERS)], label=name)[0]
+        sp = sub["speedup"].astype(float)
+        low = (sp - sub["speedup_ci_low"].astype(float)).clip(lower=0).fillna(0)
+        high = (sub["speedup_ci_high"].astype(float) - sp).clip(lower=0).fillna(0)
+        ax_sp.errorbar(sub["x"], sp, yerr=[low, high], marker=MARKERS[i % len(MARKERS)], capsize=3,
+                       color=line.get_color(), label=name)
+        for x, ctx, tau in zip(sub["x"], sub["context_tokens"], sub["tau"].astype(float)):
+            if (x, ctx) not in labelled:  # one label per context length, however many series share it
+                labelled.add((x, ctx))
+                ax_tau.annotate(f"≥{int(ctx)}", (x, tau), xytext=(0, 4), textcoords="offset points", ha="center",
+                                fontsize=6)
+    for ax in (ax_tau, ax_sp):
+        _context_axis(ax, rows)
+        ax.legend(fontsize=6)
+    ax_sp.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    ax_tau.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
+    ax_tau.set_title("labels: context_tokens of each point", fontsize=8)
+    ax_sp.set_ylabel("speedup over AR on the same prompts (×, geometric mean)")
+    ax_sp.set_title(CI_NOTE, fontsize=8)
+    fig.suptitle(f"τ and speedup against context length\n{subtitle(summary)}", fontsize=10)
+    return fig
+
+
+def step_time_figure(summary: pd.DataFrame) -> Figure | None:
+    """The time of one decode step against the prompts' length: an AR step, a speculative step, and its draft and
+    verify parts where the engine timed them apart (JAX `breakdown: true`)."""
+    rows = _context_rows(summary)
+    if rows.empty or "step_ms" not in rows or pd.to_numeric(rows["step_ms"], errors="coerce").isna().all():
+        return None
+    fig = new_figure(8.5, 5.0)
+    ax = fig.subplots()
+    parts = (("step_ms", "step", "-"), ("verify_step_ms", "verify", "--"), ("draft_step_ms", "draft", ":"))
+    for i, ((engine, label, source), sub) in enumerate(rows.groupby(["engine", "label", "source"], sort=False)):
+        color = None
+        for column, what, style in parts:
+            values = pd.to_numeric(sub[column], errors="coerce")
+            if values.isna().all():
+                continue
+            line = ax.plot(sub["x"], values, linestyle=style, marker=MARKERS[i % len(MARKERS)], color=color,
+                           label=f"{engine} · {label} · {source}: {'AR step' if label == 'baseline' else what}")[0]
+            color = line.get_color()
+    _context_axis(ax, rows)
+    ax.set_ylabel("ms per decode step (mean over the run's steps)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    ax.set_title(f"Step time against context length\n{subtitle(summary)}", fontsize=10)
+    return fig
+
+
 def per_position_figure(summary: pd.DataFrame) -> Figure | None:
     """p_i (fraction of verify steps with >= i accepted drafts) against i, one panel per dataset."""
     rows = _spec_rows(summary)
@@ -208,6 +289,8 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1],
                         subtitle(summary) if not summary.empty else ""),
         temperature_figure(summary),
+        context_figure(summary),
+        step_time_figure(summary),
     )))
     figures.update(serve_figures(full))
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]

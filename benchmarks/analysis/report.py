@@ -15,6 +15,7 @@ from benchmarks.analysis.floors import floor_lines, timing_error_lines
 from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.analysis.summary import COLUMNS, summarize
 from benchmarks.analysis.tables import acceptance_table, results_table, settings_table
+from benchmarks.analysis.workloads import template_lines, workload_markdown
 from benchmarks.core.datasets import skipped_lines
 from benchmarks.core.store import RunStore, atomic_write_text
 from verification import distribution, ties
@@ -68,10 +69,12 @@ def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict
         f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
         f"excluded) · batch size 1 · cells " + cell_order(manifest["config"]),
         *[f"- prompts: {line}" for line in skipped_lines(manifest.get("prompts_skipped") or {})],
+        *[f"- prompts: {line}" for line in template_lines(manifest)],
         *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
+        *(["", "## Workloads", workloads] if (workloads := workload_markdown(rows, manifest, records)) else []),
         "", "## Baseline drift", "\n".join(drift_lines(rows, manifest["config"])),
         "", "## Per-position acceptance", acceptance_table(rows),
         *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],

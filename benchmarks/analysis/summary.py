@@ -1,11 +1,15 @@
-"""Records + manifest → one summary row per (cell, dataset). Pure: recomputable from any old run."""
+"""Records + manifest → one summary row per (cell, dataset workload[, serving level]). Pure: recomputable from any
+old run. A workload's rows name it by its key (`humaneval@ctx4096`, `mt-bench@turn2`) and carry its context length or
+turn, so that rows of one dataset group by them and speedups pair on the prompts one workload sent."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import defaultdict
 from typing import Any
 
+from benchmarks.analysis.cost_model import breakdown
 from benchmarks.core import metrics
 from benchmarks.core.pairing import baseline_cell_id
 from benchmarks.core.records import SpecCounters
@@ -32,6 +36,11 @@ SERVE_COLUMNS = [
     "n_burst", "server_tpot_ms_mean", "server_tpot_speedup",
 ]
 COLUMNS += SERVE_COLUMNS
+# Workload rows: the context length or turn, the prompts' mean length and the hash of the set sent; the step time and,
+# with the JAX engine's `breakdown`, its draft / verify / host parts per step.
+WORKLOAD_COLUMNS = ["context_tokens", "turn", "prompt_tokens_mean", "prompts_sha256", "step_ms", "draft_step_ms",
+                    "verify_step_ms", "host_step_ms"]
+COLUMNS += WORKLOAD_COLUMNS
 
 
 
@@ -73,6 +82,37 @@ def _serve_columns(kinds: dict[str, list[dict[str, Any]]], base: dict[str, list[
         out["throughput_speedup"] = metrics.throughput_speedup(throughput(base), out["agg_output_tok_per_s"])
         out["server_tpot_ms_mean"] = server_tpot(kinds)
         out["server_tpot_speedup"] = metrics.tpot_ratio(server_tpot(base), out["server_tpot_ms_mean"])
+    return out
+
+
+def workload_order(name: str) -> tuple[str, int, int]:
+    """A workload key's place: by dataset, then context length (numerically), then turn."""
+    dataset, *parts = name.split("@")
+    ctx = next((int(p[3:]) for p in parts if p.startswith("ctx") and p[3:].isdigit()), -1)
+    turn = next((int(p[4:]) for p in parts if p.startswith("turn") and p[4:].isdigit()), 1)
+    return dataset, ctx, turn
+
+
+def prompts_sha256(reqs: list[dict[str, Any]]) -> str | None:
+    """A short hash of the set of prompts some requests were sent: equal for two cells sent the same prompt ids."""
+    shas = sorted({r["prompt_sha256"] for r in reqs})
+    return hashlib.sha256("\n".join(shas).encode()).hexdigest()[:12] if shas else None
+
+
+def _workload_columns(reqs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workload columns of a row (WORKLOAD_COLUMNS) from its requests."""
+    first = reqs[0] if reqs else {}
+    out: dict[str, Any] = {"context_tokens": first.get("context_tokens"), "turn": first.get("turn"),
+                           "prompt_tokens_mean": metrics.mean([r["n_prompt_tokens"] for r in reqs
+                                                               if r.get("n_prompt_tokens") is not None]),
+                           "prompts_sha256": prompts_sha256(reqs)}
+    timed = [e for e in (r.get("extra") or {} for r in reqs) if e.get("step_s") is not None and e.get("decode_steps")]
+    if timed:
+        out["step_ms"] = 1000.0 * sum(e["step_s"] * e["decode_steps"] for e in timed) / sum(
+            e["decode_steps"] for e in timed)
+    parts = breakdown(reqs)
+    if parts is not None:
+        out.update(draft_step_ms=parts.draft_ms, verify_step_ms=parts.verify_ms, host_step_ms=parts.host_ms)
     return out
 
 
@@ -172,7 +212,8 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
     rows = []
     def order(key: Key) -> tuple:
         c = cells[key[0]]
-        return c["engine"], c["temperature"], key[2] or 0, c["method"] != "baseline", c["method"], c["k"], key[1]
+        return (c["engine"], c["temperature"], key[2] or 0, c["method"] != "baseline", c["method"], c["k"],
+                workload_order(key[1]))
 
     for (cid, dataset, level), kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):
         cell = cells[cid]
@@ -192,7 +233,7 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
             "tpot_ms_p90": metrics.percentile(tpots, 90), "tpot_ms_p99": metrics.percentile(tpots, 99),
             "ttft_ms_mean": metrics.mean([r["ttft_ms"] for r in reqs]),
             "output_tok_per_s": metrics.output_tok_per_s(sum(r["n_out"] for r in reqs), decode_s),
-            "concurrency": level,
+            "concurrency": level, **_workload_columns(reqs),
         })
         row["label"] = row["label"] or ("baseline" if cell["method"] == "baseline"
                                         else f"{cell['method']}-k{cell['k']}")

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from benchmarks.core import catalog
-from benchmarks.core.datasets import DATASETS
+from benchmarks.core.datasets import DATASETS, has_answers
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.paths import PRESETS_DIR, resolve_model_ref
 from benchmarks.core.records import DRAFT_METHODS, METHODS, SPEC_METHODS
@@ -62,7 +62,23 @@ MATRIX_KEYS = {
                "fails only that cell's units); vLLM cells of an interleaved matrix always do",
     "request_timeout_s": f"number > 0 (default {REQUEST_TIMEOUT_S:g}): a worker's time limit per request",
     "load_timeout_s": f"number > 0 (default {LOAD_TIMEOUT_S:g}): a worker's time limit to start and load its engine",
+    "context_tokens": "int >= 0 or a list of distinct ones: each prompt is preceded by other rows of its dataset with "
+                      "their reference answers (many-shot chat turns) until it holds at least this many tokens; each "
+                      "value is a workload of its own (units <dataset>@ctx<N>); N + max_new_tokens must fit "
+                      "max_model_len",
+    "turns": "1, 2 or [1, 2] (default 1): the turns of a two-turn dataset (mt-bench) to measure; turn 2 sends the "
+             "conversation after the first answer, which the first baseline cell generates once (greedy, untimed; "
+             "cached in the run folder's turns/)",
+    "chat_template": "mapping of keyword arguments for the target tokenizer's chat template (default "
+                     "{enable_thinking: false}), e.g. {enable_thinking: true}; recorded in the manifest and report.md",
 }
+# Workload keys a matrix may leave out; unset, they leave the run id as it was before they existed.
+WORKLOAD_KEYS = ("context_tokens", "turns", "chat_template")
+TURNS = (1, 2)
+# Arguments of `apply_chat_template` that the harness sets itself (or that are not keyword arguments of a template).
+TEMPLATE_RESERVED = ("conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
+                     "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors",
+                     "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs")
 # Keys that choose where and how cells run, not what they measure: they leave the run id unchanged.
 PLACEMENT_KEYS = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
 # A preset supplies models and defaults; any matrix key but these may appear in one.
@@ -114,6 +130,9 @@ class Matrix:
     raw: dict[str, Any] = field(default_factory=dict)
     concurrency: list[int] = field(default_factory=lambda: [1])
     request_rate: float | None = None
+    context_tokens: list[int] | None = None  # None: the prompts as they are
+    turns: list[int] | None = None  # None: the first turn only
+    chat_template: dict[str, Any] | None = None  # None: datasets.DEFAULT_TEMPLATE
 
 
 def _fail(source: str, key: str, msg: str) -> ConfigError:
@@ -305,6 +324,9 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
     name = check_name(source, "name", merged["name"]) if merged.get("name") is not None else Path(source).stem
     max_new_tokens = _check_int(source, "max_new_tokens", merged.get("max_new_tokens", 256), 1)
     _check_lengths(source, engines, options, max_new_tokens)
+    context_tokens = _parse_context(source, merged, datasets, engines, options, max_new_tokens)
+    turns = _parse_turns(source, merged, datasets, methods, context_tokens)
+    chat_template = _parse_chat_template(source, merged)
     return Matrix(
         name=str(name),
         source=source,
@@ -331,7 +353,87 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
         raw=raw,
         concurrency=concurrency,
         request_rate=request_rate,
+        context_tokens=context_tokens,
+        turns=turns,
+        chat_template=chat_template,
     )
+
+
+def engine_max_model_len(engine: str, options: dict[str, Any]) -> int | None:
+    """The max_model_len a cell of `engine` gets (its own options, the served engine's, the shared ones, the engine's
+    default); None where the engine takes the model's own."""
+    row = catalog.engine(engine)
+    for scope in (options.get(engine) or {}, (options.get(row.serves) or {}) if row.serves else {}, options):
+        if "max_model_len" in scope:
+            value = scope["max_model_len"]
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return row.defaults.get("max_model_len")
+
+
+def _parse_context(source: str, merged: dict[str, Any], datasets: list[DatasetEntry], engines: list[str],
+                   options: dict[str, Any], max_new_tokens: int) -> list[int] | None:
+    """The context lengths: distinct ints >= 0, on datasets with reference answers, each fitting every engine's
+    max_model_len with max_new_tokens."""
+    if merged.get("context_tokens") is None:
+        return None
+    values = _as_list(merged["context_tokens"])
+    if not values:
+        raise _fail(source, "context_tokens", "empty; give an int >= 0 or a list of them")
+    for v in values:
+        _check_int(source, "context_tokens", v, 0)
+    _check_distinct(source, "context_tokens", values)
+    for d in datasets:
+        if not has_answers(d.name, d.path):
+            with_answers = sorted(n for n in DATASETS if has_answers(n, None))
+            raise _fail(source, "context_tokens", f"dataset {d.name!r} has no reference answers to build many-shot "
+                                                  f"context from (a local file's rows carry none); datasets with "
+                                                  f"them: {', '.join(with_answers)}")
+    for e in engines:
+        limit = engine_max_model_len(e, options)
+        if limit is not None and max(values) + max_new_tokens > limit:
+            raise _fail(source, "context_tokens",
+                        f"{max(values)} context tokens + max_new_tokens {max_new_tokens} exceed max_model_len {limit} "
+                        f"of engine {e}; the largest context that fits is {max(limit - max_new_tokens, 0)} tokens: "
+                        f"lower it, or raise max_model_len (at most the target's max_position_embeddings)")
+    return sorted(values)
+
+
+def _parse_turns(source: str, merged: dict[str, Any], datasets: list[DatasetEntry], methods: list[str],
+                 context_tokens: list[int] | None) -> list[int] | None:
+    """The turns to measure: distinct values of TURNS; turn 2 only on two-turn datasets, with a baseline to write the
+    first answers, and not with a context axis."""
+    if merged.get("turns") is None:
+        return None
+    values = _as_list(merged["turns"])
+    if not values or any(isinstance(t, bool) or t not in TURNS for t in values):
+        raise _fail(source, "turns", f"expected {TURNS[0]}, {TURNS[1]} or a list of them, got {merged['turns']!r}")
+    _check_distinct(source, "turns", values)
+    if 2 in values:
+        two_turn = sorted(n for n, spec in DATASETS.items() if spec.second_turn)
+        for d in datasets:
+            if d.path is not None or d.name not in DATASETS or DATASETS[d.name].second_turn is None:
+                raise _fail(source, "turns", f"dataset {d.name!r} has no second turn (two-turn datasets: "
+                                             f"{', '.join(two_turn)}); measure it in a matrix of its own")
+        if "baseline" not in methods:
+            raise _fail(source, "turns", "turn 2 continues the first answer, which the baseline cell generates: add "
+                                         "'baseline' to 'methods'")
+        if context_tokens is not None:
+            raise _fail(source, "turns", "turn 2 and 'context_tokens' do not combine; give them in separate matrices")
+    return sorted(values)
+
+
+def _parse_chat_template(source: str, merged: dict[str, Any]) -> dict[str, Any] | None:
+    """The chat template's keyword arguments: a mapping of names, none that the harness sets itself."""
+    value = merged.get("chat_template")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.isidentifier() for k in value):
+        raise _fail(source, "chat_template", f"expected a mapping of keyword arguments such as "
+                                             f"{{enable_thinking: true}}, got {value!r}")
+    reserved = sorted(set(value) & set(TEMPLATE_RESERVED))
+    if reserved:
+        raise _fail(source, "chat_template", f"{', '.join(reserved)}: set by the harness, not a template argument")
+    return dict(value)
 
 
 def check_executor(source: str, executor: Any, engines: list[str]) -> str:

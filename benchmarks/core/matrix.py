@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from benchmarks.core import catalog
-from benchmarks.core.config import PLACEMENT_KEYS, Matrix
+from benchmarks.core.config import PLACEMENT_KEYS, WORKLOAD_KEYS, Matrix
 from benchmarks.core.records import Cell
 
 
@@ -42,13 +42,15 @@ def expand(m: Matrix) -> list[Cell]:
 
 def run_id_for(matrix: Matrix) -> str:
     """Deterministic per matrix content, so rerunning the same matrix resumes the same run (wherever it runs: the
-    placement keys are left out unless the file itself sets them)."""
+    placement keys are left out unless the file itself sets them; unset workload keys are left out, so a matrix without
+    them keeps the id it had before they existed)."""
     return config_id(dataclasses.asdict(matrix))
 
 
 def config_id(config: dict[str, Any]) -> str:
     """`run_id_for` of a matrix given as its fields (a run manifest's `config`)."""
-    fields = {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
+    fields = {k: v for k, v in config.items()
+              if k not in PLACEMENT_KEYS and not (k in WORKLOAD_KEYS and v is None)}
     blob = json.dumps(fields, sort_keys=True, default=str)
     return f"{config['name']}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 

@@ -4,8 +4,9 @@
       manifest.json        config, cells, model fingerprints, and the environment of the latest invocation
       provenance/<id>.json what one engine load was measured with; content-addressed, written before its units
       units/<cell>__<key>.jsonl   the records of one unit, each naming its `provenance_id`, in one atomic rename;
-                           the key is the dataset, or the dataset with an internal suffix ('@recheck', '@ties',
-                           '@c<level>'): '@' never occurs in a dataset name
+                           the key is the dataset, or the dataset with an internal suffix (a workload's
+                           '@ctx<tokens>' or '@turn2', '@recheck', '@ties', '@c<level>'): '@' never occurs in a
+                           dataset name
       units/superseded/    units that no longer hold (their cells left the matrix, or their checks are redone)
       records.jsonl        all units concatenated, rebuilt from units/ whenever it does not hold exactly them
       .lock                held by the one run writing the folder (released when its process ends, however)
@@ -104,6 +105,13 @@ def retrying(write: Callable[[], Any]) -> Any:
 def level_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
     """The unit key of one serving level of a dataset."""
     return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
+
+
+def workload_key(dataset: str, context_tokens: int | None = None, turn: int | None = None) -> str:
+    """The key of a dataset's workload: `<dataset>@ctx<N>` at a context length, `<dataset>@turn2` for the second turn
+    of its conversations, the dataset's own name otherwise (its plain prompts, or their first turn)."""
+    return (dataset + (f"@ctx{context_tokens}" if context_tokens is not None else "")
+            + (f"@turn{turn}" if turn is not None and turn > 1 else ""))
 
 
 def recheck_key(dataset: str) -> str:

@@ -46,7 +46,27 @@ def build_manifest(plan: RunPlan) -> dict[str, Any]:
         "hardware": env["hardware"],
         "models": plan.models,
         "prompts_skipped": plan.skipped,
+        "prompts": prompt_manifest(plan),
     })
+
+
+def prompt_manifest(plan: RunPlan) -> dict[str, Any]:
+    """How the run's prompts were made: the chat template's keyword arguments and hash, warnings about the drafts,
+    and per workload each measured prompt's row, hash, length and construction (context rows, first answer)."""
+    setup = plan.setup
+    return {
+        "chat_template": setup.template if setup else None,
+        "chat_template_sha256": setup.template_sha256 if setup else None,
+        "template_ignores": setup.template_ignores if setup else [],
+        "max_prompt_tokens": setup.max_prompt_tokens if setup else None,
+        "trained_lengths": setup.trained_lengths if setup else None,
+        "warnings": setup.warnings if setup else [],
+        "first_answers_by": {"cell_id": setup.generator.cell_id, "engine": setup.generator.engine,
+                             "label": setup.generator.label} if setup and setup.generator else None,
+        "workloads": {key: [{"index": p.index, "sha256": p.sha256, "tokens": len(p.ids), **p.workload_fields(),
+                             **p.construction} for p in measured]
+                      for key, (measured, _) in plan.prompts.items()},
+    }
 
 
 def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str, Any]],
@@ -68,7 +88,8 @@ def request_record(cell: Cell, prompt: Prompt, rec: Any) -> dict[str, Any]:
     n_out = len(rec.output_ids)
     return {
         "kind": "request", "cell_id": cell.cell_id, "label": cell.label, "engine": cell.engine,
-        "method": cell.method, "k": cell.k, "dataset": prompt.dataset, "prompt_index": prompt.index,
+        "method": cell.method, "k": cell.k, "dataset": prompt.key, **prompt.workload_fields(),
+        "prompt_index": prompt.index,
         "prompt_sha256": prompt.sha256, "n_prompt_tokens": len(prompt.ids), "n_out": n_out,
         "ttft_ms": 1000.0 * rec.ttft_s, "tpot_ms": tpot_ms(rec.ttft_s, rec.last_token_s, n_out),
         "decode_s": rec.last_token_s - rec.ttft_s, "output_ids": list(rec.output_ids),

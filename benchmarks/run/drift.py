@@ -35,9 +35,9 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
     dataset whose baseline and at least one speculative cell are done and whose recheck is not; return the number of
     failed rechecks."""
     store, matrix = ctx.store, ctx.plan.matrix
-    todo = [d.name for d in matrix.datasets
-            if store.is_done(baseline.cell_id, d.name) and not store.is_done(baseline.cell_id, recheck_key(d.name))
-            and any(store.is_done(c.cell_id, d.name) for c in followers)]
+    todo = [w.key for w in ctx.plan.workloads
+            if store.is_done(baseline.cell_id, w.key) and not store.is_done(baseline.cell_id, recheck_key(w.key))
+            and any(store.is_done(c.cell_id, w.key) for c in followers)]
     if not todo:
         return 0
     n = min(matrix.drift_prompts, matrix.num_prompts)

@@ -5,10 +5,12 @@ written, `latest` pointed. Cells run one after another, or, when the matrix inte
 taking each prompt in turn (benchmarks/run/groups.py); a serving engine's cells each behind a server, level by level
 (benchmarks/run/serving.py); with `executor: ray`, groups concurrently as Ray actors (benchmarks/run/ray_executor.py).
 One after another, each baseline is measured again after its speculative cells (benchmarks/run/drift.py), and greedy
-divergences are scored for the lossless check's tie test by the baseline's engine (benchmarks/run/ties.py).
+divergences are scored for the lossless check's tie test by the baseline's engine (benchmarks/run/ties.py). A second
+turn's first answers are generated before any unit runs (benchmarks/run/turns.py).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,12 +18,13 @@ from tqdm import tqdm
 
 from benchmarks.core import catalog
 from benchmarks.core.store import RunStore, StoreWriteError, point_latest
-from benchmarks.run.context import RunContext, build_manifest, engine_factory
+from benchmarks.run.context import RunContext, build_manifest, engine_factory, error_record
 from benchmarks.run.drift import run_recheck
 from benchmarks.run.groups import run_group
-from benchmarks.run.plan import RunPlan, say_resuming
+from benchmarks.run.plan import RunPlan, measured_on_other_ids, resolve_prompts, say_resuming, stale_checks
 from benchmarks.run.serving import run_serve_group
 from benchmarks.run.ties import run_family_ties
+from benchmarks.run.turns import first_answers
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ def execute(plan: RunPlan) -> RunResult:
     store = RunStore(plan.run_dir, point_latest_on_write=not plan.done)
     with store.lock():
         say_resuming(plan)
+        for line in plan.setup.warnings if plan.setup else []:
+            tqdm.write(f"warning: {line}")
         if plan.done:
             point_latest(plan.run_dir)
         try:
@@ -58,12 +63,13 @@ def _run(plan: RunPlan, store: RunStore) -> int:
     for cell_id, key in plan.stale:
         store.retire_unit(cell_id, key)
     ctx = RunContext(plan, store, engine_factory(plan.matrix))
+    failed = answer_first_turns(ctx)
+    plan = ctx.plan
     if plan.matrix.executor == "ray":  # cells run concurrently, on whichever node: a before/after recheck means nothing
         from benchmarks.run.ray_executor import run_groups
 
-        return run_groups(ctx, plan.groups)
+        return failed + run_groups(ctx, plan.groups)
     recheck_after = {followers[-1].cell_id: (base, followers) for base, followers in plan.drift_families}
-    failed = 0
     bar = tqdm(total=len(plan.cells), desc="cells", unit="cell", disable=not plan.progress)
     for group in plan.groups:
         run = run_serve_group if catalog.engine(group[0].engine).serves else run_group
@@ -75,4 +81,47 @@ def _run(plan: RunPlan, store: RunStore) -> int:
             if followers[-1] in group:
                 failed += run_family_ties(ctx, base, followers)
     bar.close()
+    return failed
+
+
+def answer_first_turns(ctx: RunContext) -> int:
+    """Give the plan the prompts of every second turn that awaits its first answers: generated once by the generator
+    cell and cached (benchmarks/run/turns.py), then the manifest rewritten with them. When that fails, every pending
+    unit of the workload fails with the cause and leaves the plan; returns the number of such units."""
+    plan, store = ctx.plan, ctx.store
+    waiting = plan.awaiting_answers()
+    if not waiting:
+        return 0
+    gen, limit = plan.setup.generator, plan.setup.max_prompt_tokens
+    prompts, skipped, lost, done = dict(plan.prompts), dict(plan.skipped), set(), plan.done
+    failed = 0
+    for w in waiting:
+        try:
+            first = resolve_prompts(plan.matrix, plan.tokenizer, limit, [dataclasses.replace(w, turn=1)])[0][w.dataset]
+            answers = first_answers(plan.run_dir, w.dataset, gen, plan.target, first[0] + first[1],
+                                    plan.matrix.max_new_tokens, ctx.make_engine, plan.tokenizer)
+            tqdm.write(f"[{gen.label}] {w.dataset}: first answers of {len(answers)} conversations ready (greedy, "
+                       f"untimed); turn 2 sends the conversations after them")
+            more, why = resolve_prompts(plan.matrix, plan.tokenizer, limit, [w], {w.dataset: answers})
+            prompts.update(more)
+            skipped.update(why)
+            redo = measured_on_other_ids([u for u in plan.units if u.workload == w], done, more, store)
+            done = done - set(redo)
+            for cell_id, key in redo + stale_checks([w.key], done, plan.drift_families, plan.tie_families):
+                store.retire_unit(cell_id, key)
+        except StoreWriteError:
+            raise
+        except Exception as exc:
+            tqdm.write(f"[{gen.label}] {w.dataset}: first answers FAILED: {type(exc).__name__}: {exc}")
+            pid = ctx.provenance(gen, failure=exc)
+            for u in (u for c in plan.cells for u in plan.pending(c) if u.workload == w):
+                store.write_unit(u.cell.cell_id, u.key, [{**error_record(u.cell, w.key, exc), "error": (
+                    f"first answers of the second turn: {type(exc).__name__}: {exc}"),
+                    **({"concurrency": u.concurrency} if u.concurrency is not None else {})}], pid)
+                failed += 1
+            lost.add(w)
+    ctx.plan = dataclasses.replace(plan, prompts=prompts, skipped=skipped, done=done,
+                                   workloads=[w for w in plan.workloads if w not in lost],
+                                   units=[u for u in plan.units if u.workload not in lost])
+    store.write_manifest(build_manifest(ctx.plan))
     return failed

@@ -22,7 +22,8 @@ from benchmarks.run.ties import run_loaded_ties
 
 def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
                 progress: bool) -> dict[str, list[dict[str, Any]]]:
-    """One dataset through started (engine, cell) pairs: each cell's warm-up, then prompt by prompt, every cell in turn.
+    """One dataset's workload (`name`, its key) through started (engine, cell) pairs: each cell's warm-up, then prompt
+    by prompt, every cell in turn.
 
     Returns the records by cell id. A cell that raises gets one error record instead and leaves the rotation.
     """
@@ -59,10 +60,10 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
 
 
 def run_group(ctx: RunContext, group: list[Cell]) -> int:
-    """Start the group's cells that have pending units, run every dataset through them, write their units; return
+    """Start the group's cells that have pending units, run every workload through them, write their units; return
     the number of failed units. A cell that fails to start fails its pending units with the cause."""
-    store, matrix = ctx.store, ctx.plan.matrix
-    pending = {c.cell_id: [u.dataset for u in ctx.plan.pending(c)] for c in group}
+    store = ctx.store
+    pending = {c.cell_id: [u.name for u in ctx.plan.pending(c)] for c in group}
     started: list[tuple[Any, Cell]] = []
     pids: dict[str, str] = {}
     failed = 0
@@ -86,16 +87,16 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                 tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
                 if engine is not None:
                     engine.close()
-        for d in matrix.datasets:
-            todo = [(e, c) for e, c in started if d.name in pending[c.cell_id]]
+        for w in ctx.plan.workloads:
+            todo = [(e, c) for e, c in started if w.key in pending[c.cell_id]]
             if todo:
-                measured, warmup = ctx.plan.prompts[d.name]
-                for cell_id, records in run_dataset(todo, d.name, measured, warmup, ctx.plan.progress).items():
+                measured, warmup = ctx.plan.prompts[w.key]
+                for cell_id, records in run_dataset(todo, w.key, measured, warmup, ctx.plan.progress).items():
                     engine, cell = next((e, c) for e, c in todo if c.cell_id == cell_id)
-                    records += cell_samples(engine, cell, d.name, measured, records)
-                    store.write_unit(cell_id, d.name, records, pids[cell_id])
+                    records += cell_samples(engine, cell, w.key, measured, records)
+                    store.write_unit(cell_id, w.key, records, pids[cell_id])
                     failed += any(r["kind"] == "error" for r in records)
-                failed += run_loaded_ties(ctx, started, pids, d.name)  # untimed, the baseline still loaded
+                failed += run_loaded_ties(ctx, started, pids, w.key)  # untimed, the baseline still loaded
     finally:
         for engine, _ in started:
             engine.close()

@@ -1,19 +1,24 @@
 """The run plan: everything a matrix run needs, resolved once before the first unit runs, and printable
 (`matrix --plan`): the cells with their final ids and model files, the run folder and what it holds already, the
-prompts every cell shares, the units (a cell on a dataset, at a serving level for a serving engine), the groups
-that load together, and the families of checks that follow them (the drift recheck and the tie pass)."""
+prompts every cell shares, the units (a cell on a dataset's workload — its prompts, at a context length, or at a
+turn — at a serving level for a serving engine), the groups that load together, and the families of checks that
+follow them (the drift recheck and the tie pass). A second turn's prompts wait for the first answers when the run
+folder does not hold them yet (benchmarks/run/turns.py)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from benchmarks.core import catalog, provenance
-from benchmarks.core.config import ConfigError, Matrix, interleave_problem
-from benchmarks.core.datasets import Prompt, select_prompts, skipped_lines
+from benchmarks.core import datasets as ds
+from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len, interleave_problem
+from benchmarks.core.datasets import Prompt, Workload, skipped_lines
+from benchmarks.core.drafts import thinking_warnings
 from benchmarks.core.inputs import check_inputs
 from benchmarks.core.markdown import table
 from benchmarks.core.matrix import config_id, run_id_for
@@ -22,30 +27,59 @@ from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
+from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 
 Family = tuple[Cell, list[Cell]]  # a baseline and the speculative cells compared with it
 
 
 @dataclass(frozen=True)
 class Unit:
-    """What one unit file holds: a cell on a dataset, at one serving level for a serving engine."""
+    """What one unit file holds: a cell on a dataset's workload, at one serving level for a serving engine."""
 
     cell: Cell
-    dataset: str
+    workload: Workload
     concurrency: int | None = None
     request_rate: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The workload's key, which its records name as their dataset (`store.workload_key`)."""
+        return self.workload.key
 
     @property
     def key(self) -> str:
         """The unit's key in the store."""
         if self.concurrency is None:
-            return self.dataset
-        return level_key(self.dataset, self.concurrency, self.request_rate)
+            return self.name
+        return level_key(self.name, self.concurrency, self.request_rate)
+
+
+@dataclass(frozen=True)
+class PromptSetup:
+    """How the run's prompts are made, beyond the datasets: the chat template's keyword arguments (and which of them
+    the target's template ignores), the template's hash, the prompt length limit, warnings about the drafts, and the
+    cell that writes a second turn's first answers."""
+
+    template: dict[str, Any]
+    template_sha256: str | None
+    template_ignores: list[str]
+    max_prompt_tokens: int | None
+    warnings: list[str]
+    generator: Cell | None = None
+    trained_lengths: dict[str, Any] | None = None
+
+    def lines(self) -> list[str]:
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in self.template.items())
+        ignored = (f" (the target's template ignores {', '.join(self.template_ignores)})"
+                   if self.template_ignores else "")
+        return [f"chat template: {kwargs}{ignored}; template sha256 {self.template_sha256}",
+                *[f"warning: {w}" for w in self.warnings]]
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A matrix resolved for one run. `prompts` maps a dataset to its (measured, warm-up) prompts."""
+    """A matrix resolved for one run. `prompts` maps a workload key to its (measured, warm-up) prompts; a second turn
+    whose first answers are not in the run folder yet has none until they are generated (`awaiting_answers`)."""
 
     matrix: Matrix
     cells: list[Cell]
@@ -55,7 +89,7 @@ class RunPlan:
     target: str
     tokenizer: Any
     prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
-    skipped: dict[str, dict[str, Any]]  # dataset -> rows passed over as too long (`skipped_prompts`)
+    skipped: dict[str, dict[str, Any]]  # workload key -> rows passed over as too long (`skipped_prompts`)
     units: list[Unit]
     groups: list[list[Cell]]
     drift_families: list[Family]
@@ -63,17 +97,51 @@ class RunPlan:
     done: frozenset[tuple[str, str]]  # (cell id, unit key) already measured in the run folder
     stale: list[tuple[str, str]]  # (cell id, unit key) of checks that no longer follow their units: retired first
     progress: bool = True
+    workloads: list[Workload] = field(default_factory=list)
+    setup: PromptSetup | None = None
+    redo: list[tuple[str, str]] = field(default_factory=list)  # done units measured on other prompt ids: run again
 
     def pending(self, cell: Cell) -> list[Unit]:
         """The cell's units still to measure."""
         return [u for u in self.units if u.cell == cell and (cell.cell_id, u.key) not in self.done]
 
+    def awaiting_answers(self) -> list[Workload]:
+        """The second turns whose prompts wait for first answers."""
+        return [w for w in self.workloads if w.key not in self.prompts]
+
+    def workload_lines(self) -> list[str]:
+        """One line per workload: its prompts' lengths and how they were made."""
+        out = []
+        for w in self.workloads:
+            if w.key not in self.prompts:
+                gen = self.setup.generator if self.setup else None
+                out.append(f"{w.key}: second turn, after the first answers that {gen.engine} {gen.label} generates "
+                           f"once before the units run (greedy, untimed; cached in "
+                           f"{answers_path(self.run_dir, w.dataset)})" if gen else f"{w.key}: no generator cell")
+                continue
+            measured = self.prompts[w.key][0]
+            lengths = [len(p.ids) for p in measured]
+            if not lengths:
+                out.append(f"{w.key}: no prompt fits")
+                continue
+            how = ", ".join(sorted({p.construction.get("form", "prompt") for p in measured}))
+            if w.context_tokens:
+                shots = [len(p.construction.get("shot_rows", [])) for p in measured]
+                how += f" + many-shot context ({min(shots)}-{max(shots)} shots of other rows with their answers)"
+            if w.turn == 2:
+                how = f"second turn after the cached first answers ({answers_path(self.run_dir, w.dataset)})"
+            out.append(f"{w.key}: {len(measured)} prompts of {min(lengths)}-{max(lengths)} tokens ({how})")
+        return out
+
     def describe(self) -> str:
         """What would run and what is already done, unit by unit, and the checks that follow."""
-        body = [[u.cell.engine, u.cell.label, f"{u.cell.temperature:g}", u.dataset,
+        redo = set(self.redo)
+        body = [[u.cell.engine, u.cell.label, f"{u.cell.temperature:g}", u.name,
                  "" if u.concurrency is None else str(u.concurrency),
-                 "done" if (u.cell.cell_id, u.key) in self.done else "to run", u.cell.cell_id] for u in self.units]
-        todo = sum(row[5] == "to run" for row in body)
+                 "done" if (u.cell.cell_id, u.key) in self.done else "to run" + (
+                     " again (measured on other prompt ids)" if (u.cell.cell_id, u.key) in redo else ""),
+                 u.cell.cell_id] for u in self.units]
+        todo = sum(row[5].startswith("to run") for row in body)
         m = self.matrix
         checks = [f"- {len(self.drift_families)} baseline(s) measured again on {min(m.drift_prompts, m.num_prompts)} "
                   f"prompts after their speculative cells (drift recheck)" if self.drift_families else
@@ -86,11 +154,14 @@ class RunPlan:
             checks.append(f"- distribution samples drawn by {len(sampled)} cell(s) at T > 0")
         return "\n".join([
             f"run folder: {self.run_dir}",
-            f"{len(self.cells)} cells × {len(m.datasets)} datasets: {len(self.units)} units, {todo} to run, "
-            f"{len(self.units) - todo} done; {m.num_prompts} prompts each (+{m.warmup_prompts} warm-up); cells "
-            + ("interleaved" if m.interleave else "one after another") + f"; executor {m.executor}",
+            f"{len(self.cells)} cells × {len(self.workloads)} workloads of {len(m.datasets)} datasets: "
+            f"{len(self.units)} units, {todo} to run, {len(self.units) - todo} done; {m.num_prompts} prompts each "
+            f"(+{m.warmup_prompts} warm-up); cells " + ("interleaved" if m.interleave else "one after another")
+            + f"; executor {m.executor}",
+            *[f"prompts: {line}" for line in (self.setup.lines() if self.setup else [])],
+            *[f"prompts: {line}" for line in self.workload_lines()],
             *[f"prompts: {line}" for line in skipped_lines(self.skipped)],
-            "", table(["engine", "method", "T", "dataset", "concurrency", "status", "cell"], body),
+            "", table(["engine", "method", "T", "workload", "concurrency", "status", "cell"], body),
             "", "checks after the units:", *checks])
 
 
@@ -126,34 +197,91 @@ def check_run_folder(run_dir: Path, matrix: Matrix, reuse: bool) -> None:
                           f"there (units of cells not in it move to units/superseded/)")
 
 
-def units_of(matrix: Matrix, cells: list[Cell]) -> list[Unit]:
-    """Every unit of the matrix, in run order: a batch cell once per dataset, a serving cell once per dataset and
+def workloads_of(matrix: Matrix) -> list[Workload]:
+    """Every dataset's workloads, in run order (`datasets.workloads`)."""
+    return ds.workloads([d.name for d in matrix.datasets], matrix.context_tokens, matrix.turns)
+
+
+def units_of(matrix: Matrix, cells: list[Cell], workloads: list[Workload]) -> list[Unit]:
+    """Every unit of the matrix, in run order: a batch cell once per workload, a serving cell once per workload and
     concurrency level."""
     out = []
     for cell in cells:
-        for d in matrix.datasets:
+        for w in workloads:
             if catalog.engine(cell.engine).serves:
-                out += [Unit(cell, d.name, c, matrix.request_rate) for c in matrix.concurrency]
+                out += [Unit(cell, w, c, matrix.request_rate) for c in matrix.concurrency]
             else:
-                out.append(Unit(cell, d.name))
+                out.append(Unit(cell, w))
     return out
 
 
-def resolve_prompts(matrix: Matrix, tokenizer: Any) -> tuple[dict[str, tuple[list[Prompt], list[Prompt]]],
-                                                             dict[str, dict[str, Any]]]:
-    """Each dataset's (measured, warm-up) prompts, rendered once with the target's tokenizer for every cell, and the
-    rows passed over because prompt + max_new_tokens would not fit max_model_len (by dataset, where there are any:
-    the limit and [row index, prompt tokens] of each)."""
-    max_len = matrix.engine_options.get("max_model_len")
-    max_prompt = max_len - matrix.max_new_tokens if max_len else None
+def prompt_limit(matrix: Matrix, target_config: dict[str, Any] | None) -> int | None:
+    """The most prompt tokens every engine of the matrix holds with max_new_tokens after them: the smallest
+    max_model_len its engines get (the target's max_position_embeddings where an engine takes the model's own)."""
+    own = (target_config or {}).get("max_position_embeddings")
+    lens = [engine_max_model_len(e, matrix.engine_options) or own for e in matrix.engines]
+    lens = [n for n in lens if n]
+    return min(lens) - matrix.max_new_tokens if lens else None
+
+
+def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads: list[Workload],
+                    answers: dict[str, dict[str, list[int]]] | None = None
+                    ) -> tuple[dict[str, tuple[list[Prompt], list[Prompt]]], dict[str, dict[str, Any]]]:
+    """Each workload's (measured, warm-up) prompts, rendered once with the target's tokenizer and chat template for
+    every cell, and the rows passed over because they would not fit `limit` prompt tokens (by workload key, where
+    there are any: the limit and [row index, prompt tokens] of each). A context workload precedes each prompt with
+    many-shot context (raises ConfigError when a prompt cannot hold it within the limit, naming the largest context
+    that fits); a second turn is resolved when `answers` (dataset -> first prompt sha256 -> answer ids) hold every
+    first answer, else left out."""
+    template = matrix.chat_template
     prompts, skipped = {}, {}
+    n = matrix.num_prompts + matrix.warmup_prompts
     for d in matrix.datasets:
-        chosen = select_prompts(d.name, matrix.num_prompts + matrix.warmup_prompts, matrix.seed, tokenizer, d.path,
-                                max_prompt)
-        prompts[d.name] = (chosen.prompts[:matrix.num_prompts], chosen.prompts[matrix.num_prompts:])
+        chosen = ds.select_prompts(d.name, n, matrix.seed, tokenizer, d.path, limit, template)
         if chosen.skipped:
-            skipped[d.name] = {"max_prompt_tokens": max_prompt, "rows": [list(r) for r in chosen.skipped]}
+            skipped[d.name] = {"max_prompt_tokens": limit, "rows": [list(r) for r in chosen.skipped]}
+        own = [w for w in workloads if w.dataset == d.name]
+        first = chosen.prompts
+        if any(w.turn == 2 for w in own):
+            spec = ds.DATASETS[d.name]
+            first = [dataclasses.replace(p, turn=1, follow_up=spec.second_turn(chosen.rows[p.index])) for p in first]
+        pool = (ds.Shots(d.name, chosen.rows, tokenizer, template)
+                if any(w.context_tokens is not None for w in own) else None)
+        for w in own:
+            if w.context_tokens is not None:
+                built = with_context(first, pool, w, limit if limit is not None else w.context_tokens, matrix,
+                                     tokenizer)
+            elif w.turn == 2:
+                built = second_turns(first, (answers or {}).get(d.name, {}), tokenizer, template)
+                if built is None:
+                    continue
+                fit = [p for p in built if limit is None or len(p.ids) <= limit]
+                if len(fit) < len(built):
+                    skipped[w.key] = {"max_prompt_tokens": limit, "instead": "not replaced (the first turn fixes the "
+                                      "conversations)", "rows": [[p.index, len(p.ids)] for p in built if p not in fit]}
+                built = fit
+            else:
+                built = first
+            measured = {p.index for p in first[:matrix.num_prompts]}
+            prompts[w.key] = ([p for p in built if p.index in measured], [p for p in built if p.index not in measured])
     return prompts, skipped
+
+
+def with_context(first: list[Prompt], pool: ds.Shots, w: Workload, limit: int, matrix: Matrix,
+                 tokenizer: Any) -> list[Prompt]:
+    """The prompts of a context workload; ConfigError when one cannot hold its context within `limit` tokens."""
+    out = [ds.with_context(p, pool, w.context_tokens, limit, matrix.seed, tokenizer, matrix.chat_template)
+           for p in first]
+    missing = [p for p, q in zip(first, out) if q is None]
+    if missing:
+        reach = min(len(ds.fill(p, pool, limit, limit, matrix.seed, tokenizer, matrix.chat_template)[1])
+                    for p in first)
+        raise ConfigError(f"{w.key}: {len(missing)} prompt(s) (rows {', '.join(str(p.index) for p in missing)}) "
+                          f"cannot be given {w.context_tokens} tokens with whole shots from the other rows of "
+                          f"{w.dataset} that have answers ({len(pool.rows)}), within {limit} prompt tokens "
+                          f"(max_model_len - max_new_tokens); the largest context that fits every prompt is "
+                          f"{reach} tokens: lower 'context_tokens' to it, or raise max_model_len")
+    return [q for q in out if q is not None]
 
 
 def stale_checks(datasets: list[str], done: frozenset[tuple[str, str]], drift_families: list[Family],
@@ -186,7 +314,8 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
         raise ConfigError(problem)
     run_dir = run_folder(matrix, run_dir, fresh)
     check_run_folder(run_dir, matrix, reuse)
-    units = units_of(matrix, cells)
+    workloads = workloads_of(matrix)
+    units = units_of(matrix, cells, workloads)
     store = RunStore(run_dir)
     done = frozenset((u.cell.cell_id, u.key) for u in units if store.is_done(u.cell.cell_id, u.key))
     if done and fresh:
@@ -197,13 +326,54 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
     batch1 = [c for c in cells if not catalog.engine(c.engine).serves]  # a serving level is a load: no recheck
     drift_families = families(batch1) if not matrix.interleave and matrix.drift_prompts else []
     tie_families = families(batch1)
-    prompts, skipped = resolve_prompts(matrix, tokenizer)
+    setup = prompt_setup(matrix, cells, tokenizer, prompt_limit(matrix, models[matrix.target].get("config")))
+    answers = {w.dataset: cached_answers(run_dir, w.dataset, setup.generator)
+               for w in workloads if w.turn == 2 and setup.generator is not None}
+    prompts, skipped = resolve_prompts(matrix, tokenizer, setup.max_prompt_tokens, workloads, answers)
+    redo = measured_on_other_ids(units, done, prompts, store)
+    done = done - set(redo)
     return RunPlan(
         matrix=matrix, cells=cells, models=models, env=env, run_dir=run_dir, target=target, tokenizer=tokenizer,
         prompts=prompts, skipped=skipped, units=units,
         groups=[cells] if matrix.interleave else [[c] for c in cells], drift_families=drift_families,
         tie_families=tie_families, done=done,
-        stale=stale_checks([d.name for d in matrix.datasets], done, drift_families, tie_families), progress=progress)
+        stale=redo + stale_checks([w.key for w in workloads], done, drift_families, tie_families),
+        progress=progress, workloads=workloads, setup=setup, redo=redo)
+
+
+def prompt_setup(matrix: Matrix, cells: list[Cell], tokenizer: Any, limit: int | None) -> PromptSetup:
+    """How the run's prompts are made (`PromptSetup`)."""
+    template = ds.template_kwargs(matrix.chat_template)
+    drafts = {m: matrix.drafts[m] for m in matrix.methods if m in matrix.drafts}
+    return PromptSetup(template, ds.template_sha256(tokenizer), ds.template_ignores(tokenizer, template), limit,
+                       thinking_warnings(drafts, template),
+                       generator_cell(cells) if matrix.turns and 2 in matrix.turns else None,
+                       trained_lengths(materialize(matrix.target)))
+
+
+def trained_lengths(target: str) -> dict[str, Any] | None:
+    """The sequence lengths a model set trained by `benchmarks tiny train` was trained on, from the training.json it
+    writes beside its target: the target's training rows, and the drafts' prompt + regenerated tokens."""
+    path = Path(target).parent / "training.json"
+    cfg = json.loads(path.read_text()).get("config") or {} if path.is_file() else {}
+    if not {"seq_len", "regen_max_prompt_tokens", "regen_new_tokens"} <= set(cfg):
+        return None
+    return {"target": cfg["seq_len"], "drafts": cfg["regen_max_prompt_tokens"] + cfg["regen_new_tokens"],
+            "source": f"{path.parent.name}/training.json"}
+
+
+def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]],
+                          prompts: dict[str, tuple[list[Prompt], list[Prompt]]], store: RunStore
+                          ) -> list[tuple[str, str]]:
+    """Done units whose requests were sent other prompt ids than the plan's for their workload (another context,
+    chat template or first answer): they are measured again, so that every cell of a workload pairs on the same ids."""
+    out = []
+    for u in units:
+        if (u.cell.cell_id, u.key) in done and u.name in prompts:
+            sent = {r["prompt_sha256"] for r in store.unit(u.cell.cell_id, u.key) if r["kind"] == "request"}
+            if sent != {p.sha256 for p in prompts[u.name][0]}:
+                out.append((u.cell.cell_id, u.key))
+    return out
 
 
 def say_resuming(plan: RunPlan) -> None:

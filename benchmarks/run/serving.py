@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from benchmarks.core.datasets import Prompt, render
+from benchmarks.core.datasets import Prompt, sent_text
 from benchmarks.core.metrics import tpot_ms
 from benchmarks.core.records import Cell, SpecCounters
 from benchmarks.core.store import StoreWriteError
@@ -65,7 +65,8 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
                            f"{failed[0][1]}" if failed
                            else f"{len(result['ttfts'])} results for {len(prompts)} prompts")
     common = {"cell_id": cell.cell_id, "label": cell.label, "engine": cell.engine, "method": cell.method, "k": cell.k,
-              "dataset": prompts[0].dataset, "concurrency": concurrency, "request_rate": request_rate}
+              "dataset": prompts[0].key, **prompts[0].workload_fields(), "concurrency": concurrency,
+              "request_rate": request_rate}
     records = []
     for i, p in enumerate(prompts):
         if result["input_lens"][i] != len(p.ids):
@@ -111,11 +112,11 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     from benchmarks.run.sampling import cell_samples
 
     def error(unit: Unit, exc: BaseException) -> dict[str, Any]:
-        return {**error_record(unit.cell, unit.dataset, exc), "concurrency": unit.concurrency}
+        return {**error_record(unit.cell, unit.name, exc), "concurrency": unit.concurrency}
 
     store, plan = ctx.store, ctx.plan
     tokenizer = plan.tokenizer
-    texts = {name: ([render(p.text, tokenizer) for p in measured], [render(p.text, tokenizer) for p in warmup])
+    texts = {name: ([sent_text(p, tokenizer) for p in measured], [sent_text(p, tokenizer) for p in warmup])
              for name, (measured, warmup) in plan.prompts.items()}  # the chat-templated prompts the server is sent
     first_level = plan.matrix.concurrency[0]
     failed = 0
@@ -135,7 +136,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                 tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
                 pid = ctx.provenance(cell, server)
                 for unit in pending:
-                    name, c = unit.dataset, unit.concurrency
+                    name, c = unit.name, unit.concurrency
                     measured = plan.prompts[name][0]
                     measured_texts, warmup_texts = texts[name]
                     load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, unit.request_rate,

@@ -96,7 +96,7 @@ def run_loaded_ties(ctx: RunContext, started: list[tuple[Any, Cell]], pids: dict
 def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
     """Load `base` again when any follower has divergences due on any dataset, score them, close it; return the
     number of failed tie units (a baseline that does not start fails each one due)."""
-    todo = {d.name: [c for c in followers if due(ctx.store, base, c, d.name)] for d in ctx.plan.matrix.datasets}
+    todo = {w.key: [c for c in followers if due(ctx.store, base, c, w.key)] for w in ctx.plan.workloads}
     todo = {name: cells for name, cells in todo.items() if cells}
     if not todo:
         return 0

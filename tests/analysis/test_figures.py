@@ -23,7 +23,9 @@ SPEC_CELLS = (
 )
 
 
-ONE_TEMPERATURE = [n for n in plots.RUN_FIGURES if n != "tau_speedup_vs_temperature"]
+# A run at one temperature and without a context axis: every figure but those of several temperatures or contexts.
+ONE_TEMPERATURE = [n for n in plots.RUN_FIGURES
+                   if n not in ("tau_speedup_vs_temperature", "tau_speedup_vs_context", "step_time_vs_context")]
 
 
 def _summary_row(**kw: object) -> dict[str, object]:
@@ -183,3 +185,26 @@ def test_tau_and_speedup_against_temperature() -> None:
     [ring] = [c for c in ax_sp.collections if isinstance(c, PathCollection)]
     assert tuple(ring.get_offsets()[0]) == (1.0, 0.9)  # the failed cell is marked
     assert plots.temperature_figure(pd.DataFrame(rows[:1])) is None
+
+
+def test_context_figures_plot_tau_speedup_and_step_time_against_prompt_length():
+    rows = []
+    for ctx, prompt, tau, speedup, ar, step, verify in ((0, 250.0, 3.0, 1.3, 2.0, 5.0, 3.0),
+                                                          (1024, 1100.0, 2.0, 0.9, 4.0, 9.0, 6.0)):
+        common = dict(context_tokens=ctx, prompt_tokens_mean=prompt, dataset=f"humaneval@ctx{ctx}", n_prompts=4)
+        rows.append(_summary_row(cell_id="b", label="baseline", method="baseline", k=0, step_ms=ar, **common))
+        rows.append(_summary_row(cell_id="d", label="dflash-k7", method="dflash", k=7, tau=tau, speedup=speedup,
+                                 speedup_ci_low=speedup - 0.1, speedup_ci_high=speedup + 0.1, step_ms=step,
+                                 verify_step_ms=verify, draft_step_ms=step - verify - 0.5, **common))
+    summary = pd.DataFrame(rows)
+    fig = plots.context_figure(summary)
+    ax_tau, ax_sp = fig.axes
+    [tau_line] = ax_tau.get_lines()
+    assert list(tau_line.get_xdata()) == [250.0, 1100.0] and list(tau_line.get_ydata()) == [3.0, 2.0]
+    assert "humaneval (n=4 prompts)" in tau_line.get_label()
+    lines = {line.get_label(): list(line.get_ydata()) for line in plots.step_time_figure(summary).axes[0].get_lines()}
+    d = "jax · dflash-k7 · humaneval"
+    assert lines == {"jax · baseline · humaneval: AR step": [2.0, 4.0], f"{d}: step": [5.0, 9.0],
+                     f"{d}: verify": [3.0, 6.0], f"{d}: draft": [1.5, 2.5]}
+    one = summary[summary["context_tokens"] == 0]
+    assert plots.context_figure(one) is None and plots.step_time_figure(one) is None  # one length: no figure

@@ -1,11 +1,14 @@
 """Matrix validation: every bad input stops with one message naming the file, the key and what is allowed."""
+import dataclasses
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
-from benchmarks.core.matrix import expand
+from benchmarks.core.config import PLACEMENT_KEYS, WORKLOAD_KEYS, ConfigError, load_matrix, parse_matrix
+from benchmarks.core.matrix import expand, run_id_for
 from benchmarks.core.paths import ROOT
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
@@ -193,3 +196,43 @@ def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkey
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "a TPU is owned by one process" in err and "(on this tpu machine)" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("patch, fragment", [
+    ({"context_tokens": -1}, "'context_tokens': expected an int >= 0"),
+    ({"context_tokens": []}, "'context_tokens': empty"),
+    ({"context_tokens": [512, 512]}, "lists 512 more than once"),
+    ({"context_tokens": 4000, "max_new_tokens": 256, "engine_options": {"max_model_len": 4096}},
+     "4000 context tokens + max_new_tokens 256 exceed max_model_len 4096 of engine vllm; the largest context that "
+     "fits is 3840 tokens"),
+    ({"engine": "jax", "context_tokens": 2000, "max_new_tokens": 64},  # the JAX engine's default max_model_len, 2048
+     "max_model_len 2048 of engine jax; the largest context that fits is 1984 tokens"),
+    ({"context_tokens": 512, "datasets": [{"name": "mine", "path": "p.jsonl"}]},
+     "dataset 'mine' has no reference answers to build many-shot context from"),
+    ({"turns": 3}, "'turns': expected 1, 2 or a list of them"),
+    ({"turns": [2]}, "dataset 'math500' has no second turn (two-turn datasets: mt-bench)"),
+    ({"turns": [1, 2], "datasets": ["mt-bench"], "methods": ["dflash"]}, "add 'baseline' to 'methods'"),
+    ({"turns": [2], "datasets": ["mt-bench"], "context_tokens": 512}, "turn 2 and 'context_tokens' do not combine"),
+    ({"chat_template": True}, "'chat_template': expected a mapping of keyword arguments"),
+    ({"chat_template": {"add_generation_prompt": False}}, "add_generation_prompt: set by the harness"),
+])
+def test_workload_keys_are_validated(patch, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_matrix({**BASE, **patch}, "m.yaml")
+    assert fragment in str(err.value)
+
+
+def test_workload_keys_parse_and_enter_the_run_id():
+    m = parse_matrix({**BASE, "context_tokens": [4096, 1024], "chat_template": {"enable_thinking": True},
+                      "engine_options": {"max_model_len": 8192}})
+    assert m.context_tokens == [1024, 4096] and m.chat_template == {"enable_thinking": True} and m.turns is None
+    two = parse_matrix({**BASE, "datasets": ["mt-bench"], "turns": [2, 1]})
+    assert two.turns == [1, 2]
+    plain = parse_matrix(BASE)
+    assert plain.context_tokens is plain.turns is plain.chat_template is None
+    # a matrix without workload keys keeps the run id it had before they existed
+    fields = {k: v for k, v in dataclasses.asdict(plain).items() if k not in PLACEMENT_KEYS + WORKLOAD_KEYS}
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    assert run_id_for(plain) == f"{plain.name}-{digest}"
+    thinking = parse_matrix({**BASE, "chat_template": {"enable_thinking": True}})
+    assert len({run_id_for(x) for x in (plain, m, thinking)}) == 3

@@ -1,11 +1,28 @@
-"""Dataset registry: offline sources, seeded subsets, the chat template, hashes, and a clear error offline."""
+"""Dataset registry: offline sources, seeded subsets, the chat template and its keyword arguments, hashes, a clear
+error offline, local rows in three forms, many-shot context and second turns."""
+import copy
+import dataclasses
 import hashlib
 import json
 
 import pytest
 from transformers import AutoTokenizer
 
-from benchmarks.core.datasets import DATASETS, DatasetUnavailable, load_prompts, subset_indices
+from benchmarks.core.datasets import (
+    DATASETS,
+    DatasetUnavailable,
+    Shots,
+    load_prompts,
+    render,
+    second_turn,
+    select_prompts,
+    sent_text,
+    subset_indices,
+    template_ignores,
+    template_kwargs,
+    tokens,
+    with_context,
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +76,110 @@ def test_hub_dataset_offline_fails_clearly_and_never_substitutes(tokenizer, monk
         load_prompts("gsm8k", 2, 0, tokenizer)
     msg = str(err.value)
     assert "openai/gsm8k" in msg and "humaneval" in msg and "mt-bench" in msg and "JSONL" in msg
+
+
+def _write(path, lines):
+    path.write_bytes(b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n"
+                              for line in lines))
+    return path
+
+
+def test_local_rows_in_three_forms(tmp_path, tokenizer):
+    f = _write(tmp_path / "p.jsonl", [
+        {"prompt": "hello there"},
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+                      {"role": "assistant", "content": "hello"}, {"role": "user", "content": "and now?"}]},
+        {"prompt_ids": [5, 6, 7, 8]},
+    ])
+    ps = {p.construction["form"]: p for p in select_prompts("mine", 3, 0, tokenizer, str(f)).prompts}
+    assert set(ps) == {"prompt", "messages", "prompt_ids"}
+    assert ps["prompt_ids"].ids == [5, 6, 7, 8] and ps["prompt_ids"].rendered is None
+    assert ps["prompt_ids"].sha256 == hashlib.sha256(json.dumps([5, 6, 7, 8]).encode()).hexdigest()
+    chat = tokenizer.decode(ps["messages"].ids)
+    assert chat.startswith("<|im_start|>system\nBe brief.")
+    assert chat.endswith("and now?<|im_end|>\n<|im_start|>assistant\n")
+    assert ps["messages"].text == "and now?" and ps["messages"].ids == tokens(ps["messages"].rendered, tokenizer)
+    assert sent_text(ps["prompt_ids"], tokenizer) == tokenizer.decode([5, 6, 7, 8])
+
+
+def test_bad_rows_of_each_form_are_named_by_line(tmp_path, tokenizer):
+    vocab = len(tokenizer)
+    f = _write(tmp_path / "bad.jsonl", [
+        {"prompt": "fine"},
+        {"prompt": "a", "prompt_ids": [1]},
+        {"messages": "hi"},
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+        {"messages": [{"role": "robot", "content": "q"}]},
+        {"prompt_ids": [1, "two"]},
+        {"prompt_ids": [1, vocab]},
+        {"prompt_ids": []},
+        b"\xff\xfe not utf-8",
+        b"{not json",
+        [1, 2],
+    ])
+    with pytest.raises(DatasetUnavailable) as err:
+        select_prompts("mine", 1, 0, tokenizer, str(f))
+    lines = str(err.value).splitlines()
+    assert [line.split(":")[1] for line in lines] == [str(n) for n in range(2, 12)]
+    for fragment in ("gives 'prompt' and 'prompt_ids'", "'messages' must be a non-empty list",
+                     "ends with a message of role 'assistant'", "role 'robot' is not one of",
+                     "prompt_ids[1] = 'two' is not a token id",
+                     f"prompt_ids[1] = {vocab} is outside the tokenizer's vocabulary (ids 0..{vocab - 1})",
+                     "'prompt_ids' must be a non-empty list", "not UTF-8", "not a JSON line", "got a JSON list"):
+        assert any(fragment in line for line in lines), fragment
+
+
+def test_a_chat_the_template_cannot_render_is_refused(tmp_path, tokenizer):
+    strict = copy.deepcopy(tokenizer)
+    strict.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('no system "
+                            "role') }}{% endif %}{{ m['content'] }}{% endfor %}")
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    f = _write(tmp_path / "p.jsonl", [{"messages": chat}])
+    with pytest.raises(DatasetUnavailable, match=r"p.jsonl:1: the target's chat template cannot render it: .*no sys"):
+        select_prompts("mine", 1, 0, strict, str(f))
+
+
+def test_chat_template_keyword_arguments(tokenizer):
+    thinking = copy.deepcopy(tokenizer)
+    thinking.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
+                              "{% if enable_thinking %}<think>{% else %}<nothink>{% endif %}")
+    assert render("q", thinking).endswith("<nothink>")  # the default: thinking off
+    assert render("q", thinking, {"enable_thinking": True}).endswith("<think>")
+    assert template_ignores(thinking, {"enable_thinking": True}) == []
+    assert template_ignores(tokenizer, {"enable_thinking": True}) == ["enable_thinking"]  # ChatML without thinking
+    assert template_kwargs({"enable_thinking": True, "x": 1}) == {"enable_thinking": True, "x": 1}
+
+
+def test_many_shot_context(tokenizer):
+    chosen = select_prompts("humaneval", 3, 0, tokenizer)
+    first = chosen.prompts
+    pool = Shots("humaneval", chosen.rows, tokenizer, None)
+    assert len(pool.rows) == 164
+    for p in first:
+        short, long = (with_context(p, pool, n, 1800, 0, tokenizer, None) for n in (600, 1200))
+        for q, n in ((short, 600), (long, 1200)):
+            assert n <= len(q.ids) <= 1800 and q.context_tokens == n and q.key == f"humaneval@ctx{n}"
+            assert q.construction["context_tokens"] == len(q.ids) - len(p.ids) and q.ids[-len(p.ids):] != []
+            assert tokenizer.decode(q.ids).endswith(tokenizer.decode(p.ids)[len("<|im_start|>"):])  # question last
+            assert q.sha256 == hashlib.sha256(json.dumps(q.ids).encode()).hexdigest()
+        rows = long.construction["shot_rows"]
+        assert p.index not in rows  # never its own answer
+        assert short.construction["shot_rows"] == rows[:len(short.construction["shot_rows"])]  # same order, prefix
+        first_shot = chosen.rows[rows[0]]
+        assert tokenizer.decode(long.ids).startswith(f"<|im_start|>user\n{DATASETS['humaneval'].render(first_shot)}")
+        assert first_shot["canonical_solution"].strip()[:30] in tokenizer.decode(long.ids)  # its real solution
+        assert with_context(p, pool, 1200, 1800, 0, tokenizer, None) == long  # deterministic
+    assert with_context(first[0], pool, 1200, 1100, 0, tokenizer, None) is None  # cannot fit the limit
+    orders = {tuple(with_context(p, pool, 1200, 1800, 0, tokenizer, None).construction["shot_rows"]) for p in first}
+    assert len(orders) == len(first)  # each prompt its own shots: no shared cached prefix
+
+
+def test_second_turn_conversation(tokenizer):
+    p = dataclasses.replace(load_prompts("mt-bench", 1, 0, tokenizer)[0], turn=1, follow_up="And a second question?")
+    answer = tokens("A first answer.", tokenizer)
+    q = second_turn(p, answer, tokenizer, None)
+    text = tokenizer.decode(q.ids)
+    assert text.startswith(tokenizer.decode(p.ids)[:-len("<|im_start|>assistant\n")])
+    assert "<|im_start|>assistant\nA first answer.<|im_end|>" in text
+    assert text.endswith("And a second question?<|im_end|>\n<|im_start|>assistant\n")
+    assert q.turn == 2 and q.key == "mt-bench@turn2" and q.construction["first_prompt_sha256"] == p.sha256

@@ -1,0 +1,180 @@
+"""report.md's account of the prompts and the workloads built on them: the chat template's keyword arguments and the
+warnings about the drafts (in the header), then, when the run has workloads (a context axis, turns, local chats or
+token ids), each workload's prompts and whether every cell was sent the same ids, and τ, per-position acceptance,
+TPOT, the paired speedup and the step time against context length, and the same by turn."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from benchmarks.analysis.summary import prompts_sha256, workload_order
+from benchmarks.analysis.tables import row_label
+from benchmarks.core.markdown import fmt, is_number, table
+
+POSITIONS = (1, 2, 4, 8)  # per-position acceptance columns of the context table (report's table has every one)
+
+
+def template_lines(manifest: dict[str, Any]) -> list[str]:
+    """The chat template the prompts were rendered with, and the warnings about the drafts (report.md's header)."""
+    p = manifest.get("prompts") or {}
+    if not p.get("chat_template"):
+        return []
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in p["chat_template"].items())
+    ignored = (f" (the target's template ignores {', '.join(p['template_ignores'])})"
+               if p.get("template_ignores") else "")
+    return ([f"chat template: {kwargs}{ignored}; template sha256 {p.get('chat_template_sha256')}"]
+            + [f"**warning**: {w}" for w in p.get("warnings") or []])
+
+
+def has_workloads(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> bool:
+    forms = {q.get("form") for ps in ((manifest.get("prompts") or {}).get("workloads") or {}).values() for q in ps}
+    return (any(r.get("context_tokens") is not None or r.get("turn") is not None for r in rows)
+            or bool(forms - {"prompt", None}))
+
+
+def identity_lines(records: list[dict[str, Any]]) -> list[str]:
+    """Per workload: whether every cell was sent the same prompt ids (the set's hash), else each cell's hash."""
+    sent: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("kind") == "request":
+            sent[r["dataset"]][f"{r['engine']} {r['label']}"].append(r)
+    out = []
+    for key in sorted(sent, key=workload_order):
+        hashes = {cell: prompts_sha256(reqs) for cell, reqs in sent[key].items()}
+        n = len({r["prompt_sha256"] for reqs in sent[key].values() for r in reqs})
+        if len(set(hashes.values())) == 1:
+            out.append(f"- {key}: all {len(hashes)} cells were sent the same {n} prompts (ids hash "
+                       f"{next(iter(hashes.values()))})")
+        else:
+            out.append(f"- {key}: **cells were sent different prompts**, which do not pair: "
+                       + ", ".join(f"{cell} {h}" for cell, h in sorted(hashes.items())))
+    return out
+
+
+def construction_lines(manifest: dict[str, Any]) -> list[str]:
+    """Per workload: its prompts' lengths and how they were made (forms, many-shot context, first answers)."""
+    p = manifest.get("prompts") or {}
+    out = []
+    for key in sorted(p.get("workloads") or {}, key=workload_order):
+        ps = p["workloads"][key]
+        if not ps:
+            continue
+        lengths = [q["tokens"] for q in ps]
+        how = ", ".join(sorted({q.get("form", "prompt") for q in ps}))
+        if any(q.get("shot_rows") for q in ps):
+            shots = [len(q["shot_rows"]) for q in ps]
+            ctx = [q["context_tokens"] for q in ps]
+            how += (f"; many-shot context: {min(shots)}-{max(shots)} other rows with their reference answers, "
+                    f"{min(ctx)}-{max(ctx)} tokens")
+        if any("first_answer_tokens" in q for q in ps):
+            by = p.get("first_answers_by") or {}
+            answers = [q["first_answer_tokens"] for q in ps]
+            how += (f"; first answers of {min(answers)}-{max(answers)} tokens by {by.get('engine')} "
+                    f"{by.get('label')} (greedy, untimed)")
+        out.append(f"- {key}: {len(ps)} prompts of {min(lengths)}-{max(lengths)} tokens ({how})")
+    return out
+
+
+def _base(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    return {(r["engine"], r["temperature"], r["dataset"], r.get("concurrency")): r for r in rows
+            if r["method"] == "baseline"}
+
+
+def _speedup(r: dict[str, Any]) -> str:
+    ci = f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]" if is_number(r.get("speedup_ci_low")) else ""
+    return f"{fmt(r.get('speedup'))}{ci}"
+
+
+def _order(r: dict[str, Any]) -> tuple:
+    return r["engine"], r["temperature"], r["label"], workload_order(r["dataset"])
+
+
+def context_table(rows: list[dict[str, Any]]) -> str | None:
+    """Speculative rows against context length: prompt tokens, τ, α, p_i, TPOT of AR and of the method, speedup."""
+    spec = sorted((r for r in rows if r.get("context_tokens") is not None and r["method"] != "baseline"
+                   and (r.get("concurrency") or 1) == 1), key=_order)
+    if not spec:
+        return None
+    base = _base(rows)
+    body = []
+    for r in spec:
+        p = json.loads(r["per_position"]) if r.get("per_position") else []
+        b = base.get((r["engine"], r["temperature"], r["dataset"], r.get("concurrency")), {})
+        body.append([r["engine"], workload_order(r["dataset"])[0], row_label(r), str(r["context_tokens"]),
+                     fmt(r.get("prompt_tokens_mean"), 0), fmt(r.get("tau")), fmt(r.get("acceptance_rate"), 3),
+                     *[fmt(p[i - 1], 2) if len(p) >= i else "–" for i in POSITIONS],
+                     fmt(b.get("tpot_ms_mean")), fmt(r.get("tpot_ms_mean")), _speedup(r),
+                     fmt(r.get("identical_frac"), 3)])
+    return table(["engine", "dataset", "method", "context tokens ≥", "prompt tokens (mean)", "τ", "α",
+                  *[f"p{i}" for i in POSITIONS], "TPOT AR ms", "TPOT ms", "speedup [95% CI]", "identical"], body)
+
+
+def step_table(rows: list[dict[str, Any]]) -> str | None:
+    """The step time against context length: an AR step, a speculative step and (with the JAX engine's breakdown)
+    its draft, verify and host parts."""
+    spec = sorted((r for r in rows if r.get("context_tokens") is not None and r["method"] != "baseline"
+                   and is_number(r.get("step_ms"))), key=_order)
+    if not spec:
+        return None
+    base = _base(rows)
+    body = []
+    for r in spec:
+        ar = base.get((r["engine"], r["temperature"], r["dataset"], r.get("concurrency")), {}).get("step_ms")
+        ratio = r["step_ms"] / ar if is_number(ar) and ar > 0 else None
+        body.append([r["engine"], workload_order(r["dataset"])[0], row_label(r), str(r["context_tokens"]),
+                     fmt(r.get("prompt_tokens_mean"), 0), fmt(ar), fmt(r["step_ms"]), fmt(ratio),
+                     fmt(r.get("draft_step_ms")), fmt(r.get("verify_step_ms")), fmt(r.get("host_step_ms")),
+                     fmt(r.get("tau"))])
+    return table(["engine", "dataset", "method", "context tokens ≥", "prompt tokens (mean)", "AR step ms",
+                  "step ms", "step / AR step", "draft ms", "verify ms", "host ms", "τ"], body)
+
+
+def turn_table(rows: list[dict[str, Any]]) -> str | None:
+    """Rows by turn: prompts, their mean length, τ, α, TPOT, speedup and greedy identity."""
+    turns = sorted((r for r in rows if r.get("turn") is not None), key=_order)
+    if not turns:
+        return None
+    body = [[r["engine"], workload_order(r["dataset"])[0], row_label(r), str(r["turn"]), str(r["n_prompts"]),
+             fmt(r.get("prompt_tokens_mean"), 0), fmt(r.get("tau")), fmt(r.get("acceptance_rate"), 3),
+             fmt(r.get("tpot_ms_mean")), _speedup(r), fmt(r.get("identical_frac"), 3)] for r in turns]
+    return table(["engine", "dataset", "method", "turn", "n", "prompt tokens (mean)", "τ", "α", "TPOT ms",
+                  "speedup [95% CI]", "identical"], body)
+
+
+def length_line(manifest: dict[str, Any]) -> str | None:
+    """How far the longest prompts and their output reach against the target's max_position_embeddings and, where
+    the model set records them, the sequence lengths the target and its drafts were trained on."""
+    p = manifest.get("prompts") or {}
+    longest = max((q["tokens"] for ps in (p.get("workloads") or {}).values() for q in ps), default=None)
+    target = (manifest.get("models") or {}).get(manifest["config"]["target"]) or {}
+    positions = (target.get("config") or {}).get("max_position_embeddings")
+    if not longest or not positions:
+        return None
+    reach = longest + manifest["config"]["max_new_tokens"]
+    line = (f"The longest prompt has {longest} tokens; with max_new_tokens its sequence reaches {reach} positions, "
+            f"{100 * reach / positions:.0f} % of the target's max_position_embeddings ({positions}).")
+    trained = p.get("trained_lengths")
+    if trained:
+        line += (f" The target was trained on {trained['target']}-token sequences and the drafts on at most "
+                 f"{trained['drafts']} tokens ({trained['source']}): {reach / trained['target']:.1f}× the "
+                 f"target's training length, {reach / trained['drafts']:.1f}× the drafts'.")
+    return line
+
+
+def workload_markdown(rows: list[dict[str, Any]], manifest: dict[str, Any],
+                      records: list[dict[str, Any]]) -> str | None:
+    """The Workloads section of report.md, or None for a run of plain prompts."""
+    if not has_workloads(rows, manifest):
+        return None
+    parts = ["How each workload's prompts were made (manifest.json `prompts` has every prompt's rows and tokens):",
+             "", *construction_lines(manifest), "", "Whether every cell was sent the same prompt ids (the speedup and "
+             "the lossless check pair on them):", "", *identity_lines(records)]
+    line = length_line(manifest)
+    for title, body in (("Against context length", context_table(rows)),
+                        ("Step time against context length", step_table(rows)), ("By turn", turn_table(rows))):
+        if body:
+            parts += ["", f"### {title}", "", body]
+            if title == "Against context length" and line:
+                parts += ["", line]
+    return "\n".join(parts)
