@@ -225,9 +225,10 @@ def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dic
 
 def split_line(sp: dict[str, float]) -> str:
     """The split in words (a negative host share is noise: the engine's loop is the device loop)."""
+    host = (f"the host adds {sp['host_ms']:.3f} ms ({100 * sp['host_ms'] / sp['loop_ms']:.1f} %)" if sp["host_ms"] >= 0
+            else f"the host adds nothing measurable (engine loop - device = {sp['host_ms']:.3f} ms, noise)")
     return (f"per step: engine loop {sp['loop_ms']:.3f} ms, device {sp['device_ms']:.3f} ms (a loop of known trip "
-            f"count: {sp['counted_ms']:.3f} ms), the host adds {sp['host_ms']:.3f} ms "
-            f"({100 * sp['host_ms'] / sp['loop_ms']:.1f} %); per request the host dispatches the loop in "
+            f"count: {sp['counted_ms']:.3f} ms), {host}; per request the host dispatches the loop in "
             f"{sp['dispatch_ms']:.3f} ms, and a loop with nothing to do costs {sp['fixed_ms']:.3f} ms")
 
 

@@ -1,4 +1,4 @@
-"""Hostile or careless input, case by case (issue table of docs/outputs.md): each gets one clear error (exit 2, one
+"""Hostile or careless input, case by case (the table of docs/outputs.md): each gets one clear error (exit 2, one
 line per problem, no traceback), or a run that keeps every measured unit; nothing passes silently. Engine-free: the
 runs use a scripted engine added through the catalog."""
 from __future__ import annotations

@@ -150,7 +150,7 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
 
 def platform_layout(platform: str | None = None) -> str:
     """The weight layout for JAX's default (or the named) platform: [in, out] on CPU, where XLA's matmuls of 2-16
-    rows read it 1.5x faster and 1 row no slower (docs/engine-findings.md); HF's [out, in] on accelerators."""
+    rows read it 1.3-1.6x faster (docs/engine-findings.md); HF's [out, in] on accelerators."""
     return "io" if (platform or jax.default_backend()) == "cpu" else "oi"
 
 
