@@ -4,9 +4,8 @@
       manifest.json        config, cells, model fingerprints, and the environment of the latest invocation
       provenance/<id>.json what one engine load was measured with; content-addressed, written before its units
       units/<cell>__<key>.jsonl   the records of one unit, each naming its `provenance_id`, in one atomic rename;
-                           the key is the dataset, or the dataset with an internal suffix (a workload's
-                           '@ctx<tokens>' or '@turn2', '@recheck', '@ties', '@c<level>'): '@' never occurs in a
-                           dataset name
+                           the key is the dataset, or it with an internal suffix ('@ctx<tokens>', '@turn2',
+                           '@recheck', '@ties', '@c<level>'); '@' never occurs in a dataset name
       units/superseded/    units that no longer hold (their cells left the matrix, or their checks are redone)
       records.jsonl        all units concatenated, rebuilt from units/ whenever it does not hold exactly them
       .lock                held by the one run writing the folder (released when its process ends, however)
