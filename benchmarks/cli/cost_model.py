@@ -34,10 +34,10 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> Any:
-    import pandas as pd
-
     """The published runs' target (by its HF id, or --shape) with the released drafts' layout (one layer of the
     target's widths per tap), at the table's K and block, or --k and --block-size where it gives none."""
+    import pandas as pd
+
     from benchmarks.analysis.cost_model import Engine
     from benchmarks.engines.jax.model import HF_SHAPES, SHAPES
     from benchmarks.studies.device import draft_config
@@ -76,8 +76,6 @@ def _run_engine(manifest: dict[str, Any], rows: list[dict[str, Any]], args: argp
 
 
 def chip_main(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from benchmarks.analysis import cost_model as cm
     from benchmarks.core.chips import CHIPS
     from benchmarks.core.roofline import chip_device
@@ -87,12 +85,18 @@ def chip_main(args: argparse.Namespace) -> int:
     itemsize = 2 if args.dtype == "bfloat16" else 4
     device = chip_device(CHIPS[args.chip], args.dtype, args.overhead_ms / 1e3)
     if args.tau_from.suffix == ".csv":
-        frame = pd.read_csv(args.tau_from)
-        if "method" in frame:
-            frame = frame[frame["method"] == "dflash"]
+        from benchmarks.core.reference import ReferenceDataError, present, read_results_table
+
+        try:
+            frame = read_results_table(args.tau_from)
+        except ReferenceDataError as err:
+            raise ConfigError(f"--tau-from {err} (the schema of results/reference/*.csv)") from None
+        frame = frame[frame["method"] == "dflash"]
+        if frame.empty:
+            raise ConfigError(f"--tau-from {args.tau_from}: no dflash row to take τ from")
         engine, taus = _reference_engine(frame, args, itemsize), cm.reference_taus(frame)
-        about = [frame[c].iloc[0] for c in ("hardware", "harness", "source") if c in frame]
-        source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if pd.notna(v))})"
+        about = [frame[c].iloc[0] for c in ("hardware", "harness", "source")]
+        source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if present(v))})"
     else:
         from benchmarks.analysis.summary import summarize
         from benchmarks.core.store import RunStore

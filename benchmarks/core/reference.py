@@ -153,13 +153,18 @@ def _check_results_table(df: pd.DataFrame, path: Path) -> None:
                               f"{rows[col].mean():.4f}")
 
 
+def read_results_table(path: Path) -> pd.DataFrame:
+    """One published results table (a file of the RESULT_COLUMNS schema), validated."""
+    df = _read_csv(Path(path), RESULT_COLUMNS, RESULT_NUMERIC)
+    _check_results_table(df, Path(path))
+    return df
+
+
 def load_reference(directory: Path = REFERENCE_DIR) -> pd.DataFrame:
     """Every published result row (tau/speedup/TPOT with conditions), validated, with a leading 'table' column."""
     frames = []
     for table in RESULT_TABLES:
-        path = Path(directory) / f"{table}.csv"
-        df = _read_csv(path, RESULT_COLUMNS, RESULT_NUMERIC)
-        _check_results_table(df, path)
+        df = read_results_table(Path(directory) / f"{table}.csv")
         df.insert(0, "table", table)
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
