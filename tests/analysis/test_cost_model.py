@@ -134,6 +134,20 @@ def test_cost_model_for_a_chip_at_the_published_tau(capsys):
         assert ar_ms == pytest.approx(2.92, abs=0.01) and speedup > published and ratio > 1.0
 
 
+
+def test_cost_model_for_a_chip_refuses_a_table_that_is_not_a_published_one(capsys, tmp_path):
+    """A --tau-from CSV of another schema, or none at all: one error line naming the file, exit 2."""
+    from benchmarks.cli import main
+    from benchmarks.core.paths import REFERENCE_DIR
+
+    other = tmp_path / "mine.csv"
+    other.write_text("dataset,tau\nmath500,3.0\n")
+    for path, says in ((other, "columns differ from the schema"), (tmp_path / "none.csv", "is missing"),
+                       (REFERENCE_DIR / "k_flat.csv", "columns differ from the schema")):
+        assert main(["cost-model", "--chip", "h200", "--tau-from", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(path) in err[0] and says in err[0], err
+
 @pytest.mark.slow
 def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     """Oracle pair (every draft accepted) on the JAX engine at K = 3, 5 and 7, interleaved: the speedup at K=5
