@@ -1,5 +1,5 @@
 """Plan and execute a matrix in one call, as `bench` and `matrix` do (benchmarks/cli/run.py), for the tests that
-drive the runner."""
+drive a whole run."""
 from __future__ import annotations
 
 import dataclasses

@@ -2,7 +2,7 @@
 
 In bf16 an AR step and a (K+1)-token verify run different kernels, and where the target's two best tokens are within
 rounding of each other its argmax can flip. At each prompt's first divergence the target was asked, in an untimed
-teacher-forced pass in the run's dtype (benchmarks/run/ties.py), for its logits there (a record of kind
+teacher-forced pass in the run's dtype (benchmarks/run/tie_pass.py), for its logits there (a record of kind
 "tie_check"). The divergence is a tie when the best logit there exceeds neither the baseline's token's nor the
 speculative token's by more than the tolerance: TOLERANCE_ULPS ulps of the run's dtype at the largest |logit|
 involved. Then both tokens were argmax candidates within rounding, and no third token beats both. Otherwise, or

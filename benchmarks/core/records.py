@@ -69,7 +69,7 @@ class RequestRecord:
 
 @dataclass
 class SpecCounters:
-    """Cumulative speculative-decoding counters, vLLM's vocabulary; the runner diffs them around each dataset.
+    """Cumulative speculative-decoding counters, vLLM's vocabulary; the run diffs them around each dataset.
 
     accepted_per_pos[i] = number of drafts whose position i+1 was accepted (a prefix rule, so non-increasing).
     """

@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.core import paths
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.record_lines import checked
 
 WRITE_ATTEMPTS = 3
 WRITE_BACKOFF_S = 1.0  # before the second attempt; doubled before the third
@@ -77,7 +78,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return checked([json.loads(line) for line in f if line.strip()], path.name)
 
 
 class StoreWriteError(OSError):

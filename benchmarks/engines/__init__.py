@@ -12,7 +12,7 @@ from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCou
 # it (callers test with hasattr). sample_many(prompt_ids, params, seeds) -> list of token lists: many independent
 # samples at once (with the attribute `samples_seeded`: whether the seeds were honoured).
 # token_scores(prompt_ids, prefix_ids, token_ids, top_n) -> {dtype, top_ids, top_logits, token_logits}: the target's
-# logits for the token after prompt + prefix, untimed (the lossless check's tie test, benchmarks/run/ties.py).
+# logits for the token after prompt + prefix, untimed (the lossless check's tie test, benchmarks/run/tie_pass.py).
 # score_many(prompt_ids, continuations) -> list of floats: the target's raw (temperature 1) log-likelihood of each
 # continuation after the prompt, from the engine's own loaded target (the distribution check's sequence statistic).
 OPTIONAL_METHODS = ("sample_many", "token_scores", "score_many")
@@ -28,7 +28,7 @@ class Engine(Protocol):
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord: ...
 
     def spec_counters(self) -> SpecCounters | None:
-        """Cumulative since load (None for the AR baseline); the runner diffs them."""
+        """Cumulative since load (None for the AR baseline); the run diffs them around each dataset."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -4,8 +4,8 @@ The run folder is written only from here on: units measured with other model fil
 written, `latest` pointed. Cells run one after another, or, when the matrix interleaves them, all loaded at once and
 taking each prompt in turn (benchmarks/run/groups.py); a serving engine's cells each behind a server, level by level
 (benchmarks/run/serving.py); with `executor: ray`, groups concurrently as Ray actors (benchmarks/run/ray_executor.py).
-One after another, each baseline is measured again after its speculative cells (benchmarks/run/drift.py), and greedy
-divergences are scored for the lossless check's tie test by the baseline's engine (benchmarks/run/ties.py). A second
+One after another, each baseline is measured again after its speculative cells (benchmarks/run/recheck.py), and greedy
+divergences are scored for the lossless check's tie test by the baseline's engine (benchmarks/run/tie_pass.py). A second
 turn's first answers are generated before any unit runs (benchmarks/run/turns.py).
 """
 from __future__ import annotations
@@ -17,13 +17,16 @@ from pathlib import Path
 from tqdm import tqdm
 
 from benchmarks.core import catalog
+from benchmarks.core.record_lines import cause, error_line
 from benchmarks.core.store import RunStore, StoreWriteError, point_latest
-from benchmarks.run.context import RunContext, build_manifest, engine_factory, error_record
-from benchmarks.run.drift import run_recheck
+from benchmarks.run.context import RunContext
+from benchmarks.run.engine_start import engine_factory, fail_units
 from benchmarks.run.groups import run_group
+from benchmarks.run.manifest import build_manifest
 from benchmarks.run.plan import RunPlan, measured_on_other_ids, resolve_prompts, say_resuming, stale_checks
+from benchmarks.run.recheck import run_recheck
 from benchmarks.run.serving import run_serve_group
-from benchmarks.run.ties import run_family_ties
+from benchmarks.run.tie_pass import run_family_ties
 from benchmarks.run.turns import first_answers
 
 
@@ -112,13 +115,11 @@ def answer_first_turns(ctx: RunContext) -> int:
         except StoreWriteError:
             raise
         except Exception as exc:
-            tqdm.write(f"[{gen.label}] {w.dataset}: first answers FAILED: {type(exc).__name__}: {exc}")
-            pid = ctx.provenance(gen, failure=exc)
-            for u in (u for c in plan.cells for u in plan.pending(c) if u.workload == w):
-                store.write_unit(u.cell.cell_id, u.key, [{**error_record(u.cell, w.key, exc), "error": (
-                    f"first answers of the second turn: {type(exc).__name__}: {exc}"),
-                    **({"concurrency": u.concurrency} if u.concurrency is not None else {})}], pid)
-                failed += 1
+            failed += fail_units(ctx, gen, exc, [
+                (u.cell, u.store_key, error_line(u.cell, w.key, exc, concurrency=u.concurrency,
+                                                 message=f"first answers of the second turn: {cause(exc)}").to_json())
+                for c in plan.cells for u in plan.pending(c) if u.workload == w],
+                f"[{gen.label}] {w.dataset}: first answers FAILED: {cause(exc)}")
             lost.add(w)
     ctx.plan = dataclasses.replace(plan, prompts=prompts, skipped=skipped, done=done,
                                    workloads=[w for w in plan.workloads if w not in lost],

@@ -2,22 +2,20 @@
 (one cell, or an interleaved group). Warm-up prompts are excluded from every figure; each engine's cumulative
 speculative counters are diffed around the measured prompts only. A cell that raises is recorded with its error and
 the others go on. After each dataset, a loaded baseline runs the lossless check's untimed tie pass for its loaded
-speculative cells (benchmarks/run/ties.py)."""
+speculative cells (benchmarks/run/tie_pass.py)."""
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import Any
 
 from tqdm import tqdm
 
 from benchmarks.core.datasets import Prompt
-from benchmarks.core.models import materialize
+from benchmarks.core.record_lines import cause, error_line, request_line, spec_line
 from benchmarks.core.records import Cell, SamplingParams
-from benchmarks.core.store import StoreWriteError
-from benchmarks.run.context import RunContext, error_record, request_record
+from benchmarks.run.context import RunContext
+from benchmarks.run.engine_start import start_engine
 from benchmarks.run.sampling import cell_samples
-from benchmarks.run.ties import run_loaded_ties
+from benchmarks.run.tie_pass import run_loaded_ties
 
 
 def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
@@ -31,9 +29,9 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
     live: dict[str, tuple[Any, Cell, SamplingParams, Any]] = {}
 
     def fail(cell: Cell, exc: BaseException) -> None:  # called from an except block: the traceback is exc's
-        out[cell.cell_id] = [error_record(cell, name, exc)]
+        out[cell.cell_id] = [error_line(cell, name, exc).to_json()]
         live.pop(cell.cell_id, None)
-        tqdm.write(f"[{cell.label}] {name} FAILED: {type(exc).__name__}: {exc}")
+        tqdm.write(f"[{cell.label}] {name} FAILED: {cause(exc)}")
 
     for engine, cell in started:
         params = SamplingParams(cell.temperature, cell.max_new_tokens, cell.seed)
@@ -48,14 +46,13 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
     for p in tqdm(prompts, desc=f"{who} {name}", unit="prompt", disable=not progress, leave=False):
         for cell_id, (engine, cell, params, _) in list(live.items()):
             try:
-                out[cell_id].append(request_record(cell, p, engine.generate(p.ids, params)))
+                out[cell_id].append(request_line(cell, p, engine.generate(p.ids, params)).to_json())
             except Exception as exc:
                 fail(cell, exc)
     for cell_id, (engine, cell, _, before) in live.items():
         after = engine.spec_counters()
         if before is not None and after is not None:
-            out[cell_id].append({"kind": "spec", "cell_id": cell_id, "label": cell.label, "dataset": name,
-                                 **dataclasses.asdict(after - before)})
+            out[cell_id].append(spec_line(cell, name, after - before).to_json())
     return out
 
 
@@ -63,30 +60,19 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     """Start the group's cells that have pending units, run every workload through them, write their units; return
     the number of failed units. A cell that fails to start fails its pending units with the cause."""
     store = ctx.store
-    pending = {c.cell_id: [u.name for u in ctx.plan.pending(c)] for c in group}
+    pending = {c.cell_id: [u.workload_key for u in ctx.plan.pending(c)] for c in group}
     started: list[tuple[Any, Cell]] = []
     pids: dict[str, str] = {}
     failed = 0
     try:
         for cell in (c for c in group if pending[c.cell_id]):
-            engine = None
-            try:
-                engine = ctx.make_engine(cell)
-                t0 = time.perf_counter()
-                engine.load(dataclasses.replace(cell, target=ctx.plan.target, draft=materialize(cell.draft)))
-                tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
-                started.append((engine, cell))
-                pids[cell.cell_id] = ctx.provenance(cell, engine)
-            except StoreWriteError:
-                raise
-            except Exception as exc:
-                pid = ctx.provenance(cell, failure=exc)
-                for name in pending[cell.cell_id]:
-                    store.write_unit(cell.cell_id, name, [error_record(cell, name, exc)], pid)
-                failed += len(pending[cell.cell_id])
-                tqdm.write(f"[{cell.label}] FAILED to start: {type(exc).__name__}: {exc}")
-                if engine is not None:
-                    engine.close()
+            done = start_engine(ctx, cell, lambda exc, cell=cell: [
+                (cell, name, error_line(cell, name, exc).to_json()) for name in pending[cell.cell_id]], say_ready=True)
+            if isinstance(done, int):
+                failed += done
+                continue
+            started.append((done[0], cell))
+            pids[cell.cell_id] = done[1]
         for w in ctx.plan.workloads:
             todo = [(e, c) for e, c in started if w.key in pending[c.cell_id]]
             if todo:

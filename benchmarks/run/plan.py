@@ -42,16 +42,16 @@ class Unit:
     request_rate: float | None = None
 
     @property
-    def name(self) -> str:
+    def workload_key(self) -> str:
         """The workload's key, which its records name as their dataset (`store.workload_key`)."""
         return self.workload.key
 
     @property
-    def key(self) -> str:
+    def store_key(self) -> str:
         """The unit's key in the store."""
         if self.concurrency is None:
-            return self.name
-        return level_key(self.name, self.concurrency, self.request_rate)
+            return self.workload_key
+        return level_key(self.workload_key, self.concurrency, self.request_rate)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class RunPlan:
 
     def pending(self, cell: Cell) -> list[Unit]:
         """The cell's units still to measure."""
-        return [u for u in self.units if u.cell == cell and (cell.cell_id, u.key) not in self.done]
+        return [u for u in self.units if u.cell == cell and (cell.cell_id, u.store_key) not in self.done]
 
     def awaiting_answers(self) -> list[Workload]:
         """The second turns whose prompts wait for first answers."""
@@ -136,10 +136,10 @@ class RunPlan:
     def describe(self) -> str:
         """What would run and what is already done, unit by unit, and the checks that follow."""
         redo = set(self.redo)
-        body = [[u.cell.engine, u.cell.label, f"{u.cell.temperature:g}", u.name,
+        body = [[u.cell.engine, u.cell.label, f"{u.cell.temperature:g}", u.workload_key,
                  "" if u.concurrency is None else str(u.concurrency),
-                 "done" if (u.cell.cell_id, u.key) in self.done else "to run" + (
-                     " again (measured on other prompt ids)" if (u.cell.cell_id, u.key) in redo else ""),
+                 "done" if (u.cell.cell_id, u.store_key) in self.done else "to run" + (
+                     " again (measured on other prompt ids)" if (u.cell.cell_id, u.store_key) in redo else ""),
                  u.cell.cell_id] for u in self.units]
         todo = sum(row[5].startswith("to run") for row in body)
         m = self.matrix
@@ -317,7 +317,7 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
     workloads = workloads_of(matrix)
     units = units_of(matrix, cells, workloads)
     store = RunStore(run_dir)
-    done = frozenset((u.cell.cell_id, u.key) for u in units if store.is_done(u.cell.cell_id, u.key))
+    done = frozenset((u.cell.cell_id, u.store_key) for u in units if store.is_done(u.cell.cell_id, u.store_key))
     if done and fresh:
         raise ConfigError(f"--fresh: {run_dir} already holds {len(done)} measured unit(s); give a new --run-dir, or "
                           f"drop --run-dir to get a new folder")
@@ -369,10 +369,10 @@ def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]],
     chat template or first answer): they are measured again, so that every cell of a workload pairs on the same ids."""
     out = []
     for u in units:
-        if (u.cell.cell_id, u.key) in done and u.name in prompts:
-            sent = {r["prompt_sha256"] for r in store.unit(u.cell.cell_id, u.key) if r["kind"] == "request"}
-            if sent != {p.sha256 for p in prompts[u.name][0]}:
-                out.append((u.cell.cell_id, u.key))
+        if (u.cell.cell_id, u.store_key) in done and u.workload_key in prompts:
+            sent = {r["prompt_sha256"] for r in store.unit(u.cell.cell_id, u.store_key) if r["kind"] == "request"}
+            if sent != {p.sha256 for p in prompts[u.workload_key][0]}:
+                out.append((u.cell.cell_id, u.store_key))
     return out
 
 

@@ -1,4 +1,4 @@
-"""The runner stage of the distribution check: many independent samples per prompt from every cell at T > 0, each
+"""The run's stage of the distribution check: many independent samples per prompt from every cell at T > 0, each
 scored by the cell's own engine.
 
 Each cell at temperature > 0 draws `distribution.SAMPLES` continuations of `distribution.LENGTH` tokens for the first
@@ -20,8 +20,8 @@ from typing import Any
 from tqdm import tqdm
 
 from benchmarks.core.datasets import Prompt
+from benchmarks.core.record_lines import cause, error_line, samples_line
 from benchmarks.core.records import Cell, SamplingParams
-from benchmarks.run.context import error_record
 from verification import distribution
 
 SEED_BASE = {True: 2_000_000, False: 1_000_000}  # speculative arm, baseline arm: disjoint ranges
@@ -41,9 +41,10 @@ def draw(engine: Any, prompt_ids: list[int], params: SamplingParams, seed_list: 
             for s in seed_list]
 
 
-def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt]) -> list[dict[str, Any]]:
-    """`samples` records of one (cell, dataset), scored by the engine's `score_many` when it has one; empty for
-    greedy cells."""
+def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt],
+            concurrency: int | None = None) -> list[dict[str, Any]]:
+    """`samples` records of one (cell, dataset) (of a serving level's `concurrency`), scored by the engine's
+    `score_many` when it has one; empty for greedy cells."""
     if cell.temperature <= 0:
         return []
     params = SamplingParams(cell.temperature, distribution.LENGTH, cell.seed)
@@ -52,23 +53,21 @@ def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt]) -> lis
     for p in prompts[: distribution.PROMPTS]:
         seed_list = seeds(cell, p.index, distribution.SAMPLES)
         samples = draw(engine, p.ids, params, seed_list)
-        out.append({"kind": "samples", "cell_id": cell.cell_id, "label": cell.label, "dataset": dataset,
-                    "prompt_index": p.index, "prompt_sha256": p.sha256, "temperature": cell.temperature,
-                    "length": distribution.LENGTH,
-                    "seeds": seed_list if getattr(engine, "samples_seeded", True) else None, "samples": samples,
-                    "loglik": engine.score_many(p.ids, samples) if scored else None,
-                    "scoring": distribution.SCORING if scored else None})
+        out.append(samples_line(cell, dataset, p, distribution.LENGTH,
+                                seed_list if getattr(engine, "samples_seeded", True) else None, samples,
+                                engine.score_many(p.ids, samples) if scored else None,
+                                distribution.SCORING if scored else None, concurrency).to_json())
     return out
 
 
-def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt],
-                 records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The distribution check's samples of a cell at T > 0 whose measured prompts all ran; an error record when
-    drawing or scoring them failed."""
+def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt], records: list[dict[str, Any]],
+                 concurrency: int | None = None) -> list[dict[str, Any]]:
+    """The distribution check's samples of a cell at T > 0 whose measured prompts all ran (at a serving level's
+    `concurrency`); an error record when drawing or scoring them failed."""
     if cell.temperature <= 0 or any(r["kind"] == "error" for r in records):
         return []
     try:
-        return collect(engine, cell, name, prompts)
+        return collect(engine, cell, name, prompts, concurrency)
     except Exception as exc:
-        tqdm.write(f"[{cell.label}] {name} distribution samples FAILED: {type(exc).__name__}: {exc}")
-        return [error_record(cell, name, exc)]
+        tqdm.write(f"[{cell.label}] {name} distribution samples FAILED: {cause(exc)}")
+        return [error_line(cell, name, exc, concurrency=concurrency).to_json()]

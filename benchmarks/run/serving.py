@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from benchmarks.core.datasets import Prompt, sent_text
-from benchmarks.core.metrics import tpot_ms
-from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.core.record_lines import Level, cause, error_line, load_line, request_line, served_spec_line
+from benchmarks.core.records import Cell, RequestRecord, SpecCounters
 from benchmarks.core.store import StoreWriteError
 
 if TYPE_CHECKING:
@@ -64,9 +64,7 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
         raise RuntimeError(f"{len(failed)} of {len(prompts)} requests failed; first: prompt {failed[0][0]}: "
                            f"{failed[0][1]}" if failed
                            else f"{len(result['ttfts'])} results for {len(prompts)} prompts")
-    common = {"cell_id": cell.cell_id, "label": cell.label, "engine": cell.engine, "method": cell.method, "k": cell.k,
-              "dataset": prompts[0].key, **prompts[0].workload_fields(), "concurrency": concurrency,
-              "request_rate": request_rate}
+    level = Level(concurrency, request_rate)
     records = []
     for i, p in enumerate(prompts):
         if result["input_lens"][i] != len(p.ids):
@@ -74,24 +72,17 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
                                f"not the harness's {len(p.ids)}: the server's tokenizer or template differs")
         ttft_s, last_s, n_out = result["ttfts"][i], result["latencies"][i], result["output_lens"][i]
         text, itl_ms = result["generated_texts"][i], [1000.0 * x for x in result["itls"][i]]
-        burst = len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS
-        tpot = tpot_ms(ttft_s, last_s, n_out)
-        records.append({
-            "kind": "request", **common, "prompt_index": p.index, "prompt_sha256": p.sha256,
-            "n_prompt_tokens": len(p.ids), "n_out": n_out, "ttft_ms": 1000.0 * ttft_s,
-            "tpot_ms": None if burst else tpot, "decode_s": last_s - ttft_s, "itl_ms": itl_ms,
-            "start_s": result["start_times"][i],
-            "output_ids": list(tokenizer(text, add_special_tokens=False)["input_ids"]), "accept_lengths": None,
-            "extra": {"output_ids_from": "text", "output_text": text,
-                      **({"delivery_burst": True, "client_tpot_ms": tpot} if burst else {})},
-        })
+        output = RequestRecord(list(tokenizer(text, add_special_tokens=False)["input_ids"]), ttft_s, last_s,
+                               extra={"output_ids_from": "text", "output_text": text})
+        line = request_line(cell, p, output, n_out=n_out, level=level, itl_ms=itl_ms,
+                            start_s=result["start_times"][i])
+        if len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS:  # a burst: no decode timing
+            line = dataclasses.replace(line, tpot_ms=None,
+                                       extra={**line.extra, "delivery_burst": True, "client_tpot_ms": line.tpot_ms})
+        records.append(line.to_json())
     if spec is not None:
-        records.append({"kind": "spec", **common, **dataclasses.asdict(spec)})
-    records.append({"kind": "load", **common, "duration_s": result["duration"], "completed": result["completed"],
-                    "failed": result["failed"], "total_output_tokens": result["total_output_tokens"],
-                    "max_concurrent_requests": result.get("max_concurrent_requests"),
-                    "server_tpot_sum_s": server_tpot[0] if server_tpot else None,
-                    "server_tpot_count": server_tpot[1] if server_tpot else None})
+        records.append(served_spec_line(cell, prompts[0], level, spec).to_json())
+    records.append(load_line(cell, prompts[0], level, result, server_tpot).to_json())
     return records
 
 
@@ -99,7 +90,6 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     """Serve each cell of the group that has pending levels: start its server (the catalog's class for the cell's
     engine), run the levels, stop it. A server that does not start fails the cell's pending levels with its log tail
     as the cause; returns failed units."""
-    from benchmarks.core.models import materialize
     from benchmarks.engines import engine_class
     from benchmarks.engines.vllm_serve import (
         SERVER_TPOT_HISTOGRAM,
@@ -108,11 +98,12 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         parse_spec_metrics,
         run_load,
     )
-    from benchmarks.run.context import error_record
+    from benchmarks.run.engine_start import fail_units
+    from benchmarks.run.model_files import with_model_files
     from benchmarks.run.sampling import cell_samples
 
     def error(unit: Unit, exc: BaseException) -> dict[str, Any]:
-        return {**error_record(unit.cell, unit.name, exc), "concurrency": unit.concurrency}
+        return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency).to_json()
 
     store, plan = ctx.store, ctx.plan
     tokenizer = plan.tokenizer
@@ -124,8 +115,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         pending = plan.pending(cell)
         if not pending:
             continue
-        server = engine_class(cell.engine)(dataclasses.replace(cell, target=plan.target,
-                                                               draft=materialize(cell.draft)),
+        server = engine_class(cell.engine)(with_model_files(cell, plan.target),
                                            store.run_dir / "logs" / f"{cell.cell_id}.server.log",
                                            sequences=max(plan.matrix.concurrency))
         work = store.run_dir / "serve" / cell.cell_id
@@ -136,7 +126,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                 tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
                 pid = ctx.provenance(cell, server)
                 for unit in pending:
-                    name, c = unit.name, unit.concurrency
+                    name, c = unit.workload_key, unit.concurrency
                     measured = plan.prompts[name][0]
                     measured_texts, warmup_texts = texts[name]
                     load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, unit.request_rate,
@@ -147,9 +137,9 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                             ids_checked.add(name)
                         if warmup_texts:
                             run_load(server, dataclasses.replace(load, prompts=warmup_texts), work,
-                                     f"{unit.key}.warmup")
+                                     f"{unit.store_key}.warmup")
                         before = server.scrape()
-                        result = run_load(server, load, work, unit.key)
+                        result = run_load(server, load, work, unit.store_key)
                         after = server.scrape()
                         spec_b, spec_a = parse_spec_metrics(before), parse_spec_metrics(after)
                         spec = spec_a - spec_b if spec_b is not None and spec_a is not None else None
@@ -158,23 +148,19 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                         records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, spec,
                                                 server_tpot)
                         if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
-                            records += [{**r, "concurrency": c} for r in
-                                        cell_samples(server, cell, name, measured, records)]
+                            records += cell_samples(server, cell, name, measured, records, c)
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
                                    f"{result['duration']:.1f} s")
                     except Exception as exc:
                         records = [error(unit, server.explain(exc))]
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0]['error']}")
-                    store.write_unit(cell.cell_id, unit.key, records, pid)
-                    written.add(unit.key)
+                    store.write_unit(cell.cell_id, unit.store_key, records, pid)
+                    written.add(unit.store_key)
                     failed += any(r["kind"] == "error" for r in records)
         except StoreWriteError:
             raise
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
-            pid = ctx.provenance(cell, failure=exc)
-            for unit in pending:
-                if unit.key not in written:
-                    store.write_unit(cell.cell_id, unit.key, [error(unit, exc)], pid)
-                    failed += 1
-            tqdm.write(f"[{cell.label}] vllm server FAILED: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            failed += fail_units(ctx, cell, exc, [(cell, u.store_key, error(u, exc)) for u in pending
+                                                  if u.store_key not in written],
+                                 f"[{cell.label}] vllm server FAILED: {cause(exc).splitlines()[0]}")
     return failed

@@ -14,6 +14,7 @@ from benchmarks.core import catalog
 from benchmarks.core.datasets import Prompt, ids_sha256, second_turn
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.core.store import atomic_write_json
+from benchmarks.run.model_files import with_model_files
 
 ANSWERS_DIR = "turns"
 
@@ -56,7 +57,7 @@ def first_answers(run_dir: Path, dataset: str, generator: Cell, target: str, pro
     cell = dataclasses.replace(generator, engine=catalog.engine(generator.engine).base)
     engine = make_engine(cell)
     try:
-        engine.load(dataclasses.replace(cell, target=target))
+        engine.load(with_model_files(cell, target))
         params = SamplingParams(0.0, max_new_tokens, generator.seed)
         for p in todo:
             have[p.sha256] = list(engine.generate(p.ids, params).output_ids)

@@ -16,7 +16,7 @@ from benchmarks.cli.run import exit_status
 from benchmarks.core import paths
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import RequestRecord
-from benchmarks.run import context
+from benchmarks.run import engine_start
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -176,7 +176,7 @@ def prompts(tmp_path) -> Path:
 def matrix_file(random_pair, prompts, tmp_path, monkeypatch) -> Path:
     Scripted.generated = 0
     monkeypatch.setattr(Scripted, "fail_at_call", None)
-    monkeypatch.setattr(context, "create_engine", lambda name: Scripted())
+    monkeypatch.setattr(engine_start, "create_engine", lambda name: Scripted())
     return write_matrix(tmp_path / "cli.yaml", random_pair["target"], random_pair["dflash"],
                         [{"name": "good", "path": str(prompts)}])
 
@@ -270,7 +270,7 @@ def test_a_sampled_run_draws_its_samples_and_the_lossless_sentence_counts_no_gre
                 rec.output_ids[0] += 1
             return rec
 
-    monkeypatch.setattr(context, "create_engine", lambda name: FirstTokenOff())
+    monkeypatch.setattr(engine_start, "create_engine", lambda name: FirstTokenOff())
     write_matrix(matrix_file, random_pair["target"], random_pair["dflash"], [{"name": "good", "path": str(prompts)}],
                  temperature=0.6, drift_prompts=0)
     rc, _, err = run_cli(["matrix", str(matrix_file), "--run-dir", str(tmp_path / "run")], capsys)

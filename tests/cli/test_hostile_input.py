@@ -18,7 +18,7 @@ from benchmarks.core import catalog, paths, store
 from benchmarks.core.catalog import EngineRow
 from benchmarks.core.paths import ROOT
 from benchmarks.core.store import RunLock, RunStore
-from benchmarks.run.context import redacted
+from benchmarks.run.redaction import redacted
 
 TINY = ROOT / "models" / "tiny"
 

@@ -16,7 +16,7 @@ from benchmarks.core.config import parse_matrix
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
-from benchmarks.run import context
+from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix
 
 TINY = ROOT / "models" / "tiny"
@@ -53,7 +53,7 @@ class DescribedEngine:
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
     DescribedEngine.loads = []
-    monkeypatch.setattr(context, "create_engine", lambda name: DescribedEngine())
+    monkeypatch.setattr(engine_start, "create_engine", lambda name: DescribedEngine())
     monkeypatch.setattr(provenance, "HASH_CACHE", tmp_path / "hash-cache.json")
     monkeypatch.setenv(hardware.ENV_BANDWIDTH, "1")  # a known bandwidth: no 256 MiB copy, a deterministic floor
 

@@ -271,7 +271,7 @@ def test_a_request_without_tpot_leaves_the_paired_speedup():
 
 def _sampled_serve_run(samples: dict[str, int] | None):
     """Baseline and DFlash served at T = 0.6 at C = 1 and 4; `samples` gives each cell's sampling seed (its samples
-    sit in its C = 1 unit, as the runner stores them), None for no samples at all."""
+    sit in its C = 1 unit, as the run stores them), None for no samples at all."""
     import numpy as np
 
     cell = {"engine": "vllm-serve", "target": "t", "temperature": 0.6, "max_new_tokens": 8, "seed": 0,

@@ -151,7 +151,7 @@ def test_a_server_without_the_harness_memory_setting_fails_while_another_process
 
 
 def _prompt_ids(matrix_file) -> dict[str, list[int]]:
-    """The matrix's measured prompts as the runner tokenises them (benchmarks/run/plan.py), by sha256."""
+    """The matrix's measured prompts as the run plan tokenises them (benchmarks/run/plan.py), by sha256."""
     from benchmarks.core.config import load_matrix
     from benchmarks.core.datasets import load_prompts
     from benchmarks.core.models import load_tokenizer, materialize

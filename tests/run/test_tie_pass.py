@@ -1,4 +1,4 @@
-"""The untimed tie pass of the lossless check (benchmarks/run/ties.py) with a scripted engine: divergent greedy
+"""The untimed tie pass of the lossless check (benchmarks/run/tie_pass.py) with a scripted engine: divergent greedy
 prompts are scored by the baseline's engine (reloaded after its family, or still loaded in an interleaved group),
 never during timed requests; the records are a unit of their own that resume keeps and a re-measured unit redoes;
 only violations make the run's exit status 3."""
@@ -11,7 +11,7 @@ from benchmarks.cli.run import exit_status
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.records import RequestRecord
 from benchmarks.core.store import RunStore
-from benchmarks.run import context
+from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix
 from verification.lossless import divergent_rows
 
@@ -63,8 +63,8 @@ class TieEngine:
 def scripted(monkeypatch):
     TieEngine.loads, TieEngine.events, TieEngine.scored = [], [], []
     TieEngine.margin, TieEngine.fail_scores = 0.01, False
-    monkeypatch.setattr(context, "create_engine", lambda name: TieEngine())
-    monkeypatch.setattr(context, "in_worker", lambda matrix, engine: False)
+    monkeypatch.setattr(engine_start, "create_engine", lambda name: TieEngine())
+    monkeypatch.setattr(engine_start, "in_worker", lambda matrix, engine: False)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Workloads through the runner with a scripted engine: context lengths as units that every cell sees with identical
+"""Workloads through a run with a scripted engine: context lengths as units that every cell sees with identical
 ids, units measured on other ids measured again, cells sent other ids never paired, MT-Bench's second turn after one
 cached set of first answers, and local rows in three forms."""
 import json
@@ -11,7 +11,7 @@ from benchmarks.core.config import parse_matrix
 from benchmarks.core.datasets import sent_text, tokens
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
-from benchmarks.run import context
+from benchmarks.run import engine_start
 from benchmarks.run.execute import execute
 from benchmarks.run.plan import build_plan
 from benchmarks.run.serving import level_records
@@ -53,8 +53,8 @@ class Recorder:
 @pytest.fixture(autouse=True)
 def recorder(monkeypatch):
     Recorder.calls, Recorder.loads, Recorder.fail_load = [], [], None
-    monkeypatch.setattr(context, "create_engine", lambda name: Recorder())
-    monkeypatch.setattr(context, "in_worker", lambda matrix, engine: False)
+    monkeypatch.setattr(engine_start, "create_engine", lambda name: Recorder())
+    monkeypatch.setattr(engine_start, "in_worker", lambda matrix, engine: False)
 
 
 def matrix(random_pair, **keys):
@@ -184,7 +184,7 @@ def test_local_rows_in_three_forms_run(random_pair, tmp_path):
 def test_a_served_context_workload_is_sent_its_templated_text_and_keyed_per_level(random_pair, tmp_path):
     m = matrix(random_pair, datasets=["humaneval"], context_tokens=[700], engine="vllm-serve", concurrency=[1, 2])
     plan = build_plan(m, tmp_path / "run")
-    assert {u.key for u in plan.units} == {"humaneval@ctx700@c1", "humaneval@ctx700@c2"}
+    assert {u.store_key for u in plan.units} == {"humaneval@ctx700@c1", "humaneval@ctx700@c2"}
     p = plan.prompts["humaneval@ctx700"][0][0]
     assert sent_text(p, plan.tokenizer) == p.rendered and tokens(p.rendered, plan.tokenizer) == p.ids
     result = {"errors": [""], "ttfts": [0.1], "latencies": [0.5], "output_lens": [5], "input_lens": [len(p.ids)],

@@ -2,7 +2,7 @@
 with test-only faults injected into decode._verify, is a lossless violation in >= 9 of 10 seeded runs (a run: 3
 HumanEval prompts of at most 232 tokens from a seeded subset, 24 tokens each; caught when any prompt's first
 divergence is not a numerical tie), while the correct engine has no violation in any of those runs. Divergences are
-scored as the run does it: the baseline engine's token_scores through benchmarks.run.ties.score, verdicts by
+scored as the run does it: the baseline engine's token_scores through benchmarks.run.tie_pass.score, verdicts by
 verification.ties."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from benchmarks.core.paths import ROOT
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax.engine import JaxEngine
-from benchmarks.run.ties import score
+from benchmarks.run.tie_pass import score
 from verification.ties import classify, divergence_key, row_ties
 
 pytestmark = [pytest.mark.slow, pytest.mark.jax]

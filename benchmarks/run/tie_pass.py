@@ -12,7 +12,6 @@ unit is to be measured again is retired first (the run plan's `stale_checks`) an
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from tqdm import tqdm
@@ -20,9 +19,11 @@ from tqdm import tqdm
 from benchmarks.core import catalog
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
+from benchmarks.core.record_lines import cause, error_line, tie_check_line
 from benchmarks.core.records import Cell
-from benchmarks.core.store import RunStore, StoreWriteError, ties_key
-from benchmarks.run.context import RunContext, error_record
+from benchmarks.core.store import RunStore, ties_key
+from benchmarks.run.context import RunContext
+from benchmarks.run.engine_start import start_engine
 from verification.ties import divergence_key, row_ties
 
 TOP_N = 8  # logits kept at each divergence, besides the two tokens': near-ties can involve several tokens
@@ -52,10 +53,7 @@ def score(engine: Any, spec: Cell, dataset: str, prompts: dict[str, Prompt], bas
     out = []
     for sha, d, base_token, spec_token in todo:
         scores = engine.token_scores(prompts[sha].ids, base_out[sha][:d], [base_token, spec_token], TOP_N)
-        out.append({"kind": "tie_check", "cell_id": spec.cell_id, "label": f"{spec.label} tie check",
-                    "engine": spec.engine, "dataset": dataset, "prompt_sha256": sha,
-                    "prompt_index": prompts[sha].index, "divergence": d, "baseline_token": base_token,
-                    "spec_token": spec_token, **scores})
+        out.append(tie_check_line(spec, dataset, prompts[sha], d, base_token, spec_token, scores).to_json())
     return out
 
 
@@ -74,9 +72,9 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
         try:
             records = score(engine, spec, dataset, prompts, base_out, todo)
         except Exception as exc:
-            records = [{**error_record(spec, dataset, exc), "error": f"tie check: {type(exc).__name__}: {exc}"}]
+            records = [error_line(spec, dataset, exc, message=f"tie check: {cause(exc)}").to_json()]
             failed += 1
-            tqdm.write(f"[{spec.label}] {dataset} tie check FAILED: {type(exc).__name__}: {exc}")
+            tqdm.write(f"[{spec.label}] {dataset} tie check FAILED: {cause(exc)}")
         else:
             spec_out = _requests(ctx.store, spec, dataset)
             v = row_ties([(sha, base_out[sha], spec_out[sha]) for sha in spec_out if sha in base_out], records)
@@ -100,24 +98,13 @@ def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
     todo = {name: cells for name, cells in todo.items() if cells}
     if not todo:
         return 0
-    engine = None
+    done = start_engine(ctx, base, lambda exc: [
+        (c, ties_key(name), error_line(c, name, exc, message=f"tie check: baseline did not start: {exc}").to_json())
+        for name, cells in todo.items() for c in cells], "tie check ")
+    if isinstance(done, int):
+        return done
+    engine, pid = done
     try:
-        try:
-            engine = ctx.make_engine(base)
-            engine.load(dataclasses.replace(base, target=ctx.plan.target))
-            pid = ctx.provenance(base, engine)
-        except StoreWriteError:
-            raise
-        except Exception as exc:
-            pid = ctx.provenance(base, failure=exc)
-            for name, cells in todo.items():
-                for c in cells:
-                    ctx.store.write_unit(c.cell_id, ties_key(name), [{
-                        **error_record(c, name, exc), "error": f"tie check: baseline did not start: {exc}"}], pid)
-            tqdm.write(f"[{base.label}] tie check FAILED to start: {type(exc).__name__}: {exc}")
-            return sum(map(len, todo.values()))
         return sum(run_ties(ctx, engine, pid, base, cells, name) for name, cells in todo.items())
     finally:
-        if engine is not None:
-            engine.close()
-
+        engine.close()

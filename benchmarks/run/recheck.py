@@ -5,23 +5,24 @@ prompt and flags a speedup by `metrics.drift_flag` (docs/statistics.md). Under R
 and nothing is rechecked; report.md says so."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from tqdm import tqdm
 
 from benchmarks.core.metrics import baseline_drift
+from benchmarks.core.record_lines import error_line, recheck_of
 from benchmarks.core.records import Cell
-from benchmarks.core.store import StoreWriteError, recheck_key
-from benchmarks.run.context import RunContext, error_record
+from benchmarks.core.store import recheck_key
+from benchmarks.run.context import RunContext
+from benchmarks.run.engine_start import start_engine
 from benchmarks.run.groups import run_dataset
 
 
 def recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A recheck's requests as kind "recheck" (never a baseline measurement), all of them labelled as the recheck."""
-    return ([{**r, "kind": "recheck", "label": f"{r['label']} recheck"} for r in records if r["kind"] == "request"]
-            + [{**r, "label": f"{r['label']} recheck", "error": f"drift recheck: {r['error']}"}
-               for r in records if r["kind"] == "error"])
+    """A recheck's requests as kind "recheck" (never a baseline measurement), then its errors, all of them labelled
+    as the recheck."""
+    return ([recheck_of(r) for r in records if r["kind"] == "request"]
+            + [recheck_of(r) for r in records if r["kind"] == "error"])
 
 
 def spread(items: list[Any], n: int) -> list[Any]:
@@ -41,22 +42,14 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
     if not todo:
         return 0
     n = min(matrix.drift_prompts, matrix.num_prompts)
-    engine = None
+    done = start_engine(ctx, baseline, lambda exc: [
+        (baseline, recheck_key(name), recheck_of(error_line(baseline, name, exc).to_json())) for name in todo],
+        "drift recheck ")
+    if isinstance(done, int):
+        return done
+    engine, pid = done
     failed = 0
     try:
-        try:
-            engine = ctx.make_engine(baseline)
-            engine.load(dataclasses.replace(baseline, target=ctx.plan.target))
-            pid = ctx.provenance(baseline, engine)
-        except StoreWriteError:
-            raise
-        except Exception as exc:
-            pid = ctx.provenance(baseline, failure=exc)
-            for name in todo:
-                records = recheck_records([error_record(baseline, name, exc)])
-                store.write_unit(baseline.cell_id, recheck_key(name), records, pid)
-            tqdm.write(f"[{baseline.label}] drift recheck FAILED to start: {type(exc).__name__}: {exc}")
-            return len(todo)
         for name in todo:
             measured, warmup = ctx.plan.prompts[name]
             records = recheck_records(run_dataset([(engine, baseline)], name, spread(measured, n), warmup,
@@ -71,7 +64,6 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
             tqdm.write(f"[{baseline.label}] {name} drift recheck on {d.n} prompts: TPOT {d.before_ms:.2f} ms before, "
                        f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %{ci})")
     finally:
-        if engine is not None:
-            engine.close()
+        engine.close()
     return failed
 

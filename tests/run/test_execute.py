@@ -1,5 +1,5 @@
-"""Runner, store and summary with a scripted in-process engine: warm-up exclusion, counter diffs, pairing,
-errors that do not stop the run, and resume."""
+"""A run executed (benchmarks/run/execute.py), its store and summary, with a scripted in-process engine: warm-up
+exclusion, counter diffs, pairing, errors that do not stop the run, and resume."""
 import json
 import os
 from pathlib import Path
@@ -13,7 +13,7 @@ from benchmarks.core import models
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
-from benchmarks.run import context, drift
+from benchmarks.run import engine_start, recheck
 from tests.run_helpers import run_matrix
 
 
@@ -91,8 +91,8 @@ def scripted(monkeypatch):
     ScriptedEngine.reload_slowdown = 1.0
     ScriptedEngine.reload_noise = []
     ScriptedEngine.fail_reload = False
-    monkeypatch.setattr(context, "create_engine", lambda name: ScriptedEngine())
-    monkeypatch.setattr(context, "in_worker", lambda matrix, engine: False)  # in-process here (see test_worker.py)
+    monkeypatch.setattr(engine_start, "create_engine", lambda name: ScriptedEngine())
+    monkeypatch.setattr(engine_start, "in_worker", lambda matrix, engine: False)  # in-process here (see test_worker.py)
 
 
 def test_run_records_summary_and_pairing(matrix, tmp_path):
@@ -188,7 +188,7 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     measured = [r for r in records if r["kind"] == "request" and r["cell_id"] == base_id]
     assert [(r["cell_id"], r["dataset"], r["prompt_sha256"]) for r in rechecks] == [
         (base_id, r["dataset"], r["prompt_sha256"]) for ds in ("local", "other")
-        for r in drift.spread([m for m in measured if m["dataset"] == ds], 2)]  # in order
+        for r in recheck.spread([m for m in measured if m["dataset"] == ds], 2)]  # in order
     assert (run_dir / "units" / f"{base_id}__local@recheck.jsonl").is_file()
     rows = _rows(run_dir)
     d, b = rows[("dflash-k3", "local")], rows[("baseline", "local")]
@@ -353,6 +353,6 @@ def test_model_references():
 
 def test_recheck_prompts_are_spread_over_the_measurement():
     """A host that slowed down halfway through the baseline must show in the recheck: its prompts span the run."""
-    assert drift.spread(list(range(16)), 3) == [0, 5, 10]
-    assert drift.spread(list(range(3)), 2) == [0, 1]
-    assert drift.spread(list(range(3)), 5) == [0, 1, 2]
+    assert recheck.spread(list(range(16)), 3) == [0, 5, 10]
+    assert recheck.spread(list(range(3)), 2) == [0, 1]
+    assert recheck.spread(list(range(3)), 5) == [0, 1, 2]

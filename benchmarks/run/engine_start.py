@@ -1,0 +1,67 @@
+"""How the run starts a cell's engine: the factory (in this process or a worker), and the start that, when it fails,
+writes an error unit for each unit that was waiting for it (`fail_units`, also for failures of other starts)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from benchmarks.core.config import Matrix, in_worker
+from benchmarks.core.record_lines import cause
+from benchmarks.core.records import Cell
+from benchmarks.core.store import StoreWriteError
+from benchmarks.engines import Engine, create_engine, implementation
+from benchmarks.run.context import RunContext
+from benchmarks.run.model_files import with_model_files
+
+FailedUnit = tuple[Cell, str, dict[str, Any]]  # (the unit's cell, its store key, its error record)
+
+
+def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
+    """How the run makes a cell's engine: in a worker process where `config.in_worker` says so, else in this one."""
+    def make(cell: Cell) -> Engine:
+        if not in_worker(matrix, cell.engine):
+            return create_engine(cell.engine)
+        from benchmarks.engines.worker import WorkerEngine
+
+        # Interleaved, a loaded engine waits between its turns: its processes are stopped meanwhile, because vLLM's
+        # CPU worker spins on its shared-memory queue for 1 s after each read (SpinCondition). Measured on 2 shared
+        # cores, tiny pair, 128 tokens: the idle worker tree took 68-87 % of a core while the other cell decoded, and
+        # the busy cell's TPOT was 14.7-17.4 ms (baseline) / 22-26 ms (DFlash); stopped: 0 %, 5.0-5.4 / 11.0 ms.
+        # OMP_WAIT_POLICY=PASSIVE did not change it (the spin is vLLM's, not OpenMP's).
+        return WorkerEngine(implementation(cell.engine), request_timeout_s=matrix.request_timeout_s,
+                            load_timeout_s=matrix.load_timeout_s, pause_idle=matrix.interleave)
+    return make
+
+
+def fail_units(ctx: RunContext, cell: Cell, exc: BaseException, units: list[FailedUnit], line: str) -> int:
+    """Write each unit with its error record under the provenance of `cell`'s failure, print `line`; return how many
+    units failed."""
+    pid = ctx.provenance(cell, failure=exc)
+    for owner, key, record in units:
+        ctx.store.write_unit(owner.cell_id, key, [record], pid)
+    tqdm.write(line)
+    return len(units)
+
+
+def start_engine(ctx: RunContext, cell: Cell, failures: Callable[[BaseException], list[FailedUnit]],
+                 what: str = "", say_ready: bool = False) -> tuple[Engine, str] | int:
+    """Make and load `cell`'s engine and store its provenance: (engine, provenance id). When it does not start, each
+    unit of `failures(exc)` (called in the except block) is written with its error record: the number of failed
+    units. `what` names the start in the failure's line ("drift recheck "); a unit that cannot be written stops the
+    run (StoreWriteError)."""
+    engine = None
+    try:
+        engine = ctx.make_engine(cell)
+        t0 = time.perf_counter()
+        engine.load(with_model_files(cell, ctx.plan.target))
+        if say_ready:
+            tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
+        return engine, ctx.provenance(cell, engine)
+    except BaseException as exc:
+        if engine is not None:
+            engine.close()
+        if isinstance(exc, StoreWriteError) or not isinstance(exc, Exception):
+            raise
+        return fail_units(ctx, cell, exc, failures(exc), f"[{cell.label}] {what}FAILED to start: {cause(exc)}")
