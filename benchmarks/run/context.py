@@ -8,9 +8,10 @@ import traceback
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from benchmarks.core.config import Matrix, in_worker
+from benchmarks.core.config import Matrix
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.metrics import tpot_ms
+from benchmarks.core.placement import in_worker
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore
 from benchmarks.engines import Engine, create_engine, implementation
