@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 from benchmarks.core import catalog
-from benchmarks.core.config import interleave_problem, load_matrix
+from benchmarks.core.config import load_matrix
 from benchmarks.core.engine_options import vllm_release_checked
 from benchmarks.core.exit_codes import BadInput, Exit
 from benchmarks.core.inputs import check_inputs, hub_models
 from benchmarks.core.matrix import expand
+from benchmarks.core.placement import interleave_problem
 from benchmarks.core.provenance import detect_platform
 
 

@@ -1,14 +1,20 @@
-"""Expand a validated matrix into cells: engine × temperature × (baseline, method × K); the run id of a matrix."""
+"""Expand a validated matrix into cells: engine × temperature × (baseline, method × K); the run id of a matrix (and
+the one run folders written before IDENTITY_VERSION 1 are named by)."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import os
 from typing import Any
 
 from benchmarks.core import catalog
-from benchmarks.core.config import PLACEMENT_KEYS, WORKLOAD_KEYS, Matrix
+from benchmarks.core.matrix_schema import IDENTITY_FIELDS, Matrix
 from benchmarks.core.records import Cell
+
+IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
+_LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
+_LEGACY_WORKLOAD = ("context_tokens", "turns", "chat_template")
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -40,17 +46,36 @@ def expand(m: Matrix) -> list[Cell]:
     return cells
 
 
+def identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a matrix (given as its fields: `dataclasses.asdict` of it, or a run manifest's `config`) measures: its
+    declared identity keys that are set (an unset one leaves the id as it was before the key existed), a local
+    prompt file by its absolute path, and IDENTITY_VERSION. Never the matrix file's path, wording or description,
+    nor where and how its cells run (the placement keys)."""
+    fields = {f: config.get(f) for f in IDENTITY_FIELDS if config.get(f) is not None}
+    fields["datasets"] = [{**d, "path": os.path.abspath(d["path"]) if d.get("path") else None}
+                          for d in fields.get("datasets", [])]
+    return {"identity_version": IDENTITY_VERSION, **fields}
+
+
 def run_id_for(matrix: Matrix) -> str:
-    """Deterministic per matrix content, so rerunning the same matrix resumes the same run (wherever it runs: the
-    placement keys are left out unless the file itself sets them; unset workload keys are left out, so a matrix without
-    them keeps the id it had before they existed)."""
+    """`<name>-<8 hex>`: the same for the same measurement, so that rerunning a matrix resumes its run wherever the
+    file lies and however it is worded."""
     return config_id(dataclasses.asdict(matrix))
 
 
 def config_id(config: dict[str, Any]) -> str:
     """`run_id_for` of a matrix given as its fields (a run manifest's `config`)."""
-    fields = {k: v for k, v in config.items()
-              if k not in PLACEMENT_KEYS and not (k in WORKLOAD_KEYS and v is None)}
-    blob = json.dumps(fields, sort_keys=True, default=str)
-    return f"{config['name']}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+    return _hashed(config["name"], identity(config))
 
+
+def legacy_run_id(matrix: Matrix) -> str:
+    """The run id before IDENTITY_VERSION 1, which names the run folders written then: a hash of every field (the
+    file's path and raw mapping too) but the placement keys and unset workload keys of that time."""
+    config = dataclasses.asdict(matrix)
+    return _hashed(config["name"], {k: v for k, v in config.items() if k not in _LEGACY_PLACEMENT
+                                    and not (k in _LEGACY_WORKLOAD and v is None)})
+
+
+def _hashed(name: str, fields: dict[str, Any]) -> str:
+    blob = json.dumps(fields, sort_keys=True, default=str)
+    return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"

@@ -7,7 +7,8 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
-from benchmarks.core.config import Matrix, in_worker
+from benchmarks.core.config import Matrix
+from benchmarks.core.placement import in_worker
 from benchmarks.core.record_lines import cause
 from benchmarks.core.records import Cell
 from benchmarks.core.store import StoreWriteError
@@ -19,7 +20,7 @@ FailedUnit = tuple[Cell, str, dict[str, Any]]  # (the unit's cell, its store key
 
 
 def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
-    """How the run makes a cell's engine: in a worker process where `config.in_worker` says so, else in this one."""
+    """How the run makes a cell's engine: in a worker process where `placement.in_worker` says so, else in this one."""
     def make(cell: Cell) -> Engine:
         if not in_worker(matrix, cell.engine):
             return create_engine(cell.engine)

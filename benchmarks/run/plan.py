@@ -16,15 +16,16 @@ from typing import Any
 
 from benchmarks.core import catalog, provenance
 from benchmarks.core import datasets as ds
-from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len, interleave_problem
+from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
 from benchmarks.core.inputs import check_inputs
 from benchmarks.core.markdown import table
-from benchmarks.core.matrix import config_id, run_id_for
+from benchmarks.core.matrix import config_id, legacy_run_id, run_id_for
 from benchmarks.core.models import load_tokenizer, materialize, matrix_cells
 from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
+from benchmarks.core.placement import interleave_problem
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
@@ -167,10 +168,13 @@ class RunPlan:
 
 def run_folder(matrix: Matrix, run_dir: Path | None, fresh: bool) -> Path:
     """The run folder: the one given, or the matrix's own under the runs directory (a new, time-stamped one with
-    --fresh, so that the earlier run stays as it was)."""
+    --fresh, so that the earlier run stays as it was; the folder of its id before IDENTITY_VERSION 1 where only that
+    one exists)."""
     if run_dir is not None:
         return Path(run_dir)
     run_dir = RUNS_DIR / run_id_for(matrix)
+    if not fresh and not run_dir.exists() and (RUNS_DIR / legacy_run_id(matrix)).is_dir():
+        return RUNS_DIR / legacy_run_id(matrix)
     return run_dir.with_name(f"{run_dir.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}") if fresh else run_dir
 
 
@@ -187,10 +191,15 @@ def check_run_folder(run_dir: Path, matrix: Matrix, reuse: bool) -> None:
                               f"give a new or empty folder")
         return
     try:
-        theirs = config_id(json.loads((run_dir / "manifest.json").read_text())["config"])
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        theirs = config_id(manifest["config"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--run-dir {run_dir}: its manifest.json does not read as a run's ({type(exc).__name__}: "
                           f"{exc}); give another folder") from None
+    if manifest.get("run_id") == legacy_run_id(matrix) != run_id_for(matrix):
+        print(f"note: {run_dir} holds this matrix's run under its former id {legacy_run_id(matrix)}; resuming it "
+              f"there (a new run of it would go to {run_id_for(matrix)})", file=sys.stderr)
+        return
     if theirs != run_id_for(matrix) and not reuse:
         raise ConfigError(f"--run-dir {run_dir} holds a run of another matrix ({theirs}, this one is "
                           f"{run_id_for(matrix)}); give another folder, or --reuse-run-dir to measure this matrix "

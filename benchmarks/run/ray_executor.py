@@ -19,7 +19,8 @@ import ray
 from ray._private import ray_constants
 from tqdm import tqdm
 
-from benchmarks.core.config import DEFAULT_RESOURCES, ConfigError
+from benchmarks.core.config import ConfigError
+from benchmarks.core.matrix_schema import DEFAULT_RESOURCES
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.core.config import PLACEMENT_KEYS, WORKLOAD_KEYS, ConfigError, load_matrix, parse_matrix
-from benchmarks.core.matrix import expand, run_id_for
+from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.core.matrix import expand, identity, legacy_run_id, run_id_for
 from benchmarks.core.paths import ROOT
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
@@ -164,7 +164,7 @@ def test_bench_interleaves_cells_where_the_engine_allows(engine, platform, inter
     (["vllm", "vllm", "vllm"], "gpu", {"vllm": {"gpu_memory_utilization": 0.3}}, None),
 ])
 def test_interleave_refused_only_where_cells_cannot_share_the_device(engines, platform, options, fragment):
-    from benchmarks.core.config import interleave_problem
+    from benchmarks.core.placement import interleave_problem
 
     m = parse_matrix({**BASE, "interleave": True, "engine_options": options}, source="m.yaml")
     problem = interleave_problem(m, engines, platform)
@@ -230,9 +230,13 @@ def test_workload_keys_parse_and_enter_the_run_id():
     assert two.turns == [1, 2]
     plain = parse_matrix(BASE)
     assert plain.context_tokens is plain.turns is plain.chat_template is None
-    # a matrix without workload keys keeps the run id it had before they existed
-    fields = {k: v for k, v in dataclasses.asdict(plain).items() if k not in PLACEMENT_KEYS + WORKLOAD_KEYS}
+    # a matrix without workload keys keeps the run id it had before they existed (the former formula's, which
+    # names the run folders written then)
+    placement = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
+    workload = ("context_tokens", "turns", "chat_template")
+    fields = {k: v for k, v in dataclasses.asdict(plain).items() if k not in placement + workload}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    assert run_id_for(plain) == f"{plain.name}-{digest}"
+    assert legacy_run_id(plain) == f"{plain.name}-{digest}"
+    assert not {"context_tokens", "turns", "chat_template"} & set(identity(dataclasses.asdict(plain)))
     thinking = parse_matrix({**BASE, "chat_template": {"enable_thinking": True}})
     assert len({run_id_for(x) for x in (plain, m, thinking)}) == 3

@@ -1,5 +1,4 @@
 """Metrics against hand-computed values, and the speedup and drift intervals against simulation."""
-import dataclasses
 import math
 
 import numpy as np
@@ -7,7 +6,7 @@ import pytest
 from scipy.special import stdtrit
 
 from benchmarks.core import metrics
-from benchmarks.core.config import Matrix
+from benchmarks.core.matrix_schema import KEY
 from benchmarks.core.records import SpecCounters
 
 
@@ -203,7 +202,7 @@ def test_the_default_recheck_flags_a_large_drift_and_rarely_a_steady_baseline(n)
     run-to-run noise (sd 1 per ln(after/before), 1/√2 per measurement), and the speedup a prompt-to-prompt spread of
     twice that. With the default drift_prompts (at most n), a steady baseline is flagged in under 5 % of runs, and a
     drift of twice the speedup CI's expected log half-width h in over 95 %."""
-    m = min(next(f.default for f in dataclasses.fields(Matrix) if f.name == "drift_prompts"), n)
+    m = min(KEY["drift_prompts"].default, n)
     rng = np.random.default_rng(n)
     sd_one, spread = 1 / math.sqrt(2), 2.0
     h = stdtrit(n - 1, 0.975) * math.sqrt(spread ** 2 + 2 * sd_one ** 2) / math.sqrt(n)

