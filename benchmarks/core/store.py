@@ -109,9 +109,9 @@ HARNESS_FILES = frozenset({"manifest.json", "records.jsonl", "records.jsonl.old"
                            "units", "provenance", "figures", ".lock"})  # what a run folder of the harness holds
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A run's manifest.json, checked to be one this harness wrote (an object with its cells and config); BadInput,
-    one line, otherwise (another tool's folder, a truncated file)."""
+def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> dict[str, Any]:
+    """A run's manifest.json, checked to be one this harness wrote (an object with the fields `need`, each an
+    object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
     fix = "give a run folder that `make bench` or `make matrix` wrote"
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -119,9 +119,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path} does not read as JSON ({type(exc).__name__}); {fix}") from None
     except OSError as exc:
         raise BadInput(f"{path} cannot be read ({exc.strerror}); {fix}") from None
-    if not (isinstance(manifest, dict) and isinstance(manifest.get("cells"), dict)
-            and isinstance(manifest.get("config"), dict)):
-        raise BadInput(f"{path} is not a manifest of this harness (no 'cells' and 'config'); {fix}")
+    if not (isinstance(manifest, dict) and all(isinstance(manifest.get(key), dict) for key in need)):
+        raise BadInput(f"{path} is not a manifest of this harness (an object with {' and '.join(need) or 'fields'}); "
+                       f"{fix}")
     return manifest
 
 
@@ -348,11 +348,15 @@ class RunStore:
         records.jsonl does not hold exactly them; the next run into the folder rebuilds it), else those of
         records.jsonl (a copied run). A damaged or foreign unit file is named (`say`) and left out."""
         if not self.units_dir.is_dir():
-            path = self.run_dir / "records.jsonl"
+            path, cells = self.run_dir / "records.jsonl", self.manifest()["cells"]
             try:
-                return read_jsonl(path)
+                records = read_jsonl(path)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise BadInput(f"{path}: {exc}; the harness writes whole lines: restore the file from its run")
+            stray = sum(r.get("cell_id") not in cells for r in records)
+            if stray and say:
+                print(f"warning: {path}: {stray} record(s) of no cell of the manifest left out", file=sys.stderr)
+            return [r for r in records if r.get("cell_id") in cells]
         records, why = self._records_state(say)
         if why and say:
             print(f"note: records.jsonl is {why}; the {len(records)} records of units/ are read (the next run into "

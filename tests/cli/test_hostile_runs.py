@@ -49,12 +49,16 @@ def test_a_copied_run_is_reported_from_its_records_and_left_as_it_is(tmp_path, d
         rc, out, err = run(argv, capsys)
         assert rc == 0 and "rebuilt" not in err and (copy / "records.jsonl").read_bytes() == records, (argv, err)
     assert "| local | scripted | dflash-k3 |" in run(["report", copy], capsys)[1]
+    with open(copy / "records.jsonl", "a") as f:
+        f.write('{"my": "data"}\n')
+    rc, out, err = run(["report", copy], capsys)
+    assert rc == 0 and "1 record(s) of no cell of the manifest left out" in err
 
 
 @pytest.mark.parametrize("command", [["report"], ["check", "lossless"], ["check", "published"], ["cost-model"]])
 def test_another_tools_folder_is_one_line_and_left_alone(command, tmp_path, capsys):
     folder = foreign_folder(tmp_path)
-    clear_error([*command, folder], capsys, "is not a manifest of this harness")
+    clear_error([*command, folder], capsys, "of this harness")
     assert (folder / "records.jsonl").read_text() == '{"my": "data"}\n'
     assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "records.jsonl", "summary.csv"]
 
