@@ -6,14 +6,12 @@
       units/<cell>__<key>.jsonl   the records of one unit, each naming its `provenance_id`, in one atomic rename;
                            the key is the dataset, or it with an internal suffix ('@ctx<tokens>', '@turn2',
                            '@recheck', '@ties', '@c<level>'); '@' never occurs in a dataset name
-      units/superseded/    units that no longer hold (their cells left the matrix, or their checks are redone)
-      units/foreign/       unit files whose name, inner cell id and manifest disagree (copied in): never merged
+      units/superseded/, units/foreign/   units that no longer hold; units copied in from another run (never merged)
       records.jsonl        all units concatenated; a run rebuilds it when out of step (the old one kept beside)
       .lock                held by the one run writing the folder (released when its process ends, however)
 
-Reading never writes. A `kill -9` leaves only whole files; no file is written through a link. A unit that cannot be
-written is retried, then saved elsewhere and the run stops (`StoreWriteError`). `latest` moves to a run once it
-holds a unit.
+Reading never writes; no file is written through a link; a `kill -9` leaves only whole files. A unit that cannot be
+written is retried, then saved elsewhere and the run stops (`StoreWriteError`). `latest` moves once a unit exists.
 """
 from __future__ import annotations
 
