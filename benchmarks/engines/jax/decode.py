@@ -36,6 +36,11 @@ def pick(logits: jax.Array, positions: jax.Array, key: jax.Array, temperature: j
     return jax.vmap(jax.random.categorical)(keys, logits / temperature).astype(jnp.int32)
 
 
+def temperature_arg(temperature: float) -> np.float32 | None:
+    """A temperature as the loops take it: None (greedy, chosen when tracing) at 0, else a float32."""
+    return np.float32(temperature) if temperature > 0 else None
+
+
 def eos_array(eos_ids: tuple[int, ...] | set[int]) -> np.ndarray:
     """EOS ids as the loops take them: int32 [EOS_SLOTS], padded with -1."""
     ids = sorted(eos_ids)
@@ -117,7 +122,9 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
             [anchor, MASK...] at positions s..
     verify  the target runs [anchor, d1..dK] at positions s..s+K and picks t_i at each row (argmax, or a sample)
     accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); the new anchor is t_n
-            at s+n+1; the new pending context is the K+1 verify taps (rows > n are never read)
+            at s+n+1; the new pending context is the K+1 verify taps (rows > n are never read); the accept length
+            recorded is n cut at the request's limit (the tokens still wanted, less the bonus): a last step's
+            acceptance past max_new_tokens is not counted (`accepts_within`)
 
     Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule. The
     token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the same samples
@@ -131,12 +138,20 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
                                       dcfg.target_layer_ids, span)
     committed = jnp.arange(k + 1) <= n
     hit_eos = jnp.any(committed[:, None] & (picked[:, None] == state["eos"][None, :]))
+    counted = jnp.minimum(n, state["limit"] - count - 1)  # a last step counts the tokens still wanted only
     count = count + n + 1
     state = {**state, "out": jax.lax.dynamic_update_slice(state["out"], picked, (state["count"],)), "count": count,
              "pending": taps.astype(state["pending"].dtype), "pending_start": s,
-             "accepts": state["accepts"].at[state["steps"]].set(n), "steps": state["steps"] + 1,
+             "accepts": state["accepts"].at[state["steps"]].set(counted), "steps": state["steps"] + 1,
              "done": (count >= state["limit"]) | hit_eos}
     return state, tcache, dcache
+
+
+def accepts_within(new_tokens: int, k: int) -> list[int]:
+    """The accept lengths a request of `new_tokens` records when every draft is accepted: K per step, the last step
+    cut at the tokens still wanted (the first token comes from prefill, each step commits accepted + 1)."""
+    full, rest = divmod(new_tokens - 1, k + 1)
+    return [k] * full + ([rest - 1] if rest else [])
 
 
 def _loop(body: Any, carry: tuple, span: int, count: int) -> tuple:
@@ -306,17 +321,25 @@ class Decoder:
         caches = [self.tcache] + ([self.dcache] if self.speculative else [])
         return sum(x.nbytes for x in jax.tree.leaves(caches))
 
+    def bucket(self, prompt_len: int) -> int:
+        """The prefill bucket a prompt is padded to."""
+        return next(b for b in self.buckets if b >= prompt_len)
+
+    def limit(self, prompt_len: int, max_new_tokens: int) -> np.int32:
+        """The tokens a request may generate: max_new_tokens, cut to what its prompt leaves of max_model_len."""
+        if not 0 < prompt_len < self.max_model_len:
+            raise ValueError(f"prompt of {prompt_len} tokens does not fit max_model_len={self.max_model_len}")
+        return np.int32(min(max_new_tokens, self.max_model_len - prompt_len))
+
     def request(self, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
                 eos_ids: tuple[int, ...] = ()) -> Request:
         """A request's device inputs: the prompt padded to its bucket, the token limit, EOS ids, key and temperature."""
         p = len(prompt)
-        if not 0 < p < self.max_model_len:
-            raise ValueError(f"prompt of {p} tokens does not fit max_model_len={self.max_model_len}")
-        bucket = next(b for b in self.buckets if b >= p)
-        tokens = np.zeros(bucket, np.int32)
+        limit = self.limit(p, max_new_tokens)
+        tokens = np.zeros(self.bucket(p), np.int32)
         tokens[:p] = prompt
-        return Request(jnp.asarray(tokens), np.int32(p), np.int32(min(max_new_tokens, self.max_model_len - p)),
-                       eos_array(eos_ids), jax.random.key(seed), np.float32(temperature) if temperature > 0 else None)
+        return Request(jnp.asarray(tokens), np.int32(p), limit, eos_array(eos_ids), jax.random.key(seed),
+                       temperature_arg(temperature))
 
     def generate(self, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
                  eos_ids: tuple[int, ...] = (), breakdown: bool = False) -> Generation:
@@ -337,7 +360,7 @@ class Decoder:
         end = time.perf_counter()
         if not got["done"]:
             raise RuntimeError("the decode loops stopped before the request was done (a span was not dispatched)")
-        tokens = _truncate(list(map(int, got["out"][: got["count"]])), int(req.limit), set(eos_ids))
+        tokens = truncate(list(map(int, got["out"][: got["count"]])), int(req.limit), set(eos_ids))
         accepts = list(map(int, got["accepts"][: got["steps"]])) if self.speculative else None
         return Generation(tokens, ttft, end - t0, accepts, compile_s, len(req.tokens), 1)
 
@@ -351,10 +374,10 @@ class Decoder:
         if not 0 < p or p + max_new_tokens > self.max_model_len or max_new_tokens < 1:
             raise ValueError(f"a {p}-token prompt and {max_new_tokens} sampled tokens do not fit "
                              f"max_model_len={self.max_model_len}")
-        bucket = next(b for b in self.buckets if b >= p)
+        bucket = self.bucket(p)
         tokens = np.zeros(bucket, np.int32)
         tokens[:p] = prompt
-        temp = np.float32(temperature) if temperature > 0 else None
+        temp = temperature_arg(temperature)
         rows = sample_rows(bucket, p, max_new_tokens, self.k)
         dtype = self.tcache["k"][0].dtype
         out, counts = [], []
@@ -371,12 +394,15 @@ class Decoder:
                 length=max_new_tokens))
             out += list(got[: len(chunk)])
             counts += list(count[: len(chunk)])
-        return [_truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(out, counts)]
+        return [truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(out, counts)]
 
     def request_spans(self, req: Request) -> list[int]:
         """The spans a request's steps read, in order: from its prompt's to the one its last step may need."""
-        p = int(req.length)
-        return [span for span in self.spans if self.span(p) <= span <= self.span(p + req.limit)]
+        return self.spans_between(int(req.length), int(req.length + req.limit))
+
+    def spans_between(self, first: int, last: int) -> list[int]:
+        """The spans of steps at positions first..last, in order."""
+        return [span for span in self.spans if self.span(first) <= span <= self.span(last)]
 
     def prefill(self, req: Request) -> tuple[jax.Array, State]:
         """Prefill the target (and, for DFlash, the draft's context): the first token and the loop state, on device."""
@@ -418,12 +444,12 @@ class Decoder:
             t_host = time.perf_counter()
             n, committed = jax.device_get((n, picked))
             new = [int(x) for x in committed[: int(n) + 1]]
-            accepted.append(int(n))
+            accepted.append(min(int(n), limit - len(out) - 1))  # spec_body's cut at the limit
             out.extend(new)
             done = not eos.isdisjoint(new)
             anchor, pending_start, s = np.int32(new[-1]), s, s + len(new)
             times["host_s"] += time.perf_counter() - t_host
-        return Generation(_truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
+        return Generation(truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
                           len(req.tokens), 2 * len(accepted), times)
 
     def _no_context(self) -> jax.Array:
@@ -472,7 +498,7 @@ class Decoder:
         return time.perf_counter() - total
 
 
-def _truncate(tokens: list[int], limit: int, eos: set[int]) -> list[int]:
+def truncate(tokens: list[int], limit: int, eos: set[int]) -> list[int]:
     """Cut at the first EOS (kept) and at the token limit: a verify step can commit past either."""
     for i, t in enumerate(tokens[:limit]):
         if t in eos:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ MEMORY_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 class JaxEngine:
-    """The Engine protocol over decode.Decoder: one loaded (target[, draft], K) at a time, batch size 1."""
+    """The Engine protocol over decode.Decoder: one loaded (target[, draft], K) at a time, a request at a time
+    (`generate`) or a static batch of them (`generate_batch`, batch.BatchDecoder)."""
 
     name = "jax"
 
@@ -64,6 +66,7 @@ class JaxEngine:
         self.floor_applies = False
         self._accepts: list[int] = []
         self._info: dict[str, Any] = {}
+        self._batch: Any = None
 
     def load(self, cell: Cell) -> None:
         for key, value in MEMORY_ENV.items():  # read when JAX first initialises a device backend
@@ -106,7 +109,7 @@ class JaxEngine:
         self.decoder.generate([0] * 4, 2, breakdown=bool(opts["breakdown"]))  # the smallest bucket and the step
         warmup_s = time.perf_counter() - t0
 
-        self.opts, self._accepts = opts, []
+        self.opts, self._accepts, self._batch = opts, [], None
         self.eos = () if opts["ignore_eos"] else eos_token_ids(target_path)
         self.hw = hardware.detect()
         weights = self.decoder.step_cost(0)
@@ -146,6 +149,40 @@ class JaxEngine:
         if g.accept_lengths is not None:
             self._accepts += g.accept_lengths
         return RequestRecord(g.tokens, g.ttft_s, g.last_token_s, g.accept_lengths, extra)
+
+    def generate_batch(self, prompts: list[list[int]],
+                       params: SamplingParams | Sequence[SamplingParams]) -> list[RequestRecord]:
+        """The prompts decoded together as one static batch (batch.BatchDecoder), with one SamplingParams for all or
+        one each (one temperature): record i holds the tokens and accept lengths `generate(prompts[i], params[i])`
+        gives, and the batch's times (its TTFT, and its end as every request's last token: docs/engine-findings.md).
+        Its extra adds the batch's size and steps, the request's idle steps and the batch's wasted row-steps."""
+        from benchmarks.engines.jax.batch import BatchDecoder
+
+        if self.decoder is None:
+            raise RuntimeError("load() a cell first")
+        if self.opts["breakdown"]:
+            raise ValueError("the breakdown option times one request at a time; a batch runs its steps on the device")
+        each = [params] * len(prompts) if isinstance(params, SamplingParams) else list(params)
+        if len(each) != len(prompts) or len({p.temperature for p in each}) > 1:
+            raise ValueError("a batch takes one SamplingParams, or one per prompt with a single temperature")
+        if self._batch is None:
+            self._batch = BatchDecoder(self.decoder)
+        g = self._batch.generate(prompts, [p.max_new_tokens for p in each], each[0].temperature,
+                                 [p.seed for p in each], self.eos)
+        batch = {"compile_s": g.compile_s, "prefill_bucket": g.bucket, "batch_size": len(prompts),
+                 "batch_bucket": g.batch_size, "batch_steps": g.steps, "wasted_row_steps": g.wasted_row_steps,
+                 "host_round_trips": g.round_trips}
+        if g.steps:
+            batch["batch_step_s"] = (g.last_token_s - g.ttft_s) / g.steps
+        records = []
+        for i, tokens in enumerate(g.tokens):
+            accepts = g.accept_lengths[i] if g.accept_lengths is not None else None
+            steps = len(accepts) if accepts is not None else len(tokens) - 1
+            if accepts is not None:
+                self._accepts += accepts
+            records.append(RequestRecord(tokens, g.ttft_s, g.last_token_s, accepts,
+                                         {**batch, "decode_steps": steps, "idle_steps": g.idle_steps[i]}))
+        return records
 
     def spec_counters(self) -> SpecCounters | None:
         if self.decoder is None or not self.decoder.speculative:
@@ -201,5 +238,5 @@ class JaxEngine:
         return dict(self._info)
 
     def close(self) -> None:
-        self.decoder = None
+        self.decoder = self._batch = None
         self._accepts = []
