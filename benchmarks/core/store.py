@@ -87,12 +87,14 @@ def json_object(line: str, where: str) -> dict[str, Any]:
     return obj
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSONL file (none when it does not exist); ValueError naming the first bad line."""
+def read_jsonl(path: Path, check: bool = True) -> list[dict[str, Any]]:
+    """The records of a JSONL file (none when it does not exist), of kinds and versions this harness reads unless
+    `check` is off; ValueError naming the first bad line."""
     if not path.is_file():
         return []
     with open(path, encoding="utf-8") as f:
-        return checked([json_object(line, f"line {i}") for i, line in enumerate(f, 1) if line.strip()], path.name)
+        records = [json_object(line, f"line {i}") for i, line in enumerate(f, 1) if line.strip()]
+    return checked(records, path.name) if check else records
 
 
 class StoreWriteError(OSError):
@@ -349,13 +351,13 @@ class RunStore:
         if not self.units_dir.is_dir():
             path, cells = self.run_dir / "records.jsonl", self.manifest()["cells"]
             try:
-                records = read_jsonl(path)
+                records = read_jsonl(path, check=False)
+                stray = sum(r.get("cell_id") not in cells for r in records)
+                if stray and say:
+                    print(f"warning: {path}: {stray} record(s) of no cell of the manifest left out", file=sys.stderr)
+                return checked([r for r in records if r.get("cell_id") in cells], path.name)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise BadInput(f"{path}: {exc}; the harness writes whole lines: restore the file from its run")
-            stray = sum(r.get("cell_id") not in cells for r in records)
-            if stray and say:
-                print(f"warning: {path}: {stray} record(s) of no cell of the manifest left out", file=sys.stderr)
-            return [r for r in records if r.get("cell_id") in cells]
         records, why = self._records_state(say)
         if why and say:
             print(f"note: records.jsonl is {why}; the {len(records)} records of units/ are read (the next run into "
