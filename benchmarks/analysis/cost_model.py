@@ -24,6 +24,7 @@ import numpy as np
 
 from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.markdown import fmt
+from benchmarks.core.shapes import ModelConfig
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
 
@@ -261,8 +262,8 @@ class Engine:
     """The decode steps an engine at the roofline runs: the target, the draft's layers and taps, K and the draft's
     queries, at a context length (the KV rows a step reads)."""
 
-    target: Any
-    draft_layers: Any
+    target: ModelConfig
+    draft_layers: ModelConfig
     num_taps: int
     k: int
     queries: int

@@ -6,21 +6,9 @@ import dataclasses
 import pytest
 
 from benchmarks.core import chips, roofline, step_cost
+from benchmarks.core.shapes import SHAPES
 
-
-@dataclasses.dataclass(frozen=True)
-class Shape:
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    tie_word_embeddings: bool = True
-
-
-QWEN3_4B = Shape(151936, 2560, 9728, 36, 32, 8, 128)  # Qwen/Qwen3-4B config.json
+QWEN3_4B = SHAPES["qwen3-4b"]  # Qwen/Qwen3-4B config.json
 DRAFT = dataclasses.replace(QWEN3_4B, num_layers=5)  # the released draft: 5 layers of the target's widths
 BF16 = 2
 

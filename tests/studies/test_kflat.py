@@ -16,7 +16,7 @@ def test_median_ci_order_statistics():
 
 
 def test_rows_flag_points_below_the_floor_and_keep_every_ratio():
-    from benchmarks.engines.jax.model import SHAPES
+    from benchmarks.core.shapes import SHAPES
 
     shape = SHAPES["qwen3-4b"]
     floor = kflat.Floor(shape, 2, 2765e9, True, "datasheet")
