@@ -31,6 +31,18 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="--chip: the draft's block (its queries) where the source does not say it")
     ap.add_argument("--overhead-ms", type=float, default=0.0,
                     help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
+    ap.add_argument("--batch", type=_batches, help="--chip: batch sizes B to predict at, e.g. 1,2,4,...,64")
+
+
+def _batches(text: str) -> list[int]:
+    """A comma-separated list of positive batch sizes."""
+    try:
+        out = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive integers separated by commas, e.g. 1,2,4")
+    return out
 
 
 def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> Any:
@@ -102,7 +114,10 @@ def chip_main(args: argparse.Namespace) -> int:
         rows = summarize(store.records(), manifest)
         engine, taus = _run_engine(manifest, rows, args, itemsize), cm.run_taus(rows)
         source = f"run {manifest.get('run_id', args.tau_from.name)}"
-    print(cm.chip_markdown(engine, device, taus, source))
+    if args.batch:
+        print(cm.batch_markdown(engine, device, taus, source, args.batch))
+    else:
+        print(cm.chip_markdown(engine, device, taus, source))
     return Exit.OK
 
 

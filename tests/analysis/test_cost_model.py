@@ -218,3 +218,20 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     assert pred.speedup == pytest.approx(by_k[5]["speedup_mean_ratio"], rel=0.25)
     md = cm.cost_model_markdown(rows, records, manifest)
     assert "Predicted best K" in md
+
+
+def test_cost_model_for_a_chip_by_batch(capsys):
+    """--batch: per B the steps, per dataset and B the speedup; the B where the verify turns compute-bound and where
+    the speedup falls below 1; a bad list is refused by the parser (exit 2)."""
+    from benchmarks.cli import main
+    from benchmarks.core.paths import REFERENCE_DIR
+
+    table = str(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv")
+    assert main(["cost-model", "--chip", "v5p", "--batch", "1,8,64", "--tau-from", table]) == 0
+    out = capsys.readouterr().out
+    assert "turns compute-bound at B = 11." in out
+    assert "| 1 | 2.923 | 342 | 3.653 | 1.25 | memory-bound |" in out and "| 64 |" in out
+    assert "| alpaca | 2.86 | 2.29 (783) |" in out and out.rstrip().endswith("| 31 |")
+    with pytest.raises(SystemExit) as exc:
+        main(["cost-model", "--chip", "v5p", "--batch", "0,x", "--tau-from", table])
+    assert exc.value.code == 2
