@@ -16,6 +16,8 @@ from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
 from benchmarks.engines.jax.loader import load_draft, load_target
 
+pytestmark = pytest.mark.jax  # compiles and runs the JAX engine
+
 TOL = 1e-4
 
 
