@@ -52,10 +52,9 @@ setup:
 test: setup lint
 	case "$$ALL" in 1|yes|true) $(PY) -m pytest $$PYTEST_ARGS;; *) $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS;; esac
 
-# The engine-free layers (core, verdicts, analysis, CLI with scripted engines) and the layout checks: under 2 minutes.
+# Every test marked neither slow, heavy, vllm nor jax, across tests/ (engine-free: scripted engines only).
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not vllm and not jax" tests/core tests/verification tests/analysis \
-		tests/cli tests/test_layout.py $$PYTEST_ARGS
+	$(PY) -m pytest -m "not slow and not heavy and not vllm and not jax" tests $$PYTEST_ARGS
 
 # ruff (pinned in requirements.txt, configured in pyproject.toml) over the whole tree.
 lint: setup

@@ -14,9 +14,10 @@ step times come from the roofline (benchmarks.core.roofline) at the τ of a run 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.markdown import fmt
+from benchmarks.core.shapes import ModelConfig
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
 
@@ -259,25 +261,31 @@ class Tau:
 @dataclass(frozen=True)
 class Engine:
     """The decode steps an engine at the roofline runs: the target, the draft's layers and taps, K and the draft's
-    queries, at a context length (the KV rows a step reads)."""
+    queries, at a context length (the KV rows a step reads of each request), for `batch` requests at once."""
 
-    target: Any
-    draft_layers: Any
+    target: ModelConfig
+    draft_layers: ModelConfig
     num_taps: int
     k: int
     queries: int
     context: int
     itemsize: int
+    batch: int = 1
+
+    def ar_step(self) -> step_cost.Step:
+        return step_cost.ar_step(self.target, self.context, self.itemsize, self.batch)
+
+    def dflash_step(self) -> step_cost.Step:
+        return step_cost.dflash_step(self.target, self.draft_layers, self.num_taps, self.k, self.queries,
+                                     self.context, self.itemsize, self.batch)
 
 
 def chip_rows(engine: Engine, device: Any, taus: Sequence[Tau]) -> list[dict[str, Any]]:
-    """Per dataset: the predicted AR TPOT, DFlash step, tokens/s and speedup at its τ."""
-    ar = roofline.step_seconds(step_cost.ar_step(engine.target, engine.context, engine.itemsize), device) * 1e3
-    spec = step_cost.dflash_step(engine.target, engine.draft_layers, engine.num_taps, engine.k, engine.queries,
-                                 engine.context, engine.itemsize)
-    step = roofline.step_seconds(spec, device) * 1e3
+    """Per dataset: the predicted AR TPOT, DFlash step, tokens/s (of the whole batch) and speedup at its τ."""
+    ar = roofline.step_seconds(engine.ar_step(), device) * 1e3
+    step = roofline.step_seconds(engine.dflash_step(), device) * 1e3
     return [{"dataset": t.dataset, "tau": t.tau, "ar_ms": ar, "step_ms": step, "cost_ar_steps": step / ar,
-             "tok_per_s": metrics.output_tok_per_s(t.tau, step / 1e3),
+             "tok_per_s": metrics.output_tok_per_s(engine.batch * t.tau, step / 1e3),
              "speedup": metrics.predicted_speedup(t.tau, ar, step), "published_speedup": t.published_speedup,
              "published_ar_ms": t.published_ar_ms, "published_step_ms": t.published_step_ms} for t in taus]
 
@@ -285,8 +293,7 @@ def chip_rows(engine: Engine, device: Any, taus: Sequence[Tau]) -> list[dict[str
 def chip_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str) -> str:
     """The predicted table for `device` at the τ of `source`, beside what the source reports, and the AR floor."""
     rows = chip_rows(engine, device, taus)
-    ar_floor = roofline.floor_seconds(step_cost.ar_step(engine.target, engine.context, engine.itemsize),
-                                      device.bytes_per_s) * 1e3
+    ar_floor = roofline.floor_seconds(engine.ar_step(), device.bytes_per_s) * 1e3
     lines = [f"Predicted on {device.name} ({device.source}) for an engine at the roofline, plus "
              f"{device.overhead_s * 1e3:.3f} ms of overhead per forward pass; τ from {source}; K = {engine.k}, "
              f"{engine.queries} draft queries, {engine.draft_layers.num_layers} draft layers, context "
@@ -302,6 +309,43 @@ def chip_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str)
                      f"{fmt(r['speedup'] / r['published_speedup'])} | "
                      f"{fmt(r['published_ar_ms'])} ({fmt(pub_floor)}) | {fmt(r['published_step_ms'])} "
                      f"({fmt(pub_cost)}) |")
+    return "\n".join(lines)
+
+
+def first_batch(batches: Iterable[int], holds: Callable[[int], bool]) -> int | None:
+    """The smallest batch of `batches` for which `holds(batch)`, or None."""
+    return next((b for b in sorted(batches) if holds(b)), None)
+
+
+def batch_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str, batches: Sequence[int]) -> str:
+    """Per batch B the predicted AR and DFlash steps (the same on every dataset) and whether the verify forward is
+    compute-bound; per dataset and B the speedup and DFlash tokens/s; the smallest B (of every B up to the largest
+    asked) at which the verify turns compute-bound and, per dataset, at which the speedup falls below 1. Each
+    request of a batch commits τ tokens per step on average."""
+    at = {b: dataclasses.replace(engine, batch=b) for b in range(1, max(batches) + 1)}
+    rows = {b: chip_rows(e, device, taus) for b, e in at.items()}
+    steps = {b: (roofline.step_seconds(e.ar_step(), device) * 1e3, e.dflash_step()) for b, e in at.items()}
+    bound = first_batch(at, lambda b: roofline.compute_bound(steps[b][1].passes[-1], device))
+    none = f"none up to {max(batches)}"
+    lines = [f"Predicted on {device.name} ({device.source}) for an engine at the roofline, plus "
+             f"{device.overhead_s * 1e3:.3f} ms of overhead per forward pass; τ from {source}; K = {engine.k}, "
+             f"{engine.queries} draft queries, {engine.draft_layers.num_layers} draft layers, context "
+             f"{engine.context} per request. The verify forward (B·(K+1) rows) turns compute-bound at B = "
+             f"{bound or none}.", "",
+             "| B | AR step ms | AR tok/s | DFlash step ms | DFlash step (AR steps) | verify |", "|" + "---|" * 6]
+    for b in batches:
+        ar_ms, spec = steps[b]
+        step_ms = roofline.step_seconds(spec, device) * 1e3
+        verify = "compute-bound" if roofline.compute_bound(spec.passes[-1], device) else "memory-bound"
+        lines.append(f"| {b} | {ar_ms:.3f} | {b / ar_ms * 1e3:.0f} | {step_ms:.3f} | {step_ms / ar_ms:.2f} | "
+                     f"{verify} |")
+    lines += ["", "Speedup (DFlash tok/s) per dataset and B:", "",
+              "| dataset | τ | " + " | ".join(f"B = {b}" for b in batches) + " | speedup below 1 from B |",
+              "|" + "---|" * (len(batches) + 3)]
+    for i, t in enumerate(taus):
+        cells = [f"{rows[b][i]['speedup']:.2f} ({rows[b][i]['tok_per_s']:.0f})" for b in batches]
+        below = first_batch(rows, lambda b: rows[b][i]["speedup"] < 1)
+        lines.append(f"| {t.dataset} | {t.tau:.2f} | " + " | ".join(cells) + f" | {below or none} |")
     return "\n".join(lines)
 
 

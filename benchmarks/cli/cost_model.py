@@ -16,7 +16,7 @@ from benchmarks.core.exit_codes import Exit
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     from benchmarks.core.chips import CHIPS
-    from benchmarks.engines.jax.model import SHAPES
+    from benchmarks.core.shapes import SHAPES
 
     ap.add_argument("run_dir", type=Path, nargs="?", help="a run folder (without --chip; default: the latest run)")
     ap.add_argument("--kflat", type=Path,
@@ -32,6 +32,18 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="--chip: the draft's block (its queries) where the source does not say it")
     ap.add_argument("--overhead-ms", type=float, default=0.0,
                     help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
+    ap.add_argument("--batch", type=_batches, help="--chip: batch sizes B to predict at, e.g. 1,2,4,...,64")
+
+
+def _batches(text: str) -> list[int]:
+    """A comma-separated list of positive batch sizes."""
+    try:
+        out = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive integers separated by commas, e.g. 1,2,4")
+    return out
 
 
 def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> Any:
@@ -40,15 +52,14 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
     import pandas as pd
 
     from benchmarks.analysis.cost_model import Engine
-    from benchmarks.engines.jax.model import HF_SHAPES, SHAPES
-    from benchmarks.studies.device import draft_config
+    from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
 
     target = frame["target"].iloc[0]
     if not args.shape and target not in HF_SHAPES:
         raise ConfigError(f"{args.tau_from}: no named shape for target {target!r}; give --shape")
     shape = SHAPES[args.shape or HF_SHAPES[target]]
     k, block = frame["k"].iloc[0], frame["block_size"].iloc[0]
-    dcfg = draft_config(shape, args.block_size if pd.isna(block) else int(block))
+    dcfg = released_draft(shape, args.block_size if pd.isna(block) else int(block))
     return Engine(shape, dcfg.layers, len(dcfg.target_layer_ids), args.k if pd.isna(k) else int(k), dcfg.block_size,
                   args.context, itemsize)
 
@@ -57,22 +68,19 @@ def _run_engine(manifest: dict[str, Any], rows: list[dict[str, Any]], args: argp
                 itemsize: int) -> Any:
     """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
     from benchmarks.analysis.cost_model import Engine
-    from benchmarks.engines.jax.draft import DraftConfig
-    from benchmarks.engines.jax.engine import resolve_checkpoint
-    from benchmarks.engines.jax.loader import read_config
-    from benchmarks.engines.jax.model import SHAPES, ModelConfig
+    from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
 
     cells = [c for c in manifest["cells"].values() if c["method"] == "dflash"]
     if not cells:
         raise ConfigError(f"{args.tau_from}: the run has no dflash cell to take τ from")
     top = max(cells, key=lambda c: c["k"])
-    dcfg = DraftConfig.from_hf(read_config(resolve_checkpoint(top["draft"])))
+    dcfg = DraftConfig.from_hf(read_config(top["draft"]))
     queries = top["k"] + 1 if (top.get("engine_options") or {}).get("draft_queries") == "k+1" else dcfg.block_size
     if args.shape:  # the run's draft depth and taps at the named target's widths
         shape = SHAPES[args.shape]
         layers = dataclasses.replace(shape, num_layers=dcfg.layers.num_layers, qk_norm=True)
     else:
-        shape, layers = ModelConfig.from_hf(read_config(resolve_checkpoint(top["target"]))), dcfg.layers
+        shape, layers = ModelConfig.from_hf(read_config(top["target"])), dcfg.layers
     return Engine(shape, layers, len(dcfg.target_layer_ids), top["k"], queries, args.context, itemsize)
 
 
@@ -107,7 +115,10 @@ def chip_main(args: argparse.Namespace) -> int:
         rows = summarize(store.records(), manifest)
         engine, taus = _run_engine(manifest, rows, args, itemsize), cm.run_taus(rows)
         source = f"run {manifest.get('run_id', args.tau_from.name)}"
-    print(cm.chip_markdown(engine, device, taus, source))
+    if args.batch:
+        print(cm.batch_markdown(engine, device, taus, source, args.batch))
+    else:
+        print(cm.chip_markdown(engine, device, taus, source))
     return Exit.OK
 
 

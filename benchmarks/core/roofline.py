@@ -58,6 +58,11 @@ def pass_seconds(p: Pass, device: Device) -> float:
     return sum(matmul_seconds(m, p.itemsize, device) for m in p.matmuls) + rest + device.overhead_s
 
 
+def compute_bound(p: Pass, device: Device) -> bool:
+    """Whether the pass's FLOPs take longer at the peak than its bytes at the bandwidth (what batching turns)."""
+    return p.flops() / device.flops_per_s > p.bytes() / device.bytes_per_s
+
+
 def step_seconds(step: Step, device: Device) -> float:
     return sum(pass_seconds(p, device) for p in step.passes)
 

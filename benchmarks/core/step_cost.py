@@ -3,25 +3,16 @@
 A step is a list of passes (an AR step: one target forward; a DFlash step: the draft, then the verify forward), a
 pass a list of matmuls plus its attention over the KV rows it reads. Counted: every weight matrix a pass multiplies
 by (the target's `lm_head` again in the draft, which borrows it), the norms, the embedding rows it gathers, the KV
-rows of the span it attends over and the rows it writes. A floor (`floor_bytes`) counts each weight once per pass:
-the draft and the verify depend on each other, so neither can reuse the other's read. Shapes are duck-typed on the
-JAX engine's ModelConfig fields; the draft's layers are such a shape of the draft's own depth.
+rows of the span it attends over and the rows it writes. A step of `batch` requests reads the weights once and the
+KV rows of each request; its matmul rows and attention FLOPs grow with the batch. A floor (`floor_bytes`) counts each
+weight once per pass: the draft and the verify depend on each other, so neither can reuse the other's read. Shapes
+are benchmarks.core.shapes' ModelConfig; the draft's layers are such a shape of the draft's own depth.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
-
-class Shape(Protocol):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    tie_word_embeddings: bool
+from benchmarks.core.shapes import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -82,12 +73,12 @@ class Step:
         return Step(self.passes + other.passes)
 
 
-def kv_bytes_per_token(shape: Shape, itemsize: int) -> int:
+def kv_bytes_per_token(shape: ModelConfig, itemsize: int) -> int:
     """K and V of one position in every layer."""
     return 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * itemsize
 
 
-def layer_matmuls(shape: Shape, rows: int, prefix: str = "") -> list[Matmul]:
+def layer_matmuls(shape: ModelConfig, rows: int, prefix: str = "") -> list[Matmul]:
     """The four matmuls of a decoder layer over `rows` tokens, for all layers (q/k/v and gate/up stacked, as the
     engine runs them)."""
     h, d, f, n = shape.hidden_size, shape.head_dim, shape.intermediate_size, shape.num_layers
@@ -97,53 +88,58 @@ def layer_matmuls(shape: Shape, rows: int, prefix: str = "") -> list[Matmul]:
             Matmul(f"{prefix}down_proj", rows, f, h, n)]
 
 
-def _attention_flops(shape: Shape, queries: int, keys: int) -> float:
+def _attention_flops(shape: ModelConfig, queries: int, keys: int) -> float:
     """Scores and the weighted sum: 2 matmuls of [queries, D] by [keys, D] per head and layer."""
     return 4.0 * shape.num_layers * shape.num_heads * shape.head_dim * queries * keys
 
 
-def _norm_bytes(shape: Shape, itemsize: int) -> int:
+def _norm_bytes(shape: ModelConfig, itemsize: int) -> int:
     return (2 * shape.num_layers + 1) * shape.hidden_size * itemsize
 
 
-def forward(shape: Shape, rows: int, context: int, itemsize: int) -> Pass:
-    """A target forward of `rows` tokens after `context` cached positions (AR: rows 1; verify(K): rows K+1): logits
-    for every row, the tied head counted with the weights, an untied embedding by its gathered rows only."""
-    mms = layer_matmuls(shape, rows) + [Matmul("lm_head", rows, shape.hidden_size, shape.vocab_size)]
+def forward(shape: ModelConfig, rows: int, context: int, itemsize: int, batch: int = 1) -> Pass:
+    """A target forward of `rows` tokens of each of `batch` requests after `context` cached positions each (AR: rows
+    1; verify(K): rows K+1): the weights once, logits for every row, each request's KV rows, the tied head counted
+    with the weights, an untied embedding by its gathered rows only."""
+    n = batch * rows
+    mms = layer_matmuls(shape, n) + [Matmul("lm_head", n, shape.hidden_size, shape.vocab_size)]
     kv = kv_bytes_per_token(shape, itemsize)
-    other = kv * (context + rows) + _norm_bytes(shape, itemsize) + rows * shape.hidden_size * itemsize
-    return Pass("target", tuple(mms), float(other), _attention_flops(shape, rows, context + rows), itemsize)
+    other = batch * kv * (context + rows) + _norm_bytes(shape, itemsize) + n * shape.hidden_size * itemsize
+    flops = batch * _attention_flops(shape, rows, context + rows)
+    return Pass("target", tuple(mms), float(other), flops, itemsize)
 
 
-def ar_step(shape: Shape, context: int, itemsize: int) -> Step:
-    return Step((forward(shape, 1, context, itemsize),))
+def ar_step(shape: ModelConfig, context: int, itemsize: int, batch: int = 1) -> Step:
+    return Step((forward(shape, 1, context, itemsize, batch),))
 
 
-def verify_step(shape: Shape, k: int, context: int, itemsize: int) -> Step:
-    return Step((forward(shape, k + 1, context, itemsize),))
+def verify_step(shape: ModelConfig, k: int, context: int, itemsize: int, batch: int = 1) -> Step:
+    return Step((forward(shape, k + 1, context, itemsize, batch),))
 
 
-def draft_pass(target: Shape, layers: Shape, num_taps: int, queries: int, pending: int, context: int,
-               itemsize: int) -> Pass:
-    """The DFlash draft: `fc` over the pending taps [pending, num_taps*H], each layer's K/V of that context (the
-    engine projects it through the stacked q/k/v), the block of `queries` tokens through every layer, attending over
-    the context and the block, and the target's lm_head over queries-1 rows."""
+def draft_pass(target: ModelConfig, layers: ModelConfig, num_taps: int, queries: int, pending: int, context: int,
+               itemsize: int, batch: int = 1) -> Pass:
+    """The DFlash draft of `batch` requests: `fc` over each one's pending taps [pending, num_taps*H], each layer's K/V
+    of that context (the engine projects it through the stacked q/k/v), each block of `queries` tokens through every
+    layer, attending over its context and block, and the target's lm_head over queries-1 rows of each."""
     h = layers.hidden_size
     kv_out = (layers.num_heads + 2 * layers.num_kv_heads) * layers.head_dim
-    mms = [Matmul("fc", pending, num_taps * h, h), Matmul("qkv_proj", pending, h, kv_out, layers.num_layers)]
-    mms += layer_matmuls(layers, queries)
-    mms.append(Matmul("target lm_head", queries - 1, h, target.vocab_size))
+    mms = [Matmul("fc", batch * pending, num_taps * h, h),
+           Matmul("qkv_proj", batch * pending, h, kv_out, layers.num_layers)]
+    mms += layer_matmuls(layers, batch * queries)
+    mms.append(Matmul("target lm_head", batch * (queries - 1), h, target.vocab_size))
     kv = kv_bytes_per_token(layers, itemsize)
-    other = (kv * (context + pending) + _norm_bytes(layers, itemsize) + (pending + queries) * h * itemsize)
-    flops = _attention_flops(layers, queries, context + pending + queries)
+    other = batch * (kv * (context + pending) + (pending + queries) * h * itemsize) + _norm_bytes(layers, itemsize)
+    flops = batch * _attention_flops(layers, queries, context + pending + queries)
     return Pass("draft", tuple(mms), float(other), flops, itemsize)
 
 
-def dflash_step(target: Shape, layers: Shape, num_taps: int, k: int, queries: int, context: int,
-                itemsize: int) -> Step:
-    """One draft + verify step at K with `queries` draft queries (the released drafts: block_size; vLLM: K+1)."""
-    return Step((draft_pass(target, layers, num_taps, queries, k + 1, context, itemsize),
-                 forward(target, k + 1, context, itemsize)))
+def dflash_step(target: ModelConfig, layers: ModelConfig, num_taps: int, k: int, queries: int, context: int,
+                itemsize: int, batch: int = 1) -> Step:
+    """One draft + verify step at K with `queries` draft queries (the released drafts: block_size; vLLM: K+1), for
+    `batch` requests decoding together."""
+    return Step((draft_pass(target, layers, num_taps, queries, k + 1, context, itemsize, batch),
+                 forward(target, k + 1, context, itemsize, batch)))
 
 
 def matmul_shapes(step: Step) -> list[tuple[int, int, int]]:

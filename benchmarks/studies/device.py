@@ -41,7 +41,6 @@ REQUIRED = {
 }
 BACKENDS = {"gpu": ("gpu", "cuda", "rocm"), "tpu": ("tpu",), "cpu": ("cpu",)}
 PARTS = ("ar", "dflash", "verify")
-QWEN3_MASK_TOKEN = 151669  # dflash_config.mask_token_id of the released Qwen3 drafts
 ORACLE_TOKEN = 10
 # Shallow stand-ins for the CPU pre-flight: the code path of a named shape at a size 2 cores run in seconds.
 STANDINS = {"llama3-tiny": ("llama3.1-8b", dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_layers=6,
@@ -115,24 +114,20 @@ def env_main(args: argparse.Namespace) -> int:
 # Models
 
 def resolve_shape(name: str) -> Any:
-    from benchmarks.engines.jax import model as M
+    from benchmarks.core.shapes import SHAPES
     from benchmarks.studies.kflat import SHAPE_ALIASES
 
     if name in STANDINS:
         base, fields = STANDINS[name]
-        return dataclasses.replace(M.SHAPES[base], **fields)
-    return M.SHAPES[SHAPE_ALIASES.get(name, name)]
+        return dataclasses.replace(SHAPES[base], **fields)
+    return SHAPES[SHAPE_ALIASES.get(name, name)]
 
 
 def draft_config(cfg: Any, block_size: int = 16) -> Any:
-    """The released Qwen3 drafts' layout on a target shape: one Qwen3 layer of the target's widths per tap."""
-    from benchmarks.engines.jax.draft import DraftConfig
-    from benchmarks.studies.kflat import tap_ids_for
+    """The released Qwen3 drafts' layout on a target shape (benchmarks.core.shapes.released_draft)."""
+    from benchmarks.core.shapes import released_draft
 
-    taps = tap_ids_for(cfg.num_layers)
-    layers = dataclasses.replace(cfg, num_layers=len(taps), qk_norm=True)
-    mask = QWEN3_MASK_TOKEN if cfg.vocab_size > QWEN3_MASK_TOKEN else cfg.vocab_size - 1
-    return DraftConfig(layers, block_size, mask, taps)
+    return released_draft(cfg, block_size)
 
 
 def oracle(tparams: dict, dparams: dict, cfg: Any, token: int = ORACLE_TOKEN, column: int = 0) -> tuple[dict, dict]:
@@ -496,7 +491,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         resolve_shape(args.shape)
     except KeyError:
-        raise ConfigError(f"--shape {args.shape}: not a named shape of benchmarks/engines/jax/model.py SHAPES, "
+        raise ConfigError(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES, "
                           f"{', '.join(STANDINS)}, or a kflat alias") from None
     args.out = args.out or ROOT / "results" / "device-check" / f"device-{args.shape}"
     return Study(args).run(args.parts)

@@ -29,6 +29,7 @@ import numpy as np
 from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.config import ConfigError
 from benchmarks.core.paths import ROOT
+from benchmarks.core.shapes import SHAPES, tap_ids_for
 
 DEFAULT_KS = (0, 1, 3, 7, 15, 31, 63, 127)
 DEFAULT_CONTEXTS = (256, 2048)
@@ -126,13 +127,6 @@ def impossible_lines(rows: Sequence[dict[str, Any]], memory: str = "HBM") -> lis
 
 # ---------------------------------------------------------------------------------------------------------------
 # Measuring (JAX)
-
-def tap_ids_for(num_layers: int, num_taps: int = 5) -> tuple[int, ...]:
-    """The DFlash taps the verify forward computes: the reference rule, with at most L-4 taps for shallow models."""
-    from benchmarks.engines.jax.draft import default_target_layer_ids
-
-    return default_target_layer_ids(num_layers, max(1, min(num_taps, num_layers - 4)))
-
 
 def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, repeats: int, warmup: int,
                   dtype: Any, tap_ids: tuple[int, ...], seed: int = 0,
@@ -270,8 +264,6 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    from benchmarks.engines.jax.model import SHAPES
-
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--model", type=Path, help="an HF checkpoint folder (Qwen3 / Llama-3 target)")
     src.add_argument("--random-weights", action="store_true",
@@ -321,7 +313,7 @@ def main(args: argparse.Namespace) -> int:
         cfg, params = loader.load_target(args.model, jnp.dtype(dtype).name, layout)
         name = args.model.resolve().name
     else:
-        cfg, name = dataclasses.replace(M.SHAPES[args.shape], weight_layout=layout), args.shape
+        cfg, name = dataclasses.replace(SHAPES[args.shape], weight_layout=layout), args.shape
         params = M.init_random_params(cfg, jax.random.key(0), dtype)
     out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
     taps = tap_ids_for(cfg.num_layers)

@@ -248,7 +248,7 @@ def dispatch_us(leaves: list[int], calls: int = 2000) -> dict[int, float]:
 
 
 def dispatch(leaves: list[int]) -> None:
-    from benchmarks.engines.jax.model import SHAPES
+    from benchmarks.core.shapes import SHAPES
 
     us = dispatch_us(leaves)
     print("dispatch: µs per jitted call against its array leaves: "
@@ -312,7 +312,7 @@ def compile_vs_depth(shapes: list[str], depths: list[int]) -> None:
     import jax
     import jax.numpy as jnp
 
-    from benchmarks.engines.jax.model import SHAPES
+    from benchmarks.core.shapes import SHAPES
 
     dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
     print(f"compile: seconds per graph against depth ({jnp.dtype(dtype).name}, abstract arguments, cache 2304 rows)")
@@ -332,9 +332,10 @@ def layers_in_place(shape_name: str, depth: int, repeats: int = 7) -> dict[tuple
     import jax.numpy as jnp
     import numpy as np
 
+    from benchmarks.core.shapes import SHAPES
     from benchmarks.engines.jax import model as M
 
-    cfg = dataclasses.replace(M.SHAPES[shape_name], num_layers=depth, weight_layout=M.platform_layout())
+    cfg = dataclasses.replace(SHAPES[shape_name], num_layers=depth, weight_layout=M.platform_layout())
     names = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
     layers = [{n: lp[n] for n in names} for lp in M.random_layers(cfg, jax.random.key(0), jnp.float32)]
     stacked = {n: jnp.stack([lp[n] for lp in layers]) for n in names}

@@ -148,6 +148,33 @@ def test_cost_model_for_a_chip_refuses_a_table_that_is_not_a_published_one(capsy
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(path) in err[0] and says in err[0], err
 
+
+def test_pricing_a_chip_imports_no_engine():
+    """cost-model --chip, from a published table or a run's own config.json files, reads shapes from
+    benchmarks.core.shapes: no engine (nor jax) is imported to price a chip."""
+    import subprocess
+    import sys
+
+    from benchmarks.core.paths import REFERENCE_DIR, ROOT
+
+    code = f"""
+import argparse, sys
+from pathlib import Path
+from benchmarks.cli import main
+assert main(["cost-model", "--chip", "v5p", "--tau-from", {str(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv")!r}]) == 0
+from benchmarks.cli.cost_model import _run_engine
+tiny = Path({str(ROOT / "models" / "tiny")!r})
+cells = {{"c": {{"method": "dflash", "k": 7, "target": str(tiny / "target"), "draft": str(tiny / "dflash")}}}}
+args = argparse.Namespace(shape=None, context=256, tau_from=Path("run"))
+engine = _run_engine({{"cells": cells}}, [], args, 4)
+assert (engine.k, engine.target.num_layers, engine.draft_layers.num_layers, engine.num_taps) == (7, 6, 2, 3)
+loaded = sorted(m for m in sys.modules if m.startswith("benchmarks.engines") or m.split(".")[0] in ("jax", "vllm"))
+assert not loaded, loaded
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     """Oracle pair (every draft accepted) on the JAX engine at K = 3, 5 and 7, interleaved: the speedup at K=5
@@ -191,3 +218,20 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     assert pred.speedup == pytest.approx(by_k[5]["speedup_mean_ratio"], rel=0.25)
     md = cm.cost_model_markdown(rows, records, manifest)
     assert "Predicted best K" in md
+
+
+def test_cost_model_for_a_chip_by_batch(capsys):
+    """--batch: per B the steps, per dataset and B the speedup; the B where the verify turns compute-bound and where
+    the speedup falls below 1; a bad list is refused by the parser (exit 2)."""
+    from benchmarks.cli import main
+    from benchmarks.core.paths import REFERENCE_DIR
+
+    table = str(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv")
+    assert main(["cost-model", "--chip", "v5p", "--batch", "1,8,64", "--tau-from", table]) == 0
+    out = capsys.readouterr().out
+    assert "turns compute-bound at B = 11." in out
+    assert "| 1 | 2.923 | 342 | 3.653 | 1.25 | memory-bound |" in out and "| 64 |" in out
+    assert "| alpaca | 2.86 | 2.29 (783) |" in out and out.rstrip().endswith("| 31 |")
+    with pytest.raises(SystemExit) as exc:
+        main(["cost-model", "--chip", "v5p", "--batch", "0,x", "--tau-from", table])
+    assert exc.value.code == 2

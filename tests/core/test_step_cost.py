@@ -6,21 +6,9 @@ import dataclasses
 import pytest
 
 from benchmarks.core import chips, roofline, step_cost
+from benchmarks.core.shapes import SHAPES
 
-
-@dataclasses.dataclass(frozen=True)
-class Shape:
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    tie_word_embeddings: bool = True
-
-
-QWEN3_4B = Shape(151936, 2560, 9728, 36, 32, 8, 128)  # Qwen/Qwen3-4B config.json
+QWEN3_4B = SHAPES["qwen3-4b"]  # Qwen/Qwen3-4B config.json
 DRAFT = dataclasses.replace(QWEN3_4B, num_layers=5)  # the released draft: 5 layers of the target's widths
 BF16 = 2
 
@@ -81,3 +69,17 @@ def test_floor_verdicts():
     assert roofline.floor_applies(1e9, "x", 32 << 20, 64 << 20) == (True, "")
     assert roofline.timing_error(1.31e-3, 2.9e-3).startswith("timing error: step time 1.310 ms")
     assert roofline.timing_error(3e-3, 2.9e-3) is None
+
+
+def test_a_batch_reads_the_weights_once_and_the_kv_rows_of_each_request():
+    one, eight = step_cost.verify_step(QWEN3_4B, 15, 256, BF16), step_cost.verify_step(QWEN3_4B, 15, 256, BF16, 8)
+    kv = step_cost.kv_bytes_per_token(QWEN3_4B, BF16)
+    assert eight.weight_bytes() == one.weight_bytes()
+    assert eight.bytes() - one.bytes() == pytest.approx(7 * (kv * (256 + 16) + 16 * QWEN3_4B.hidden_size * BF16))
+    assert eight.flops() == pytest.approx(8 * one.flops())  # FLOPs in proportion to B·(K+1)
+    draft1 = step_cost.dflash_step(QWEN3_4B, DRAFT, 5, 15, 16, 256, BF16).passes[0]
+    draft4 = step_cost.dflash_step(QWEN3_4B, DRAFT, 5, 15, 16, 256, BF16, 4).passes[0]
+    assert draft4.weight_bytes() == draft1.weight_bytes() and draft4.flops() == pytest.approx(4 * draft1.flops())
+    v5p = roofline.chip_device(chips.CHIPS["v5p"], "bfloat16")
+    assert not roofline.compute_bound(step_cost.verify_step(QWEN3_4B, 15, 256, BF16, 8).passes[0], v5p)
+    assert roofline.compute_bound(step_cost.verify_step(QWEN3_4B, 15, 256, BF16, 16).passes[0], v5p)

@@ -11,6 +11,8 @@ from benchmarks.engines.jax import decode
 from benchmarks.engines.jax.decode import Decoder, accepts_within
 from benchmarks.engines.jax.loader import load_draft, load_target
 
+pytestmark = pytest.mark.jax  # compiles and runs the JAX engine
+
 MAX_LEN = 96  # caches of 128 rows: prefill buckets 32, 64 and 128
 NEW = 24
 PROMPT_LENS = (1, 9, MAX_LEN - 6, MAX_LEN - 1)  # the last two end near the cache limit

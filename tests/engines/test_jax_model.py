@@ -11,9 +11,12 @@ import pytest
 import torch
 
 from benchmarks.core import hardware, metrics, step_cost
+from benchmarks.core.shapes import SHAPES
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
 from benchmarks.engines.jax.loader import load_draft, load_target
+
+pytestmark = pytest.mark.jax  # compiles and runs the JAX engine
 
 TOL = 1e-4
 
@@ -106,7 +109,7 @@ def test_config_from_transformers4_fields():
     with pytest.warns(UserWarning) as notes:
         cfg = M.ModelConfig.from_hf(hf)
     assert (cfg.head_dim, cfg.rope_theta, cfg.qk_norm, cfg.tie_word_embeddings) == (16, 500000.0, False, False)
-    assert cfg.rope_scaling == M.SHAPES["llama3.1-8b"].rope_scaling
+    assert cfg.rope_scaling == SHAPES["llama3.1-8b"].rope_scaling
     # the fields left out take transformers' defaults, each with a note naming the file and the key
     assert sorted(str(n.message).split("'")[1] for n in notes) == ["head_dim", "rms_norm_eps", "tie_word_embeddings"]
     assert any(str(n.message) == "config.json: no 'rms_norm_eps'; using the llama default 1e-06 (as transformers does)"
@@ -127,7 +130,7 @@ def test_config_from_transformers5_rope_parameters():
     llama = {**QWEN3_TF5, "model_type": "llama", "rope_parameters": {
         "rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
-    assert M.ModelConfig.from_hf(llama).rope_scaling == M.SHAPES["llama3.1-8b"].rope_scaling
+    assert M.ModelConfig.from_hf(llama).rope_scaling == SHAPES["llama3.1-8b"].rope_scaling
 
 
 def test_config_without_a_rope_base_or_a_shape_field_fails_naming_file_and_key():

@@ -112,6 +112,7 @@ def test_vllm_eagle3_acceptance_and_identity():
     assert eagle.tau >= 1.8, eagle.counters
 
 
+@pytest.mark.jax
 def test_jax_acceptance_and_identity():
     """The JAX engine on the shipped pair: DFlash K=15 accepts as in vLLM, and its greedy tokens equal JAX AR's."""
     import jax.numpy as jnp

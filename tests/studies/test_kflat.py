@@ -16,7 +16,7 @@ def test_median_ci_order_statistics():
 
 
 def test_rows_flag_points_below_the_floor_and_keep_every_ratio():
-    from benchmarks.engines.jax.model import SHAPES
+    from benchmarks.core.shapes import SHAPES
 
     shape = SHAPES["qwen3-4b"]
     floor = kflat.Floor(shape, 2, 2765e9, True, "datasheet")
@@ -35,6 +35,7 @@ def test_rows_flag_points_below_the_floor_and_keep_every_ratio():
     assert line.startswith("IMPOSSIBLE: K=0") and "below the HBM floor — timing error, not a result" in line
 
 
+@pytest.mark.jax
 def test_command_writes_csv_and_figure(tmp_path, capsys):
     assert main(["study", "kflat", "--quick", "--out", str(tmp_path)]) == 0
     df = pd.read_csv(tmp_path / "kflat.csv")

@@ -11,15 +11,14 @@ Block K/V are transient.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.core.shapes import DraftConfig, ModelConfig
 from benchmarks.engines.jax.model import (
     Cache,
-    ModelConfig,
     Params,
     attend,
     inv_freq,
@@ -33,38 +32,6 @@ from benchmarks.engines.jax.model import (
     rope,
     write_after,
 )
-
-
-def default_target_layer_ids(num_target_layers: int, num_taps: int) -> tuple[int, ...]:
-    """The reference rule when a checkpoint names no taps: round(1 + i*(L-4)/(n-1)), or [L//2] for one tap."""
-    if num_taps == 1:
-        return (num_target_layers // 2,)
-    return tuple(round(1 + i * (num_target_layers - 4) / (num_taps - 1)) for i in range(num_taps))
-
-
-@dataclass(frozen=True)
-class DraftConfig:
-    layers: ModelConfig  # shapes of the draft's decoder layers (Qwen3: q/k norm); vocab and head are the target's
-    block_size: int
-    mask_token_id: int
-    target_layer_ids: tuple[int, ...]
-
-    @classmethod
-    def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "DraftConfig":
-        layers = ModelConfig.from_hf({**hf, "model_type": "qwen3"}, source)
-        dflash = hf.get("dflash_config") or {}
-        mask = dflash.get("mask_token_id", hf.get("mask_token_id"))
-        if mask is None:
-            raise ValueError(f"{source}: no 'dflash_config: {{mask_token_id: ...}}'")
-        if hf.get("block_size") is None:
-            raise ValueError(f"{source}: no 'block_size'")
-        ids = dflash.get("target_layer_ids") or hf.get("target_layer_ids")
-        if not ids:
-            if hf.get("num_target_layers") is None:
-                raise ValueError(f"{source}: neither 'dflash_config: {{target_layer_ids}}' nor 'num_target_layers'")
-            # the reference's default: one tap per draft layer
-            ids = default_target_layer_ids(hf["num_target_layers"], hf["num_hidden_layers"])
-        return cls(layers, int(hf["block_size"]), int(mask), tuple(int(i) for i in ids))
 
 
 def init_draft_params(dcfg: DraftConfig, key: jax.Array, dtype: Any = jnp.bfloat16, scale: float = 0.02) -> Params:

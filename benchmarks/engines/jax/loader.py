@@ -9,8 +9,8 @@ from typing import Any
 import jax.numpy as jnp
 from safetensors import safe_open
 
-from benchmarks.engines.jax.draft import DraftConfig
-from benchmarks.engines.jax.model import ModelConfig, Params, head_in_layout, layer_shapes, platform_layout
+from benchmarks.core.shapes import DraftConfig, ModelConfig, read_config
+from benchmarks.engines.jax.model import Params, head_in_layout, layer_shapes, platform_layout
 
 # Our layer keys -> the HF tensors under "layers.{i}." that they stack along the output axis (identical for Qwen3,
 # Llama-3 and the DFlash draft).
@@ -22,10 +22,6 @@ HF_LAYER_NAMES = {
     "post_norm": ("post_attention_layernorm.weight",),
 }
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
-
-
-def read_config(path: str | Path) -> dict[str, Any]:
-    return json.loads((Path(path) / "config.json").read_text())
 
 
 def resolve_dtype(name: str | None, hf: dict[str, Any]) -> Any:

@@ -1,8 +1,9 @@
 """Qwen3 / Llama-3 decoder in JAX: one static-shape forward over a preallocated KV cache, with tapped hidden states.
 
 Batch size is 1 throughout, so arrays carry no batch axis. Measurements behind the layout: docs/engine-findings.md.
+The model's shape (ModelConfig, the named SHAPES, reading config.json) is benchmarks.core.shapes'.
 
-    cfg = ModelConfig.from_hf(json.load(open("config.json")))         # or SHAPES["qwen3-4b"] for a named shape
+    cfg = ModelConfig.from_hf(json.load(open("config.json")))         # or core.shapes.SHAPES["qwen3-4b"]
     params = init_random_params(cfg, jax.random.key(0), jnp.bfloat16)  # same pytree as loader.load_target
     cache = init_cache(cfg, max_len=4096, dtype=jnp.bfloat16)
     logits, taps, cache = forward(params, tokens, start, cache, cfg=cfg, tap_ids=(1, 9))
@@ -11,15 +12,14 @@ Batch size is 1 throughout, so arrays carry no batch axis. Measurements behind t
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from benchmarks.core.shapes import ModelConfig
 
 # Params: one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every weight and cache array is read
 # in place, never sliced out of a stacked array (XLA's CPU backend copies a slice before a matmul reads it); q/k/v and
@@ -32,110 +32,6 @@ import numpy as np
 #                "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}, ...]}
 Params = dict[str, Any]
 Cache = dict[str, list[jax.Array]]  # {"k", "v"}: L arrays of [KVH, max_len, D]
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Shape and numerics of a Qwen3 (qk_norm=True) or Llama-3 (qk_norm=False) decoder. Hashable: a jit static arg."""
-
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    rope_theta: float = 1_000_000.0  # Qwen3's released value, for the named SHAPES below; from_hf never defaults it
-    rms_norm_eps: float = 1e-6
-    qk_norm: bool = True
-    tie_word_embeddings: bool = True
-    # Llama-3 RoPE scaling as sorted (name, value) pairs: factor, high_freq_factor, low_freq_factor,
-    # original_max_position_embeddings. Empty for plain RoPE.
-    rope_scaling: tuple[tuple[str, float], ...] = ()
-    weight_layout: str = "oi"  # how matrices are stored: "oi" HF's [out, in], "io" [in, out]
-
-    @classmethod
-    def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "ModelConfig":
-        """From an HF config.json dict (transformers 4 `rope_theta`/`rope_scaling` or 5 `rope_parameters`).
-
-        A missing shape field or RoPE base fails naming `source` and the key; the fields transformers' own Qwen3 /
-        Llama configs default (ARCH_DEFAULTS) take that default with a warning that says so.
-        """
-        model_type = hf.get("model_type")
-        if model_type not in ("qwen3", "llama"):
-            raise ValueError(f"{source}: unsupported model_type {model_type!r}: the JAX engine runs qwen3 and llama")
-        if hf.get("attention_bias") or hf.get("mlp_bias"):
-            raise ValueError(f"{source}: attention/MLP biases are not supported")
-        missing = [key for key in REQUIRED_FIELDS if hf.get(key) is None]
-        if missing:
-            raise ValueError(f"{source}: missing {', '.join(repr(k) for k in missing)}; the JAX engine needs the "
-                             f"model's shape ({', '.join(REQUIRED_FIELDS)})")
-        rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-        theta = hf.get("rope_theta") or rope.get("rope_theta")
-        if theta is None:
-            raise ValueError(f"{source}: no RoPE base: add 'rope_theta' (transformers 4) or "
-                             f"'rope_parameters: {{rope_theta: ...}}' (transformers 5) with the model's value")
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        scaling: tuple[tuple[str, float], ...] = ()
-        if rope_type == "llama3":
-            names = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-            absent = [n for n in names if n not in rope]
-            if absent:
-                raise ValueError(f"{source}: llama3 RoPE scaling lacks {', '.join(absent)}")
-            scaling = tuple(sorted((n, float(rope[n])) for n in names))
-        elif rope_type not in ("default", None):
-            raise ValueError(f"{source}: unsupported RoPE type {rope_type!r}")
-        heads = hf["num_attention_heads"]
-
-        def field(key: str) -> Any:
-            if hf.get(key) is not None:
-                return hf[key]
-            value = ARCH_DEFAULTS[key](hf)
-            warnings.warn(f"{source}: no {key!r}; using the {model_type} default {value!r} (as transformers does)",
-                          stacklevel=3)
-            return value
-
-        return cls(
-            vocab_size=hf["vocab_size"],
-            hidden_size=hf["hidden_size"],
-            intermediate_size=hf["intermediate_size"],
-            num_layers=hf["num_hidden_layers"],
-            num_heads=heads,
-            num_kv_heads=field("num_key_value_heads"),
-            head_dim=field("head_dim"),
-            rope_theta=float(theta),
-            rms_norm_eps=float(field("rms_norm_eps")),
-            qk_norm=model_type == "qwen3",
-            tie_word_embeddings=bool(field("tie_word_embeddings")),
-            rope_scaling=scaling,
-        )
-
-
-REQUIRED_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-# What transformers' Qwen3Config and LlamaConfig take when config.json omits a field (the same for both).
-ARCH_DEFAULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "num_key_value_heads": lambda hf: hf["num_attention_heads"],
-    "head_dim": lambda hf: hf["hidden_size"] // hf["num_attention_heads"],
-    "rms_norm_eps": lambda hf: 1e-6,
-    "tie_word_embeddings": lambda hf: False,
-}
-
-_LLAMA3_ROPE = (("factor", 8.0), ("high_freq_factor", 4.0), ("low_freq_factor", 1.0),
-                ("original_max_position_embeddings", 8192.0))
-
-# Published shapes, for timing with random weights (values from the models' config.json on the HF hub).
-SHAPES: dict[str, ModelConfig] = {
-    "qwen3-tiny": ModelConfig(1024, 256, 512, 6, 2, 1, 128),
-    "qwen3-1.7b": ModelConfig(151936, 2048, 6144, 28, 16, 8, 128),
-    "qwen3-4b": ModelConfig(151936, 2560, 9728, 36, 32, 8, 128),
-    "qwen3-8b": ModelConfig(151936, 4096, 12288, 36, 32, 8, 128, tie_word_embeddings=False),
-    "llama3.1-8b": ModelConfig(128256, 4096, 14336, 32, 32, 8, 128, rope_theta=500_000.0, rms_norm_eps=1e-5,
-                               qk_norm=False, tie_word_embeddings=False, rope_scaling=_LLAMA3_ROPE),
-}
-
-# The published checkpoints behind SHAPES, by the HF id the reference tables name them with.
-HF_SHAPES = {"Qwen/Qwen3-1.7B": "qwen3-1.7b", "Qwen/Qwen3-4B": "qwen3-4b", "Qwen/Qwen3-8B": "qwen3-8b",
-             "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
