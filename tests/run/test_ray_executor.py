@@ -214,6 +214,8 @@ def test_ray_run_of_jax_and_vllm_cells_records_what_a_local_run_records(local_ra
     matrix = parse_matrix({"name": "ray-tiny", "preset": "tiny", "engine": ["vllm", "jax"], "methods": ["dflash"],
                            "k": 7, "datasets": ["humaneval"], "num_prompts": 2, "warmup_prompts": 0,
                            "max_new_tokens": 16, "resources": {"CPU": 1}})
+    from transformers import AutoTokenizer  # noqa: F401 -- resolved once here: two threads racing for transformers'
+    # lazy import can find it half-initialised (ImportError: cannot import name 'AutoTokenizer')
     with ThreadPoolExecutor(1) as pool:  # both runs at once, to save time: greedy tokens do not depend on timing
         on_ray = pool.submit(run_matrix, dataclasses.replace(matrix, executor="ray"), tmp_path / "ray",
                              progress=False)
