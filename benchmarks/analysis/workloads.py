@@ -8,8 +8,9 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from benchmarks.analysis.summary import prompts_sha256, workload_order
+from benchmarks.analysis.summary import workload_order
 from benchmarks.analysis.tables import row_label
+from benchmarks.analysis.unit import prompts_sha256
 from benchmarks.core.markdown import fmt, is_number, table
 
 POSITIONS = (1, 2, 4, 8)  # per-position acceptance columns of the context table (report's table has every one)

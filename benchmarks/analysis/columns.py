@@ -1,0 +1,242 @@
+"""The column registry of summary.csv: each column once, in file order, with its unit, its definition, how it is
+computed from a row's records (analysis/unit.py, metrics from core/metrics.py) and the report.md section that shows
+it. summary.csv's header, the rows summarize() builds and docs/outputs.md's column table all come from it; adding a
+column is one entry here (tests/analysis/test_columns.py checks the docs follow)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from benchmarks.analysis.unit import Unit, level_server_tpot, level_throughput, prompts_sha256
+from benchmarks.core import metrics
+
+# report.md sections a column appears in (None: summary.csv only)
+RESULTS, ACCEPTANCE, WORKLOADS, SERVING = "Results", "Per-position acceptance", "Workloads", "Serving under load"
+DRIFT, LOSSLESS, DISTRIBUTION = "Baseline drift", "Lossless check (greedy)", "Distribution check (T > 0)"
+FAILED = "Failed units"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One summary.csv column: name, unit ("" for none), definition, its value for a row, its report section."""
+
+    name: str
+    unit: str
+    definition: str
+    compute: Callable[[Unit], Any]
+    section: str | None = None
+
+
+def _cell(key: str) -> Callable[[Unit], Any]:
+    return lambda u: u.cell[key]
+
+
+def _maybe(attr: str, field: str) -> Callable[[Unit], Any]:
+    """A field of one of the row's computed figures (u.<attr>), None where the row has none."""
+    return lambda u: None if getattr(u, attr) is None else getattr(getattr(u, attr), field)
+
+
+def _item(attr: str, key: str) -> Callable[[Unit], Any]:
+    """A value of one of the row's computed column groups (a dict; empty where they do not apply)."""
+    return lambda u: getattr(u, attr).get(key)
+
+
+def _levelled(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
+    """A serving row's value (it has a concurrency), None on batch-1 rows."""
+    return lambda u: f(u) if u.level is not None else None
+
+
+def _loaded(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
+    """A serving level's value from its load record, None without one."""
+    return lambda u: f(u) if u.level is not None and u.load else None
+
+
+def _spec(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
+    return lambda u: f(u) if u.speculative else None
+
+
+def _label(u: Unit) -> str:
+    label = u.reqs[0]["label"] if u.reqs else None
+    return label or ("baseline" if not u.speculative else f"{u.cell['method']}-k{u.cell['k']}")
+
+
+def _dist_verdict(u: Unit) -> str | None:
+    if u.dist:
+        return u.dist["dist_verdict"]
+    return "unchecked" if u.speculative and u.cell["temperature"] > 0 else None
+
+
+def _ttft_p(q: int) -> Callable[[Unit], Any]:
+    return _levelled(lambda u: metrics.percentile([r["ttft_ms"] for r in u.reqs], q))
+
+
+def _drift_flag(u: Unit) -> bool | None:
+    if u.drift is None:
+        return None
+    return metrics.drift_flag(u.drift, *((u.speedup.ci_low, u.speedup.ci_high) if u.speedup else (None, None)))
+
+
+def _ratio_to_base(f: Callable[[Any], float], ratio: Callable[[float, float], float]) -> Callable[[Unit], Any]:
+    """A serving level's figure against its baseline's at the same level."""
+    return _loaded(lambda u: ratio(f(u.base_load()), f(u.load)))
+
+
+def _first(u: Unit, key: str) -> Any:
+    return u.reqs[0].get(key) if u.reqs else None
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("run_id", "", "the run's name and config hash", lambda u: u.manifest.get("run_id")),
+    Column("cell_id", "", "the cell's content hash (its config and the hashes of the model files it loads)",
+           lambda u: u.cell_id),
+    Column("label", "", "the method and K (`dflash-k15`, `baseline`)", _label, RESULTS),
+    Column("engine", "", "the engine that measured the cell (`vllm`, `vllm-serve`, `jax`)", _cell("engine"),
+           RESULTS),
+    Column("platform", "", "cpu, gpu or tpu", lambda u: u.manifest.get("platform")),
+    Column("hardware", "", "the device the run measured on",
+           lambda u: (u.manifest.get("hardware") or {}).get("device")),
+    Column("target", "", "the target model", _cell("target")),
+    Column("draft", "", "the draft model (empty for the baseline)", _cell("draft")),
+    Column("method", "", "baseline, dflash, eagle3 or ngram", _cell("method")),
+    Column("k", "tokens", "draft tokens proposed per verify step (0 for the baseline)", _cell("k")),
+    Column("temperature", "", "the sampling temperature T (0 = greedy)", _cell("temperature"), RESULTS),
+    Column("max_new_tokens", "tokens", "output tokens asked per prompt", _cell("max_new_tokens")),
+    Column("dataset", "", "the dataset workload (`humaneval`, `humaneval@ctx4096`, `mt-bench@turn2`)",
+           lambda u: u.dataset, RESULTS),
+    Column("n_prompts", "", "measured prompts (warm-up excluded)", lambda u: len(u.reqs), RESULTS),
+    Column("n_errors", "", "error records of the unit", lambda u: len(u.kinds.get("error", []))),
+    Column("tau", "tokens/step", "committed tokens per verify step, 1 + accepted/drafts, pooled over all steps",
+           _maybe("acceptance", "tau"), RESULTS),
+    Column("acceptance_rate", "", "α = accepted / drafted tokens", _maybe("acceptance", "alpha"), RESULTS),
+    Column("per_position", "json", "p_i = fraction of verify steps with ≥ i accepted drafts, i = 1..K",
+           lambda u: None if u.acceptance is None else json.dumps(u.acceptance.per_position), ACCEPTANCE),
+    Column("histogram", "json", "verify steps by exact number of accepted drafts (0..K)",
+           lambda u: None if u.acceptance is None else json.dumps(u.acceptance.histogram)),
+    Column("tpot_ms_mean", "ms", "mean per-request TPOT, (last − first token time)/(n_out − 1)",
+           lambda u: metrics.mean(u.tpots), RESULTS),
+    Column("tpot_ms_p50", "ms", "median per-request TPOT", lambda u: metrics.percentile(u.tpots, 50), RESULTS),
+    Column("tpot_ms_p90", "ms", "90th percentile of per-request TPOT", lambda u: metrics.percentile(u.tpots, 90),
+           RESULTS),
+    Column("tpot_ms_p99", "ms", "99th percentile of per-request TPOT", lambda u: metrics.percentile(u.tpots, 99),
+           SERVING),
+    Column("ttft_ms_mean", "ms", "mean time to first token", lambda u: metrics.mean([r["ttft_ms"] for r in u.reqs]),
+           RESULTS),
+    Column("output_tok_per_s", "tok/s", "output tokens / decode time, summed over requests",
+           lambda u: metrics.output_tok_per_s(sum(r["n_out"] for r in u.reqs), sum(r["decode_s"] for r in u.reqs)),
+           RESULTS),
+    Column("speedup", "×", "geometric mean over paired prompts of TPOT_AR / TPOT_M", _maybe("speedup", "geomean"),
+           RESULTS),
+    Column("speedup_ci_low", "×", "lower bound of the speedup's Student-t 95 % CI", _maybe("speedup", "ci_low"),
+           RESULTS),
+    Column("speedup_ci_high", "×", "upper bound of the speedup's Student-t 95 % CI", _maybe("speedup", "ci_high"),
+           RESULTS),
+    Column("speedup_mean_ratio", "×", "mean TPOT_AR / mean TPOT_M over the paired prompts",
+           _maybe("speedup", "mean_ratio"), RESULTS),
+    Column("n_pairs", "", "prompts in the speedup (same prompt hash in both cells, with a TPOT)",
+           _maybe("speedup", "n"), RESULTS),
+    Column("identical_frac", "", "fraction of prompts whose greedy tokens equal AR's (lossless check, C = 1)",
+           lambda u: u.lossless.identical_frac if u.lossless and (u.level or 1) == 1 else None, RESULTS),
+    Column("first_divergence_min", "tokens", "the earliest token index where a prompt's output differs from AR's",
+           lambda u: u.lossless.first_divergence_min if u.lossless and (u.level or 1) == 1 else None, LOSSLESS),
+    Column("n_identical", "", "prompts identical to AR", _item("ties", "n_identical"), RESULTS),
+    Column("n_ties", "", "prompts diverging first at a numerical tie of the target", _item("ties", "n_ties"),
+           RESULTS),
+    Column("n_violations", "", "prompts diverging beyond a numerical tie", _item("ties", "n_violations"), RESULTS),
+    Column("first_violation", "tokens", "the token index of the earliest violation",
+           _item("ties", "first_violation"), LOSSLESS),
+    Column("violation_reason", "", "why the earliest violation is one", _item("ties", "violation_reason"),
+           LOSSLESS),
+    Column("tie_margin_max", "logits", "the widest margin among the row's ties", _item("ties", "tie_margin_max"),
+           LOSSLESS),
+    Column("tie_margin_max_ulps", "ulps", "the widest tie margin in ulps of the dtype",
+           _item("ties", "tie_margin_max_ulps"), RESULTS),
+    Column("error", "", "the unit's errors, joined by '; '",
+           lambda u: "; ".join(e["error"] for e in u.kinds.get("error", [])) or None, FAILED),
+    Column("tau_prompt_mean", "tokens/step", "mean over prompts of each prompt's τ (z-lab's statistic)",
+           _spec(lambda u: metrics.tau_prompt_mean([r.get("accept_lengths") for r in u.reqs])), RESULTS),
+    Column("dist_verdict", "", "the distribution check at T > 0: pass, FAIL or unchecked", _dist_verdict,
+           DISTRIBUTION),
+    Column("dist_p_min", "", "the smallest Holm-adjusted p-value", _item("dist", "dist_p_min"), DISTRIBUTION),
+    Column("dist_p_values", "json", "every test's Holm-adjusted p-value", _item("dist", "dist_p_values")),
+    Column("dist_n_base", "", "samples per prompt of the AR baseline", _item("dist", "dist_n_base"), DISTRIBUTION),
+    Column("dist_n_method", "", "samples per prompt of the method", _item("dist", "dist_n_method"), DISTRIBUTION),
+    Column("dist_n_tests", "", "the cell's tests", _item("dist", "dist_n_tests"), DISTRIBUTION),
+    Column("dist_length", "tokens", "tokens per sample", _item("dist", "dist_length"), DISTRIBUTION),
+    Column("dist_family", "", "tests in the run's Holm family", _item("dist", "dist_family"), DISTRIBUTION),
+    Column("dist_power_marginal", "", "simulated power of one position's G-test",
+           _item("dist", "dist_power_marginal"), DISTRIBUTION),
+    Column("dist_power_sequence", "", "simulated power of a whole-sample test",
+           _item("dist", "dist_power_sequence"), DISTRIBUTION),
+    Column("dist_shift_detected", "SD", "the shift found with 90 % power", _item("dist", "dist_shift_detected"),
+           DISTRIBUTION),
+    Column("not_checked", "", "why a due check (greedy identity, distribution) could not run",
+           lambda u: u.not_checked() if u.speculative and u.reqs else None, LOSSLESS),
+    Column("baseline_tpot_before_ms", "ms", "geometric-mean baseline TPOT on the recheck prompts, before",
+           _maybe("drift", "before_ms"), DRIFT),
+    Column("baseline_tpot_after_ms", "ms", "the same after the speculative cells ran", _maybe("drift", "after_ms"),
+           DRIFT),
+    Column("baseline_drift", "", "after / before − 1 (geometric means over the recheck prompts)",
+           _maybe("drift", "drift"), DRIFT),
+    Column("drift_flag", "", "the drift is real and moves the speedup out of its CI", _drift_flag, RESULTS),
+    Column("baseline_drift_ci_low", "", "lower bound of the drift's Student-t 95 % CI", _maybe("drift", "ci_low"),
+           DRIFT),
+    Column("baseline_drift_ci_high", "", "upper bound of the drift's Student-t 95 % CI",
+           _maybe("drift", "ci_high"), DRIFT),
+    Column("n_drift_pairs", "", "recheck prompts", _maybe("drift", "n"), DRIFT),
+    # serving rows (engine vllm-serve): one per (cell, dataset, concurrency); empty on batch-1 rows
+    Column("concurrency", "", "the serving level C: requests in flight at most", lambda u: u.level, SERVING),
+    Column("request_rate", "req/s", "Poisson arrival rate under the cap (empty: all sent at once)",
+           _loaded(lambda u: u.load[0].get("request_rate")), SERVING),
+    Column("ttft_ms_p50", "ms", "median TTFT of a level", _ttft_p(50), SERVING),
+    Column("ttft_ms_p90", "ms", "90th percentile TTFT of a level", _ttft_p(90), SERVING),
+    Column("ttft_ms_p99", "ms", "99th percentile TTFT of a level", _ttft_p(99), SERVING),
+    Column("itl_ms_p50", "ms", "median time between streamed chunks", _levelled(lambda u: metrics.percentile(
+        u.itls, 50)), SERVING),
+    Column("itl_ms_p90", "ms", "90th percentile inter-chunk time", _levelled(lambda u: metrics.percentile(u.itls, 90)),
+           SERVING),
+    Column("itl_ms_p99", "ms", "99th percentile inter-chunk time", _levelled(lambda u: metrics.percentile(u.itls, 99)),
+           SERVING),
+    Column("agg_output_tok_per_s", "tok/s", "output tokens of all requests / the level's wall time",
+           _loaded(lambda u: u.throughput), SERVING),
+    Column("requests_per_s", "req/s", "completed requests / the level's wall time",
+           _loaded(lambda u: metrics.requests_per_s(u.load[0]["completed"], u.load[0]["duration_s"])), SERVING),
+    Column("throughput_speedup", "×", "aggregate tok/s of the method / the AR baseline's at the same C",
+           _ratio_to_base(level_throughput, metrics.throughput_speedup), SERVING),
+    Column("identical_frac_batched", "", "at C > 1: fraction of prompts whose greedy tokens equal AR's at that C",
+           lambda u: u.lossless.identical_frac if u.lossless and (u.level or 1) > 1 else None, SERVING),
+    Column("n_burst", "", "requests whose stream reached the client in one burst (no decode timing)",
+           _levelled(lambda u: len(u.burst)), SERVING),
+    Column("server_tpot_ms_mean", "ms", "mean of the server's own per-request TPOT (its /metrics histogram)",
+           _loaded(lambda u: u.server_tpot), SERVING),
+    Column("server_tpot_speedup", "×", "server TPOT of AR / of the method at the same C (ratio of means)",
+           _ratio_to_base(level_server_tpot, metrics.tpot_ratio), SERVING),
+    # workload rows: the context length or turn, the prompts sent, the step time and its parts (JAX `breakdown`)
+    Column("context_tokens", "tokens", "the workload's context length (many-shot context ≥ this)",
+           lambda u: _first(u, "context_tokens"), WORKLOADS),
+    Column("turn", "", "the conversation turn measured", lambda u: _first(u, "turn"), WORKLOADS),
+    Column("prompt_tokens_mean", "tokens", "mean prompt length",
+           lambda u: metrics.mean([r["n_prompt_tokens"] for r in u.reqs if r.get("n_prompt_tokens") is not None]),
+           WORKLOADS),
+    Column("prompts_sha256", "", "hash of the set of prompts sent (equal for cells sent the same ids)",
+           lambda u: prompts_sha256(u.reqs)),
+    Column("step_ms", "ms", "mean decode step time, weighted by steps", lambda u: u.step_ms, WORKLOADS),
+    Column("draft_step_ms", "ms", "the draft's part of a step", _maybe("breakdown", "draft_ms"), WORKLOADS),
+    Column("verify_step_ms", "ms", "the verify forward's part of a step", _maybe("breakdown", "verify_ms"),
+           WORKLOADS),
+    Column("host_step_ms", "ms", "the host's part of a step", _maybe("breakdown", "host_ms"), WORKLOADS),
+)
+NAMES: list[str] = [c.name for c in COLUMNS]
+INTEGER = ("first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")  # Int64 in the CSV
+
+
+def row(u: Unit) -> dict[str, Any]:
+    """A summary row: every registered column's value for the unit."""
+    return {c.name: c.compute(u) for c in COLUMNS}
+
+
+def columns_markdown() -> str:
+    """docs/outputs.md's table of summary.csv columns."""
+    lines = ["| column | unit | definition | report.md section |", "|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.unit} | {c.definition} | {c.section or ''} |" for c in COLUMNS]
+    return "\n".join(lines)

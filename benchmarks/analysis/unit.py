@@ -1,0 +1,240 @@
+"""One summary row's records (a cell on a dataset workload, at a serving level) and the figures its columns are
+computed from, each computed once: the speedup pairing, the lossless and tie verdicts, the baseline drift, the
+serving and workload figures, the distribution check. Pure: records in, values out."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from benchmarks.analysis.cost_model import Breakdown, breakdown
+from benchmarks.core import metrics
+from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.records import SpecCounters
+from verification import distribution, ties
+
+Kinds = dict[str, list[dict[str, Any]]]  # a unit's records by kind
+Key = tuple[str, str, "int | None"]  # (cell, dataset, concurrency: None for batch-1 records)
+
+
+def prompts_sha256(reqs: list[dict[str, Any]]) -> str | None:
+    """A short hash of the set of prompts some requests were sent: equal for two cells sent the same prompt ids."""
+    shas = sorted({r["prompt_sha256"] for r in reqs})
+    return hashlib.sha256("\n".join(shas).encode()).hexdigest()[:12] if shas else None
+
+
+def paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    """Requests paired by the sha256 of the prompt actually sent (identical prompts only); BadInput when a prompt
+    appears twice in one side (records of two runs merged: they cannot pair one to one)."""
+    for side in (base, meth):
+        seen: set[str] = set()
+        for r in side:
+            if r["prompt_sha256"] in seen:
+                raise BadInput(f"{r['label']} on {r['dataset']}: prompt {r['prompt_sha256'][:12]} appears twice, so "
+                               f"its requests cannot pair with the baseline's; remove the unit file copied in from "
+                               f"another run")
+            seen.add(r["prompt_sha256"])
+    by_sha = {r["prompt_sha256"]: r for r in base}
+    return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
+
+
+def _tpot(r: dict[str, Any]) -> float:
+    return math.nan if r["tpot_ms"] is None else r["tpot_ms"]  # a request without a TPOT leaves the pairing
+
+
+def level_throughput(load: list[dict[str, Any]] | None) -> float:
+    return metrics.aggregate_tok_per_s(load[0]["total_output_tokens"], load[0]["duration_s"]) if load else math.nan
+
+
+def level_server_tpot(load: list[dict[str, Any]] | None) -> float:
+    if not load or load[0].get("server_tpot_count") is None:
+        return math.nan
+    return 1000.0 * metrics.histogram_mean(load[0]["server_tpot_sum_s"], load[0]["server_tpot_count"])
+
+
+@dataclass
+class Unit:
+    """The records of one summary row, its cell and manifest, and its baseline's records at the same level."""
+
+    key: Key
+    kinds: Kinds
+    cell: dict[str, Any]
+    manifest: dict[str, Any]
+    base_id: str | None  # the cell itself for a baseline; None when the run has no baseline to compare with
+    base: Kinds | None  # the baseline's records of this dataset and level; None without a baseline
+    samples: dict[tuple[str, str], list[dict[str, Any]]]  # every cell's distribution samples, by (cell, dataset)
+    levels: list[int | None]  # the serving levels this cell has on this dataset
+    adjusted: distribution.Check | None = None  # the check after the run's Holm family (summary._distribution_run)
+
+    @property
+    def cell_id(self) -> str:
+        return self.key[0]
+
+    @property
+    def dataset(self) -> str:
+        return self.key[1]
+
+    @property
+    def level(self) -> int | None:
+        return self.key[2]
+
+    @property
+    def speculative(self) -> bool:
+        return self.cell["method"] != "baseline"
+
+    @property
+    def greedy_verdict(self) -> bool:
+        """Greedy identity is a lossless verdict here: a speculative cell at T = 0, at concurrency 1 or batch 1."""
+        return self.speculative and self.cell["temperature"] == 0 and (self.level or 1) == 1
+
+    @cached_property
+    def reqs(self) -> list[dict[str, Any]]:
+        return sorted(self.kinds.get("request", []), key=lambda r: r["prompt_index"])
+
+    @cached_property
+    def tpots(self) -> list[float]:
+        return [_tpot(r) for r in self.reqs]
+
+    @cached_property
+    def acceptance(self) -> metrics.Acceptance | None:
+        spec = self.kinds.get("spec")
+        if not spec:
+            return None
+        s = spec[0]
+        return metrics.acceptance(SpecCounters(s["num_drafts"], s["num_draft_tokens"], s["num_accepted_tokens"],
+                                               s["accepted_per_pos"]))
+
+    @cached_property
+    def pairs(self) -> list[tuple[dict, dict]]:
+        """This row's requests paired with its baseline's on the same prompt."""
+        if self.base_id is None or not self.reqs:
+            return []
+        return paired((self.base or {}).get("request", []), self.reqs)
+
+    @cached_property
+    def speedup(self) -> metrics.Speedup | None:
+        if not self.pairs:
+            return None
+        return metrics.paired_speedup([_tpot(b) for b, _ in self.pairs], [_tpot(m) for _, m in self.pairs])
+
+    @cached_property
+    def lossless(self) -> metrics.Lossless | None:
+        """Greedy identity against the baseline (a measurement at C > 1); None where it is not computed."""
+        if not self.pairs or not self.speculative or self.cell["temperature"] != 0:
+            return None
+        return metrics.lossless([b["output_ids"] for b, _ in self.pairs], [m["output_ids"] for _, m in self.pairs])
+
+    @cached_property
+    def ties(self) -> dict[str, Any]:
+        """The greedy verdict columns: prompts identical, numerical ties at their first divergence, and violations
+        (verification/ties.py, from the row's tie-check records), the first violation and why, the widest tie."""
+        if self.lossless is None or not self.greedy_verdict:
+            return {}
+        t = ties.row_ties([(m["prompt_sha256"], b["output_ids"], m["output_ids"]) for b, m in self.pairs],
+                          self.kinds.get("tie_check", []))
+        first = min(t.violations, key=lambda v: v[0], default=None)
+        return {**t.columns(), "first_violation": first[0] if first else None,
+                "violation_reason": first[1].reason if first else None}
+
+    @cached_property
+    def drift(self) -> metrics.Drift | None:
+        """The baseline's TPOT on the recheck prompts before and after its speculative cells ran (records of kind
+        "recheck"); None for a baseline row or without a recheck."""
+        if self.base_id is None or not self.speculative:
+            return None
+        pairs = paired((self.base or {}).get("request", []), (self.base or {}).get("recheck", []))
+        if not pairs:
+            return None
+        return metrics.baseline_drift([b["tpot_ms"] for b, _ in pairs], [a["tpot_ms"] for _, a in pairs])
+
+    @property
+    def load(self) -> list[dict[str, Any]] | None:
+        return self.kinds.get("load")
+
+    @cached_property
+    def burst(self) -> list[dict[str, Any]]:
+        """Served requests whose stream came in one burst: no decode timing (serve_runner)."""
+        return [r for r in self.reqs if (r.get("extra") or {}).get("delivery_burst")]
+
+    @cached_property
+    def itls(self) -> list[float]:
+        return [x for r in self.reqs if r not in self.burst for x in r.get("itl_ms") or []]
+
+    @cached_property
+    def throughput(self) -> float:
+        return level_throughput(self.load)
+
+    @cached_property
+    def server_tpot(self) -> float:
+        return level_server_tpot(self.load)
+
+    def base_load(self) -> list[dict[str, Any]] | None:
+        return (self.base or {}).get("load")
+
+    @cached_property
+    def step_ms(self) -> float | None:
+        """The mean decode step time, weighted by steps, over the requests that time their steps."""
+        timed = [e for e in (r.get("extra") or {} for r in self.reqs)
+                 if e.get("step_s") is not None and e.get("decode_steps")]
+        if not timed:
+            return None
+        return 1000.0 * sum(e["step_s"] * e["decode_steps"] for e in timed) / sum(e["decode_steps"] for e in timed)
+
+    @cached_property
+    def breakdown(self) -> Breakdown | None:
+        return breakdown(self.reqs)
+
+    @cached_property
+    def check(self) -> distribution.Check | None:
+        """The distribution check of a speculative cell at T > 0 against its baseline's samples, before the run's
+        Holm family; None when it could not run or is not due."""
+        if not self.speculative or self.cell["temperature"] <= 0:
+            return None
+        base = self.samples.get((self.base_id, self.dataset), []) if self.base_id else []
+        return distribution.check(base, self.samples.get((self.cell_id, self.dataset), []))
+
+    @cached_property
+    def dist(self) -> dict[str, Any]:
+        """The distribution-check columns of a checked row: the verdict, the Holm-adjusted p-values, the sizes, and
+        the power simulated at those sizes and the check's family."""
+        res = self.adjusted
+        if res is None:
+            return {}
+        pw = distribution.power(res.n_base, res.n_method, res.family)
+        return {"dist_verdict": "pass" if res.passed else "FAIL", "dist_p_min": res.p_min,
+                "dist_p_values": json.dumps({k: round(v, 6) for k, v in res.p_values.items()}),
+                "dist_n_base": res.n_base, "dist_n_method": res.n_method, "dist_n_tests": res.n_tests,
+                "dist_length": res.length, "dist_family": res.family, "dist_power_marginal": pw.marginal,
+                "dist_power_sequence": pw.sequence, "dist_shift_detected": pw.shift_detected}
+
+    def not_checked(self) -> str | None:
+        """Why a speculative row's due check could not run (greedy identity at T = 0 at concurrency 1, the
+        distribution check at T > 0), or None when it ran or is not due."""
+        t = self.cell["temperature"]
+        no_base = (f"the run has no baseline cell on engine {self.cell['engine']} at T={t:g} to compare with (add "
+                   f"'baseline' to 'methods')")
+        if t == 0:
+            if (self.level or 1) > 1:  # batched identity is a measurement; the verdict is the concurrency-1 level's
+                if 1 in self.levels or self.level != min(self.levels):
+                    return None
+                return ("greedy identity is a verdict at concurrency 1 only (batching changes the numerics), and "
+                        "the matrix has no concurrency-1 level: add 1 to 'concurrency'")
+            if self.lossless is not None:
+                return None
+            if self.base_id is None:
+                return no_base
+            if not (self.base or {}).get("request"):
+                return f"its baseline has no measured requests on {self.dataset} (its unit failed or has not run)"
+            return "no baseline request was sent the same prompt (prompt hashes differ)"
+        if self.check is not None:
+            return None
+        if self.base_id is None:
+            return no_base
+        if not self.samples.get((self.cell_id, self.dataset)):
+            return "the cell drew no distribution samples" + (" (see Failed units)" if self.kinds.get("error") else "")
+        if not self.samples.get((self.base_id, self.dataset)):
+            return f"its baseline drew no distribution samples on {self.dataset} (its unit failed or has not run)"
+        return "no prompt was sampled by both the cell and its baseline"

@@ -1,0 +1,53 @@
+"""The column registry: summary.csv and report.md of a hand-made run that fills every column stay byte-identical to
+golden files, every registered column is documented in docs/outputs.md, and no other column is."""
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks.analysis import columns
+from benchmarks.analysis.report import write_reports
+from tests.analysis.synthetic_run import write_run
+
+GOLDEN = Path(__file__).parent / "golden"
+DOCS = Path(__file__).parents[2] / "docs"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    import benchmarks.analysis.figures as figures
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(figures, "run_figures", lambda run_dir: [])  # figures are not the tables' business
+    out = write_run(tmp_path_factory.mktemp("run"))
+    write_reports(out)
+    mp.undo()
+    return out
+
+
+@pytest.mark.parametrize("name", ["summary.csv", "report.md"])
+def test_outputs_stay_byte_identical(run_dir, name):
+    assert (run_dir / name).read_text() == (GOLDEN / name).read_text()
+
+
+def test_every_column_is_filled_by_the_synthetic_run(run_dir):
+    import csv
+
+    rows = list(csv.DictReader((run_dir / "summary.csv").open()))
+    assert list(rows[0]) == columns.NAMES
+    assert [c for c in columns.NAMES if not any(r[c] for r in rows)] == []
+
+
+def test_names_are_unique_and_sections_are_report_sections(run_dir):
+    assert len(set(columns.NAMES)) == len(columns.NAMES)
+    report = (run_dir / "report.md").read_text()
+    assert all(f"## {c.section}\n" in report for c in columns.COLUMNS if c.section)
+
+
+def test_outputs_md_documents_exactly_the_registered_columns():
+    text = (DOCS / "outputs.md").read_text()
+    assert columns.columns_markdown() in text, (
+        "docs/outputs.md's summary.csv column table is out of date: paste the output of "
+        "`python -c 'from benchmarks.analysis.columns import columns_markdown; print(columns_markdown())'`")
+    documented = re.findall(r"^\| `(\w+)` \|", text, flags=re.M)
+    assert documented == columns.NAMES
