@@ -1,4 +1,5 @@
-"""Serving units: one server per cell, each (dataset, concurrency) level driven through it by vLLM's load generator.
+"""Serving units: one server per cell (its catalog row's `Server`, benchmarks/engines/server.py), each (dataset,
+concurrency) level driven through it by the server's load generator.
 
 A unit of the run plan is (cell, dataset, concurrency[, request rate]); its store key is `store.level_key(...)`, so
 resume and atomic writes work as for batch-1 units. Per level the warm-up prompts go first and are thrown away; the
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from benchmarks.core import catalog
 from benchmarks.core.datasets import Prompt, sent_text
 from benchmarks.core.metrics import tpot_ms
 from benchmarks.core.records import Cell, SpecCounters
@@ -101,13 +103,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     as the cause; returns failed units."""
     from benchmarks.core.models import materialize
     from benchmarks.engines import engine_class
-    from benchmarks.engines.vllm_serve import (
-        SERVER_TPOT_HISTOGRAM,
-        Load,
-        histogram_sum_count,
-        parse_spec_metrics,
-        run_load,
-    )
+    from benchmarks.engines.server import Load, Server
     from benchmarks.run.context import error_record
     from benchmarks.run.sampling import cell_samples
 
@@ -124,16 +120,17 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         pending = plan.pending(cell)
         if not pending:
             continue
-        server = engine_class(cell.engine)(dataclasses.replace(cell, target=plan.target,
-                                                               draft=materialize(cell.draft)),
-                                           store.run_dir / "logs" / f"{cell.cell_id}.server.log",
-                                           sequences=max(plan.matrix.concurrency))
+        who = f"{catalog.engine(cell.engine).base} server"
+        server: Server = engine_class(cell.engine)(dataclasses.replace(cell, target=plan.target,
+                                                                       draft=materialize(cell.draft)),
+                                                   store.run_dir / "logs" / f"{cell.cell_id}.server.log",
+                                                   sequences=max(plan.matrix.concurrency))
         work = store.run_dir / "serve" / cell.cell_id
         written: set[str] = set()
         ids_checked: set[str] = set()
         try:
             with server:
-                tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
+                tqdm.write(f"[{cell.label}] {who} healthy on port {server.port}")
                 pid = ctx.provenance(cell, server)
                 for unit in pending:
                     name, c = unit.name, unit.concurrency
@@ -146,17 +143,13 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                             check_prompt_ids(measured, [server.prompt_ids(t) for t in measured_texts])
                             ids_checked.add(name)
                         if warmup_texts:
-                            run_load(server, dataclasses.replace(load, prompts=warmup_texts), work,
-                                     f"{unit.key}.warmup")
-                        before = server.scrape()
-                        result = run_load(server, load, work, unit.key)
-                        after = server.scrape()
-                        spec_b, spec_a = parse_spec_metrics(before), parse_spec_metrics(after)
-                        spec = spec_a - spec_b if spec_b is not None and spec_a is not None else None
-                        tpot_b, tpot_a = (histogram_sum_count(t, SERVER_TPOT_HISTOGRAM) for t in (before, after))
-                        server_tpot = (tpot_a[0] - tpot_b[0], tpot_a[1] - tpot_b[1]) if tpot_a and tpot_b else None
-                        records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, spec,
-                                                server_tpot)
+                            server.run_load(dataclasses.replace(load, prompts=warmup_texts), work,
+                                            f"{unit.key}.warmup")
+                        before = server.counters()
+                        result = server.run_load(load, work, unit.key)
+                        level = server.counters() - before
+                        records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, level.spec,
+                                                level.tpot)
                         if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
                             records += [{**r, "concurrency": c} for r in
                                         cell_samples(server, cell, name, measured, records)]
@@ -176,5 +169,5 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                 if unit.key not in written:
                     store.write_unit(cell.cell_id, unit.key, [error(unit, exc)], pid)
                     failed += 1
-            tqdm.write(f"[{cell.label}] vllm server FAILED: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            tqdm.write(f"[{cell.label}] {who} FAILED: {type(exc).__name__}: {str(exc).splitlines()[0]}")
     return failed
