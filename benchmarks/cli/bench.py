@@ -51,7 +51,7 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
                            "datasets": [args.dataset]}
     if args.engine:
         raw["engine"] = args.engine
-    raw["interleave"] = bench_interleaves(args.engine or "vllm")
+    raw["interleave"] = bench_interleaves(args.engine or catalog.DEFAULT_ENGINE)
     if args.methods is not None:
         raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
     if args.k is not None:

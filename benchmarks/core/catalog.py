@@ -13,6 +13,11 @@ from typing import Any
 from benchmarks.core.engine_options import vllm_option_names
 from benchmarks.core.records import METHODS
 
+# The optional methods an engine may implement beyond the Engine protocol (benchmarks/engines/__init__.py declares
+# each as a protocol); a row's `capabilities` names those its class has.
+CAPABILITIES = ("sample_many", "token_scores", "score_many")
+ALL_CAPABILITIES = frozenset(CAPABILITIES)
+
 # The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them from its row).
 JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
                "ignore_eos": False}
@@ -31,6 +36,9 @@ class EngineRow:
     worker          whether its cells run in worker processes when interleaved (one engine per process)
     serves          for a serving engine: the batch engine it serves behind HTTP, whose options it takes too;
                     its units run under the matrix's concurrency levels
+    capabilities    the optional methods (CAPABILITIES) its class implements
+    gpu_share       the option that sets the share of a GPU's memory each of its processes reserves up front (None:
+                    it allocates on demand); the rule for cells interleaved on a GPU reads it
     """
 
     name: str
@@ -41,6 +49,13 @@ class EngineRow:
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     worker: bool = False
     serves: str | None = None
+    capabilities: frozenset[str] = frozenset()
+    gpu_share: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.capabilities - ALL_CAPABILITIES)
+        if unknown:
+            raise ValueError(f"engine {self.name!r}: unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}")
 
     @property
     def base(self) -> str:
@@ -54,12 +69,14 @@ JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float1
                                 "breakdown": (True, False), "ignore_eos": (True, False)})
 
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
-    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True),
+    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True,
+              capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization"),
     EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), lambda: frozenset(JAX_OPTIONS),
-              defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES),
+              defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES, capabilities=ALL_CAPABILITIES),
     EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
-              serves="vllm"),
+              serves="vllm", capabilities=frozenset({"sample_many", "score_many"})),
 )}
+DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine
 
 
 class UnknownEngine(ValueError):

@@ -102,7 +102,7 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
 
 def _engines(p: Parsing) -> list[str]:
     source, merged = p.source, p.merged
-    engines = [str(e) for e in as_list(merged.get("engine", "vllm"))]
+    engines = [str(e) for e in as_list(merged.get("engine", catalog.DEFAULT_ENGINE))]
     if not engines:
         raise fail(source, "engine", f"empty; give one of {', '.join(catalog.ENGINES)} or a list of them")
     for e in engines:

@@ -64,7 +64,7 @@ KEYS: tuple[Key, ...] = (
     Key("preset", "a file stem under configs/presets/", "supplies target, drafts and engine options",
         fills=False, make="PRESET", bench="--preset"),
     Key("engine", f"one of {', '.join(catalog.ENGINES)} or a list of them", "the engines whose cells run",
-        default="vllm", identity=True, field="engines", make="ENGINE", bench="--engine"),
+        default=catalog.DEFAULT_ENGINE, identity=True, field="engines", make="ENGINE", bench="--engine"),
     Key("target", "HF id or local folder", "the target model", shown="the preset's", identity=True),
     Key("drafts", "mapping method -> HF id or local folder", "each method's draft model", default={},
         shown="the preset's", identity=True),

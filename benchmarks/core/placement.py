@@ -69,12 +69,13 @@ def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str
         return (f"{where}: a TPU is owned by one process, but these {len(engines)} cells would need {processes} "
                 f"({workers} in worker processes); drop 'interleave' (and 'workers') so that cells run one after "
                 f"another, or use engine: jax")
-    n_vllm = engines.count("vllm")
-    if platform == "gpu" and n_vllm and processes > 1:
-        share = {**matrix.engine_options, **(matrix.engine_options.get("vllm") or {})}.get("gpu_memory_utilization")
+    row = next((r for r in map(catalog.engine, engines) if r.gpu_share), None)  # an engine that reserves a share
+    if platform == "gpu" and row is not None and processes > 1:
+        option = row.gpu_share
+        share = {**matrix.engine_options, **(matrix.engine_options.get(row.name) or {})}.get(option)
         if share is None or share * processes > 1.0:
-            return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes gpu_memory_utilization="
+            return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes {option}="
                     f"{share if share is not None else '0.9 (the vLLM default)'} of it; set engine_options: "
-                    f"{{vllm: {{gpu_memory_utilization: {int(100 / processes) / 100:.2f}}}}} or less, "
+                    f"{{{row.name}: {{{option}: {int(100 / processes) / 100:.2f}}}}} or less, "
                     f"or drop 'interleave'")
     return None

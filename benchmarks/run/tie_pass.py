@@ -22,6 +22,7 @@ from benchmarks.core.pairing import families
 from benchmarks.core.record_lines import cause, error_line, tie_check_line
 from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore, ties_key
+from benchmarks.engines import offers
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine
 from verification.ties import divergence_key, row_ties
@@ -60,7 +61,7 @@ def score(engine: Any, spec: Cell, dataset: str, prompts: dict[str, Prompt], bas
 def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cell], dataset: str) -> int:
     """With `base`'s engine loaded: score the due divergences of each of `specs` on a dataset and write each
     cell's tie unit; return the number of tie units that failed."""
-    if not hasattr(engine, "token_scores"):
+    if not offers(engine, base.engine, "token_scores"):
         return 0
     prompts = {p.sha256: p for p in ctx.plan.prompts[dataset][0]}
     failed = 0

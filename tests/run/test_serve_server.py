@@ -135,7 +135,8 @@ def test_a_server_without_the_harness_memory_setting_fails_while_another_process
     from benchmarks.core.matrix import expand
     from benchmarks.core.models import materialize
     from benchmarks.engines import vllm_memory
-    from benchmarks.engines.vllm_serve import ServerStartError, VllmServer
+    from benchmarks.engines.server import ServerStartError
+    from benchmarks.engines.vllm_serve import VllmServer
 
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)  # the suite exports one
     monkeypatch.setattr(vllm_memory, "_EXPORTED_KVCACHE", None)
