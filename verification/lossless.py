@@ -4,19 +4,19 @@ rows, the rows whose due check could not run (`not_checked`, with the reason), a
 which counts what was checked. `judge` computes them once for a run; the report and the exit code read them."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.core.datasets import workloads
+from benchmarks.core.numbers import is_number
 
 
 def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Greedy method rows with a lossless violation: a prompt whose first divergence from the baseline is not a
     numerical tie (verification/ties.py; a row without the tie columns: any divergence)."""
     return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0
-            and _number(r["identical_frac"]) and r["identical_frac"] < 1.0
-            and not (_number(r.get("n_violations")) and r["n_violations"] == 0)]
+            and is_number(r["identical_frac"]) and r["identical_frac"] < 1.0
+            and not (is_number(r.get("n_violations")) and r["n_violations"] == 0)]
 
 
 def _compared(r: dict[str, Any]) -> int:
@@ -25,7 +25,7 @@ def _compared(r: dict[str, Any]) -> int:
 
 def tie_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Greedy method rows that differ from the baseline only at numerical ties (no violation)."""
-    return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0 and _number(r["identical_frac"])
+    return [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0 and is_number(r["identical_frac"])
             and r["identical_frac"] < 1.0 and not divergent_rows([r])]
 
 
@@ -49,10 +49,6 @@ def checked_what(r: dict[str, Any]) -> str:
     return "greedy identity" if r["temperature"] == 0 else f"the T={r['temperature']:g} distribution check"
 
 
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not math.isnan(x)
-
-
 def greedy_sentence(rows: list[dict[str, Any]]) -> str:
     """How many greedy speculative rows were due a check against AR, how many were checked, and what came out:
     report.md's lossless sentence, which claims nothing about rows that were not checked."""
@@ -60,7 +56,7 @@ def greedy_sentence(rows: list[dict[str, Any]]) -> str:
            and ((r.get("concurrency") or 1) == 1 or r.get("not_checked"))]
     if not due:
         return "No greedy row was checked: the run has no greedy speculative cell."
-    checked = [r for r in due if _number(r["identical_frac"])]
+    checked = [r for r in due if is_number(r["identical_frac"])]
     failed = sum(not r["n_prompts"] for r in due)
     unchecked = len(due) - len(checked) - failed
     rest = ([f"{unchecked} not checked (NOT CHECKED below)"] if unchecked else []) + (
@@ -91,7 +87,7 @@ def verdict_lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in divergent_rows(rows):
         ties = (f"; {r['n_violations']} of {_compared(r)} prompts diverge beyond a numerical tie, the first at token "
                 f"{r['first_violation']} ({r['violation_reason']}), {r['n_ties']} at a tie"
-                if _number(r.get("n_violations")) else "")
+                if is_number(r.get("n_violations")) else "")
         lines.append(f"LOSSLESS VIOLATION: {r['engine']} {r['label']} on {r['dataset']}: "
                      f"{r['identical_frac']:.3f} of prompts identical to AR, first divergence at token "
                      f"{r['first_divergence_min']}{ties}")

@@ -25,6 +25,7 @@ import numpy as np
 
 from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.markdown import fmt
+from benchmarks.core.numbers import is_number
 from benchmarks.core.shapes import ModelConfig
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
@@ -361,7 +362,7 @@ def reference_taus(frame: Any) -> list[Tau]:
 def run_taus(rows: Sequence[dict[str, Any]]) -> list[Tau]:
     """The τ of each dataset of a run's largest-K dflash cell (summary rows), with its measured speedup, AR TPOT and
     step time."""
-    spec = [r for r in rows if r["method"] == "dflash" and r["tau"] is not None and not math.isnan(r["tau"])]
+    spec = [r for r in rows if r["method"] == "dflash" and is_number(r["tau"])]
     out = []
     for dataset in dict.fromkeys(r["dataset"] for r in spec):
         top = max((r for r in spec if r["dataset"] == dataset), key=lambda r: r["k"])

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.core.markdown import fmt, is_number, table
+from benchmarks.core.markdown import fmt, table
+from benchmarks.core.numbers import is_number
 
 
 def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:

@@ -1,11 +1,11 @@
 """AR TPOT against the memory-bandwidth floor, and the engine's own per-step floor check, as report lines."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from benchmarks.analysis.tables import setting
 from benchmarks.core import hardware, metrics
+from benchmarks.core.numbers import is_number
 from benchmarks.core.provenance import DTYPE_BYTES
 
 
@@ -56,7 +56,7 @@ def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
         lines.append(f"The weights fit the {cache / 2**20:.0f} MiB CPU cache, so the DRAM floor does not bind here; "
                      f"times are reported against it but not flagged.")
     for r in rows:
-        if r["method"] == "baseline" and r["tpot_ms_mean"] is not None and not math.isnan(r["tpot_ms_mean"]):
+        if r["method"] == "baseline" and is_number(r["tpot_ms_mean"]):
             bad = binding and metrics.below_floor(r["tpot_ms_mean"], floor)
             achieved = weight_bytes / (r["tpot_ms_mean"] / 1000.0) / 1e9
             lines.append(f"- {r['engine']} AR on {r['dataset']}: TPOT {r['tpot_ms_mean']:.3f} ms, "

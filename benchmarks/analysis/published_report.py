@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.core.numbers import MISSING
 from benchmarks.core.reference import STATS, TAU_BASES, TAU_STATISTICS, load_reference, present
 from verification.published import MATCH_KEYS, Check, compare_conditions, dataset_key, model_key
 
@@ -21,14 +22,14 @@ METRICS = (
 
 def _fmt(value: Any) -> str:
     if not present(value):
-        return "—"
+        return MISSING
     if isinstance(value, float):
         return f"{value:g}"
     return str(value).replace("|", "\\|")
 
 
 def _num(value: Any) -> str:
-    return f"{value:.2f}" if present(value) else "—"
+    return f"{value:.2f}" if present(value) else MISSING
 
 
 def _describe(checks: list[Check], status: str) -> str:
@@ -241,4 +242,4 @@ def _claim_line(agg: pd.Series, label: str, rows: pd.DataFrame) -> str:
 
 
 def _range(values: pd.Series) -> str:
-    return "—" if values.empty else f"{values.min():.2f}–{values.max():.2f}"
+    return MISSING if values.empty else f"{values.min():.2f}–{values.max():.2f}"

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.core.markdown import fmt, is_number, table
+from benchmarks.core.markdown import fmt, table
+from benchmarks.core.numbers import is_number
 
 
 def row_label(r: dict[str, Any]) -> str:

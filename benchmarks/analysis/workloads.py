@@ -11,7 +11,8 @@ from typing import Any
 from benchmarks.analysis.summary import workload_order
 from benchmarks.analysis.tables import row_label
 from benchmarks.analysis.unit import prompts_sha256
-from benchmarks.core.markdown import fmt, is_number, table
+from benchmarks.core.markdown import fmt, table
+from benchmarks.core.numbers import is_number
 
 POSITIONS = (1, 2, 4, 8)  # per-position acceptance columns of the context table (report's table has every one)
 

@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 from benchmarks.core import catalog
 from benchmarks.core.dataset_registry import DATASETS, has_answers
-from benchmarks.core.matrix_checks import ConfigError, as_list, check_distinct, check_int, check_name, fail, finite
+from benchmarks.core.matrix_checks import ConfigError, as_list, check_distinct, check_int, check_name, fail
 from benchmarks.core.matrix_schema import KEY, KEYS, MATRIX_KEYS, PRESET_KEYS, DatasetEntry, Matrix
 from benchmarks.core.model_files import draft_block_size
+from benchmarks.core.numbers import is_finite
 from benchmarks.core.paths import PRESETS_DIR
 from benchmarks.core.placement import check_executor, check_flag, check_seconds, parse_resources
 from benchmarks.core.records import DRAFT_METHODS, METHODS, SPEC_METHODS
@@ -214,8 +215,8 @@ def _temperatures(p: Parsing) -> list[float]:
     if not temps:
         raise fail(source, "temperature", "empty; give a float >= 0 or a list of them")
     for t in temps:
-        if not finite(t) or t < 0:
-            infinite = isinstance(t, float) and not finite(t)
+        if not is_finite(t) or t < 0:
+            infinite = isinstance(t, float) and not is_finite(t)
             raise fail(source, "temperature", f"expected a float >= 0, got {t!r}"
                                               + (" (not a finite number)" if infinite else ""))
     check_distinct(source, "temperature", [float(t) for t in temps])
@@ -296,7 +297,7 @@ def _load(p: Parsing) -> tuple[list[int], float | None]:
     if len(set(levels)) != len(levels):
         raise fail(source, "concurrency", f"lists a level twice: {levels}")
     rate = p.get("request_rate")
-    if rate is not None and (not finite(rate) or not rate > 0):
+    if rate is not None and (not is_finite(rate) or not rate > 0):
         raise fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {rate!r}; "
                                            f"omit it to send every request at once")
     batch = [e for e in p.parsed["engine"] if e in catalog.batch()]

@@ -4,16 +4,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-
-def is_number(x: Any) -> bool:
-    """A float that is not NaN (what a table prints as a number)."""
-    return isinstance(x, float) and not math.isnan(x)
+from benchmarks.core.numbers import MISSING
 
 
 def fmt(x: Any, digits: int = 2) -> str:
     """A float to `digits` places, other values as text, a dash for None and NaN."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
+        return MISSING
     return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 

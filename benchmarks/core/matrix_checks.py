@@ -2,7 +2,6 @@
 naming the file and the key)."""
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -41,11 +40,6 @@ def check_distinct(source: str, key: str, values: list[Any], where: str = "") ->
     repeated = sorted({str(v) for v in values if values.count(v) > 1})
     if repeated:
         raise fail(source, key, f"lists {', '.join(repeated)} more than once{where}; give each value once")
-
-
-def finite(value: Any) -> bool:
-    """A number that is neither a bool, NaN nor infinite."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def check_int(source: str, key: str, value: Any, minimum: int) -> int:

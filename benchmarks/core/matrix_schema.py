@@ -12,6 +12,7 @@ from typing import Any
 
 from benchmarks.core import catalog
 from benchmarks.core.dataset_registry import DATASETS
+from benchmarks.core.numbers import MISSING
 from benchmarks.core.records import METHODS
 
 REQUEST_TIMEOUT_S = 600.0
@@ -50,7 +51,7 @@ class Key:
             return str(value).lower()
         if isinstance(value, list):
             return "[" + ", ".join(map(str, value)) + "]"
-        return "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+        return MISSING if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _serving() -> str:
@@ -131,7 +132,7 @@ IDENTITY_FIELDS = tuple(k.attr for k in KEYS if k.identity and k.attr)
 def key_table() -> str:
     """The key table of docs/matrices.md, as Markdown."""
     rows = [f"| `{k.name}` | {k.takes} | {k.default_text()} | {'yes' if k.identity else 'no'} | "
-            + (f"`{k.make}=` (`{k.bench}`)" if k.make else f"`bench {k.bench}`" if k.bench else "—")
+            + (f"`{k.make}=` (`{k.bench}`)" if k.make else f"`bench {k.bench}`" if k.bench else MISSING)
             + f" | {k.doc} |" for k in KEYS]
     head = ["| key | takes | default | run id | `make bench` | what it does |", "|---|---|---|---|---|---|"]
     return "\n".join(head + rows) + "\n"

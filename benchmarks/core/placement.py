@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.core import catalog
-from benchmarks.core.matrix_checks import fail, finite
+from benchmarks.core.matrix_checks import fail
 from benchmarks.core.matrix_schema import EXECUTORS, Matrix
+from benchmarks.core.numbers import is_finite
 
 
 def check_executor(source: str, executor: Any, engines: list[str]) -> str:
@@ -26,7 +27,7 @@ def parse_resources(source: str, value: Any) -> dict[str, float]:
     if not isinstance(value, dict) or not value:
         raise fail(source, "resources", f"expected a mapping such as {{TPU: 4}} or {{GPU: 1}}, got {value!r}")
     for key, amount in value.items():
-        if not isinstance(key, str) or not finite(amount) or amount <= 0:
+        if not isinstance(key, str) or not is_finite(amount) or amount <= 0:
             raise fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
     return {key: float(amount) for key, amount in value.items()}
 
@@ -43,7 +44,7 @@ def check_flag(source: str, key: str, value: Any, engines: list[str]) -> bool:
 
 def check_seconds(source: str, key: str, value: Any, default: float) -> float:
     """A worker's time limit: a finite number of seconds > 0."""
-    if not finite(value) or value <= 0:
+    if not is_finite(value) or value <= 0:
         raise fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {value!r}")
     return float(value)
 

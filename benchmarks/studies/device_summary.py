@@ -15,22 +15,18 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 from pathlib import Path
 
 from benchmarks.analysis.floors import floor_lines
 from benchmarks.analysis.summary import summarize
 from benchmarks.core.exit_codes import BadInput, Exit, worst
+from benchmarks.core.numbers import MISSING, is_number
 from benchmarks.core.store import RunStore
 from benchmarks.studies.device import compile_line, predicted_floor, split_line
 
 
-def _known(value: object) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def _num(value: object, fmt: str) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
+    return format(value, fmt) if is_number(value) else MISSING
 
 
 def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
@@ -48,7 +44,7 @@ def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
         lines.append(f"  {r['label']:<22} tau {_num(r['tau'], '.2f'):>5}  TPOT {_num(r['tpot_ms_mean'], '.3f'):>8} ms"
                      f"  speedup {_num(r['speedup'], '.2f'):>5}  identical {_num(r['identical_frac'], '.2f'):>4}"
                      + (f"  same/tie/viol. {r['n_identical']:.0f}/{r['n_ties']:.0f}/{r['n_violations']:.0f}"
-                        if _known(r.get("n_ties")) else "")
+                        if is_number(r.get("n_ties")) else "")
                      + (f"  ERROR {r['error']}" if r.get("error") else ""))
     return lines, any("BELOW THE FLOOR" in line for line in floor)
 

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.core.numbers import MISSING
 from benchmarks.core.paths import MATRICES_DIR, ROOT
 
 BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
@@ -126,7 +127,7 @@ def fmt(value: str | None, digits: int = 2) -> str:
     try:
         return f"{float(value):.{digits}f}"  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return value or "-"
+        return value or MISSING
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -158,11 +159,11 @@ def main(args: argparse.Namespace) -> int:
             measured += [{"mode": mode, "label": r.get("label", "?"), "dataset": r.get("dataset", "?"),
                           "speedup": float(r["speedup"])} for r in rows]
             if not rows:
-                table.append([mode, str(i), "-", f"no speedup rows (exit {rc})", "-", "-", "-", "-"])
+                table.append([mode, str(i), MISSING, f"no speedup rows (exit {rc})", *[MISSING] * 4])
             for r in rows:
                 table.append([mode, str(i), r.get("label", "?"),
                               f"{fmt(r['speedup'])} [{fmt(r.get('speedup_ci_low'))}, {fmt(r.get('speedup_ci_high'))}]",
-                              fmt(r.get("baseline_drift"), 3), r.get("drift_flag") or "-",
+                              fmt(r.get("baseline_drift"), 3), r.get("drift_flag") or MISSING,
                               f"{load_at:.0f}", f"{took:.0f}"])
     header = ["mode", "run", "cell", "speedup [95% CI]", "baseline_drift", "drift_flag", "load at (s)", "run (s)"]
     widths = [max(len(str(row[c])) for row in [header, *table]) for c in range(len(header))]

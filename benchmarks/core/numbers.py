@@ -1,0 +1,17 @@
+"""What counts as a number, and how a missing one is shown: one predicate and one glyph for every layer."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MISSING = "–"  # a value a table has no number for (None, NaN, not measured)
+
+
+def is_number(x: Any) -> bool:
+    """A real value (an int or a float, not a bool) that is not NaN."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+def is_finite(x: Any) -> bool:
+    """A number that is not infinite either."""
+    return is_number(x) and math.isfinite(x)
