@@ -3,6 +3,7 @@
     python -m benchmarks study kflat --random-weights --shape qwen3-4b          # a published shape, no download
     python -m benchmarks study kflat --model PATH                                # a real checkpoint (HF folder)
     python -m benchmarks study kflat --quick                                     # the tiny CPU shape in seconds
+    python -m benchmarks study kflat --quick --batch 1,2                         # a batched verify per B
 
 Each point is the median of synchronised jitted forwards (`time_forwards`) with a distribution-free 95 % CI, printed
 beside the roofline's prediction (benchmarks.core.roofline: the chip table, or this CPU's measured matmuls) and both
@@ -10,12 +11,15 @@ normalised to K=0. A median below the memory-bandwidth floor (everything the for
 step_cost) is a timing error: flagged IMPOSSIBLE in the output and the CSV and drawn apart in the figure, its ratio
 still printed; where a CPU cache holds the whole working set the floor is not applied. Why vLLM is not measured
 here: docs/engine-findings.md. Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png,
-kflat.json (settings).
+kflat.json (settings). With --batch B[,B...]: per B, one forward of B requests, each K+1 tokens at its own cache
+(the batch-1 forward under jax.vmap, as the engine's batch path runs it), beside step_cost at that batch; kflat.csv
+then carries a batch column (BATCH_CSV_COLUMNS) and each B is normalised to its own K=0; no figure.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -38,6 +42,7 @@ QUICK_CONTEXTS = (64,)
 SHAPE_ALIASES = {"tiny": "qwen3-tiny", "llama-3.1-8b": "llama3.1-8b"}
 CSV_COLUMNS = ("engine", "k", "context_len", "median_ms", "ci_low", "ci_high", "repeats", "normalised_to_k0",
                "predicted_ms", "predicted_normalised", "normalised_error", "floor_ms", "below_floor", "verdict")
+BATCH_CSV_COLUMNS = CSV_COLUMNS[:1] + ("batch",) + CSV_COLUMNS[1:]
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class Point:
     k: int
     context_len: int
     samples_ms: tuple[float, ...]
+    batch: int = 1
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,14 @@ class Floor:
     bandwidth_bytes_per_s: float | None
     applies: bool
     note: str  # where the bandwidth comes from, or why the floor does not bind here
+    batch: int = 1  # requests per forward
 
     def bound_ms(self, k: int, context_len: int) -> float:
         """The forward's bytes / bandwidth; NaN when the bandwidth is unknown."""
         if self.bandwidth_bytes_per_s is None:
             return math.nan
-        return 1000.0 * roofline.floor_seconds(step_cost.verify_step(self.shape, k, context_len, self.itemsize),
+        return 1000.0 * roofline.floor_seconds(step_cost.verify_step(self.shape, k, context_len, self.itemsize,
+                                                                       self.batch),
                                                self.bandwidth_bytes_per_s)
 
     def ms(self, k: int, context_len: int) -> float:
@@ -72,9 +80,9 @@ class Floor:
 
 
 def predicted_ms(shape: Any, ks: Sequence[int], contexts: Sequence[int], itemsize: int,
-                 device: roofline.Device | None) -> dict[tuple[int, int], float]:
-    """The roofline's time of each (K, context) verify forward; NaN without a device to predict for."""
-    return {(k, c): 1000.0 * roofline.step_seconds(step_cost.verify_step(shape, k, c, itemsize), device)
+                 device: roofline.Device | None, batch: int = 1) -> dict[tuple[int, int], float]:
+    """The roofline's time of each (K, context) verify forward of `batch` requests; NaN without a device."""
+    return {(k, c): 1000.0 * roofline.step_seconds(step_cost.verify_step(shape, k, c, itemsize, batch), device)
             if device else math.nan for k in ks for c in contexts}
 
 
@@ -96,9 +104,9 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
 
 
 def rows_from_points(points: Sequence[Point], floor: Floor, predicted: dict[tuple[int, int], float] | None = None,
-                     engine: str = "jax") -> list[dict[str, Any]]:
+                     engine: str = "jax", batch: int | None = None) -> list[dict[str, Any]]:
     """CSV rows: median and CI, measured and predicted time normalised to K=0 (a point below its floor keeps its
-    ratio: the verdict flags it), the floor and a verdict."""
+    ratio: the verdict flags it), the floor and a verdict; a "batch" column where `batch` is given."""
     rows = []
     for p in points:
         med, lo, hi = median_ci(p.samples_ms)
@@ -109,7 +117,7 @@ def rows_from_points(points: Sequence[Point], floor: Floor, predicted: dict[tupl
                      "ci_high": hi, "repeats": len(p.samples_ms), "normalised_to_k0": math.nan,
                      "predicted_ms": (predicted or {}).get((p.k, p.context_len), math.nan),
                      "predicted_normalised": math.nan, "normalised_error": math.nan, "floor_ms": floor_ms,
-                     "below_floor": below, "verdict": verdict})
+                     "below_floor": below, "verdict": verdict} | ({} if batch is None else {"batch": batch}))
     base = {r["context_len"]: r for r in rows if r["k"] == 0}
     for r in rows:
         b = base.get(r["context_len"])
@@ -130,27 +138,32 @@ def impossible_lines(rows: Sequence[dict[str, Any]], memory: str = "HBM") -> lis
 
 def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, repeats: int, warmup: int,
                   dtype: Any, tap_ids: tuple[int, ...], seed: int = 0,
-                  compile_log: dict[int, float] | None = None) -> dict[int, list[float]]:
+                  compile_log: dict[int, float] | None = None, batch: int = 1) -> dict[int, list[float]]:
     """Milliseconds of `repeats` synchronised verify forwards of K+1 tokens at positions context_len.., per K.
 
     One jitted `model.forward` with the DFlash taps, on a KV cache of exactly context_len+K+1 rows, so attention
     reads the context and the block, as a paged kernel would; every timed call ends with `jax.block_until_ready` on
     all its outputs (logits, taps, cache). Every K is compiled and warmed up first; the timed calls then go round
     the Ks in turn, so that a slow drift of the machine (other load, clocks) falls on every K alike instead of on
-    whichever K ran last. compile_log gets each K's first call (its compile) in seconds.
+    whichever K ran last. compile_log gets each K's first call (its compile) in seconds. batch > 1: B requests per
+    forward, each with its own tokens and cache (`batched_forward`), all at context_len.
     """
     import jax
     import jax.numpy as jnp
 
+    from benchmarks.engines.jax import batch as B
     from benchmarks.engines.jax import model as M
 
     rng = np.random.default_rng(seed)
-    start = jnp.int32(context_len)
-    tokens = {k: jnp.asarray(rng.integers(0, cfg.vocab_size, k + 1), jnp.int32) for k in ks}
-    caches = {k: M.init_cache(cfg, context_len + k + 1, dtype) for k in ks}
+    lead = () if batch == 1 else (batch,)
+    start = jnp.full(lead, context_len, jnp.int32)
+    tokens = {k: jnp.asarray(rng.integers(0, cfg.vocab_size, (*lead, k + 1)), jnp.int32) for k in ks}
+    caches = {k: M.init_cache(cfg, context_len + k + 1, dtype) if batch == 1
+              else B.batch_cache(cfg, context_len + k + 1, dtype, batch) for k in ks}
+    step = M.forward if batch == 1 else batched_forward
 
     def call(k: int) -> None:
-        out = M.forward(params, tokens[k], start, caches[k], cfg=cfg, tap_ids=tap_ids)
+        out = step(params, tokens[k], start, caches[k], cfg=cfg, tap_ids=tap_ids)
         caches[k] = jax.block_until_ready(out)[2]  # the cache is donated: keep the returned one
 
     for k in ks:
@@ -169,14 +182,34 @@ def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, re
     return samples
 
 
+@functools.cache
+def _batched_jit() -> Any:
+    import jax
+
+    from benchmarks.engines.jax import model as M
+
+    def run(params, tokens, start, cache, cfg, tap_ids):
+        return jax.vmap(lambda t, s, c: M.forward(params, t, s, c, cfg=cfg, tap_ids=tap_ids))(tokens, start, cache)
+
+    return jax.jit(run, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
+
+
+def batched_forward(params: Any, tokens: Any, start: Any, cache: Any, *, cfg: Any, tap_ids: tuple[int, ...]) -> Any:
+    """The batch-1 `model.forward` under jax.vmap over tokens [B, T], starts [B] and B stacked caches (jitted once,
+    the caches donated), as the engine's batch path (engines/jax/batch.py) verifies."""
+    return _batched_jit()(params, tokens, start, cache, cfg=cfg, tap_ids=tap_ids)
+
+
 def measure(params: Any, cfg: Any, ks: Sequence[int], contexts: Sequence[int], repeats: int, warmup: int,
-            dtype: Any, tap_ids: tuple[int, ...]) -> list[Point]:
+            dtype: Any, tap_ids: tuple[int, ...], batch: int = 1) -> list[Point]:
     points = []
+    label = "" if batch == 1 else f"B={batch:3d} "
     for c in contexts:
-        samples = time_forwards(params, cfg, ks, c, repeats, warmup, dtype, tap_ids)
+        samples = (time_forwards(params, cfg, ks, c, repeats, warmup, dtype, tap_ids) if batch == 1
+                   else time_forwards(params, cfg, ks, c, repeats, warmup, dtype, tap_ids, batch=batch))
         for k in ks:
-            points.append(Point(k, c, tuple(samples[k])))
-            print(f"  K={k:4d} context={c:6d}: median {np.median(samples[k]):.3f} ms over {len(samples[k])}",
+            points.append(Point(k, c, tuple(samples[k]), batch))
+            print(f"  {label}K={k:4d} context={c:6d}: median {np.median(samples[k]):.3f} ms over {len(samples[k])}",
                   flush=True)
     return points
 
@@ -185,12 +218,13 @@ def measure(params: Any, cfg: Any, ks: Sequence[int], contexts: Sequence[int], r
 # Outputs
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """kflat.csv: CSV_COLUMNS, or BATCH_CSV_COLUMNS where the rows carry a batch."""
     import pandas as pd
 
     from benchmarks.core.store import atomic_write_text
 
-    atomic_write_text(path, pd.DataFrame(list(rows), columns=list(CSV_COLUMNS)).to_csv(index=False,
-                                                                                       float_format="%.6g"))
+    columns = BATCH_CSV_COLUMNS if rows and "batch" in rows[0] else CSV_COLUMNS
+    atomic_write_text(path, pd.DataFrame(list(rows), columns=list(columns)).to_csv(index=False, float_format="%.6g"))
 
 
 def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -> None:
@@ -249,8 +283,9 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
 
 
 def row_line(r: dict[str, Any]) -> str:
-    """A point's median, CI and ratio beside the prediction's, and the verdict."""
-    return (f"K={r['k']:4d} context={r['context_len']:6d} median {r['median_ms']:.4f} ms "
+    """A point's median, CI and ratio beside the prediction's, and the verdict (its batch first where it has one)."""
+    return ((f"B={r['batch']:3d} " if "batch" in r else "")
+            + f"K={r['k']:4d} context={r['context_len']:6d} median {r['median_ms']:.4f} ms "
             f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}] predicted {r['predicted_ms']:.4f} ms | "
             f"x{r['normalised_to_k0']:.3f} of K=0, predicted x{r['predicted_normalised']:.3f} "
             f"({100 * r['normalised_error']:+.1f} %)  {r['verdict']}")
@@ -280,6 +315,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--weight-layout", choices=("oi", "io"),
                     help="weights stored [out, in] (HF's) or [in, out] (default: the engine's on this platform)")
     ap.add_argument("--out", type=Path, help="output folder (default results/kflat/<shape>-<platform>/)")
+    ap.add_argument("--batch", type=_ints,
+                    help="batch sizes B: time B requests per forward (vmapped), each B beside step_cost at B")
     ap.add_argument("--quick", action="store_true",
                     help=f"K {QUICK_KS}, context {QUICK_CONTEXTS}, 5 repeats, 1 warm-up (for tests)")
 
@@ -318,8 +355,9 @@ def main(args: argparse.Namespace) -> int:
     out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
     taps = tap_ids_for(cfg.num_layers)
     itemsize = jnp.dtype(dtype).itemsize
-    steps = [step_cost.verify_step(cfg, k, c, itemsize) for k in args.ks for c in args.contexts]
-    largest = step_cost.verify_step(cfg, max(args.ks), max(args.contexts), itemsize).bytes()
+    batches = args.batch or (1,)
+    steps = [step_cost.verify_step(cfg, k, c, itemsize, b) for b in batches for k in args.ks for c in args.contexts]
+    largest = step_cost.verify_step(cfg, max(args.ks), max(args.contexts), itemsize, max(batches)).bytes()
     applies, why = hw.floor_applies(largest)
     floor = Floor(cfg, itemsize, hw.bandwidth_bytes_per_s, applies, hw.bandwidth_source if applies else why)
     device = hw.predictor(jnp.dtype(dtype).name, cfg.weight_layout, steps, largest)
@@ -332,17 +370,25 @@ def main(args: argparse.Namespace) -> int:
     print(f"kflat: predicted for {device.name} ({device.source}; overhead {1e3 * device.overhead_s:.3f} ms per "
           f"forward)" if device else f"kflat: no prediction: {hw.device} is not in the chip table")
 
-    points = measure(params, cfg, args.ks, args.contexts, args.repeats, args.warmup, dtype, taps)
-    rows = rows_from_points(points, floor, predicted_ms(cfg, args.ks, args.contexts, itemsize, device))
+    if args.batch:
+        rows = [r for b in args.batch for r in rows_from_points(
+            measure(params, cfg, args.ks, args.contexts, args.repeats, args.warmup, dtype, taps, b),
+            dataclasses.replace(floor, batch=b), predicted_ms(cfg, args.ks, args.contexts, itemsize, device, b),
+            batch=b)]
+    else:
+        points = measure(params, cfg, args.ks, args.contexts, args.repeats, args.warmup, dtype, taps)
+        rows = rows_from_points(points, floor, predicted_ms(cfg, args.ks, args.contexts, itemsize, device))
     write_csv(rows, out / "kflat.csv")
-    title = f"Verify forward vs K: {name} ({jnp.dtype(dtype).name}) on {hw.device}, JAX"
-    plot(rows, floor, out / "kflat.png", title)
+    if not args.batch:
+        title = f"Verify forward vs K: {name} ({jnp.dtype(dtype).name}) on {hw.device}, JAX"
+        plot(rows, floor, out / "kflat.png", title)
     meta = {"model": str(args.model) if args.model else None, "shape": None if args.model else args.shape,
             "platform": hw.platform, "device": hw.device, "dtype": jnp.dtype(dtype).name, "tap_ids": list(taps),
             "weight_layout": cfg.weight_layout,
             "bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "bandwidth_source": hw.bandwidth_source,
             "floor_applies": applies, "floor_note": floor.note, "predicted_for": device.name if device else None,
             "prediction_source": device.source if device else None, "repeats": args.repeats, "warmup": args.warmup,
+            **({"batch": list(args.batch)} if args.batch else {}),
             "packages": provenance.package_versions(), "git_sha": provenance.git_sha()}
     (out / "kflat.json").write_text(json.dumps(meta, indent=2) + "\n")
 
@@ -350,5 +396,5 @@ def main(args: argparse.Namespace) -> int:
         print(row_line(r))
     for line in impossible_lines(rows, "memory-bandwidth" if hw.platform == "cpu" else "HBM"):
         print(line)
-    print(f"kflat: wrote {out / 'kflat.csv'} and {out / 'kflat.png'}")
+    print(f"kflat: wrote {out / 'kflat.csv'}" + ("" if args.batch else f" and {out / 'kflat.png'}"))
     return 0

@@ -65,3 +65,26 @@ def test_command_reports_an_injected_impossible_time(tmp_path, capsys, monkeypat
     out = capsys.readouterr().out
     assert "IMPOSSIBLE: K=1" in out and "timing error, not a result" in out
     assert "x0.000 of K=0, predicted x" in out
+
+
+@pytest.mark.jax
+def test_command_times_a_batched_verify_per_batch_size(tmp_path, capsys):
+    assert main(["study", "kflat", "--quick", "--batch", "1,2", "--ks", "0,3", "--repeats", "3",
+                 "--out", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "kflat.csv")
+    assert list(df.columns) == list(kflat.BATCH_CSV_COLUMNS)
+    assert sorted(zip(df["batch"], df["k"])) == [(1, 0), (1, 3), (2, 0), (2, 3)]
+    assert (df["median_ms"] > 0).all() and (df["predicted_ms"] > 0).all()
+    assert df.loc[df["k"] == 0, "normalised_to_k0"].tolist() == [1.0, 1.0]  # each B against its own K=0
+    by_b = df[df["k"] == 3].set_index("batch")["predicted_ms"]
+    assert by_b[2] > by_b[1]  # step_cost at the batch: two requests' rows and KV
+    assert "B=  2 K=   3" in capsys.readouterr().out
+
+
+def test_batch_floor_counts_every_request():
+    from benchmarks.core.shapes import SHAPES
+
+    one = kflat.Floor(SHAPES["qwen3-4b"], 2, 2765e9, True, "datasheet")
+    four = kflat.Floor(SHAPES["qwen3-4b"], 2, 2765e9, True, "datasheet", batch=4)
+    kv = 1000 * 3 * 256 * 147456 / 2765e9  # three more requests' KV rows; the weights are read once
+    assert four.bound_ms(0, 256) == pytest.approx(one.bound_ms(0, 256) + kv, rel=1e-2)
