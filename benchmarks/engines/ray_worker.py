@@ -57,7 +57,7 @@ class RayEngine:
         self._actor: Any = None
         self._gone: str | None = None  # why the actor is no longer usable
         self.node: dict[str, Any] = {}
-        # The node's own environment when it is not the driver's machine; the runner records it as the provenance.
+        # The node's own environment when it is not the driver's machine; the run records it as the provenance.
         self.environment: dict[str, Any] | None = None
 
     def _get(self, ref: Any, timeout: float, timed_out: str | None = None) -> Any:

@@ -4,7 +4,7 @@ Each speculative method runs twice against one vLLM AR arm at each temperature: 
 and "patched" (`vllm/utils/cpu_triton_utils.py:_expand_kernel_impl` alone replaced by its documented semantics,
 through a sitecustomize.py on PYTHONPATH that reaches the engine-core process, which leaves a marker to prove it
 ran there). The runner's distribution check (verification/distribution.py) compares each arm with AR, without the
-log-likelihood test. It is a diagnosis: the runner never imports it and no matrix reaches it.
+log-likelihood test. It is a diagnosis: no run imports it and no matrix reaches it.
 Exit status: VIOLATION (3) while a shipped arm fails (the fault reproduces); NOT_CHECKED (4) when a patched arm ran
 without the patch reaching the engine; OK (0) when every shipped arm passes (fixed upstream: drop the caveat in
 benchmarks/analysis/caveats.py). The cause, the method and the figures: docs/vllm-cpu-sampling-bug.md.
