@@ -3,8 +3,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.core.markdown import fmt, table
+from benchmarks.analysis.shown import DATASET, ENGINE, TEMPERATURE, Shown, render, value
 from benchmarks.core.numbers import is_number
+
+
+def _drift_ci(r: dict[str, Any]) -> str:
+    low, high = r.get("baseline_drift_ci_low"), r.get("baseline_drift_ci_high")
+    ci = f" [{100 * low:+.1f}, {100 * high:+.1f}]" if is_number(low) and is_number(high) else " [–]"
+    return f"{100 * r['baseline_drift']:+.1f} %{ci}"
+
+
+# One row per (dataset, engine, temperature): its baseline's recheck, and the speedups the drift flags.
+DRIFT_TABLE: tuple[Shown, ...] = (
+    DATASET, ENGINE, TEMPERATURE,
+    value("prompts", "n_drift_pairs"), value("TPOT before ms", "baseline_tpot_before_ms"),
+    value("TPOT after ms", "baseline_tpot_after_ms"),
+    Shown("drift [95% CI, %]", ("baseline_drift", "baseline_drift_ci_low", "baseline_drift_ci_high"), _drift_ci),
+    Shown("flagged speedups", ("label", "drift_flag"), lambda r: r["flagged"]),
+)
 
 
 def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
@@ -29,15 +45,8 @@ def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
     for r in checked:
         families.setdefault((r["dataset"], r["engine"], r["temperature"]), []).append(r)
 
-    def drift_ci(r: dict[str, Any]) -> str:
-        low, high = r.get("baseline_drift_ci_low"), r.get("baseline_drift_ci_high")
-        ci = f" [{100 * low:+.1f}, {100 * high:+.1f}]" if is_number(low) and is_number(high) else " [–]"
-        return f"{100 * r['baseline_drift']:+.1f} %{ci}"
-
-    body = [[dataset, engine, f"{t:g}", fmt(rs[0].get("n_drift_pairs")), fmt(rs[0]["baseline_tpot_before_ms"]),
-             fmt(rs[0]["baseline_tpot_after_ms"]), drift_ci(rs[0]),
-             ", ".join(r["label"] for r in rs if r.get("drift_flag") is True) or "none"]
-            for (dataset, engine, t), rs in families.items()]
+    body = [{**rs[0], "flagged": ", ".join(r["label"] for r in rs if r.get("drift_flag") is True) or "none"}
+            for rs in families.values()]
     flagged = sum(r.get("drift_flag") is True for r in checked)
     unknown = sum(r.get("drift_flag") is None for r in checked)
     return ([ray + " The rechecks below are from an earlier invocation that ran the cells locally.", ""]
@@ -49,8 +58,7 @@ def drift_lines(rows: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
             f"the Student-t 95 % CI of the mean per-prompt ln(after/before): the prompts' own run-to-run noise is the "
             f"drift's noise model (summary.csv `baseline_tpot_before_ms`, `baseline_tpot_after_ms`, `baseline_drift`, "
             f"`baseline_drift_ci_low/high`, `n_drift_pairs`, `drift_flag`).", "",
-            table(["dataset", "engine", "T", "prompts", "TPOT before ms", "TPOT after ms", "drift [95% CI, %]",
-                   "flagged speedups"], body),
+            render(DRIFT_TABLE, body),
             "",
             "A speedup is flagged (DRIFT in the results) when the drift is real, its CI excluding 0, and large, "
             "|ln(1 + drift)| > ½ · ln(CI high / CI low) of the speedup: a baseline that moved by 1 + drift moves "

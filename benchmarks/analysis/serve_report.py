@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from benchmarks.analysis.shown import DATASET, Shown, render, value
 from benchmarks.core import metrics
 from benchmarks.core.markdown import fmt
 
@@ -23,6 +24,38 @@ lossless check against AR at C = 1; at C > 1 the measured fraction of prompts wh
 same C. Batched kernels are not batch-invariant (a request's logits depend on what shares its batch), so a fraction
 below 1 at C > 1 is a measurement of that, not a lossless violation."""
 
+
+
+def _percentiles(stem: str, digits: int = 2) -> Shown:
+    names = tuple(f"{stem}_p{q}" for q in (50, 90, 99))
+    return Shown(f"{stem.split('_')[0].upper()} p50/p90/p99 ms", names,
+                 lambda r: "/".join(fmt(r[n], digits) for n in names))
+
+
+def _method_only(shown: Shown) -> Shown:
+    """A figure against the baseline: a dash on the baseline's own rows."""
+    return Shown(shown.header, shown.draws, lambda r: shown.render(r) if r["method"] != "baseline" else "–")
+
+
+def _tpot_speedup(r: dict[str, Any]) -> str:
+    ci = (f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
+          if r.get("speedup_ci_low") is not None else "")
+    return fmt(r["speedup"]) + ci
+
+
+SERVE_TABLE: tuple[Shown, ...] = (
+    DATASET, value("method", "label"), value("C", "concurrency"), value("n", "n_prompts"),
+    value("τ", "tau"), value("α", "acceptance_rate", 3), _percentiles("tpot_ms"), _percentiles("ttft_ms", 1),
+    _percentiles("itl_ms"), value("server TPOT ms", "server_tpot_ms_mean"),
+    value("out tok/s", "agg_output_tok_per_s", 1), value("req/s", "requests_per_s"),
+    _method_only(Shown("TPOT speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high"), _tpot_speedup)),
+    _method_only(value("server TPOT speedup", "server_tpot_speedup")),
+    _method_only(value("thr. speedup", "throughput_speedup")),
+    Shown("identical", ("identical_frac", "identical_frac_batched"), lambda r: fmt(
+        r["identical_frac"] if int(r["concurrency"]) == 1 else r.get("identical_frac_batched"), 3)),
+)
+# Registered serving columns the section states in its lines rather than its table.
+SERVE_LINES = ("request_rate", "n_burst")
 
 
 def serve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -47,25 +80,8 @@ def serve_markdown(rows: list[dict[str, Any]]) -> str | None:
     served = serve_rows(rows)
     if not served:
         return None
-    head = ["dataset", "method", "C", "n", "τ", "α", "TPOT p50/p90/p99 ms", "TTFT p50/p90/p99 ms",
-            "ITL p50/p90/p99 ms", "server TPOT ms", "out tok/s", "req/s", "TPOT speedup [95% CI]",
-            "server TPOT speedup", "thr. speedup", "identical"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in sorted(served, key=lambda r: (r["dataset"], r["method"] != "baseline", r["label"], r["concurrency"])):
-        ci = (f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
-              if r.get("speedup_ci_low") is not None else "")
-        ident = r["identical_frac"] if int(r["concurrency"]) == 1 else r.get("identical_frac_batched")
-        lines.append("| " + " | ".join([
-            r["dataset"], r["label"], str(r["concurrency"]), str(r["n_prompts"]), fmt(r["tau"]),
-            fmt(r["acceptance_rate"], 3),
-            "/".join(fmt(r[f"tpot_ms_p{q}"]) for q in (50, 90, 99)),
-            "/".join(fmt(r[f"ttft_ms_p{q}"], 1) for q in (50, 90, 99)),
-            "/".join(fmt(r[f"itl_ms_p{q}"]) for q in (50, 90, 99)), fmt(r.get("server_tpot_ms_mean")),
-            fmt(r["agg_output_tok_per_s"], 1), fmt(r["requests_per_s"]),
-            (fmt(r["speedup"]) + ci) if r["method"] != "baseline" else "–",
-            fmt(r.get("server_tpot_speedup")) if r["method"] != "baseline" else "–",
-            fmt(r["throughput_speedup"]) if r["method"] != "baseline" else "–",
-            fmt(ident, 3)]) + " |")
+    lines = render(SERVE_TABLE, sorted(served, key=lambda r: (r["dataset"], r["method"] != "baseline", r["label"],
+                                                                r["concurrency"]))).split("\n")
     bursts = [f"{r['label']} on {r['dataset']} at C = {r['concurrency']}: {r['n_burst']} of {r['n_prompts']}"
               for r in served if r.get("n_burst")]
     if bursts:

@@ -4,31 +4,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from benchmarks.analysis.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, value
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
 
 
-def row_label(r: dict[str, Any]) -> str:
-    """A summary row's method label, with its serving level when it has one."""
-    return r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
-
-
-def results_table(rows: list[dict[str, Any]]) -> str:
-    body = []
-    for r in rows:
-        ci = (f"[{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
-              if r["speedup_ci_low"] is not None else "")
-        ci += " DRIFT" if r.get("drift_flag") is True else ""
-        body.append([r["dataset"], r["engine"], row_label(r), f"{r['temperature']:g}", str(r["n_prompts"]),
-                     fmt(r["tau"]),
-                     fmt(r.get("tau_prompt_mean")),
-                     fmt(r["acceptance_rate"], 3), fmt(r["tpot_ms_mean"]), fmt(r["tpot_ms_p50"]),
-                     fmt(r["tpot_ms_p90"]), fmt(r["ttft_ms_mean"]), fmt(r["output_tok_per_s"], 1),
-                     f"{fmt(r['speedup'])} {ci}".strip(), fmt(r["n_pairs"]), fmt(r["speedup_mean_ratio"]),
-                     fmt(r["identical_frac"], 3), tie_cell(r)])
-    return table(["dataset", "engine", "method", "T", "n", "τ", "τ prompt mean", "α", "TPOT ms", "p50", "p90",
-                   "TTFT ms", "tok/s", "speedup [95% CI]", "pairs", "mean-ratio", "identical",
-                   "same/tie/viol. (widest tie)"], body)
+def _speedup_cell(r: dict[str, Any]) -> str:
+    """The speedup with its 95 % CI, and DRIFT where the baseline's drift moves it out of its CI."""
+    ci = (f"[{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
+          if r["speedup_ci_low"] is not None else "")
+    ci += " DRIFT" if r.get("drift_flag") is True else ""
+    return f"{fmt(r['speedup'])} {ci}".strip()
 
 
 def tie_cell(r: dict[str, Any]) -> str:
@@ -39,15 +25,39 @@ def tie_cell(r: dict[str, Any]) -> str:
     return f"{r['n_identical']}/{r['n_ties']}/{r['n_violations']}{widest}"
 
 
+RESULTS_TABLE: tuple[Shown, ...] = (
+    DATASET, ENGINE, METHOD, TEMPERATURE,
+    value("n", "n_prompts"), value("τ", "tau", term="τ"), value("τ prompt mean", "tau_prompt_mean",
+                                                                  term="τ (prompt mean)"),
+    value("α", "acceptance_rate", 3, term="α"), value("TPOT ms", "tpot_ms_mean", term="TPOT"),
+    value("p50", "tpot_ms_p50"), value("p90", "tpot_ms_p90"), value("TTFT ms", "ttft_ms_mean", term="TTFT"),
+    value("tok/s", "output_tok_per_s", 1),
+    Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high", "drift_flag"), _speedup_cell,
+          "speedup"),
+    value("pairs", "n_pairs", term="pairs"), value("mean-ratio", "speedup_mean_ratio", term="mean-ratio"),
+    value("identical", "identical_frac", 3, term="identical"),
+    Shown("same/tie/viol. (widest tie)", ("n_identical", "n_ties", "n_violations", "tie_margin_max_ulps"), tie_cell,
+          "same/tie/viol."),
+)
+
+
+def results_table(rows: list[dict[str, Any]]) -> str:
+    return render(RESULTS_TABLE, rows)
+
+
+def acceptance_spec(k_max: int) -> tuple[Shown, ...]:
+    """The per-position table's columns for rows of at most `k_max` positions."""
+    def p(i: int) -> Shown:
+        return Shown(f"p{i}", ("per_position",), lambda r: (lambda ps: fmt(ps[i - 1], 3) if len(ps) >= i else "")(
+            json.loads(r["per_position"])))
+    return (DATASET, ENGINE, METHOD, *(p(i) for i in range(1, k_max + 1)))
+
+
 def acceptance_table(rows: list[dict[str, Any]]) -> str:
     spec = [r for r in rows if r["per_position"]]
     if not spec:
         return "No speculative rows."
-    k_max = max(len(json.loads(r["per_position"])) for r in spec)
-    body = [[r["dataset"], r["engine"], row_label(r)]
-            + [fmt(p, 3) for p in json.loads(r["per_position"])] + [""] * (k_max - len(json.loads(r["per_position"])))
-            for r in spec]
-    return table(["dataset", "engine", "method"] + [f"p{i}" for i in range(1, k_max + 1)], body)
+    return render(acceptance_spec(max(len(json.loads(r["per_position"])) for r in spec)), spec)
 
 
 # Engine settings that change a measured number, as engines' describe() names them.

@@ -8,10 +8,10 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from benchmarks.analysis.shown import ENGINE, METHOD, Shown, render, value
 from benchmarks.analysis.summary import workload_order
-from benchmarks.analysis.tables import row_label
 from benchmarks.analysis.unit import prompts_sha256
-from benchmarks.core.markdown import fmt, table
+from benchmarks.core.markdown import fmt
 from benchmarks.core.numbers import is_number
 
 POSITIONS = (1, 2, 4, 8)  # per-position acceptance columns of the context table (report's table has every one)
@@ -92,24 +92,47 @@ def _order(r: dict[str, Any]) -> tuple:
     return r["engine"], r["temperature"], r["label"], workload_order(r["dataset"])
 
 
+def _with_base(rows: list[dict[str, Any]], chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chosen rows, each with its AR baseline's row (same engine, temperature, dataset, level) under "base"."""
+    base = _base(rows)
+    return [{**r, "base": base.get((r["engine"], r["temperature"], r["dataset"], r.get("concurrency")), {})}
+            for r in chosen]
+
+
+def _position(i: int) -> Shown:
+    def cell(r: dict[str, Any]) -> str:
+        p = json.loads(r["per_position"]) if r.get("per_position") else []
+        return fmt(p[i - 1], 2) if len(p) >= i else "–"
+    return Shown(f"p{i}", ("per_position",), cell)
+
+
+def _step_ratio(r: dict[str, Any]) -> str:
+    ar = r["base"].get("step_ms")
+    return fmt(r["step_ms"] / ar if is_number(ar) and ar > 0 else None)
+
+
+DATASET = Shown("dataset", ("dataset",), lambda r: workload_order(r["dataset"])[0])
+CONTEXT, PROMPT = value("context tokens ≥", "context_tokens"), value("prompt tokens (mean)", "prompt_tokens_mean", 0)
+TAU, ALPHA, TPOT = value("τ", "tau"), value("α", "acceptance_rate", 3), value("TPOT ms", "tpot_ms_mean")
+SPEEDUP = Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high"), _speedup)
+IDENTICAL = value("identical", "identical_frac", 3)
+CONTEXT_TABLE: tuple[Shown, ...] = (
+    ENGINE, DATASET, METHOD, CONTEXT, PROMPT, TAU, ALPHA, *(_position(i) for i in POSITIONS),
+    Shown("TPOT AR ms", ("tpot_ms_mean",), lambda r: fmt(r["base"].get("tpot_ms_mean"))), TPOT, SPEEDUP, IDENTICAL)
+STEP_TABLE: tuple[Shown, ...] = (
+    ENGINE, DATASET, METHOD, CONTEXT, PROMPT,
+    Shown("AR step ms", ("step_ms",), lambda r: fmt(r["base"].get("step_ms"))), value("step ms", "step_ms"),
+    Shown("step / AR step", ("step_ms",), _step_ratio), value("draft ms", "draft_step_ms"),
+    value("verify ms", "verify_step_ms"), value("host ms", "host_step_ms"), TAU)
+TURN_TABLE: tuple[Shown, ...] = (ENGINE, DATASET, METHOD, value("turn", "turn"), value("n", "n_prompts"), PROMPT, TAU,
+                                 ALPHA, TPOT, SPEEDUP, IDENTICAL)
+
+
 def context_table(rows: list[dict[str, Any]]) -> str | None:
     """Speculative rows against context length: prompt tokens, τ, α, p_i, TPOT of AR and of the method, speedup."""
     spec = sorted((r for r in rows if r.get("context_tokens") is not None and r["method"] != "baseline"
                    and (r.get("concurrency") or 1) == 1), key=_order)
-    if not spec:
-        return None
-    base = _base(rows)
-    body = []
-    for r in spec:
-        p = json.loads(r["per_position"]) if r.get("per_position") else []
-        b = base.get((r["engine"], r["temperature"], r["dataset"], r.get("concurrency")), {})
-        body.append([r["engine"], workload_order(r["dataset"])[0], row_label(r), str(r["context_tokens"]),
-                     fmt(r.get("prompt_tokens_mean"), 0), fmt(r.get("tau")), fmt(r.get("acceptance_rate"), 3),
-                     *[fmt(p[i - 1], 2) if len(p) >= i else "–" for i in POSITIONS],
-                     fmt(b.get("tpot_ms_mean")), fmt(r.get("tpot_ms_mean")), _speedup(r),
-                     fmt(r.get("identical_frac"), 3)])
-    return table(["engine", "dataset", "method", "context tokens ≥", "prompt tokens (mean)", "τ", "α",
-                  *[f"p{i}" for i in POSITIONS], "TPOT AR ms", "TPOT ms", "speedup [95% CI]", "identical"], body)
+    return render(CONTEXT_TABLE, _with_base(rows, spec)) if spec else None
 
 
 def step_table(rows: list[dict[str, Any]]) -> str | None:
@@ -117,31 +140,13 @@ def step_table(rows: list[dict[str, Any]]) -> str | None:
     its draft, verify and host parts."""
     spec = sorted((r for r in rows if r.get("context_tokens") is not None and r["method"] != "baseline"
                    and is_number(r.get("step_ms"))), key=_order)
-    if not spec:
-        return None
-    base = _base(rows)
-    body = []
-    for r in spec:
-        ar = base.get((r["engine"], r["temperature"], r["dataset"], r.get("concurrency")), {}).get("step_ms")
-        ratio = r["step_ms"] / ar if is_number(ar) and ar > 0 else None
-        body.append([r["engine"], workload_order(r["dataset"])[0], row_label(r), str(r["context_tokens"]),
-                     fmt(r.get("prompt_tokens_mean"), 0), fmt(ar), fmt(r["step_ms"]), fmt(ratio),
-                     fmt(r.get("draft_step_ms")), fmt(r.get("verify_step_ms")), fmt(r.get("host_step_ms")),
-                     fmt(r.get("tau"))])
-    return table(["engine", "dataset", "method", "context tokens ≥", "prompt tokens (mean)", "AR step ms",
-                  "step ms", "step / AR step", "draft ms", "verify ms", "host ms", "τ"], body)
+    return render(STEP_TABLE, _with_base(rows, spec)) if spec else None
 
 
 def turn_table(rows: list[dict[str, Any]]) -> str | None:
     """Rows by turn: prompts, their mean length, τ, α, TPOT, speedup and greedy identity."""
     turns = sorted((r for r in rows if r.get("turn") is not None), key=_order)
-    if not turns:
-        return None
-    body = [[r["engine"], workload_order(r["dataset"])[0], row_label(r), str(r["turn"]), str(r["n_prompts"]),
-             fmt(r.get("prompt_tokens_mean"), 0), fmt(r.get("tau")), fmt(r.get("acceptance_rate"), 3),
-             fmt(r.get("tpot_ms_mean")), _speedup(r), fmt(r.get("identical_frac"), 3)] for r in turns]
-    return table(["engine", "dataset", "method", "turn", "n", "prompt tokens (mean)", "τ", "α", "TPOT ms",
-                  "speedup [95% CI]", "identical"], body)
+    return render(TURN_TABLE, turns) if turns else None
 
 
 def length_line(manifest: dict[str, Any]) -> str | None:

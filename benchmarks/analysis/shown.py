@@ -1,0 +1,49 @@
+"""What a report.md table shows, declared: each of its columns is a header, the summary.csv columns it draws (names
+of the registry, analysis/columns.py) and how it renders one row. A table is rendered from that tuple, so the
+report's tables name registered columns only; tests/analysis/test_report_tables.py checks that, and that every column
+the registry places in a section is drawn by that section's tables or lines."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.core.markdown import fmt, table
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One column of a report table. `term` is the bold term of the report's Definitions that explains it."""
+
+    header: str
+    draws: tuple[str, ...]
+    render: Callable[[Row], str]
+    term: str | None = None
+
+
+def value(header: str, name: str, digits: int = 2, term: str | None = None) -> Shown:
+    """A registered column's value, formatted (a dash where it has none)."""
+    return Shown(header, (name,), lambda r: fmt(r.get(name), digits), term)
+
+
+def render(spec: Sequence[Shown], rows: Iterable[Row]) -> str:
+    """The Markdown table of `rows` under `spec`."""
+    return table([s.header for s in spec], [[s.render(r) for s in spec] for r in rows])
+
+
+def drawn(*specs: Sequence[Shown]) -> set[str]:
+    """Every summary.csv column the tables of `specs` draw."""
+    return {name for spec in specs for s in spec for name in s.draws}
+
+
+def row_label(r: Row) -> str:
+    """A summary row's method label, with its serving level when it has one."""
+    return r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
+
+
+# Columns most tables share.
+DATASET, ENGINE = value("dataset", "dataset"), value("engine", "engine")
+METHOD = Shown("method", ("label", "concurrency"), row_label)
+TEMPERATURE = Shown("T", ("temperature",), lambda r: f"{r['temperature']:g}")
