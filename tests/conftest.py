@@ -5,9 +5,12 @@ import importlib
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["pytester"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -30,7 +33,26 @@ def _latest_state() -> tuple[str, int] | None:
 REQUIRED_ENGINE_PACKAGES = {"vllm": "vllm", "jax": "jax"}
 
 
+# XLA compilations seen so far (jax.monitoring), to find a test that compiles JAX without an engine marker: such a
+# test would slow `make test-fast`, which selects by marker. jax is imported here only where it is installed.
+COMPILES: Counter[str] = Counter()
+ENGINE_MARKERS = ("jax", "vllm", "slow", "heavy")
+_COMPILES_BEFORE = pytest.StashKey[int]()
+try:
+    import jax.monitoring
+
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, duration, **_: COMPILES.update([event]) if event.endswith("backend_compile_duration") else None)
+except ImportError:
+    pass
+
+
+def _compiles() -> int:
+    return sum(COMPILES.values())
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_COMPILES_BEFORE] = _compiles()
     for marker, package in REQUIRED_ENGINE_PACKAGES.items():
         if item.get_closest_marker(marker) is None:
             continue
@@ -39,6 +61,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         except Exception as exc:  # noqa: BLE001 - any import failure means the environment is broken
             pytest.fail(f"{package} does not import ({type(exc).__name__}: {exc}); every platform's environment "
                         f"needs it: rerun `bash preparation/bootstrap.sh`", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Fail a passing test that compiled JAX (in its set-up or its body) without one of ENGINE_MARKERS."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.passed or any(item.get_closest_marker(m) for m in ENGINE_MARKERS):
+        return
+    compiled = _compiles() - item.stash.get(_COMPILES_BEFORE, _compiles())
+    if compiled:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} compiled {compiled} XLA program(s) but carries none of the markers "
+                           f"{', '.join(ENGINE_MARKERS)}: mark it `jax` (or `slow`), so that `make test-fast` leaves "
+                           f"it out")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

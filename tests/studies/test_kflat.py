@@ -48,6 +48,7 @@ def test_command_writes_csv_and_figure(tmp_path, capsys):
     assert "kflat.csv" in capsys.readouterr().out
 
 
+@pytest.mark.jax
 def test_command_reports_an_injected_impossible_time(tmp_path, capsys, monkeypatch):
     """A timer that returns a time far below any memory-bandwidth floor must be flagged, not reported."""
     monkeypatch.setenv("DFLASH_BANDWIDTH_GBS", "100")
