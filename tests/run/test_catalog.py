@@ -58,3 +58,21 @@ def test_the_catalog_row_decides_the_options_a_cell_may_set(scripted_row, tmp_pa
 def test_an_engine_the_catalog_lacks_is_named_with_the_known_ones(tmp_path, capsys):
     assert main(["validate", str(matrix_file(tmp_path))]) == 2
     assert "unknown engine 'scripted'; allowed: vllm, jax, vllm-serve" in capsys.readouterr().err
+
+
+SERVER_ROW = EngineRow("scripted-serve", "tests.catalog_server:CatalogServer", ("baseline", "dflash"),
+                       lambda: frozenset({"max_model_len", "dtype"}), serves="scripted")
+
+
+def test_a_serving_engine_added_by_one_catalog_row_is_driven_per_level_and_reported(scripted_row, monkeypatch,
+                                                                                     tmp_path, capsys):
+    monkeypatch.setitem(catalog.ENGINES, SERVER_ROW.name, SERVER_ROW)
+    path = matrix_file(tmp_path, engine="scripted-serve", concurrency=[1, 2])
+    assert main(["matrix", str(path), "--run-dir", str(tmp_path / "run")]) == 0
+    assert "scripted server healthy" in capsys.readouterr().out  # named from the row, never "vllm"
+    records = RunStore(tmp_path / "run").records()
+    loads = sorted((r["concurrency"], r["label"]) for r in records if r["kind"] == "load")
+    assert loads == [(1, "baseline"), (1, "dflash-k3"), (2, "baseline"), (2, "dflash-k3")]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Serving under load" in report
+    assert "| local | dflash-k3 | 2 | 3 |" in report and "2.50" in report  # 10 ms / 4 ms per token, paired
