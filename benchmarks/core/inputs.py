@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmarks.core.config import Matrix, max_model_lens
 from benchmarks.core.datasets import DATASETS, DatasetUnavailable, load_rows
-from benchmarks.core.models import HUB_ID
+from benchmarks.core.model_refs import HUB_ID
 from benchmarks.core.paths import ROOT, resolve_model_ref
 from benchmarks.core.provenance import resolve_model
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.core.models import materialize
+from benchmarks.core.model_refs import materialize
 from benchmarks.core.records import Cell
 
 

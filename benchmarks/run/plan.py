@@ -22,7 +22,7 @@ from benchmarks.core.drafts import thinking_warnings
 from benchmarks.core.inputs import check_inputs
 from benchmarks.core.markdown import table
 from benchmarks.core.matrix import config_id, legacy_run_id, run_id_for
-from benchmarks.core.models import load_tokenizer, materialize, matrix_cells
+from benchmarks.core.model_refs import load_tokenizer, materialize, matrix_cells
 from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
 from benchmarks.core.placement import interleave_problem

@@ -133,7 +133,7 @@ def main(args: argparse.Namespace) -> int:
 
     if args.dataset:
         from benchmarks.core.datasets import load_prompts
-        from benchmarks.core.models import load_tokenizer
+        from benchmarks.core.model_refs import load_tokenizer
 
         tokenizer = load_tokenizer(str(args.target))
         max_prompt = PARITY_OPTIONS["jax"]["max_model_len"] - args.new

@@ -249,7 +249,7 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
     """Per-step comparisons over n_prompts chat-templated prompts of a dataset, for each RoPE variant of their draft
     (all fed the same steps of one trajectory)."""
     from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.models import load_tokenizer
+    from benchmarks.core.model_refs import load_tokenizer
 
     jax.config.update("jax_default_matmul_precision", "highest")
     dtype = DTYPES[dtype_name]

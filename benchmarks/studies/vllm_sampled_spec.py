@@ -144,7 +144,7 @@ def patch_state(folder: Path) -> tuple[bool, str]:
 def _prompts() -> tuple[Any, str, list[Any]]:
     from benchmarks.core.config import load_matrix
     from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.models import load_tokenizer, materialize
+    from benchmarks.core.model_refs import load_tokenizer, materialize
     from benchmarks.core.paths import ROOT
 
     m = load_matrix(ROOT / MATRIX)
@@ -157,7 +157,7 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures:
     """One engine of `method` (tiny-sampled's cell of that engine), sampled at each temperature: the check's arm
     per T."""
     from benchmarks.core.matrix import expand
-    from benchmarks.core.models import materialize
+    from benchmarks.core.model_refs import materialize
     from benchmarks.core.records import SamplingParams
     from benchmarks.engines import create_engine
     from benchmarks.run.sampling import seeds

@@ -36,7 +36,7 @@ from benchmarks.core.tiny_checkpoints import (
     save_target,
     stdlib_corpus,
 )
-from benchmarks.tiny.models import DFlashDraft, Eagle3Draft, Qwen3Target, weighted_ce
+from benchmarks.tiny.torch_modules import DFlashDraft, Eagle3Draft, Qwen3Target, weighted_ce
 
 INSTRUCTION = "Write a solution that passes the tests."
 

@@ -67,7 +67,7 @@ def test_training_modules_restate_transformers_qwen3():
     from transformers import Qwen3ForCausalLM
 
     from benchmarks.tiny.check import humaneval_prompt_ids
-    from benchmarks.tiny.models import Qwen3Target
+    from benchmarks.tiny.torch_modules import Qwen3Target
 
     cfg = _config("target")
     cfg["rope_theta"] = cfg["rope_parameters"]["rope_theta"]

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize
 from benchmarks.core import matrix as matrix_mod
-from benchmarks.core import models
+from benchmarks.core import model_refs
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
@@ -344,11 +344,11 @@ def test_run_id_is_stable_per_matrix_content(matrix):
 def test_model_references():
     from benchmarks.core.config import ConfigError
 
-    assert models.materialize("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"  # a hub id is left to the engine
+    assert model_refs.materialize("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"  # a hub id is left to the engine
     with pytest.raises(ConfigError, match="model folder 'models/absent/target' not found"):
-        models.materialize("models/absent/target")
+        model_refs.materialize("models/absent/target")
     with pytest.raises(ConfigError, match="unknown builtin model"):
-        models.materialize("builtin:nope/target")
+        model_refs.materialize("builtin:nope/target")
 
 
 def test_recheck_prompts_are_spread_over_the_measurement():

@@ -133,7 +133,7 @@ def test_a_server_without_the_harness_memory_setting_fails_while_another_process
     """The control of the next test: vLLM's own default reservation does not fit beside the memory in use."""
     from benchmarks.core.config import parse_matrix
     from benchmarks.core.matrix import expand
-    from benchmarks.core.models import materialize
+    from benchmarks.core.model_refs import materialize
     from benchmarks.engines import vllm_memory
     from benchmarks.engines.server import ServerStartError
     from benchmarks.engines.vllm_serve import VllmServer
@@ -155,7 +155,7 @@ def _prompt_ids(matrix_file) -> dict[str, list[int]]:
     """The matrix's measured prompts as the run plan tokenises them (benchmarks/run/plan.py), by sha256."""
     from benchmarks.core.config import load_matrix
     from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.models import load_tokenizer, materialize
+    from benchmarks.core.model_refs import load_tokenizer, materialize
 
     m = load_matrix(matrix_file)
     prompts = load_prompts(m.datasets[0].name, m.num_prompts, m.seed, load_tokenizer(materialize(m.target)), None,

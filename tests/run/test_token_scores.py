@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.core.models import load_tokenizer
+from benchmarks.core.model_refs import load_tokenizer
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.engines.jax.engine import JaxEngine

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from benchmarks.core.datasets import load_prompts
-from benchmarks.core.models import load_tokenizer
+from benchmarks.core.model_refs import load_tokenizer
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.engines.jax import decode
