@@ -13,7 +13,7 @@ from benchmarks.core.datasets import DATASETS, DatasetUnavailable, load_rows, se
 from benchmarks.core.model_checks import draft_problems, hub_problem, target_tokenizer
 from benchmarks.core.models import HUB_ID
 from benchmarks.core.paths import ROOT, resolve_model_ref
-from benchmarks.core.provenance import resolve_model
+from benchmarks.core.provenance import hub_offline, resolve_model
 
 
 def model_config(ref: str, role: str, source: str) -> tuple[dict[str, Any] | None, list[str]]:
@@ -69,8 +69,8 @@ def check_inputs(matrix: Matrix) -> list[str]:
                             f"max_model_len to {positions} or less")
     wanted = matrix.num_prompts + matrix.warmup_prompts
     for d in matrix.datasets:
-        if d.path is None and not DATASETS[d.name].offline:
-            continue  # a hub dataset: its rows are known once the run loads them
+        if d.path is None and not DATASETS[d.name].offline and not hub_offline():
+            continue  # a hub dataset, online: its rows are known once the run loads them (offline: from the cache)
         try:
             rows = load_rows(d.name, d.path, tokenizer if d.path is not None else None, matrix.chat_template)
         except DatasetUnavailable as exc:

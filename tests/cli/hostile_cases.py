@@ -388,6 +388,8 @@ CASES = [
          "HF_HUB_OFFLINE is set", env=OFFLINE),
     Case("models", "hub target id offline", with_matrix(target="none-such/Qwen3-404B"), "HF_HUB_OFFLINE is set",
          env=OFFLINE),
+    Case("datasets", "hub dataset offline, not cached", with_matrix(datasets=["alpaca"]), "Offline options",
+         env=OFFLINE),
     # what a run prints when a unit fails on its input
     Case("rerun advice", "a unit failing on its input", failing_run, "would fail the same way on a rerun", status=1,
          forbidden=("Rerun the same command to retry them",)),

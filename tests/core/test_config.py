@@ -193,9 +193,9 @@ def test_safe_names_pass_and_a_matrix_named_up_the_tree_fails_validate_with_one_
 def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkeypatch, capsys):
     from benchmarks.cli import main
 
-    tiny = ROOT / "models" / "tiny"  # on disk: validate checks a hub id against the cache and the offline state
+    tiny = ROOT / "models" / "tiny"  # on disk: validate checks hub ids and datasets against the offline state
     path = write(tmp_path, {**BASE, "target": str(tiny / "target"), "drafts": {"dflash": str(tiny / "dflash")},
-                            "interleave": True})
+                            "datasets": ["humaneval"], "interleave": True})
     monkeypatch.setenv("PLATFORM", "cpu")
     assert main(["validate", str(path)]) == 0
     monkeypatch.setenv("PLATFORM", "tpu")
