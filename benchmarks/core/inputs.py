@@ -81,7 +81,7 @@ def check_inputs(matrix: Matrix) -> list[str]:
                             f"asked of {d.name}, which has {len(rows)} rows; lower num_prompts")
         elif d.path is not None and tokenizer is not None:
             try:  # the run's seeded selection, rendered: two rows that render to the same ids are refused there
-                select_prompts(d.name, wanted, matrix.seed, tokenizer, d.path, None, matrix.chat_template)
+                select_prompts(d.name, wanted, matrix.seed, tokenizer, d.path, None, matrix.chat_template, rows)
             except DatasetUnavailable as exc:
                 problems += exc.problems
     return problems

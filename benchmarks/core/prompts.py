@@ -89,10 +89,12 @@ class PromptSelection:
 
 
 def select_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,
-                   max_prompt_tokens: int | None = None, template: dict[str, Any] | None = None) -> PromptSelection:
-    """n seeded prompts of a dataset, rendered and tokenised. A prompt longer than max_prompt_tokens (so that prompt +
-    generation would not fit the engine's context) is passed over and recorded in `skipped`, in seeded order."""
-    rows = load_rows(name, path, tokenizer, template)
+                   max_prompt_tokens: int | None = None, template: dict[str, Any] | None = None,
+                   rows: list[dict[str, Any]] | None = None) -> PromptSelection:
+    """n seeded prompts of a dataset, rendered and tokenised (from `rows` where `load_rows` has read them already).
+    A prompt longer than max_prompt_tokens (so that prompt + generation would not fit the engine's context) is passed
+    over and recorded in `skipped`, in seeded order; two rows that render to the same ids are refused."""
+    rows = load_rows(name, path, tokenizer, template) if rows is None else rows
     out: list[Prompt] = []
     skipped: list[tuple[int, int]] = []
     first: dict[str, int] = {}  # prompt sha256 -> the row that gave it
