@@ -1,12 +1,16 @@
 """Issue 33's hostile-input cases (tests/cli/hostile_cases.py) through the CLI: each ends in a clear error naming
 its fix, or runs; none gives a traceback, hangs, passes silently, misleads or fails only after its run folder exists.
 Engine-free: a scripted engine stands in for JAX and vLLM."""
+import subprocess
+import sys
+
 import pytest
 
 from benchmarks.cli.run import retry_advice
 from benchmarks.core import catalog
+from benchmarks.core.paths import ROOT
 from benchmarks.core.record_lines import rerun_may_help
-from tests.cli.hostile_cases import CASES, GOOD, run_case, scripted_engine
+from tests.cli.hostile_cases import CASES, GOOD, matrix_text, run_case, scripted_engine
 
 
 @pytest.fixture(autouse=True)
@@ -44,3 +48,13 @@ def test_retry_advice_names_the_units_a_rerun_will_not_fix():
                                   "way on a rerun: fix the cause report.md gives, then rerun; the others may pass "
                                   "on a rerun of the same command.")
     assert retry_advice(rows[:1]).endswith("fix the cause report.md gives, then rerun.")
+
+
+def test_output_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(matrix_text(tmp_path, engine="jax"))
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "matrix", str(path), "--plan", "--run-dir",
+                             str(tmp_path / "run")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head` does once it has its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err
