@@ -55,10 +55,11 @@ def target_tokenizer(matrix: Matrix, config: dict[str, Any]) -> tuple[Any, list[
     source = matrix.source
     try:
         tokenizer = load_tokenizer(materialize(matrix.target) or matrix.target)
+        probe = tokenizer("a b c", add_special_tokens=False)["input_ids"]
     except Exception as exc:  # transformers raises OSError, ValueError and others for a folder without a tokenizer
         return None, [f"{source}: target {matrix.target!r}: its tokenizer does not load ({type(exc).__name__}: "
                       f"{str(exc).splitlines()[0] if str(exc) else ''}); give a model folder with its tokenizer files"]
-    if not tokenizer("a b c", add_special_tokens=False)["input_ids"]:
+    if not probe:
         return None, [f"{source}: target {matrix.target!r}: its tokenizer encodes nothing (no tokenizer.json or "
                       f"vocabulary files in the folder?); give a model folder with its tokenizer files"]
     vocab = config.get("vocab_size")

@@ -78,7 +78,7 @@ def special_file_problem(path: Path) -> str | None:
         return None
     kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
             else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "not a regular file")
+            else "a special file")
     via = f" (a link to {path.resolve()})" if path.is_symlink() else ""
     return f"is {kind}{via}, not a file; give a JSONL file of prompts, one JSON object per line"
 
