@@ -142,7 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         out = getattr(args, "out", None)
         if isinstance(out, Path) and out.exists() and not out.is_dir():
             raise BadInput(f"{shown(out)} is a file; give a folder")
-        return int(module.main(args))
+        status = int(module.main(args))
+        sys.stdout.flush()  # here, where a closed pipe is caught below, not at the interpreter's exit
+        return status
+    except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing more to tell it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # as a shell reports a command ended by SIGPIPE
     except BadInput as exc:
         for line in exc.problems:
             print(f"error: {clipped(line)}", file=sys.stderr)

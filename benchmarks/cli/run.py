@@ -47,6 +47,21 @@ def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked:
     return exit_status(len(v.failed), v.violated, allow_divergence, bool(v.unchecked), allow_unchecked)
 
 
+def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
+    """Whether rerunning the command would help the failed units (`record_lines.rerun_may_help`): only those whose
+    cause may pass on a retry are offered one; the rest are named as failing the same way again."""
+    from benchmarks.core.record_lines import rerun_may_help
+
+    lasting = [r for r in failed_rows if not rerun_may_help(r.get("error") or "")]
+    if not lasting:
+        return "Rerun the same command to retry them."
+    names = ", ".join(sorted({f"{r['label']} on {r['dataset']}" for r in lasting}))
+    again = (f"{names} failed on their input or set-up and would fail the same way on a rerun: fix the cause "
+             f"report.md gives, then rerun")
+    return again + ("; the others may pass on a rerun of the same command." if len(lasting) < len(failed_rows)
+                    else ".")
+
+
 def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     """Plan the matrix (its executor overridden by --executor), run it, write its reports, print the table and
     verdicts, and map them to the exit status."""
@@ -80,7 +95,7 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     print(f"\nrun folder: {result.run_dir}\n  summary.csv, report.md, figures/"
           + (f" ({latest} points here)" if here else " (latest not moved: the run holds no unit)"))
     if result.failed:
-        print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. Rerun the same command to retry them.",
+        print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. {retry_advice(verdicts.failed)}",
               file=sys.stderr)
     if verdicts.violated:
         print("speculative outputs differed from AR: greedy tokens or the sampled distribution (LOSSLESS VIOLATION "

@@ -1,5 +1,6 @@
-"""`validate`: check matrix files against the schema, the engines' options, this machine and the files they name
-(benchmarks/core/inputs.py), without running; every file is checked, one line per problem.
+"""`validate`: check matrix files against the schema, the engines' options, this machine and the files and models
+they name (benchmarks/core/inputs.py: the same checks the run plan makes before it writes anything), without
+running; every file is checked, one line per problem.
 
 vLLM's option names are data (benchmarks/core/engine_options.py), so they are checked whether or not vLLM imports
 here; each line says which vLLM release's arguments a matrix with a vLLM engine was checked against."""
@@ -13,7 +14,7 @@ from benchmarks.core import catalog
 from benchmarks.core.config import load_matrix
 from benchmarks.core.engine_options import vllm_release_checked
 from benchmarks.core.exit_codes import BadInput, Exit
-from benchmarks.core.inputs import check_inputs, hub_models
+from benchmarks.core.inputs import check_inputs
 from benchmarks.core.matrix import expand
 from benchmarks.core.placement import interleave_problem
 from benchmarks.core.provenance import detect_platform
@@ -43,7 +44,5 @@ def main(args: argparse.Namespace) -> int:
         if any(catalog.engine(e).base == "vllm" for e in matrix.engines):
             release, why = vllm_release_checked()
             against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
-        fetched = hub_models(matrix)
-        hub = f"; {', '.join(fetched)} not in the local Hugging Face cache: fetched by the run" if fetched else ""
-        print(f"{path}: ok, {len(cells)} cells{against}{hub}")
+        print(f"{path}: ok, {len(cells)} cells{against}")
     return Exit.BAD_INPUT if bad else Exit.OK

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.core import catalog
+from benchmarks.core import catalog, matrix_schema
 from benchmarks.core.dataset_registry import DATASETS, has_answers
 from benchmarks.core.matrix_checks import ConfigError, as_list, check_distinct, check_int, check_name, fail
 from benchmarks.core.matrix_schema import KEY, KEYS, MATRIX_KEYS, PRESET_KEYS, DatasetEntry, Matrix
@@ -219,6 +219,12 @@ def _temperatures(p: Parsing) -> list[float]:
             infinite = isinstance(t, float) and not is_finite(t)
             raise fail(source, "temperature", f"expected a float >= 0, got {t!r}"
                                               + (" (not a finite number)" if infinite else ""))
+        floor = matrix_schema.MIN_TEMPERATURE
+        if 0 < t < floor:
+            raise fail(source, "temperature", f"{t!r} is above 0 but below {floor:g}, where sampling is greedy but for "
+                                              f"near ties and vLLM raises it to {floor:g} (docs/matrices.md, "
+                                              f"'Temperatures and seeds'); give 0 for greedy decoding, or a "
+                                              f"temperature >= {floor:g}")
     check_distinct(source, "temperature", [float(t) for t in temps])
     return [float(t) for t in temps]
 
@@ -399,6 +405,16 @@ def _chat_template(p: Parsing) -> dict[str, Any] | None:
     return dict(value)
 
 
+def _seed(p: Parsing) -> int:
+    """The seed, within the range every engine takes with the harness's offsets added (`MAX_SEED`)."""
+    seed, most = check_int(p.source, "seed", p.get("seed"), 0), matrix_schema.MAX_SEED
+    if seed > most:
+        raise fail(p.source, "seed", f"{seed} is above {most} (2^31 - 1): the engines take uint32 seeds and the "
+                                     f"harness adds offsets of up to 2^31 per arm, engine and prompt; give a "
+                                     f"smaller seed")
+    return seed
+
+
 def _int(key: str, minimum: int) -> Callable[[Parsing], int]:
     return lambda p: check_int(p.source, key, p.get(key), minimum)
 
@@ -428,6 +444,6 @@ PARSERS: tuple[tuple[tuple[str, ...], Callable[[Parsing], Any]], ...] = (
     (("chat_template",), _chat_template),
     (("num_prompts",), _int("num_prompts", 1)),
     (("warmup_prompts",), _int("warmup_prompts", 0)),
-    (("seed",), _int("seed", 0)),
+    (("seed",), _seed),
     (("drift_prompts",), _int("drift_prompts", 0)),
 )

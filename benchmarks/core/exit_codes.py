@@ -8,7 +8,7 @@ class Exit(IntEnum):
     """What a command's exit status means; when several apply, the most serious wins (`worst`)."""
 
     OK = 0  # everything asked for ran and every due check passed
-    FAILED = 1  # a unit or step failed to run; rerun the same command to retry it (the others still ran)
+    FAILED = 1  # a unit or step failed to run (the others still ran); the run says whether a rerun may fix it
     BAD_INPUT = 2  # an argument, matrix, dataset or model that cannot run, one line per problem
     VIOLATION = 3  # a check failed: greedy tokens differ from AR, the T > 0 distribution check rejected, a study's
     #                criterion failed (--allow-divergence accepts a run's violations; they are still reported)
@@ -33,7 +33,7 @@ def worst(*codes: int) -> int:
 
 TABLE = "\n".join(f"  {e.value}  {line}" for e, line in (
     (Exit.OK, "success: everything ran, every due check passed"),
-    (Exit.FAILED, "a unit or step failed to run (the others ran); rerun the same command to retry it"),
+    (Exit.FAILED, "a unit or step failed to run (the others ran); the run says whether rerunning it may help"),
     (Exit.BAD_INPUT, "bad input (argument, matrix, dataset, model), one line per problem"),
     (Exit.VIOLATION, "a check failed: lossless/distribution violation, or a study's criterion (--allow-divergence)"),
     (Exit.NOT_CHECKED, "a due check could not run, with the reason (--allow-unchecked)"),

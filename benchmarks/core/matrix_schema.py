@@ -20,6 +20,12 @@ LOAD_TIMEOUT_S = 1800.0
 EXECUTORS = ("local", "ray")
 # What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.core.provenance.detect_platform).
 DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
+# The lowest temperature above 0 that samples as asked (docs/matrices.md, "Temperatures and seeds"): vLLM raises any
+# lower one to it, and a float32 softmax of logits/T below it is greedy but for near ties, then inf/nan.
+MIN_TEMPERATURE = 0.01
+# The largest seed: seeds are uint32 in the JAX engine's PRNG keys, and the harness adds offsets of up to 2^31 to it
+# (per arm, engine and prompt row), which must stay in range.
+MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -76,15 +82,15 @@ KEYS: tuple[Key, ...] = (
     Key("datasets", f"list of names from {', '.join(sorted(DATASETS))} or mappings {{name, path}} for a local JSONL",
         "the prompts' sources; a relative path is read from the matrix file's folder", shown="required",
         identity=True, make="DATASET", bench="--dataset"),
-    Key("temperature", "float >= 0, or a list of them", "sampling temperatures", default=0.0, identity=True,
-        field="temperatures", make="TEMPERATURE", bench="--temperature"),
+    Key("temperature", f"0 or a float >= {MIN_TEMPERATURE:g}, or a list of them", "sampling temperatures",
+        default=0.0, identity=True, field="temperatures", make="TEMPERATURE", bench="--temperature"),
     Key("max_new_tokens", "int >= 1", "tokens generated per prompt", default=256, identity=True,
         make="MAX_NEW_TOKENS", bench="--max-new-tokens"),
     Key("num_prompts", "int >= 1", "measured prompts per dataset", default=8, identity=True, make="N",
         bench="--n"),
     Key("warmup_prompts", "int >= 0", "extra prompts run first and excluded from every figure", default=1,
         identity=True),
-    Key("seed", "int >= 0", "prompt subset and sampling", default=0, identity=True, bench="--seed"),
+    Key("seed", f"int in 0..{MAX_SEED}", "prompt subset and sampling", default=0, identity=True, bench="--seed"),
     Key("engine_options", "mapping", "passed to every engine (max_model_len, dtype, ...), with per-engine "
         "sub-mappings 'vllm: {enforce_eager, tensor_parallel_size, ...}' and 'jax: {breakdown, ...}'", default={},
         identity=True),

@@ -3,6 +3,8 @@ formed, within the vocabulary, rendered by the target's template), one line per 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +21,16 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
     """The rows of a local JSONL prompt file, every line checked: UTF-8, one JSON object, one prompt form the dataset
     can render (`row_problem`; with the tokenizer, rendered and its ids checked too). Raises DatasetUnavailable with
     one line per bad row, naming its line number."""
-    if not path.is_file():
-        raise DatasetUnavailable(f"{name}: local prompt file {path} does not exist")
+    not_a_file = special_file_problem(path)
+    if not_a_file:
+        raise DatasetUnavailable(f"{name}: local prompt file {path} {not_a_file}")
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise DatasetUnavailable(f"{name}: cannot read {path}: {exc.strerror}") from None
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
+    first_line: dict[str, int] = {}  # a row's prompt (`prompt_key`) -> the line that gave it first
     for number, raw in enumerate(data.split(b"\n"), 1):
         if not raw.strip():
             continue
@@ -43,14 +47,57 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
                if not isinstance(row, dict) else row_problem(name, row, tokenizer, template))
         if why:
             problems.append(f"{path}:{number}: {why}")
-        else:
-            rows.append(row)
+            continue
+        key = prompt_key(name, row)
+        if key in first_line:
+            problems.append(f"{path}:{number}: the same prompt as line {first_line[key]}; a repeat is not a distinct "
+                            f"input (docs/matrices.md, 'Your own prompts'): remove it")
+            continue
+        first_line[key] = number
+        rows.append(row)
     if problems:
         more = len(problems) - MAX_LISTED
         raise DatasetUnavailable(problems[:MAX_LISTED] + ([f"{path}: {more} more bad rows"] if more > 0 else []))
     if not rows:
         raise DatasetUnavailable(f"{name}: local prompt file {path} holds no rows")
     return rows
+
+
+def special_file_problem(path: Path) -> str | None:
+    """Why `path` is not a regular file to read prompts from (a folder, a FIFO, a device, a broken link, nothing),
+    found without opening it (opening a FIFO would wait for a writer, and a device may never end); None for a file."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"is a link to {os.readlink(path)}, which does not exist; give a JSONL file"
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror}); give a JSONL file"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a special file")
+    via = f" (a link to {path.resolve()})" if path.is_symlink() else ""
+    return f"is {kind}{via}, not a file; give a JSONL file of prompts, one JSON object per line"
+
+
+def prompt_key(name: str, row: dict[str, Any]) -> str:
+    """What a checked row asks the model, as text: two rows with the same key send the same prompt."""
+    if "prompt_ids" in row:
+        return json.dumps({"prompt_ids": row["prompt_ids"]})
+    return json.dumps({"messages": row_messages(name, row, True)}, sort_keys=True)
+
+
+def _text_problem(text: str, where: str) -> str | None:
+    """A string that is not text a tokenizer can encode: a lone surrogate (JSON lets "\\ud800" through)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"{where} holds a lone surrogate {text[exc.start]!r} at character {exc.start}, which no tokenizer "
+                f"encodes; fix the \\u escape (a character outside the BMP is a surrogate pair)")
+    return None
 
 
 def _messages_problem(messages: Any) -> str | None:
@@ -61,6 +108,9 @@ def _messages_problem(messages: Any) -> str | None:
             return f"messages[{i}] must be an object with a string 'content'"
         if m.get("role") not in ROLES:
             return f"messages[{i}]: role {m.get('role')!r} is not one of {', '.join(ROLES)}"
+        why = _text_problem(m["content"], f"messages[{i}]")
+        if why:
+            return why
     if messages[-1]["role"] != "user":
         return (f"'messages' ends with a message of role {messages[-1]['role']!r}; the last must be the user's, "
                 f"which the model answers")
@@ -97,7 +147,8 @@ def row_problem(name: str, row: dict[str, Any], tokenizer: Any = None,
         except (KeyError, IndexError, TypeError) as exc:
             return (f"no string 'prompt' field, and not the fields the {name} registry renders ({type(exc).__name__}: "
                     f"{exc}); keys: {sorted(row)}; give one of {', '.join(FORMS)}")
-        why = None if isinstance(text, str) and text.strip() else "the prompt is empty"
+        why = (_text_problem(text, "the prompt") if isinstance(text, str) and text.strip()
+               else "the prompt is empty")
     if why is None and tokenizer is not None:
         try:
             render_messages(row_messages(name, row, True), tokenizer, template)

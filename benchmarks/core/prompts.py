@@ -89,14 +89,20 @@ class PromptSelection:
 
 
 def select_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,
-                   max_prompt_tokens: int | None = None, template: dict[str, Any] | None = None) -> PromptSelection:
-    """n seeded prompts of a dataset, rendered and tokenised. A prompt longer than max_prompt_tokens (so that prompt +
-    generation would not fit the engine's context) is passed over and recorded in `skipped`, in seeded order."""
-    rows = load_rows(name, path, tokenizer, template)
+                   max_prompt_tokens: int | None = None, template: dict[str, Any] | None = None,
+                   rows: list[dict[str, Any]] | None = None) -> PromptSelection:
+    """n seeded prompts of a dataset, rendered and tokenised (from `rows` where `load_rows` has read them already).
+    A prompt longer than max_prompt_tokens (so that prompt + generation would not fit the engine's context) is passed
+    over and recorded in `skipped`, in seeded order; two rows that render to the same ids are refused."""
+    rows = load_rows(name, path, tokenizer, template) if rows is None else rows
     out: list[Prompt] = []
     skipped: list[tuple[int, int]] = []
+    first: dict[str, int] = {}  # prompt sha256 -> the row that gave it
     for i in subset_indices(len(rows), len(rows), seed):
         p = row_prompt(name, i, rows[i], path is not None, tokenizer, template)
+        if p.sha256 in first:
+            raise DatasetUnavailable(repeat_problem(name, path, first[p.sha256], i))
+        first[p.sha256] = i
         if max_prompt_tokens is not None and len(p.ids) > max_prompt_tokens:
             skipped.append((i, len(p.ids)))
             continue
@@ -105,6 +111,16 @@ def select_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | Non
             return PromptSelection(out, skipped, max_prompt_tokens, rows)
     raise DatasetUnavailable(f"{name}: asked for {n} prompts but only {len(out)} of {len(rows)} rows fit "
                              f"(max {max_prompt_tokens} prompt tokens); lower N or raise max_model_len")
+
+
+def repeat_problem(name: str, path: str | None, one: int, other: int) -> str:
+    """The line for two rows that render to the same token ids (refused: docs/matrices.md, 'Your own prompts')."""
+    rows = sorted((one, other))
+    where = (f"{path}: rows {rows[0] + 1} and {rows[1] + 1} (counting rows, not blank lines)" if path is not None
+             else f"the source's rows {rows[0]} and {rows[1]}")
+    fix = "remove one of them" if path is not None else "give its rows as a local JSONL file without the repeat"
+    return (f"{name}: {where} render to the same token ids; a repeated prompt is not a distinct input and would be "
+            f"paired twice: {fix}")
 
 
 def load_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,

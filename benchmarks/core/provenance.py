@@ -102,18 +102,24 @@ def content_id(obj: Any) -> str:
 
 # --- model files ---------------------------------------------------------------------------------------------------
 
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE keeps the Hugging Face hub out of reach (the cache only)."""
+    from huggingface_hub import constants as hf
+
+    return bool(hf.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+
+
 def resolve_model(ref: str) -> tuple[Path | None, str]:
     """(folder holding the model's files, how it was found): a local folder, or the hub id's cached snapshot."""
     path = Path(ref).expanduser()
     if path.is_dir():
         return path, "local folder"
     try:
-        from huggingface_hub import constants as hf
         from huggingface_hub import snapshot_download
     except ImportError:
         return None, "huggingface_hub is not installed"
     for local_only in (True, False):
-        if not local_only and (hf.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")):
+        if not local_only and hub_offline():
             break
         try:
             folder = Path(snapshot_download(ref, allow_patterns=list(MODEL_FILES), local_files_only=local_only))

@@ -9,6 +9,7 @@ docs/outputs.md lists the kinds (tests/core/test_record_lines.py checks it again
 from __future__ import annotations
 
 import dataclasses
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -220,6 +221,26 @@ def checked(records: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
 def cause(exc: BaseException) -> str:
     """An exception as the records and messages name it."""
     return f"{type(exc).__name__}: {exc}"
+
+
+# Exceptions that say what was asked cannot be done (a value, a type, a missing file or key): the same input fails the
+# same way, so a rerun does not help. Anything else (a worker that died or timed out, memory, the network, the disk)
+# may pass on a rerun.
+LASTING = frozenset({"ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "NotImplementedError",
+                     "AssertionError", "ImportError", "ModuleNotFoundError", "FileNotFoundError", "IsADirectoryError",
+                     "NotADirectoryError", "PermissionError", "UnicodeError", "ConfigError", "BadInput",
+                     "DatasetUnavailable"})
+CAUSE_TYPE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception|Input|Unavailable)): ")
+
+
+def rerun_may_help(error: str) -> bool:
+    """Whether a unit that failed with `error` (as `cause` wrote it; a worker's cause follows its own type, as in
+    "WorkerError: ValueError: ...") may pass when the run is rerun: not when any type named at its start is LASTING."""
+    types = []
+    while (m := CAUSE_TYPE.match(error)) is not None:
+        types.append(m.group(1).rsplit(".", 1)[-1])
+        error = error[m.end():]
+    return not LASTING.intersection(types)
 
 
 def _workload(prompt: Prompt) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class WorkerEngine:
         self.load_timeout_s = load_timeout_s
         self.pause_idle = pause_idle
         self._paused = False
+        self._killed_for = ""  # why the harness killed the worker (a timeout), named by every later call's error
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         ours, theirs = socket.socketpair()
         child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # tests' modules too
@@ -141,7 +142,8 @@ class WorkerEngine:
     def _call_running(self, method: str, args: tuple[Any, ...], timeout_s: float) -> Any:
         if self._proc.poll() is not None:
             self._kill_tree()
-            raise WorkerError(f"engine worker ({self.spec}) is gone: {_describe_exit(self._proc.returncode)}",
+            raise WorkerError(f"engine worker ({self.spec}) is gone: {_describe_exit(self._proc.returncode)}"
+                              + (f", by the harness after {self._killed_for}" if self._killed_for else ""),
                               self._stderr_tail())
         try:
             self._conn.send((method, args))
@@ -150,6 +152,8 @@ class WorkerEngine:
                 if self._proc.poll() is not None:
                     raise EOFError
                 if time.monotonic() >= deadline:
+                    limit = "load_timeout_s" if timeout_s == self.load_timeout_s else "request_timeout_s"
+                    self._killed_for = f"{method} timed out after {timeout_s:g} s ({limit})"
                     self._kill_tree()
                     raise WorkerError(f"engine worker ({self.spec}) {method} timed out after {timeout_s:g} s; "
                                       f"its process tree was killed (raise request_timeout_s or load_timeout_s "

@@ -30,6 +30,10 @@ def write(tmp_path, data) -> Path:
     ({"max_new_tokens": "many"}, "max_new_tokens", "expected an int"),
     ({"num_prompts": 0}, "num_prompts", "expected an int >= 1"),
     ({"temperature": -1}, "temperature", "expected a float >= 0"),
+    ({"temperature": 1.0e-320}, "temperature", "below 0.01, where sampling is greedy but for near ties"),
+    ({"temperature": [0, 0.005]}, "temperature", "give 0 for greedy decoding, or a temperature >= 0.01"),
+    ({"seed": 2**32}, "seed", "above 2147483647 (2^31 - 1)"),
+    ({"seed": -1}, "seed", "expected an int >= 0"),
     ({"engine": "sglang"}, "engine", "unknown engine 'sglang'"),
     ({"methods": ["baseline", "eagle3"]}, "drafts", "method 'eagle3' needs a draft model"),
     ({"target": None}, "target", "missing"),
@@ -189,7 +193,9 @@ def test_safe_names_pass_and_a_matrix_named_up_the_tree_fails_validate_with_one_
 def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkeypatch, capsys):
     from benchmarks.cli import main
 
-    path = write(tmp_path, {**BASE, "interleave": True})
+    tiny = ROOT / "models" / "tiny"  # on disk: validate checks hub ids and datasets against the offline state
+    path = write(tmp_path, {**BASE, "target": str(tiny / "target"), "drafts": {"dflash": str(tiny / "dflash")},
+                            "datasets": ["humaneval"], "interleave": True})
     monkeypatch.setenv("PLATFORM", "cpu")
     assert main(["validate", str(path)]) == 0
     monkeypatch.setenv("PLATFORM", "tpu")

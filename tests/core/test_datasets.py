@@ -4,6 +4,8 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
+import re
 
 import pytest
 from transformers import AutoTokenizer
@@ -183,3 +185,45 @@ def test_second_turn_conversation(tokenizer):
     assert "<|im_start|>assistant\nA first answer.<|im_end|>" in text
     assert text.endswith("And a second question?<|im_end|>\n<|im_start|>assistant\n")
     assert q.turn == 2 and q.key == "mt-bench@turn2" and q.construction["first_prompt_sha256"] == p.sha256
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda p: p.mkdir(), "is a folder, not a file"),
+    (lambda p: os.mkfifo(p), "is a named pipe (FIFO), not a file"),  # never opened: a read would wait for a writer
+    (lambda p: p.symlink_to("/dev/zero"), "is a device (a link to /dev/zero), not a file"),
+    (lambda p: p.symlink_to(p.parent / "gone.jsonl"), "which does not exist"),
+])
+def test_a_prompt_file_that_is_not_a_file_is_named_for_what_it_is(make, fragment, tmp_path, tokenizer):
+    path = tmp_path / "p.jsonl"
+    make(path)
+    with pytest.raises(DatasetUnavailable, match=re.escape(fragment)):
+        select_prompts("mine", 1, 0, tokenizer, str(path))
+
+
+def test_a_repeated_prompt_is_refused_naming_both_lines(tmp_path, tokenizer):
+    f = _write(tmp_path / "p.jsonl", [{"prompt": "same"}, {"prompt": "other"}, {"prompt": "same"},
+                                      {"messages": [{"role": "user", "content": "other"}]}])
+    with pytest.raises(DatasetUnavailable) as err:
+        select_prompts("mine", 2, 0, tokenizer, str(f))
+    assert str(err.value).splitlines() == [
+        f"{f}:3: the same prompt as line 1; a repeat is not a distinct input (docs/matrices.md, 'Your own prompts'): "
+        f"remove it",
+        f"{f}:4: the same prompt as line 2; a repeat is not a distinct input (docs/matrices.md, 'Your own prompts'): "
+        f"remove it"]
+
+
+def test_rows_that_render_to_the_same_ids_are_refused(tmp_path, tokenizer):
+    ids = tokens(render("hello", tokenizer), tokenizer)
+    f = _write(tmp_path / "p.jsonl", [{"prompt": "hello"}, {"prompt_ids": ids}, {"prompt": "bye"}])
+    with pytest.raises(DatasetUnavailable, match="rows 1 and 2 .* render to the same token ids"):
+        select_prompts("mine", 3, 0, tokenizer, str(f))
+
+
+def test_a_lone_surrogate_is_named_by_its_line(tmp_path, tokenizer):
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "ok"}\n{"prompt": "bad \\ud800 x"}\n'
+                 '{"messages": [{"role": "user", "content": "\\udfff"}]}\n')
+    with pytest.raises(DatasetUnavailable) as err:
+        select_prompts("mine", 1, 0, tokenizer, str(f))
+    assert [line.split(": ", 1)[0] for line in str(err.value).splitlines()] == [f"{f}:2", f"{f}:3"]
+    assert "lone surrogate '\\ud800' at character 4" in str(err.value)

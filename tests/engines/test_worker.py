@@ -98,6 +98,24 @@ def test_worker_hang_hits_the_time_limit_and_its_whole_tree_is_killed(matrix, sc
     assert [r["label"] for r in requests] == ["baseline"] * 3
 
 
+def test_every_call_after_a_timeout_kill_names_the_timeout_as_the_cause(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_PIDS", str(tmp_path))
+    monkeypatch.setenv("SCRIPTED_FAULT", "baseline:hang:1")
+    from benchmarks.core.records import Cell, SamplingParams
+    from benchmarks.engines.host import WorkerError
+
+    w = WorkerEngine(SPEC, request_timeout_s=1, load_timeout_s=10)
+    try:
+        w.load(Cell("vllm", "t", "baseline", None, 0, 0.0, 4, 0))
+        with pytest.raises(WorkerError, match="generate timed out after 1 s"):
+            w.generate([1, 2], SamplingParams(0.0, 3))
+        with pytest.raises(WorkerError, match=r"is gone: killed by signal SIGKILL, by the harness after generate "
+                                              r"timed out after 1 s \(request_timeout_s\)"):
+            w.generate([1, 2], SamplingParams(0.0, 3))
+    finally:
+        w.close()
+
+
 def test_exception_in_the_worker_comes_back_with_its_own_traceback(matrix, scripted, tmp_path, monkeypatch):
     monkeypatch.setenv("SCRIPTED_FAULT", "baseline:raise:1")
     failed, errors, requests = run(matrix, tmp_path)
