@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.core.config import Matrix
-from benchmarks.core.models import load_tokenizer, materialize
+from benchmarks.core.model_refs import load_tokenizer, materialize
 from benchmarks.core.provenance import hub_offline
 
 DFLASH_ARCHITECTURE = "DFlashDraftModel"  # what the JAX loader and vLLM's model registry load as a DFlash draft
