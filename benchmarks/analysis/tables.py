@@ -9,8 +9,9 @@ from benchmarks.core.numbers import is_number
 
 
 def row_label(r: dict[str, Any]) -> str:
-    """A summary row's method label, with its serving level when it has one."""
-    return r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
+    """A summary row's method label, with its serving level or its offline batch size above 1 when it has one."""
+    return (r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
+            + (f" @B={r['batch_size']}" if (r.get("batch_size") or 1) > 1 else ""))
 
 
 def results_table(rows: list[dict[str, Any]]) -> str:
