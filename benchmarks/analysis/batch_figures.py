@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from benchmarks.analysis.figure_style import new_figure, series_names, subtitle
 
@@ -51,7 +52,10 @@ def speedup_vs_batch_figure(summary: pd.DataFrame) -> Figure | None:
         ax.errorbar(sub["batch_size"], y, yerr=err, marker="o", capsize=3, color=f"C{i % 10}", label=name)
     ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8, label="AR baseline (1×)")
     _batch_axis(ax, sorted(rows["batch_size"].unique()))
-    ax.set_ylabel("throughput speedup over AR at the same B (×)")
+    ax.set_yscale("log")  # a ratio: an interval of a few batches spans a factor either way
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("throughput speedup over AR at the same B (×, log scale)")
     ax.set_title(f"Throughput speedup vs batch size ({BATCH_CI_NOTE})\n{subtitle(summary)}", fontsize=9)
     ax.legend(fontsize=7)
     return fig
