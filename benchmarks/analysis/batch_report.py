@@ -11,17 +11,17 @@ from benchmarks.core import metrics
 from benchmarks.core.markdown import fmt, table
 
 EXPLAIN = """\
-B is the **offline batch size**: B measured prompts (consecutive in dataset order, the same batches for every cell)
-decoded together as one static batch by a batch engine (JAX: the batch-1 step under vmap; vLLM: B prompts in one
-`generate` call, max_num_seqs = B). It is not a server's **concurrency** C (requests in flight, Serving under load).
-**tok/s total** = output tokens of every batch / the sum of their decode spans (first token of any request to the
-last of any); **tok/s per user** = the mean over requests of 1000 / TPOT, each request timed as its batch gave it (a
-request that finished early waits for its batch in the JAX engine: docs/engine-findings.md); **thr. speedup** =
-geometric mean over paired batches (same prompts, same B) of tok/s_M / tok/s_AR, with its Student-t 95 % CI (one log
-ratio per batch: few batches at large B give wide intervals); **wasted row-steps** = steps the batch's rows rode
-along finished, padding rows included (JAX). **identical**: at B = 1 the lossless check; at B > 1 the measured
-fraction of prompts whose greedy tokens equal AR's at the same B. The **crossover** is the smallest B whose speedup
-interval lies wholly below 1."""
+B is the **offline batch size**: B measured prompts (consecutive in the run's prompt order, the same batches for
+every cell) decoded together as one static batch by a batch engine (JAX: the batch-1 step under vmap; vLLM: B
+prompts in one `generate` call, max_num_seqs = B). It is not a server's **concurrency** C (requests in flight,
+Serving under load). **tok/s total** = output tokens of every batch / the sum of their decode spans (first token of
+any request to the last of any); **tok/s per user** = the mean over requests of 1000 / TPOT, each request timed as
+its batch gave it (a request that finished early waits for its batch in the JAX engine: docs/engine-findings.md);
+**thr. speedup** = geometric mean over paired batches (same prompts, same B) of tok/s_M / tok/s_AR, with its
+Student-t 95 % CI (one log ratio per batch: few batches at large B give wide intervals); **wasted row-steps** =
+steps the batch's rows rode along finished, padding rows included (JAX). **identical**: at B = 1 the lossless check;
+at B > 1 the measured fraction of prompts whose greedy tokens equal AR's at the same B. The **crossover** is the
+smallest B whose speedup interval lies wholly below 1."""
 
 
 def batch_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

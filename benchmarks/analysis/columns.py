@@ -228,7 +228,7 @@ COLUMNS: tuple[Column, ...] = (
     # static batches (batch engines, `batch_size`): one row per cell, so per B; empty on serving rows
     Column("batch_size", "", "B: requests decoded together as one static batch (offline; a server's load is "
            "`concurrency`)", lambda u: u.batch, BATCH),
-    Column("n_batches", "", "the row's batches (consecutive measured prompts in dataset order, B at a time)",
+    Column("n_batches", "", "the row's batches (consecutive measured prompts in the run's prompt order, B at a time)",
            lambda u: len(u.batches) if u.batch is not None else None, BATCH),
     Column("tok_per_s_total", "tok/s", "tokens/s in total: output tokens of every batch / the sum of their decode "
            "spans (first token of any request to the last of any)", lambda u: u.tok_per_s_total, BATCH),

@@ -102,7 +102,7 @@ KEYS: tuple[Key, ...] = (
     Key("request_rate", "float > 0", f"requests per second (Poisson arrivals) under the concurrency cap; "
         f"{_serving()}", shown="all at once", identity=True),
     Key("batch_size", "int >= 1 or a list of distinct ones", f"requests decoded together as one static batch "
-        f"(consecutive measured prompts in dataset order, chunks of B; each B a cell of its own); engines "
+        f"(consecutive measured prompts in the run's prompt order, chunks of B; each B a cell of its own); engines "
         f"{', '.join(catalog.batching())} only (a server's load is 'concurrency')", shown="1", identity=True),
     Key("executor", f"one of {', '.join(EXECUTORS)}", "where engines run; ray makes each cell an actor on the Ray "
         "cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently", default="local",

@@ -102,7 +102,7 @@ class RequestLine(Line):
     start_s: float | None = optional()
     extra: dict[str, Any] | None = optional()
     level: Level | None = optional()
-    batch_index: int | None = optional()  # the static batch it was decoded in (0, 1, … in dataset order), at B > 1
+    batch_index: int | None = optional()  # its static batch at B > 1: 0, 1, … in the run's prompt order
 
 
 @dataclass(frozen=True, kw_only=True)

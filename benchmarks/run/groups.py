@@ -19,8 +19,9 @@ from benchmarks.run.tie_pass import run_loaded_ties
 
 
 def batches(prompts: list[Prompt], size: int) -> list[list[Prompt]]:
-    """The prompts in static batches of `size`: consecutive prompts in dataset order (the last batch may be short),
-    the same batches for every cell of that size, so that a method's batch pairs with the baseline's."""
+    """The prompts in static batches of `size`: consecutive prompts in the run's prompt order (the seeded selection's;
+    the last batch may be short), the same for every cell of that size, so that a method's batch pairs with the
+    baseline's."""
     return [prompts[i:i + size] for i in range(0, len(prompts), size)]
 
 
