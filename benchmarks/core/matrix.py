@@ -14,7 +14,7 @@ from benchmarks.core.records import Cell
 
 IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
 _LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
-_LEGACY_WORKLOAD = ("context_tokens", "turns", "chat_template")
+_LEGACY_WORKLOAD = ("context_tokens", "turns", "chat_template", "batch_size")  # keys left out while unset
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
