@@ -52,6 +52,9 @@ class FaultyEngine:
     def sample_many(self, prompt_ids, params, seeds):
         return [[(s + i) % 97 for i in range(params.max_new_tokens)] for s in seeds]
 
+    def generate_batch(self, prompts, params):
+        return [self.generate(p, params) for p in prompts]
+
     def spec_counters(self):
         if self.cell.method == "baseline":
             return None

@@ -32,7 +32,8 @@ def tie_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def unchecked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Method rows with a due check (greedy identity at T = 0, the distribution check at T > 0) that could not run:
     summary.py marks them with the reason in `not_checked`. Serving rows at concurrency > 1 carry a measured
-    identity fraction instead (`identical_frac_batched`), not a verdict, so their identity is due at concurrency 1."""
+    identity fraction instead (`identical_frac_batched`), not a verdict, so their identity is due at concurrency 1;
+    so do rows of a static batch B > 1 (theirs is due at batch size 1)."""
     return [r for r in rows if r["method"] != "baseline" and r.get("not_checked")]
 
 
@@ -53,7 +54,7 @@ def greedy_sentence(rows: list[dict[str, Any]]) -> str:
     """How many greedy speculative rows were due a check against AR, how many were checked, and what came out:
     report.md's lossless sentence, which claims nothing about rows that were not checked."""
     due = [r for r in rows if r["method"] != "baseline" and r["temperature"] == 0
-           and ((r.get("concurrency") or 1) == 1 or r.get("not_checked"))]
+           and (((r.get("concurrency") or 1) == 1 and (r.get("batch_size") or 1) == 1) or r.get("not_checked"))]
     if not due:
         return "No greedy row was checked: the run has no greedy speculative cell."
     checked = [r for r in due if is_number(r["identical_frac"])]

@@ -14,7 +14,7 @@ from benchmarks.core import metrics
 # report.md sections a column appears in (None: summary.csv only)
 RESULTS, ACCEPTANCE, WORKLOADS, SERVING = "Results", "Per-position acceptance", "Workloads", "Serving under load"
 DRIFT, LOSSLESS, DISTRIBUTION = "Baseline drift", "Lossless check (greedy)", "Distribution check (T > 0)"
-FAILED = "Failed units"
+FAILED, BATCH = "Failed units", "Batch"
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("n_pairs", "", "prompts in the speedup (same prompt hash in both cells, with a TPOT)",
            _maybe("speedup", "n"), RESULTS),
     Column("identical_frac", "", "fraction of prompts whose greedy tokens equal AR's (lossless check, C = 1)",
-           lambda u: u.lossless.identical_frac if u.lossless and (u.level or 1) == 1 else None, RESULTS),
+           lambda u: u.lossless.identical_frac if u.lossless and u.alone else None, RESULTS),
     Column("first_divergence_min", "tokens", "the earliest token index where a prompt's output differs from AR's",
-           lambda u: u.lossless.first_divergence_min if u.lossless and (u.level or 1) == 1 else None, LOSSLESS),
+           lambda u: u.lossless.first_divergence_min if u.lossless and u.alone else None, LOSSLESS),
     Column("n_identical", "", "prompts identical to AR", _item("ties", "n_identical"), RESULTS),
     Column("n_ties", "", "prompts diverging first at a numerical tie of the target", _item("ties", "n_ties"),
            RESULTS),
@@ -209,8 +209,8 @@ COLUMNS: tuple[Column, ...] = (
            term="requests/s"),
     Column("throughput_speedup", "×", "aggregate tok/s of the method / the AR baseline's at the same C",
            _ratio_to_base(level_throughput, metrics.throughput_speedup), SERVING, term="throughput speedup"),
-    Column("identical_frac_batched", "", "at C > 1: fraction of prompts whose greedy tokens equal AR's at that C",
-           lambda u: u.lossless.identical_frac if u.lossless and (u.level or 1) > 1 else None, SERVING),
+    Column("identical_frac_batched", "", "at C > 1 or B > 1: fraction of prompts whose greedy tokens equal AR's at "
+           "that C or B", lambda u: u.lossless.identical_frac if u.lossless and not u.alone else None, SERVING),
     Column("n_burst", "", "requests whose stream reached the client in one burst (no decode timing)",
            _levelled(lambda u: len(u.burst)), SERVING),
     Column("server_tpot_ms_mean", "ms", "mean of the server's own per-request TPOT (its /metrics histogram)",
@@ -232,6 +232,26 @@ COLUMNS: tuple[Column, ...] = (
     Column("verify_step_ms", "ms", "the verify forward's part of a step", _maybe("breakdown", "verify_ms"),
            WORKLOADS, term="step"),
     Column("host_step_ms", "ms", "the host's part of a step", _maybe("breakdown", "host_ms"), WORKLOADS, term="step"),
+    # static batches (batch engines, `batch_size`): one row per cell, so per B; empty on serving rows
+    Column("batch_size", "", "B: requests decoded together as one static batch (offline; a server's load is "
+           "`concurrency`)", lambda u: u.batch, BATCH),
+    Column("n_batches", "", "the row's batches (consecutive measured prompts in the run's prompt order, B at a time)",
+           lambda u: len(u.batches) if u.batch is not None else None, BATCH),
+    Column("tok_per_s_total", "tok/s", "tokens/s in total: output tokens of every batch / the sum of their decode "
+           "spans (first token of any request to the last of any)", lambda u: u.tok_per_s_total, BATCH,
+           term="tok/s in total"),
+    Column("tok_per_s_user", "tok/s", "tokens/s per user: the mean over requests of 1000 / TPOT (TPOT as the batch "
+           "gave it)", lambda u: metrics.user_tok_per_s(u.tpots) if u.batch is not None else None, BATCH,
+           term="tok/s per user"),
+    Column("batch_speedup", "×", "throughput speedup at this B: geometric mean over paired batches of tok/s_M / "
+           "tok/s_AR (same prompts, same B)", _maybe("batch_speedup", "geomean"), BATCH, term="throughput speedup"),
+    Column("batch_speedup_ci_low", "×", "lower bound of its Student-t 95 % CI (one log ratio per batch)",
+           _maybe("batch_speedup", "ci_low"), BATCH, term="throughput speedup"),
+    Column("batch_speedup_ci_high", "×", "upper bound of its Student-t 95 % CI", _maybe("batch_speedup", "ci_high"),
+           BATCH, term="throughput speedup"),
+    Column("n_batch_pairs", "", "batches in the throughput speedup", _maybe("batch_speedup", "n"), BATCH),
+    Column("wasted_row_steps", "row-steps", "steps the batch's rows rode along finished, padding rows included, "
+           "summed over batches (JAX engine)", lambda u: u.wasted_row_steps, BATCH),
 )
 NAMES: list[str] = [c.name for c in COLUMNS]
 INTEGER = ("first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")  # Int64 in the CSV

@@ -211,6 +211,8 @@ def cost_model_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]
     from benchmarks.core.pairing import baseline_cell_id
 
     cells = manifest["cells"]
+    batched = any(r["method"] == "dflash" and (r.get("batch_size") or 1) > 1 for r in rows)
+    rows = [r for r in rows if (r.get("batch_size") or 1) == 1]  # a static batch is priced by `cost-model --batch`
     spec_rows = [r for r in rows if r["method"] == "dflash" and not r["n_errors"]]
     if not spec_rows:
         return "Not computed: the run has no successful dflash cell (the cost model predicts DFlash's speedup)."
@@ -242,6 +244,9 @@ def cost_model_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]
         out += [""] + _group_markdown(dataset, engine, base, spec, parts, records, kflat)
     if missing:
         out += [""] + [f"- Not computed for {m}" for m in missing]
+    if batched:
+        out += ["", "Rows at a batch size above 1 are left out: this model prices a batch-1 step from its measured "
+                    "parts; `cost-model --chip X --batch …` predicts a batched one."]
     return "\n".join(out)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from benchmarks.analysis.batch_figures import batch_figures
 from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, save_figure, series_names, subtitle
 from benchmarks.analysis.serve_figures import serve_figures
 from benchmarks.core.store import RunStore, read_jsonl
@@ -256,7 +257,8 @@ def tpot_cdf_figure(requests: pd.DataFrame, subtitle: str = "") -> Figure | None
 
 def load_requests(run_dir: Path) -> pd.DataFrame:
     """The request records of a run (timing fields only; token ids are dropped)."""
-    keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms", "concurrency")
+    keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms", "concurrency",
+            "batch_index")
     run_dir = Path(run_dir)
     records = (RunStore(run_dir).records(say=False) if (run_dir / "manifest.json").is_file()
                else read_jsonl(run_dir / "records.jsonl"))
@@ -277,7 +279,10 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     full = pd.read_csv(summary_path)
     levels = pd.to_numeric(full["concurrency"], errors="coerce") if "concurrency" in full else None
     summary = full if levels is None else full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
+    if "batch_size" in summary:  # and B = 1 only
+        summary = summary[pd.to_numeric(summary["batch_size"], errors="coerce").fillna(1) == 1]
     requests = load_requests(run_dir)
+    requests = requests[requests["batch_index"].isna()]
     figures = dict(zip(RUN_FIGURES, (
         speedup_figure(summary),
         tau_vs_k_figure(summary),
@@ -289,6 +294,7 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         step_time_figure(summary),
     )))
     figures.update(serve_figures(full))
+    figures.update(batch_figures(full))
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.analysis.batch_report import batch_markdown
 from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.analysis.drift import drift_lines
 from benchmarks.analysis.environments import cell_order, provenance_lines, used_provenances
@@ -34,6 +35,12 @@ DEFINITIONS = """\
   or in violation (docs/lossless.md).
 - **τ (prompt mean)** = mean over prompts of each prompt's τ (z-lab's statistic; summary.csv `tau_prompt_mean`);
   the table's τ is pooled over all verify steps."""
+
+
+def batch_sizes(config: dict[str, Any]) -> str:
+    """The report's words for the run's offline batch sizes."""
+    sizes = config.get("batch_size")
+    return f"batch sizes {', '.join(map(str, sizes))} (see Batch)" if sizes else "batch size 1"
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,7 @@ def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict
         + " · ".join(f"{k} {v}" for k, v in pk.items()),
         f"- target: `{manifest['config']['target']}` · max_new_tokens {manifest['config']['max_new_tokens']} · "
         f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
-        f"excluded) · batch size 1 · cells " + cell_order(manifest["config"]),
+        f"excluded) · {batch_sizes(manifest['config'])} · cells " + cell_order(manifest["config"]),
         *[f"- prompts: {line}" for line in skipped_lines(manifest.get("prompts_skipped") or {})],
         *[f"- prompts: {line}" for line in template_lines(manifest)],
         *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
@@ -87,6 +94,9 @@ def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict
     serving = serve_markdown(rows)
     if serving:
         parts += ["", "## Serving under load", serving]
+    batched = batch_markdown(rows)
+    if batched:
+        parts += ["", "## Batch", batched]
     if errors:
         parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}"
                                                     + (f" at concurrency {r['concurrency']}" if r.get("concurrency")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from benchmarks.analysis.shown import DATASET, Shown, render, value
+from benchmarks.analysis.shown import DATASET, Shown, method_only, render, value
 from benchmarks.core import metrics
 from benchmarks.core.markdown import fmt
 
@@ -32,11 +32,6 @@ def _percentiles(stem: str, digits: int = 2) -> Shown:
                  lambda r: "/".join(fmt(r[n], digits) for n in names))
 
 
-def _method_only(shown: Shown) -> Shown:
-    """A figure against the baseline: a dash on the baseline's own rows."""
-    return Shown(shown.header, shown.draws, lambda r: shown.render(r) if r["method"] != "baseline" else "–")
-
-
 def _tpot_speedup(r: dict[str, Any]) -> str:
     ci = (f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
           if r.get("speedup_ci_low") is not None else "")
@@ -48,9 +43,9 @@ SERVE_TABLE: tuple[Shown, ...] = (
     value("τ", "tau"), value("α", "acceptance_rate", 3), _percentiles("tpot_ms"), _percentiles("ttft_ms", 1),
     _percentiles("itl_ms"), value("server TPOT ms", "server_tpot_ms_mean"),
     value("out tok/s", "agg_output_tok_per_s", 1), value("req/s", "requests_per_s"),
-    _method_only(Shown("TPOT speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high"), _tpot_speedup)),
-    _method_only(value("server TPOT speedup", "server_tpot_speedup")),
-    _method_only(value("thr. speedup", "throughput_speedup")),
+    method_only(Shown("TPOT speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high"), _tpot_speedup)),
+    method_only(value("server TPOT speedup", "server_tpot_speedup")),
+    method_only(value("thr. speedup", "throughput_speedup")),
     Shown("identical", ("identical_frac", "identical_frac_batched"), lambda r: fmt(
         r["identical_frac"] if int(r["concurrency"]) == 1 else r.get("identical_frac_batched"), 3)),
 )

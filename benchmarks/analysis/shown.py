@@ -28,6 +28,11 @@ def value(header: str, name: str, digits: int = 2, term: str | None = None) -> S
     return Shown(header, (name,), lambda r: fmt(r.get(name), digits), term)
 
 
+def method_only(shown: Shown) -> Shown:
+    """A figure against the baseline: a dash on the baseline's own rows."""
+    return Shown(shown.header, shown.draws, lambda r: shown.render(r) if r["method"] != "baseline" else "–")
+
+
 def render(spec: Sequence[Shown], rows: Iterable[Row]) -> str:
     """The Markdown table of `rows` under `spec`."""
     return table([s.header for s in spec], [[s.render(r) for s in spec] for r in rows])
@@ -39,11 +44,12 @@ def drawn(*specs: Sequence[Shown]) -> set[str]:
 
 
 def row_label(r: Row) -> str:
-    """A summary row's method label, with its serving level when it has one."""
-    return r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
+    """A summary row's method label, with its serving level or its offline batch size above 1 when it has one."""
+    return (r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
+            + (f" @B={r['batch_size']}" if (r.get("batch_size") or 1) > 1 else ""))
 
 
 # Columns most tables share.
 DATASET, ENGINE = value("dataset", "dataset"), value("engine", "engine")
-METHOD = Shown("method", ("label", "concurrency"), row_label)
+METHOD = Shown("method", ("label", "concurrency", "batch_size"), row_label)
 TEMPERATURE = Shown("T", ("temperature",), lambda r: f"{r['temperature']:g}")

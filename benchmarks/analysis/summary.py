@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmarks.analysis.columns import NAMES, row
 from benchmarks.analysis.unit import Key, Kinds, Unit
-from benchmarks.core.pairing import baseline_cell_id
+from benchmarks.core.pairing import baseline_cell_id, batch_size
 from verification import distribution
 
 COLUMNS = NAMES  # summary.csv's header, in order
@@ -51,8 +51,8 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
 
     def order(key: Key) -> tuple:
         c = cells[key[0]]
-        return (c["engine"], c["temperature"], key[2] or 0, c["method"] != "baseline", c["method"], c["k"],
-                workload_order(key[1]))
+        return (c["engine"], c["temperature"], key[2] or 0, batch_size(c), c["method"] != "baseline", c["method"],
+                c["k"], workload_order(key[1]))
 
     units = []
     for key, kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):

@@ -13,6 +13,7 @@ from typing import Any
 from benchmarks.analysis.cost_model import Breakdown, breakdown
 from benchmarks.core import metrics
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.pairing import batch_size
 from benchmarks.core.records import SpecCounters
 from verification import distribution, ties
 
@@ -43,6 +44,36 @@ def paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple
 
 def _tpot(r: dict[str, Any]) -> float:
     return math.nan if r["tpot_ms"] is None else r["tpot_ms"]  # a request without a TPOT leaves the pairing
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One static batch of a row (a batch-1 request is a batch of one): its prompts, output tokens and decode span."""
+
+    prompts: frozenset[str]  # the prompt hashes it decoded
+    tokens: int
+    span_s: float  # the first token of any request to the last of any, on the batch's clock
+    wasted_row_steps: int | None  # the engine's count of steps its rows rode along finished (JAX)
+
+    @property
+    def tok_per_s(self) -> float:
+        return metrics.output_tok_per_s(self.tokens, self.span_s)
+
+
+def batches_of(reqs: list[dict[str, Any]]) -> list[Batch]:
+    """A row's requests grouped into the static batches they were decoded in (`batch_index`; each request alone
+    without one), their times put on the batch's clock (vLLM's `queued_offset_s`)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for r in reqs:
+        groups.setdefault(r["prompt_sha256"] if r.get("batch_index") is None else r["batch_index"], []).append(r)
+    out = []
+    for group in groups.values():
+        first = [(r.get("extra") or {}).get("queued_offset_s", 0.0) + r["ttft_ms"] / 1000.0 for r in group]
+        last = [f + r["decode_s"] for f, r in zip(first, group)]
+        wasted = (group[0].get("extra") or {}).get("wasted_row_steps")
+        out.append(Batch(frozenset(r["prompt_sha256"] for r in group), sum(r["n_out"] for r in group),
+                         max(last) - min(first), wasted))
+    return out
 
 
 def level_throughput(load: list[dict[str, Any]] | None) -> float:
@@ -86,9 +117,46 @@ class Unit:
         return self.cell["method"] != "baseline"
 
     @property
+    def batch(self) -> int | None:
+        """The static batch size of a batch engine's row (1 unless its cell batched); None on a serving row."""
+        return batch_size(self.cell) if self.level is None else None
+
+    @property
+    def alone(self) -> bool:
+        """Whether each request ran alone: batch size 1 (or concurrency 1 on a serving row)."""
+        return (self.level or 1) == 1 and (self.batch or 1) == 1
+
+    @property
     def greedy_verdict(self) -> bool:
         """Greedy identity is a lossless verdict here: a speculative cell at T = 0, at concurrency 1 or batch 1."""
-        return self.speculative and self.cell["temperature"] == 0 and (self.level or 1) == 1
+        return self.speculative and self.cell["temperature"] == 0 and self.alone
+
+    @cached_property
+    def batches(self) -> list[Batch]:
+        return batches_of(self.reqs) if self.batch is not None else []
+
+    @cached_property
+    def batch_speedup(self) -> metrics.Speedup | None:
+        """Throughput against the baseline's at the same batch size, paired over batches of the same prompts."""
+        if self.base_id is None or not self.speculative or not self.batches:
+            return None
+        base = {b.prompts: b for b in batches_of((self.base or {}).get("request", []))}
+        pairs = [(base[b.prompts], b) for b in self.batches if b.prompts in base]
+        if not pairs:
+            return None
+        return metrics.paired_throughput_speedup([b.tok_per_s for b, _ in pairs], [m.tok_per_s for _, m in pairs])
+
+    @cached_property
+    def tok_per_s_total(self) -> float | None:
+        """Output tokens of every batch per second of their decode spans."""
+        if not self.batches:
+            return None
+        return metrics.output_tok_per_s(sum(b.tokens for b in self.batches), sum(b.span_s for b in self.batches))
+
+    @cached_property
+    def wasted_row_steps(self) -> int | None:
+        counted = [b.wasted_row_steps for b in self.batches if b.wasted_row_steps is not None]
+        return sum(counted) if counted else None
 
     @cached_property
     def reqs(self) -> list[dict[str, Any]]:
@@ -217,6 +285,11 @@ class Unit:
         no_base = (f"the run has no baseline cell on engine {self.cell['engine']} at T={t:g} to compare with (add "
                    f"'baseline' to 'methods')")
         if t == 0:
+            if (self.batch or 1) > 1:  # a static batch's identity is a measurement; the verdict is batch 1's
+                same = [c for c in self.manifest["cells"].values() if batch_size(c) == 1 and all(
+                    c[k] == self.cell[k] for k in ("engine", "method", "k", "temperature"))]
+                return None if same else ("greedy identity is a verdict at batch size 1 only, and the matrix has no "
+                                          "batch-1 cell of this method: add 1 to 'batch_size'")
             if (self.level or 1) > 1:  # batched identity is a measurement; the verdict is the concurrency-1 level's
                 if 1 in self.levels or self.level != min(self.levels):
                     return None
@@ -229,7 +302,7 @@ class Unit:
             if not (self.base or {}).get("request"):
                 return f"its baseline has no measured requests on {self.dataset} (its unit failed or has not run)"
             return "no baseline request was sent the same prompt (prompt hashes differ)"
-        if self.check is not None:
+        if self.check is not None or (self.batch or 1) > 1:  # the distribution check is batch 1's
             return None
         if self.base_id is None:
             return no_base

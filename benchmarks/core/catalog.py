@@ -15,7 +15,7 @@ from benchmarks.core.records import METHODS
 
 # The optional methods an engine may implement beyond the Engine protocol (benchmarks/engines/__init__.py declares
 # each as a protocol); a row's `capabilities` names those its class has.
-CAPABILITIES = ("sample_many", "token_scores", "score_many")
+CAPABILITIES = ("sample_many", "token_scores", "score_many", "generate_batch")
 ALL_CAPABILITIES = frozenset(CAPABILITIES)
 
 # The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them from its row).
@@ -39,6 +39,7 @@ class EngineRow:
     capabilities    the optional methods (CAPABILITIES) its class implements
     gpu_share       the option that sets the share of a GPU's memory each of its processes reserves up front (None:
                     it allocates on demand); the rule for cells interleaved on a GPU reads it
+    max_batch       the largest batch_size its generate_batch takes (None: no limit of its own)
     """
 
     name: str
@@ -51,6 +52,7 @@ class EngineRow:
     serves: str | None = None
     capabilities: frozenset[str] = frozenset()
     gpu_share: str | None = None
+    max_batch: int | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(self.capabilities - ALL_CAPABILITIES)
@@ -63,6 +65,8 @@ class EngineRow:
         return self.serves or self.name
 
 
+# The largest batch the JAX engine compiles (benchmarks/engines/jax/batch.py BATCH_SIZES ends here).
+JAX_MAX_BATCH = 64
 # vLLM's `--dtype` choices; the JAX engine's dtypes and draft query counts (benchmarks/engines/jax/loader.py).
 VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32")})
 JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"), "draft_queries": ("block", "k+1"),
@@ -72,7 +76,8 @@ ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True,
               capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization"),
     EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), lambda: frozenset(JAX_OPTIONS),
-              defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES, capabilities=ALL_CAPABILITIES),
+              defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES, capabilities=ALL_CAPABILITIES,
+              max_batch=JAX_MAX_BATCH),
     EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
               serves="vllm", capabilities=frozenset({"sample_many", "score_many"})),
 )}
@@ -96,5 +101,10 @@ def serving() -> list[str]:
 
 
 def batch() -> list[str]:
-    """The engines that run one prompt at a time."""
+    """The engines that run one prompt at a time (or a static batch of them: `batching`)."""
     return [name for name, row in ENGINES.items() if not row.serves]
+
+
+def batching() -> list[str]:
+    """The batch engines that decode a static batch of requests together (a `batch_size` axis)."""
+    return [name for name in batch() if "generate_batch" in ENGINES[name].capabilities]

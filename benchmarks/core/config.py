@@ -310,7 +310,8 @@ def _load(p: Parsing) -> tuple[list[int], float | None]:
     for key, used in (("concurrency", levels != [1]), ("request_rate", rate is not None)):
         if used and batch:
             raise fail(source, key, f"engine {', '.join(batch)} runs one prompt at a time and cannot serve a "
-                                    f"load; use engine {' or '.join(catalog.serving())}, or drop '{key}'")
+                                    f"load; use engine {' or '.join(catalog.serving())}, or drop '{key}' (a static "
+                                    f"batch of a batch engine is 'batch_size')")
     return [int(c) for c in levels], None if rate is None else float(rate)
 
 
@@ -415,6 +416,47 @@ def _seed(p: Parsing) -> int:
     return seed
 
 
+def _batch_size(p: Parsing) -> list[int] | None:
+    """The static batch sizes: distinct ints >= 1, each within every engine's own limit and the measured prompts, on
+    engines that batch only (a server's load is its concurrency), and not beside a vLLM max_num_seqs of the matrix's
+    own (the batch size sets it). None for batch size 1 alone, given or not (the run id stays as it was)."""
+    source, value = p.source, p.get("batch_size")
+    if value is None:
+        return None
+    sizes = as_list(value)
+    if not sizes:
+        raise fail(source, "batch_size", "empty; give an int >= 1 or a list of them")
+    for b in sizes:
+        check_int(source, "batch_size", b, 1)
+    check_distinct(source, "batch_size", sizes)
+    if sizes == [1]:
+        return None
+    engines, top = p.parsed["engine"], max(sizes)
+    served = [e for e in engines if e in catalog.serving()]
+    if served:
+        raise fail(source, "batch_size", f"engine {', '.join(served)} serves a load: its requests in flight are "
+                                         f"'concurrency', not a static batch; drop 'batch_size', or measure the batch "
+                                         f"engines ({', '.join(catalog.batching())}) in a matrix of their own")
+    unable = [e for e in engines if e not in catalog.batching()]
+    if unable:
+        raise fail(source, "batch_size", f"engine {', '.join(unable)} decodes one prompt at a time; engines that "
+                                         f"batch: {', '.join(catalog.batching())}")
+    for e in engines:
+        limit = catalog.engine(e).max_batch
+        if limit is not None and top > limit:
+            raise fail(source, "batch_size", f"{top} exceeds the {e} engine's largest batch, {limit}; give "
+                                             f"batch sizes of at most {limit}")
+    if top > p.parsed["num_prompts"]:
+        raise fail(source, "batch_size", f"a batch of {top} needs at least {top} measured prompts, and num_prompts "
+                                         f"is {p.parsed['num_prompts']}; raise num_prompts or lower the batch size")
+    for where, options in [("engine_options", p.parsed["engine_options"])] + [
+            (f"engine_options.{e}", p.parsed["engine_options"].get(e) or {}) for e in engines]:
+        if "max_num_seqs" in options:
+            raise fail(source, where, "max_num_seqs: set by 'batch_size' (each batch size's vLLM engine gets "
+                                      "max_num_seqs = B); drop it")
+    return sorted(int(b) for b in sizes)
+
+
 def _int(key: str, minimum: int) -> Callable[[Parsing], int]:
     return lambda p: check_int(p.source, key, p.get(key), minimum)
 
@@ -446,4 +488,5 @@ PARSERS: tuple[tuple[tuple[str, ...], Callable[[Parsing], Any]], ...] = (
     (("warmup_prompts",), _int("warmup_prompts", 0)),
     (("seed",), _seed),
     (("drift_prompts",), _int("drift_prompts", 0)),
+    (("batch_size",), _batch_size),
 )

@@ -14,7 +14,7 @@ from benchmarks.core.records import Cell
 
 IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
 _LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
-_LEGACY_WORKLOAD = ("context_tokens", "turns", "chat_template")
+_LEGACY_WORKLOAD = ("context_tokens", "turns", "chat_template", "batch_size")  # keys left out while unset
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -27,22 +27,23 @@ def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def expand(m: Matrix) -> list[Cell]:
-    """Cells in run order: for each engine and temperature the baseline comes first, so a crash late in a run
-    still leaves the reference that every speedup and lossless check needs. A matrix over several engines gives
+    """Cells in run order: for each engine, temperature and batch size the baseline comes first, so a crash late in
+    a run still leaves the reference that every speedup and lossless check needs. A matrix over several engines gives
     each engine only the methods it runs (a single engine asked for a method it lacks fails with its own error)."""
     cells: list[Cell] = []
     for engine in m.engines:
         for temperature in m.temperatures:
-            common = dict(engine=engine, target=m.target, temperature=temperature,
-                          max_new_tokens=m.max_new_tokens, seed=m.seed,
-                          engine_options=options_for(engine, m.engine_options))
-            if "baseline" in m.methods:
-                cells.append(Cell(method="baseline", draft=None, k=0, **common))
-            for method in m.methods:
-                if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
-                    continue
-                for k in m.k[method]:
-                    cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))
+            for batch_size in m.batch_size or [1]:
+                common = dict(engine=engine, target=m.target, temperature=temperature,
+                              max_new_tokens=m.max_new_tokens, seed=m.seed,
+                              engine_options=options_for(engine, m.engine_options), batch_size=batch_size)
+                if "baseline" in m.methods:
+                    cells.append(Cell(method="baseline", draft=None, k=0, **common))
+                for method in m.methods:
+                    if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
+                        continue
+                    for k in m.k[method]:
+                        cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))
     return cells
 
 

@@ -107,6 +107,9 @@ KEYS: tuple[Key, ...] = (
         f"{_serving()}", default=[1], identity=True),
     Key("request_rate", "float > 0", f"requests per second (Poisson arrivals) under the concurrency cap; "
         f"{_serving()}", shown="all at once", identity=True),
+    Key("batch_size", "int >= 1 or a list of distinct ones", f"requests decoded together as one static batch "
+        f"(consecutive measured prompts in the run's prompt order, chunks of B; each B a cell of its own); engines "
+        f"{', '.join(catalog.batching())} only (a server's load is 'concurrency')", shown="1", identity=True),
     Key("executor", f"one of {', '.join(EXECUTORS)}", "where engines run; ray makes each cell an actor on the Ray "
         "cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently", default="local",
         make="EXECUTOR", bench="--executor"),
@@ -183,3 +186,4 @@ class Matrix:
     context_tokens: list[int] | None  # None: the prompts as they are
     turns: list[int] | None  # None: the first turn only
     chat_template: dict[str, Any] | None  # None: chat_template.DEFAULT_TEMPLATE
+    batch_size: list[int] | None  # None: batch size 1 only

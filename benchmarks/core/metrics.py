@@ -1,7 +1,9 @@
 """Every metric of the harness, defined once, as pure functions: per request (TTFT, TPOT without prefill, tok/s),
 speculative (τ pooled and per prompt, α, per-position rates, the histogram of accepted lengths), the paired speedup
 with its Student-t interval and the ratio of mean TPOTs, the baseline drift and its flag, the cost model's τ(K), the
-serving figures (ITL, aggregate throughput, crossover, server TPOT), and the physical floor. Their definitions, in
+serving figures (ITL, aggregate throughput, crossover, server TPOT), the static-batch figures (a batch's tokens/s,
+tokens/s in total and per user, the throughput speedup paired over batches, the crossover batch size), and the
+physical floor. Their definitions, in
 the vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
@@ -117,23 +119,58 @@ def log_mean_interval(logs: np.ndarray, level: float = 0.95) -> tuple[np.ndarray
     return mean, mean - half, mean + half
 
 
-def paired_speedup(tpot_base: list[float], tpot_method: list[float]) -> Speedup:
-    """Speedup on prompts paired by position in the two lists (the caller pairs them by prompt hash): the geometric
-    mean of TPOT_AR / TPOT_M with its 95 % CI (`log_mean_interval`), and the ratio of mean TPOTs."""
-    pairs = [(b, m) for b, m in zip(tpot_base, tpot_method, strict=True)
-             if b > 0 and m > 0 and not (math.isnan(b) or math.isnan(m))]
+def paired_ratio(numerator: list[float], denominator: list[float]) -> Speedup:
+    """numerator / denominator on pairs matched by position (the caller pairs them): the geometric mean of the
+    ratios with its 95 % CI (`log_mean_interval`) and the ratio of means; pairs without two positive finite values
+    are dropped."""
+    pairs = [(a, b) for a, b in zip(numerator, denominator, strict=True)
+             if a > 0 and b > 0 and not (math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b))]
     if not pairs:
         return Speedup(math.nan, math.nan, math.nan, math.nan, 0)
-    base = np.array([p[0] for p in pairs])
-    meth = np.array([p[1] for p in pairs])
-    mean, low, high = log_mean_interval(np.log(base / meth))
+    top = np.array([p[0] for p in pairs])
+    bottom = np.array([p[1] for p in pairs])
+    mean, low, high = log_mean_interval(np.log(top / bottom))
     return Speedup(
         geomean=float(np.exp(mean)),
         ci_low=float(np.exp(low)),
         ci_high=float(np.exp(high)),
-        mean_ratio=float(base.mean() / meth.mean()),
+        mean_ratio=float(top.mean() / bottom.mean()),
         n=len(pairs),
     )
+
+
+def paired_speedup(tpot_base: list[float], tpot_method: list[float]) -> Speedup:
+    """Speedup on prompts paired by position in the two lists (the caller pairs them by prompt hash): the geometric
+    mean of TPOT_AR / TPOT_M with its 95 % CI (`log_mean_interval`), and the ratio of mean TPOTs."""
+    return paired_ratio(tpot_base, tpot_method)
+
+
+def batch_tok_per_s(n_out: list[int], first_s: list[float], last_s: list[float]) -> float:
+    """One static batch's output tokens per second of its decode: Σ n_out / (the last token of any request − the
+    first token of any), its requests' times on the batch's one clock; NaN without elapsed time. At batch size 1
+    this is a request's n_out / decode time."""
+    return output_tok_per_s(sum(n_out), max(last_s) - min(first_s)) if n_out else math.nan
+
+
+def user_tok_per_s(tpots_ms: list[float]) -> float:
+    """Tokens/s per user: the mean over requests of 1000 / TPOT, each request's decode rate as its batch gave it;
+    NaN without a request that has a TPOT."""
+    rates = [1000.0 / t for t in tpots_ms if t is not None and t > 0 and not math.isnan(t)]
+    return float(np.mean(rates)) if rates else math.nan
+
+
+def paired_throughput_speedup(tok_s_base: list[float], tok_s_method: list[float]) -> Speedup:
+    """The throughput speedup at one batch size, on batches paired by position (the caller pairs a method's batch
+    with the baseline's batch of the same prompts): the geometric mean of tok/s_M / tok/s_AR, one log ratio per batch,
+    with its Student-t 95 % CI, and the ratio of mean batch throughputs."""
+    return paired_ratio(tok_s_method, tok_s_base)
+
+
+def batch_crossover(points: list[tuple[int, float]]) -> int | None:
+    """The smallest batch size at which a method's throughput speedup interval lies below 1 (its upper bound < 1),
+    from (batch size, CI upper bound) pairs; None when no measured batch size's does (NaN bounds are skipped)."""
+    below = [b for b, high in points if high is not None and not math.isnan(high) and high < 1.0]
+    return min(below) if below else None
 
 
 @dataclass(frozen=True)

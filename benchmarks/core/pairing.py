@@ -10,13 +10,19 @@ from benchmarks.core.records import Cell
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options")
 
 
+def batch_size(cell: dict[str, Any]) -> int:
+    """A cell's static batch size (1 for cells written before batches existed)."""
+    return cell.get("batch_size") or 1
+
+
 def baseline_cell_id(cell: dict[str, Any], cells: dict[str, dict[str, Any]]) -> str | None:
-    """The AR baseline a method is compared with: same engine, target, sampling budget and engine options."""
+    """The AR baseline a method is compared with: same engine, target, sampling budget, engine options and batch
+    size."""
     for cid, other in cells.items():
-        if other["method"] == "baseline" and all(other[k] == cell[k] for k in PAIRING_KEYS):
+        if (other["method"] == "baseline" and all(other[k] == cell[k] for k in PAIRING_KEYS)
+                and batch_size(other) == batch_size(cell)):
             return cid
     return None
-
 
 
 def families(cells: list[Cell]) -> list[tuple[Cell, list[Cell]]]:

@@ -103,6 +103,7 @@ class RequestLine(Line):
     start_s: float | None = optional()
     extra: dict[str, Any] | None = optional()
     level: Level | None = optional()
+    batch_index: int | None = optional()  # its static batch at B > 1: 0, 1, … in the run's prompt order
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,9 +249,11 @@ def _workload(prompt: Prompt) -> dict[str, Any]:
 
 
 def request_line(cell: Cell, prompt: Prompt, output: Any, *, n_out: int | None = None, level: Level | None = None,
-                 itl_ms: list[float] | None = None, start_s: float | None = None) -> RequestLine:
+                 itl_ms: list[float] | None = None, start_s: float | None = None,
+                 batch_index: int | None = None) -> RequestLine:
     """One prompt's request from what the engine returned (`RequestRecord`: output ids, seconds from the request's
-    start); `n_out` where the output length is counted otherwise than by its ids (a server's count)."""
+    start); `n_out` where the output length is counted otherwise than by its ids (a server's count); `batch_index`
+    the static batch it was decoded in."""
     n = len(output.output_ids) if n_out is None else n_out
     return RequestLine(
         cell_id=cell.cell_id, label=cell.label, engine=cell.engine, method=cell.method, k=cell.k, **_workload(prompt),
@@ -258,7 +261,7 @@ def request_line(cell: Cell, prompt: Prompt, output: Any, *, n_out: int | None =
         ttft_ms=1000.0 * output.ttft_s, tpot_ms=tpot_ms(output.ttft_s, output.last_token_s, n),
         decode_s=output.last_token_s - output.ttft_s, output_ids=list(output.output_ids),
         accept_lengths=output.accept_lengths, extra=output.extra or None, level=level, itl_ms=itl_ms,
-        start_s=start_s)
+        start_s=start_s, batch_index=batch_index)
 
 
 def recheck_of(record: dict[str, Any]) -> dict[str, Any]:

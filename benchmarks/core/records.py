@@ -17,6 +17,8 @@ class Cell:
 
     Datasets are not part of a cell: one loaded engine serves every dataset of the matrix. `weights` identifies the
     content of the model files the cell loads (benchmarks.core.provenance.weights_id), so new weights get a new cell id.
+    `batch_size` is the static batch its prompts are decoded in (an engine argument: vLLM's max_num_seqs), so each
+    batch size is a cell of its own.
     """
 
     engine: str
@@ -29,6 +31,7 @@ class Cell:
     seed: int
     engine_options: dict[str, Any] = field(default_factory=dict)
     weights: str = ""
+    batch_size: int = 1
 
     @property
     def cell_id(self) -> str:
@@ -36,6 +39,8 @@ class Cell:
         fields = asdict(self)
         if not fields["weights"]:  # a cell whose files are not identified keeps the id it had before they were
             del fields["weights"]
+        if fields["batch_size"] == 1:  # a batch-1 cell keeps the id it had before batches existed
+            del fields["batch_size"]
         blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -54,8 +54,17 @@ class ScoreMany(Protocol):
     def score_many(self, prompt_ids: list[int], continuations: list[list[int]]) -> list[float]: ...
 
 
+@runtime_checkable
+class GenerateBatch(Protocol):
+    """The prompts decoded together as one static batch: one RequestRecord per prompt, in order, each timed on the
+    batch's clock (its `extra` says how: docs/engine-findings.md)."""
+
+    def generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[RequestRecord]: ...
+
+
 # The protocol of each optional capability a catalog row may declare (catalog.CAPABILITIES).
-CAPABILITIES: dict[str, type] = {"sample_many": SampleMany, "token_scores": TokenScores, "score_many": ScoreMany}
+CAPABILITIES: dict[str, type] = {"sample_many": SampleMany, "token_scores": TokenScores, "score_many": ScoreMany,
+                                 "generate_batch": GenerateBatch}
 # An engine worker's proxy has one of these methods exactly when its hosted engine has it.
 OPTIONAL_METHODS = catalog.CAPABILITIES
 

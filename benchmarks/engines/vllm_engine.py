@@ -1,4 +1,5 @@
-"""vLLM behind the Engine interface: one `vllm.LLM` per cell, batch size 1, vLLM's own timestamps and counters.
+"""vLLM behind the Engine interface: one `vllm.LLM` per cell, batch size 1 (or the cell's static batch size, as
+max_num_seqs), vLLM's own timestamps and counters.
 
 Its engine core runs in vLLM's default separate process: timestamps are taken there after each step, so frontend
 work overlaps the next step, as in a served deployment; `close` shuts the subprocesses down and returns their memory,
@@ -91,6 +92,8 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
         args["speculative_config"] = spec
         if (features() if have is None else have)["per_request_spec_decode_metrics"]:
             args["per_request_spec_decode_metrics"] = "detailed"  # accepted count of every verify step
+    if cell.batch_size > 1:
+        args["max_num_seqs"] = cell.batch_size  # a batch of B prompts runs as one, and nothing beyond B
     return args
 
 
@@ -98,7 +101,7 @@ def _set_environment(cell: Cell) -> None:
     if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":
         raise RuntimeError("vllm engine: unset VLLM_ENABLE_V1_MULTIPROCESSING=0; an in-process engine core "
                            "gives dishonest timings (docs/engine-findings.md)")
-    apply_environment(cpu_memory_environment(cell), os.environ)  # batch 1: one request in flight
+    apply_environment(cpu_memory_environment(cell, cell.batch_size), os.environ)  # B requests in flight
 
 
 class VllmEngine:
@@ -142,6 +145,22 @@ class VllmEngine:
             raise RuntimeError("vllm engine: call load(cell) first")
         return self._llm
 
+    def _sampling(self, prompt_ids: list[int], params: SamplingParams) -> Any:
+        """The request's vLLM SamplingParams, after checking it fits max_model_len (vLLM would silently stop at it)."""
+        from vllm import SamplingParams as VllmSamplingParams
+
+        limit = self.llm.llm_engine.model_config.max_model_len
+        if len(prompt_ids) + params.max_new_tokens > limit:
+            raise ValueError(f"vllm engine: a {len(prompt_ids)}-token prompt plus max_new_tokens="
+                             f"{params.max_new_tokens} exceeds max_model_len={limit}; raise max_model_len")
+        greedy = params.temperature == 0
+        return VllmSamplingParams(
+            temperature=params.temperature,
+            seed=None if greedy else params.seed,
+            max_tokens=params.max_new_tokens,
+            detokenize=False,  # ids only: keeps the frontend light while the engine core decodes
+        )
+
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         """One prompt, alone in the batch; stops at max_new_tokens or the model's EOS (vLLM's default policy).
 
@@ -150,39 +169,29 @@ class VllmEngine:
         transport to the frontend is left out of both. vLLM's frontend TTFT (first_token_latency, which adds
         request handling and the output's trip back) is kept in `extra` for reference.
         """
-        from vllm import SamplingParams as VllmSamplingParams
         from vllm import TokensPrompt
 
-        limit = self.llm.llm_engine.model_config.max_model_len
-        if len(prompt_ids) + params.max_new_tokens > limit:  # vLLM would silently stop at the limit
-            raise ValueError(f"vllm engine: a {len(prompt_ids)}-token prompt plus max_new_tokens="
-                             f"{params.max_new_tokens} exceeds max_model_len={limit}; raise max_model_len")
-        greedy = params.temperature == 0
-        sampling = VllmSamplingParams(
-            temperature=params.temperature,
-            seed=None if greedy else params.seed,
-            max_tokens=params.max_new_tokens,
-            detokenize=False,  # ids only: keeps the frontend light while the engine core decodes
-        )
+        sampling = self._sampling(prompt_ids, params)
         [out] = self.llm.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, use_tqdm=False)
-        stats, completion = out.metrics, out.outputs[0]
-        if stats is None or stats.queued_ts == 0.0 or stats.first_token_ts == 0.0:
-            raise RuntimeError("vllm engine: request came back without timing stats (is disable_log_stats set?)")
-        spec = getattr(completion, "spec_decode_metrics", None)
-        extra: dict[str, Any] = {
-            "finish_reason": completion.finish_reason,
-            "num_generation_tokens": stats.num_generation_tokens,
-            "frontend_ttft_s": getattr(stats, "first_token_latency", None),
-        }
-        if spec is not None:
-            extra["draft_lengths"] = list(spec.per_step_drafted)
-        return RequestRecord(
-            output_ids=list(completion.token_ids),
-            ttft_s=stats.first_token_ts - stats.queued_ts,
-            last_token_s=stats.last_token_ts - stats.queued_ts,
-            accept_lengths=list(spec.per_step_accepted) if spec is not None else None,
-            extra=extra,
-        )
+        return _record(out, _stats(out).queued_ts)
+
+    def generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[RequestRecord]:
+        """The prompts submitted together in one `generate` call (the engine's max_num_seqs is the cell's batch size),
+        each request timed by its own engine-core timestamps as `generate` times one. Its times count from its own
+        queueing; `extra.queued_offset_s` is how long after the batch's first request it was queued, which puts a
+        batch's requests on one clock (docs/engine-findings.md says what these timings mean)."""
+        from vllm import TokensPrompt
+
+        sampling = [self._sampling(p, params) for p in prompts]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sampling,
+                                 use_tqdm=False)
+        start = min(_stats(o).queued_ts for o in outs)
+        records = []
+        for out in outs:
+            rec = _record(out, _stats(out).queued_ts)
+            rec.extra |= {"batch_size": len(prompts), "queued_offset_s": _stats(out).queued_ts - start}
+            records.append(rec)
+        return records
 
     # The distribution check's samples come unseeded (see sample_many).
     samples_seeded = False
@@ -323,3 +332,31 @@ class VllmEngine:
         if _live is self:
             _live = None
         self._cell = None
+
+
+def _stats(out: Any) -> Any:
+    """A RequestOutput's engine-core timing stats; RuntimeError when it came back without them."""
+    stats = out.metrics
+    if stats is None or stats.queued_ts == 0.0 or stats.first_token_ts == 0.0:
+        raise RuntimeError("vllm engine: request came back without timing stats (is disable_log_stats set?)")
+    return stats
+
+
+def _record(out: Any, origin: float) -> RequestRecord:
+    """A request's record from its RequestOutput, its times in seconds from `origin` on the engine core's clock."""
+    stats, completion = _stats(out), out.outputs[0]
+    spec = getattr(completion, "spec_decode_metrics", None)
+    extra: dict[str, Any] = {
+        "finish_reason": completion.finish_reason,
+        "num_generation_tokens": stats.num_generation_tokens,
+        "frontend_ttft_s": getattr(stats, "first_token_latency", None),
+    }
+    if spec is not None:
+        extra["draft_lengths"] = list(spec.per_step_drafted)
+    return RequestRecord(
+        output_ids=list(completion.token_ids),
+        ttft_s=stats.first_token_ts - origin,
+        last_token_s=stats.last_token_ts - origin,
+        accept_lengths=list(spec.per_step_accepted) if spec is not None else None,
+        extra=extra,
+    )

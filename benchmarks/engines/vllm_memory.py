@@ -8,7 +8,8 @@ import os
 from collections.abc import MutableMapping
 from typing import Any
 
-from benchmarks.core.provenance import DTYPE_BYTES, resolve_model
+from benchmarks.core.batch_memory import itemsize, kv_bytes_per_token
+from benchmarks.core.provenance import resolve_model
 from benchmarks.core.records import Cell
 
 # On CPU, vLLM reserves gpu_memory_utilization (default 0.92) of the machine's *total* memory and refuses to start
@@ -28,16 +29,6 @@ def _model_config(ref: str | None) -> dict[str, Any]:
     return json.loads(path.read_text()) if path is not None and path.is_file() else {}
 
 
-def _kv_bytes_per_token(cfg: dict[str, Any], dtype: str) -> int:
-    """K and V bytes per token of a model's attention layers (0 for an unknown config)."""
-    if not cfg.get("num_hidden_layers"):
-        return 0
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    kv_heads = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
-    width = DTYPE_BYTES.get(dtype if dtype != "auto" else str(cfg.get("dtype") or cfg.get("torch_dtype")), 2)
-    return 2 * cfg["num_hidden_layers"] * kv_heads * head_dim * width
-
-
 def kv_cache_gib(cell: Cell, sequences: int = 1) -> int:
     """The KV cache the run needs, in whole GiB (at least 1): `sequences` requests of max_model_len tokens each
     (vLLM needs room for one full-length request anyway) through the target's and the draft's attention layers,
@@ -45,7 +36,7 @@ def kv_cache_gib(cell: Cell, sequences: int = 1) -> int:
     target, draft = _model_config(cell.target), _model_config(cell.draft)
     max_len = cell.engine_options.get("max_model_len") or target.get("max_position_embeddings") or 2048
     dtype = str(cell.engine_options.get("dtype", "auto"))
-    per_token = _kv_bytes_per_token(target, dtype) + _kv_bytes_per_token(draft, dtype)
+    per_token = sum(kv_bytes_per_token(cfg, itemsize(dtype, cfg)) for cfg in (target, draft))
     return max(1, math.ceil(KV_HEADROOM * per_token * max_len * max(1, sequences) / 2**30))
 
 

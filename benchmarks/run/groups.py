@@ -1,8 +1,8 @@
-"""One group of cells through every dataset: each cell's warm-up, then prompt by prompt with every cell in turn
-(one cell, or an interleaved group). Warm-up prompts are excluded from every figure; each engine's cumulative
-speculative counters are diffed around the measured prompts only. A cell that raises is recorded with its error and
-the others go on. After each dataset, a loaded baseline runs the lossless check's untimed tie pass for its loaded
-speculative cells (benchmarks/run/tie_pass.py)."""
+"""One group of cells through every dataset: each cell's warm-up, then prompt by prompt with every cell in turn (one
+cell, or an interleaved group); a cell of batch size B takes its turn a batch at a time (`batches`). Warm-up prompts
+are excluded from every figure; each engine's cumulative speculative counters are diffed around the measured prompts
+only. A cell that raises is recorded with its error and the others go on. After each dataset, a loaded baseline runs
+the lossless check's untimed tie pass for its loaded speculative cells (benchmarks/run/tie_pass.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -18,10 +18,35 @@ from benchmarks.run.sampling import cell_samples
 from benchmarks.run.tie_pass import run_loaded_ties
 
 
+def batches(prompts: list[Prompt], size: int) -> list[list[Prompt]]:
+    """The prompts in static batches of `size`: consecutive prompts in the run's prompt order (the seeded selection's;
+    the last batch may be short), the same for every cell of that size, so that a method's batch pairs with the
+    baseline's."""
+    return [prompts[i:i + size] for i in range(0, len(prompts), size)]
+
+
+def run_batch(engine: Any, cell: Cell, prompts: list[Prompt], params: SamplingParams,
+              index: int | None) -> list[dict[str, Any]]:
+    """One turn of a cell: a prompt alone (batch 1, `index` None), or a static batch through `generate_batch`."""
+    if index is None:
+        return [request_line(cell, prompts[0], engine.generate(prompts[0].ids, params)).to_json()]
+    outputs = engine.generate_batch([p.ids for p in prompts], params)
+    return [request_line(cell, p, out, batch_index=index).to_json() for p, out in zip(prompts, outputs, strict=True)]
+
+
+def warm_up(engine: Any, cell: Cell, warmup: list[Prompt], params: SamplingParams) -> None:
+    """A cell's warm-up: each prompt alone, or one batch of its size filled with the warm-up prompts in turn."""
+    if cell.batch_size == 1:
+        for p in warmup:
+            engine.generate(p.ids, params)
+    elif warmup:
+        engine.generate_batch([warmup[i % len(warmup)].ids for i in range(cell.batch_size)], params)
+
+
 def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
                 progress: bool) -> dict[str, list[dict[str, Any]]]:
     """One dataset's workload (`name`, its key) through started (engine, cell) pairs: each cell's warm-up, then prompt
-    by prompt, every cell in turn.
+    by prompt (batch by batch for a cell of batch size B > 1), every cell in turn.
 
     Returns the records by cell id. A cell that raises gets one error record instead and leaves the rotation.
     """
@@ -36,17 +61,21 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
     for engine, cell in started:
         params = SamplingParams(cell.temperature, cell.max_new_tokens, cell.seed)
         try:
-            for p in warmup:
-                engine.generate(p.ids, params)
+            warm_up(engine, cell, warmup, params)
             live[cell.cell_id] = (engine, cell, params, engine.spec_counters())
             out[cell.cell_id] = []
         except Exception as exc:
             fail(cell, exc)
     who = started[0][1].label if len(started) == 1 else f"{len(started)} cells"
-    for p in tqdm(prompts, desc=f"{who} {name}", unit="prompt", disable=not progress, leave=False):
+    turns = {c.cell_id: batches(prompts, c.batch_size) for _, c in started}
+    rounds = max((len(t) for t in turns.values()), default=0)
+    for j in tqdm(range(rounds), desc=f"{who} {name}", unit="turn", disable=not progress, leave=False):
         for cell_id, (engine, cell, params, _) in list(live.items()):
+            if j >= len(turns[cell_id]):
+                continue
             try:
-                out[cell_id].append(request_line(cell, p, engine.generate(p.ids, params)).to_json())
+                out[cell_id] += run_batch(engine, cell, turns[cell_id][j], params,
+                                          j if cell.batch_size > 1 else None)
             except Exception as exc:
                 fail(cell, exc)
     for cell_id, (engine, cell, _, before) in live.items():
@@ -79,7 +108,8 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                 measured, warmup = ctx.plan.prompts[w.key]
                 for cell_id, records in run_dataset(todo, w.key, measured, warmup, ctx.plan.progress).items():
                     engine, cell = next((e, c) for e, c in todo if c.cell_id == cell_id)
-                    records += cell_samples(engine, cell, w.key, measured, records)
+                    if cell.batch_size == 1:  # a sampler's distribution check is batch 1's
+                        records += cell_samples(engine, cell, w.key, measured, records)
                     store.write_unit(cell_id, w.key, records, pids[cell_id])
                     failed += any(r["kind"] == "error" for r in records)
                 failed += run_loaded_ties(ctx, started, pids, w.key)  # untimed, the baseline still loaded

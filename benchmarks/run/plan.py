@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.core import catalog, provenance
 from benchmarks.core import datasets as ds
+from benchmarks.core.batch_memory import batch_memory_problem, device_memory_bytes
 from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
@@ -137,7 +138,8 @@ class RunPlan:
     def describe(self) -> str:
         """What would run and what is already done, unit by unit, and the checks that follow."""
         redo = set(self.redo)
-        body = [[u.cell.engine, u.cell.label, f"{u.cell.temperature:g}", u.workload_key,
+        body = [[u.cell.engine, u.cell.label + (f" B={u.cell.batch_size}" if u.cell.batch_size > 1 else ""),
+                 f"{u.cell.temperature:g}", u.workload_key,
                  "" if u.concurrency is None else str(u.concurrency),
                  "done" if (u.cell.cell_id, u.store_key) in self.done else "to run" + (
                      " again (measured on other prompt ids)" if (u.cell.cell_id, u.store_key) in redo else ""),
@@ -318,7 +320,8 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
         raise ConfigError(problems)
     cells, models = matrix_cells(matrix)  # once: fingerprinting reads every model file
     env = provenance.environment()
-    problem = interleave_problem(matrix, [c.engine for c in cells], env["platform"])
+    problem = interleave_problem(matrix, [c.engine for c in cells], env["platform"]) or batch_problem(
+        matrix, cells, models, env["platform"])
     if problem:
         raise ConfigError(problem)
     run_dir = run_folder(matrix, run_dir, fresh)
@@ -332,7 +335,8 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
                           f"drop --run-dir to get a new folder")
     target = materialize(matrix.target)
     tokenizer = load_tokenizer(target)
-    batch1 = [c for c in cells if not catalog.engine(c.engine).serves]  # a serving level is a load: no recheck
+    # a serving level is a load, a static batch a measurement of batching: the recheck and tie pass are batch 1's
+    batch1 = [c for c in cells if not catalog.engine(c.engine).serves and c.batch_size == 1]
     drift_families = families(batch1) if not matrix.interleave and matrix.drift_prompts else []
     tie_families = families(batch1)
     setup = prompt_setup(matrix, cells, tokenizer, prompt_limit(matrix, models[matrix.target].get("config")))
@@ -348,6 +352,17 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
         tie_families=tie_families, done=done,
         stale=redo + stale_checks([w.key for w in workloads], done, drift_families, tie_families),
         progress=progress, workloads=workloads, setup=setup, redo=redo)
+
+
+def batch_problem(matrix: Matrix, cells: list[Cell], models: dict[str, dict[str, Any]], platform: str) -> str | None:
+    """Why a cell's static batch would not fit this machine's device memory (core/batch_memory.py), or None."""
+    if not matrix.batch_size:
+        return None
+    own = (models[matrix.target].get("config") or {}).get("max_position_embeddings") or 2048
+    max_len = {e: engine_max_model_len(e, matrix.engine_options) or own for e in matrix.engines}
+    memory, what = device_memory_bytes(platform)
+    problem = batch_memory_problem(cells, models, max_len, memory, what)
+    return f"{matrix.source}: {problem}" if problem else None
 
 
 def prompt_setup(matrix: Matrix, cells: list[Cell], tokenizer: Any, limit: int | None) -> PromptSetup:

@@ -86,10 +86,11 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
 
 
 def run_loaded_ties(ctx: RunContext, started: list[tuple[Any, Cell]], pids: dict[str, str], dataset: str) -> int:
-    """The pass of a group whose engines are loaded: each loaded baseline scores its loaded followers' divergences."""
+    """The pass of a group whose engines are loaded: each loaded baseline scores its loaded followers' divergences
+    (at batch size 1: a static batch's identity is a measurement, not a verdict)."""
     engines = {c.cell_id: e for e, c in started}
     return sum(run_ties(ctx, engines[base.cell_id], pids[base.cell_id], base, followers, dataset)
-               for base, followers in families([c for _, c in started]))
+               for base, followers in families([c for _, c in started if c.batch_size == 1]))
 
 
 def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:

@@ -1,7 +1,8 @@
 """A hand-made run that fills every summary column: greedy and sampled JAX cells with spec counters, accepted
 lengths, step-time breakdowns, a tie check, a violation, a baseline recheck, a failed unit and a check that could not
-run; workloads by context length and by turn; a served pair at two concurrency levels, one with Poisson arrivals.
-Its summary.csv and report.md are compared with golden files."""
+run; workloads by context length and by turn; a served pair at two concurrency levels, one with Poisson arrivals;
+and (`batches`) a JAX pair at batch size 2. Its summary.csv and report.md are compared with golden files, and so are
+those of the run without its batch cells (the batch-1 run's report stays as it was before batches existed)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,12 +23,17 @@ CELLS = {
     "B": {**CELL, "engine": "vllm-serve", "method": "baseline", "draft": None, "k": 0, "temperature": 0.0},
     "D": {**CELL, "engine": "vllm-serve", "method": "dflash", "draft": "d", "k": 3, "temperature": 0.0},
 }
-LABELS = {cid: "baseline" if c["method"] == "baseline" else f"{c['method']}-k{c['k']}" for cid, c in CELLS.items()}
+BATCH_CELLS = {
+    "bbase": {**CELLS["base"], "batch_size": 2},
+    "bdfl": {**CELLS["dfl"], "batch_size": 2},
+}
+ALL = {**CELLS, **BATCH_CELLS}
+LABELS = {cid: "baseline" if c["method"] == "baseline" else f"{c['method']}-k{c['k']}" for cid, c in ALL.items()}
 OUTPUTS = [[1, 2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13, 14, 15]]
 
 
 def request(cid: str, dataset: str, i: int, tpot: float, ids: list[int], **extra: Any) -> dict[str, Any]:
-    cell = CELLS[cid]
+    cell = ALL[cid]
     step = {"step_s": tpot / 1000 * 2.5, "decode_steps": 4, "draft_s": 0.001 * (i + 1), "verify_s": 0.004,
             "host_s": 0.0005} if cell["engine"] == "jax" else {}
     return {"kind": "request", "cell_id": cid, "label": LABELS[cid], "engine": cell["engine"],
@@ -40,7 +46,7 @@ def request(cid: str, dataset: str, i: int, tpot: float, ids: list[int], **extra
 
 def spec(cid: str, dataset: str, **extra: Any) -> dict[str, Any]:
     return {"kind": "spec", "cell_id": cid, "label": LABELS[cid], "dataset": dataset, "num_drafts": 8,
-            "num_draft_tokens": 24, "num_accepted_tokens": 11, "accepted_per_pos": [6, 3, 2][: CELLS[cid]["k"]],
+            "num_draft_tokens": 24, "num_accepted_tokens": 11, "accepted_per_pos": [6, 3, 2][: ALL[cid]["k"]],
             **extra}
 
 
@@ -63,7 +69,19 @@ def samples(cid: str, seed: int) -> list[dict[str, Any]]:
              "loglik": rng.normal(0, 1, 120).tolist(), "length": 6, "scoring": "target"} for i in range(2)]
 
 
-def manifest() -> dict[str, Any]:
+def batch_unit(cid: str, step_ms: float) -> list[dict[str, Any]]:
+    """A cell at batch size 2 on humaneval: prompts 0-1, then 2 alone; every request of a batch timed on its clock."""
+    out = []
+    for j, chunk in enumerate(([0, 1], [2])):
+        span = step_ms * 4 / 1000
+        for i in chunk:
+            out.append(request(cid, "humaneval", i, step_ms, OUTPUTS[i], batch_index=j, ttft_ms=30.0 + j,
+                               decode_s=span, tpot_ms=1000 * span / (len(OUTPUTS[i]) - 1),
+                               extra={"batch_size": len(chunk), "batch_bucket": 2, "wasted_row_steps": 2 - j}))
+    return out + ([spec(cid, "humaneval")] if cid != "bbase" else [])
+
+
+def manifest(batches: bool = True) -> dict[str, Any]:
     workloads = {key: [{"tokens": 10 + 3 * i, "form": form, "context_tokens": ctx, "shot_rows": [1, 2]}
                        for i in range(3)]
                  for key, form, ctx in (("humaneval@ctx1024", "many-shot", 1024),
@@ -71,18 +89,21 @@ def manifest() -> dict[str, Any]:
     workloads["mt-bench@turn2"] = [{"tokens": 40 + i, "form": "turn", "first_answer_tokens": 12} for i in range(3)]
     return {"run_id": "synthetic", "created_utc": "now", "config_path": "m.yaml", "git_sha": "abc",
             "config": {"target": "t", "max_new_tokens": 8, "num_prompts": 3, "warmup_prompts": 1,
-                       "concurrency": [1, 4]},
-            "cells": CELLS, "packages": {"jax": "0.4"}, "platform": "cpu",
+                       "concurrency": [1, 4], **({"batch_size": [1, 2]} if batches else {})},
+            "cells": {**CELLS, **(BATCH_CELLS if batches else {})}, "packages": {"jax": "0.4"}, "platform": "cpu",
             "hardware": {"device": "Test CPU", "bandwidth_gbps": 50.0, "cache_bytes": None},
             "models": {"t": {"config_sha256": "x", "weight_bytes": 2.0e6, "config": {"max_position_embeddings": 8192}}},
             "prompts": {"workloads": workloads, "first_answers_by": {"engine": "jax", "label": "baseline"},
                         "chat_template": {"enable_thinking": False}, "chat_template_sha256": "cafe"}}
 
 
-def write_run(run_dir: Path) -> Path:
-    """Write the run's manifest and units into run_dir."""
+def write_run(run_dir: Path, batches: bool = True) -> Path:
+    """Write the run's manifest and units into run_dir (with its batch-2 cells unless `batches` is off)."""
     store = RunStore(run_dir)
-    store.write_manifest(manifest())
+    store.write_manifest(manifest(batches))
+    if batches:
+        store.write_unit("bbase", "humaneval", batch_unit("bbase", 9.0))
+        store.write_unit("bdfl", "humaneval", batch_unit("bdfl", 6.0))
     base = [request("base", "humaneval", i, 10.0, ids) for i, ids in enumerate(OUTPUTS)]
     store.write_unit("base", "humaneval", base)
     store.write_unit("base", "humaneval@recheck", [{**r, "kind": "recheck", "tpot_ms": r["tpot_ms"] * 1.3}

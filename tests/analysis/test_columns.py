@@ -1,5 +1,9 @@
 """The column registry: summary.csv and report.md of a hand-made run that fills every column stay byte-identical to
-golden files, every registered column is documented in docs/outputs.md, and no other column is."""
+golden files (and those of its batch-1 part to the goldens of before batches existed), every registered column is
+documented in docs/outputs.md, and no other column is.
+
+To regenerate the goldens after a deliberate change: run this module's fixture (`write_run` then `write_reports` with
+figures off) and copy its summary.csv and report.md over tests/analysis/golden/."""
 import re
 from pathlib import Path
 
@@ -25,9 +29,34 @@ def run_dir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def batch1_dir(tmp_path_factory):
+    import benchmarks.analysis.figures as figures
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(figures, "run_figures", lambda run_dir: [])
+    out = write_run(tmp_path_factory.mktemp("batch1"), batches=False)
+    write_reports(out)
+    mp.undo()
+    return out
+
+
 @pytest.mark.parametrize("name", ["summary.csv", "report.md"])
 def test_outputs_stay_byte_identical(run_dir, name):
     assert (run_dir / name).read_text() == (GOLDEN / name).read_text()
+
+
+def test_a_batch_1_run_reads_as_before_batches_existed(batch1_dir):
+    """report.md of the run without batch cells is the golden of before batches existed, byte for byte; its
+    summary.csv differs only by the Batch block of columns appended at the end."""
+    import pandas as pd
+
+    assert (batch1_dir / "report.md").read_text() == (GOLDEN / "report-batch1.md").read_text()
+    before = (GOLDEN / "summary-batch1.csv").read_text().splitlines()
+    now = pd.read_csv(batch1_dir / "summary.csv", dtype=str, keep_default_na=False)
+    added = [c.name for c in columns.COLUMNS if c.section == columns.BATCH]
+    assert list(now.columns) == before[0].split(",") + added
+    assert now.drop(columns=added).to_csv(index=False).splitlines() == before
 
 
 def test_every_column_is_filled_by_the_synthetic_run(run_dir):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.analysis import columns, drift, serve_report, tables, workloads
+from benchmarks.analysis import batch_report, columns, drift, serve_report, tables, workloads
 from benchmarks.analysis.report import DEFINITIONS
 from benchmarks.analysis.shown import drawn
 
@@ -17,9 +17,10 @@ SECTIONS = {
     columns.SERVING: drawn(serve_report.SERVE_TABLE) | set(serve_report.SERVE_LINES),
     columns.WORKLOADS: drawn(workloads.CONTEXT_TABLE, workloads.STEP_TABLE, workloads.TURN_TABLE),
     columns.DRIFT: drawn(drift.DRIFT_TABLE),
+    columns.BATCH: drawn(batch_report.BATCH_TABLE),
 }
 SPECS = [tables.RESULTS_TABLE, tables.acceptance_spec(3), serve_report.SERVE_TABLE, workloads.CONTEXT_TABLE,
-         workloads.STEP_TABLE, workloads.TURN_TABLE, drift.DRIFT_TABLE]
+         workloads.STEP_TABLE, workloads.TURN_TABLE, drift.DRIFT_TABLE, batch_report.BATCH_TABLE]
 METRIC_UNITS = {"ms", "×", "tokens/step", "tok/s"}
 STATISTICS = Path(__file__).parents[2] / "docs" / "statistics.md"
 

@@ -236,10 +236,10 @@ def test_workload_keys_parse_and_enter_the_run_id():
     assert two.turns == [1, 2]
     plain = parse_matrix(BASE)
     assert plain.context_tokens is plain.turns is plain.chat_template is None
-    # a matrix without workload keys keeps the run id it had before they existed (the former formula's, which
-    # names the run folders written then)
+    # a matrix without workload keys (or batch sizes) keeps the run id it had before they existed (the former
+    # formula's, which names the run folders written then)
     placement = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
-    workload = ("context_tokens", "turns", "chat_template")
+    workload = ("context_tokens", "turns", "chat_template", "batch_size")
     fields = {k: v for k, v in dataclasses.asdict(plain).items() if k not in placement + workload}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
     assert legacy_run_id(plain) == f"{plain.name}-{digest}"

@@ -126,15 +126,18 @@ def test_exception_in_the_worker_comes_back_with_its_own_traceback(matrix, scrip
     assert [r["label"] for r in requests] == ["dflash-k3"] * 3
 
 
-def test_proxy_mirrors_sample_many_and_close_leaves_no_process(tmp_path, monkeypatch):
+def test_proxy_mirrors_sample_many_and_generate_batch_and_close_leaves_no_process(tmp_path, monkeypatch):
     monkeypatch.setenv("SCRIPTED_PIDS", str(tmp_path))
     from benchmarks.core.records import Cell, SamplingParams
 
     with_samples = WorkerEngine(SPEC, request_timeout_s=10, load_timeout_s=10)
     without = WorkerEngine("scripted_workers:PlainEngine", request_timeout_s=10, load_timeout_s=10)
-    assert hasattr(with_samples, "sample_many") and not hasattr(without, "sample_many")
+    for method in ("sample_many", "generate_batch"):
+        assert hasattr(with_samples, method) and not hasattr(without, method)
     with_samples.load(Cell("vllm", "t", "baseline", None, 0, 1.0, 4, 0))
     assert with_samples.sample_many([1], SamplingParams(1.0, 3), [5, 6]) == [[5, 6, 7], [6, 7, 8]]
+    batch = with_samples.generate_batch([[1], [2, 3]], SamplingParams(0.0, 3))
+    assert [r.output_ids for r in batch] == [[1, 2, 3], [5, 6, 7]]
     pids = tree(tmp_path, "baseline") + [without.pid]
     with_samples.close()
     without.close()

@@ -21,10 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.core.catalog import JAX_MAX_BATCH
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax import model as M
 
-BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)  # the batch shapes that compile; a batch runs in the smallest that holds it
+# The batch shapes that compile, 1, 2, 4, …, 64; a batch runs in the smallest that holds it.
+BATCH_SIZES = tuple(2 ** i for i in range(JAX_MAX_BATCH.bit_length()))
 
 
 def batch_size_for(n: int) -> int:
