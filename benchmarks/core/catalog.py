@@ -21,6 +21,9 @@ ALL_CAPABILITIES = frozenset(CAPABILITIES)
 # The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them from its row).
 JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
                "ignore_eos": False}
+# The llama.cpp engine's options and their defaults (benchmarks/engines/llamacpp.py): the GGUF type the checkpoints are
+# converted to, the context per slot, CPU threads (0: every CPU this process may use) and flash attention.
+LLAMACPP_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "threads": 0, "flash_attn": "on"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16"
 JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"), "draft_queries": ("block", "k+1"),
                                 "breakdown": (True, False), "ignore_eos": (True, False)})
 
+LLAMACPP_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "float16", "bfloat16"),
+                                    "flash_attn": ("on", "off", "auto")})
+
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True,
               capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization"),
@@ -75,6 +81,9 @@ ENGINES: dict[str, EngineRow] = {row.name: row for row in (
               defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES, capabilities=ALL_CAPABILITIES),
     EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
               serves="vllm", capabilities=frozenset({"sample_many", "score_many"})),
+    EngineRow("llama.cpp", ".llamacpp:LlamaCppEngine", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
+              defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES,
+              capabilities=frozenset({"token_scores"})),
 )}
 DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine
 
