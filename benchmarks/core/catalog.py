@@ -84,6 +84,8 @@ ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("llama.cpp", ".llamacpp:LlamaCppEngine", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
               defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES,
               capabilities=frozenset({"token_scores"})),
+    EngineRow("llama.cpp-serve", ".llamacpp_serve:LlamaCppServer", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
+              defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES, serves="llama.cpp"),
 )}
 DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine
 

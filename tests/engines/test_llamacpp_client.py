@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.core.prompts import Prompt
 from benchmarks.core.records import Cell, SamplingParams, SpecCounters
 from benchmarks.engines.llamacpp import (
     LlamaCppEngine,
@@ -20,7 +21,9 @@ from benchmarks.engines.llamacpp import (
 )
 from benchmarks.engines.llamacpp_build import Install
 from benchmarks.engines.llamacpp_gguf import Gguf
-from benchmarks.engines.server import ServerStartError
+from benchmarks.engines.llamacpp_serve import LlamaCppServer, _arrivals
+from benchmarks.engines.server import Load, ServerStartError
+from benchmarks.run.serving import level_records
 
 METRICS = """# HELP llamacpp:spec_decode_num_drafts_total Speculative: Total speculative decoding verification steps
 llamacpp:spec_decode_num_draft_tokens_total 30
@@ -48,6 +51,11 @@ class Scripted(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/tokenize":
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(json.dumps({"tokens": [ord(c) for c in body["content"]]}).encode())
+            return
         Scripted.bodies.append(body)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -66,18 +74,25 @@ def cell(method: str = "dflash") -> Cell:
 
 
 @pytest.fixture
-def engine(tmp_path):
+def scripted(tmp_path):
+    """A llama-server object (never started) whose port is the scripted handler's."""
     http = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     gguf = Gguf(tmp_path / "t.gguf", "sha", "src", "srcsha", "f32")
-    server = LlamaServer(cell(), tmp_path / "log", Install(tmp_path, tmp_path / "llama-server", "key", {}), gguf, gguf,
-                         {"threads": 2, "max_model_len": 64, "flash_attn": "on"})
+    server = LlamaCppServer.__new__(LlamaCppServer)
+    LlamaServer.__init__(server, cell(), tmp_path / "log", Install(tmp_path, tmp_path / "llama-server", "key", {}),
+                         gguf, gguf, {"threads": 2, "max_model_len": 64, "flash_attn": "on"}, sequences=2)
     server.port = http.server_address[1]
-    e = LlamaCppEngine()
-    e.server, e.cell = server, cell()
     Scripted.bodies = []
-    yield e
+    yield server
     http.shutdown()
+
+
+@pytest.fixture
+def engine(scripted):
+    e = LlamaCppEngine()
+    e.server, e.cell = scripted, cell()
+    return e
 
 
 def test_a_request_goes_as_token_ids_and_its_ids_and_timings_come_back(engine):
@@ -142,3 +157,26 @@ def test_a_port_in_use_is_one_clear_error(tmp_path):
     with pytest.raises(ServerStartError, match=r"^llama.cpp server: port \d+ on 127.0.0.1 is in use"):
         server.__enter__()
     assert server.proc is None
+
+
+def test_a_load_sends_token_ids_and_its_records_carry_the_servers_ids(scripted, tmp_path):
+    texts = ["ab", "abc", "abcd"]
+    load = Load(texts, 5, 0.0, concurrency=2, request_rate=None, seed=0)
+    result = scripted.run_load(load, tmp_path, "tag")
+    assert (result["completed"], result["failed"], result["max_concurrent_requests"]) == (3, 0, 2)
+    assert sorted(b["prompt"] for b in Scripted.bodies) == [[ord(c) for c in t] for t in texts]
+    assert result["output_ids"] == [list(range(100, 105))] * 3 and result["input_lens"] == [2, 3, 4]
+    assert all(len(itl) == 4 for itl in result["itls"]) and result["total_output_tokens"] == 15
+    prompts = [Prompt("local", i, t, [ord(c) for c in t], f"sha{i}") for i, t in enumerate(texts)]
+    records = level_records(cell(), prompts, result, tokenizer=None, concurrency=2, request_rate=None,
+                            spec=scripted.counters().spec)
+    requests = [r for r in records if r["kind"] == "request"]
+    assert [r["output_ids"] for r in requests] == [list(range(100, 105))] * 3
+    assert {r["extra"]["output_ids_from"] for r in requests} == {"server"}
+    assert [r["kind"] for r in records[-2:]] == ["spec", "load"] and records[-2]["num_drafts"] == 10
+
+
+def test_poisson_arrivals_are_seeded_and_increasing():
+    times = _arrivals(5, 2.0, seed=1)
+    assert times == _arrivals(5, 2.0, seed=1) and times[0] == 0.0 and times == sorted(times)
+    assert _arrivals(3, None, 0) == [0.0, 0.0, 0.0]
