@@ -1,15 +1,15 @@
 """The llama.cpp engine: one `llama-server` per cell on 127.0.0.1 (`LlamaServer`, a `ServerProcess`), driven a
 request at a time with the harness's token ids (`LlamaCppEngine`, the Engine protocol).
 
-Methods: baseline; dflash (`--spec-type draft-dflash`) and eagle3 (`draft-eagle3`) with a GGUF draft converted with
-the target's folder; ngram is `ngram-simple` (a lookup of the last n tokens in the request's own history, drafting
-the K that followed: the nearest to vLLM's prompt lookup). K is `--spec-draft-n-max` (`--spec-ngram-simple-size-m`
-for ngram). Requests go to `/completion` as token ids, streamed, with `return_tokens`, `cache_prompt: false`;
-greedy is temperature 0 and top-k 1 with the cell's seed. The client's TTFT and TPOT come from the stream's chunk
-times; the server's own `timings` go in each record's extra. τ: the engine-wide counters of `/metrics` (drafts =
-verify steps, drafted and accepted tokens, accepted per position), checked against the per-request `draft_n` and
-`draft_n_accepted`; llama.cpp reports no per-step accept lengths and no per-request step count. It drafts at most
-the tokens still wanted (max_new_tokens − generated − 1), so its counters never count past the limit.
+Methods: baseline; dflash (`--spec-type draft-dflash`) and eagle3 (`draft-eagle3`), K = `--spec-draft-n-max`;
+ngram is `ngram-simple` drafting K tokens (the nearest to vLLM's prompt lookup). Requests go to `/completion` as
+token ids, streamed, with `return_tokens` and `cache_prompt: false`; greedy is temperature 0, top-k 1 and the cell's
+seed. TTFT is the client's (the first token event's arrival); the decode span is the server's own
+(`timings.predicted_ms`, first to last token: the harness's TPOT on the server's clock, as vLLM's records use its
+engine core's), since a client descheduled on a busy CPU reads a whole stream at once (its own last-token time is
+kept in extra). τ comes from `/metrics` (verify steps, drafted, accepted, accepted per position), checked against
+the requests' own `draft_n` and `draft_n_accepted`; no per-step accept lengths are reported. What else it does
+differently: docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -254,7 +254,9 @@ class LlamaCppEngine:
         self._drafted += int(timings.get("draft_n", 0))
         self._accepted += int(timings.get("draft_n_accepted", 0))
         extra = {"server_timings": timings, "stop_type": final.get("stop_type"),
-                 "tokens_predicted": final.get("tokens_predicted")}
+                 "tokens_predicted": final.get("tokens_predicted"), "client_last_token_s": last_s}
+        if len(ids) > 1 and timings.get("predicted_ms") is not None:  # the decode span on the server's clock
+            last_s = ttft_s + float(timings["predicted_ms"]) / 1000.0
         return RequestRecord(ids, ttft_s, last_s, None, extra)
 
     def spec_counters(self) -> SpecCounters | None:

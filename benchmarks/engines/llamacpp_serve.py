@@ -35,6 +35,7 @@ class LlamaCppServer(LlamaServer):
         opts = options(cell)
         install, self.target_dir, target, draft = prepare(cell, opts)
         super().__init__(cell, log_path, install, target, draft, opts, startup_timeout_s, sequences)
+        self.tpot_sum_s, self.tpot_count = 0.0, 0  # the requests' own TPOT on the server's clock, summed
 
     def __enter__(self) -> LlamaCppServer:
         super().__enter__()
@@ -51,8 +52,9 @@ class LlamaCppServer(LlamaServer):
         return list(self.post("/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"])
 
     def counters(self) -> ServerCounters:
-        """The /metrics speculative counters; llama-server keeps no per-request TPOT histogram."""
-        return ServerCounters(parse_metrics(self.metrics()), None)
+        """The /metrics speculative counters, and the (sum s, count) of the finished requests' TPOT on the server's
+        clock (each request's `timings.predicted_per_token_ms`; llama-server keeps no TPOT histogram)."""
+        return ServerCounters(parse_metrics(self.metrics()), (self.tpot_sum_s, self.tpot_count))
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "slots": self.sequences, "load_generator": "benchmarks.engines.llamacpp_serve"}
@@ -80,7 +82,11 @@ class LlamaCppServer(LlamaServer):
                 start = time.perf_counter() - t0
                 times: list[float] = []
                 try:
-                    out, ttft, last, _ = self.stream(completion_body(ids[i], params), times)
+                    out, ttft, last, final = self.stream(completion_body(ids[i], params), times)
+                    per_token = (final.get("timings") or {}).get("predicted_per_token_ms")
+                    if len(out) > 1 and per_token:
+                        with lock:
+                            self.tpot_sum_s, self.tpot_count = self.tpot_sum_s + per_token / 1000.0, self.tpot_count + 1
                     results[i] = {"start": start, "ids": out, "ttft": ttft, "last": last, "times": times,
                                   "error": ""}
                 except Exception as exc:  # a failed request is reported, the others go on

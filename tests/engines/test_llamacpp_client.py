@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -57,6 +58,7 @@ class Scripted(BaseHTTPRequestHandler):
             self.wfile.write(json.dumps({"tokens": [ord(c) for c in body["content"]]}).encode())
             return
         Scripted.bodies.append(body)
+        time.sleep(0.1)  # long enough for concurrent requests to overlap
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -64,7 +66,8 @@ class Scripted(BaseHTTPRequestHandler):
         for t in out:
             self.wfile.write(f"data: {json.dumps({'content': 'x', 'tokens': [t], 'stop': False})}\n\n".encode())
         final = {"content": "", "tokens": [], "stop": True, "stop_type": "limit", "tokens_predicted": len(out),
-                 "timings": {"predicted_n": len(out), "predicted_per_token_ms": 0.4, "draft_n": 30,
+                 "timings": {"predicted_n": len(out), "predicted_per_token_ms": 0.4,
+                             "predicted_ms": 0.4 * (len(out) - 1), "draft_n": 30,
                              "draft_n_accepted": 7}}
         self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
 
@@ -80,6 +83,7 @@ def scripted(tmp_path):
     threading.Thread(target=http.serve_forever, daemon=True).start()
     gguf = Gguf(tmp_path / "t.gguf", "sha", "src", "srcsha", "f32")
     server = LlamaCppServer.__new__(LlamaCppServer)
+    server.tpot_sum_s, server.tpot_count = 0.0, 0
     LlamaServer.__init__(server, cell(), tmp_path / "log", Install(tmp_path, tmp_path / "llama-server", "key", {}),
                          gguf, gguf, {"threads": 2, "max_model_len": 64, "flash_attn": "on"}, sequences=2)
     server.port = http.server_address[1]
@@ -97,7 +101,8 @@ def engine(scripted):
 
 def test_a_request_goes_as_token_ids_and_its_ids_and_timings_come_back(engine):
     r = engine.generate([5, 6, 7], SamplingParams(0.0, 8, seed=3))
-    assert r.output_ids == list(range(100, 108)) and 0 < r.ttft_s <= r.last_token_s
+    assert r.output_ids == list(range(100, 108)) and 0 < r.ttft_s <= r.extra["client_last_token_s"]
+    assert r.last_token_s - r.ttft_s == pytest.approx(0.4 * 7 / 1000)  # the server's decode span, not the client's
     assert r.extra["server_timings"]["predicted_per_token_ms"] == 0.4 and r.extra["stop_type"] == "limit"
     [body] = Scripted.bodies
     assert body["prompt"] == [5, 6, 7] and body["return_tokens"] and body["cache_prompt"] is False
@@ -168,12 +173,15 @@ def test_a_load_sends_token_ids_and_its_records_carry_the_servers_ids(scripted, 
     assert result["output_ids"] == [list(range(100, 105))] * 3 and result["input_lens"] == [2, 3, 4]
     assert all(len(itl) == 4 for itl in result["itls"]) and result["total_output_tokens"] == 15
     prompts = [Prompt("local", i, t, [ord(c) for c in t], f"sha{i}") for i, t in enumerate(texts)]
+    counters = scripted.counters()
+    assert counters.tpot == (pytest.approx(3 * 0.4 / 1000), 3)  # each request's server-side TPOT
     records = level_records(cell(), prompts, result, tokenizer=None, concurrency=2, request_rate=None,
-                            spec=scripted.counters().spec)
+                            spec=counters.spec, server_tpot=counters.tpot)
     requests = [r for r in records if r["kind"] == "request"]
     assert [r["output_ids"] for r in requests] == [list(range(100, 105))] * 3
     assert {r["extra"]["output_ids_from"] for r in requests} == {"server"}
     assert [r["kind"] for r in records[-2:]] == ["spec", "load"] and records[-2]["num_drafts"] == 10
+    assert records[-1]["server_tpot_count"] == 3
 
 
 def test_poisson_arrivals_are_seeded_and_increasing():
