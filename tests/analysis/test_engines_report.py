@@ -50,3 +50,20 @@ def test_a_baseline_without_requests_is_no_candidate():
     rows, records = run()
     records = [r for r in records if r["cell_id"] != "fast-baseline"]
     assert strongest_baselines(rows, records) == {}
+
+
+def test_the_figure_has_a_bar_per_cell_and_the_strongest_baseline_at_one():
+    import pandas as pd
+
+    from benchmarks.analysis.engines_figure import engines_figure
+
+    rows = pd.DataFrame([{"engine": e, "dataset": "humaneval", "label": label, "tau": tau, "run_id": "r",
+                          "hardware": "cpu", "target": "t", "strongest_baseline": "fast", "speedup_vs_strongest": s,
+                          "speedup_vs_strongest_ci_low": s * 0.9, "speedup_vs_strongest_ci_high": s * 1.1}
+                         for e, label, tau, s in (("fast", "baseline", None, 1.0), ("fast", "dflash-k15", 2.0, 0.5),
+                                                  ("slow", "baseline", None, 0.25), ("slow", "dflash-k15", 2.0, 0.4))])
+    ax = engines_figure(rows).axes[0]
+    assert sorted(round(p.get_height(), 2) for p in ax.patches) == [0.25, 0.4, 0.5, 1.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["fast", "slow"]
+    assert "strongest baseline (fast AR)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert engines_figure(rows.drop(columns=["speedup_vs_strongest"])) is None
