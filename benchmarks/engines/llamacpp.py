@@ -39,16 +39,18 @@ WARMUP_TOKENS = 16
 
 
 def server_command(server: Path, port: int, target: Path, method: str, k: int, draft: Path | None, seed: int,
-                   opts: dict[str, Any], slots: int = 1) -> list[str]:
-    """llama-server's command line for one cell."""
+                   opts: dict[str, Any], slots: int = 1, gpu: bool = False) -> list[str]:
+    """llama-server's command line for one cell; a GPU build offloads every layer of target and draft."""
     threads = int(opts["threads"]) or len(os.sched_getaffinity(0))
     cmd = [str(server), "-m", str(target), "--host", "127.0.0.1", "--port", str(port),
            "-c", str(int(opts["max_model_len"]) * slots), "-np", str(slots), "-t", str(threads),
            "-fa", str(opts["flash_attn"]), "--temp", "0", "--top-k", "1", "--seed", str(seed), "--metrics",
            "--no-webui"]
+    if gpu:
+        cmd += ["-ngl", "999"]
     if method in DRAFT_METHODS:
         cmd += ["-md", str(draft), "--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", str(k),
-                "-td", str(threads)]
+                "-td", str(threads), *(["-ngld", "999"] if gpu else [])]
     elif method == "ngram":
         cmd += ["--spec-type", SPEC_TYPES[method], "--spec-ngram-simple-size-m", str(k)]
     return cmd
@@ -162,8 +164,9 @@ class LlamaServer(ServerProcess):
         self.install, self.target, self.draft, self.opts = install, target, draft, opts
 
     def command(self) -> list[str]:
+        gpu = (self.install.info.get("build_info") or {}).get("backend") == "cuda"
         return server_command(self.install.server, self.port, self.target.path, self.cell.method, self.cell.k,
-                              self.draft.path if self.draft else None, self.cell.seed, self.opts, self.sequences)
+                              self.draft.path if self.draft else None, self.cell.seed, self.opts, self.sequences, gpu)
 
     def start(self) -> None:
         try:

@@ -150,6 +150,9 @@ def test_the_command_names_the_spec_type_k_and_the_slots(tmp_path):
     ngram = server_command(Path("s"), 9, Path("t.gguf"), "ngram", 4, None, 0, opts)
     assert ngram[ngram.index("--spec-type") + 1] == "ngram-simple" and "-md" not in ngram
     assert "--spec-type" not in server_command(Path("s"), 9, Path("t.gguf"), "baseline", 0, None, 0, opts)
+    assert "-ngl" not in cmd
+    gpu = server_command(Path("s"), 9, Path("t.gguf"), "eagle3", 3, Path("d.gguf"), 0, opts, gpu=True)
+    assert gpu[gpu.index("-ngl") + 1] == "999" and gpu[gpu.index("-ngld") + 1] == "999"
 
 
 def test_a_port_in_use_is_one_clear_error(tmp_path):
