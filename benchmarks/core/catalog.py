@@ -22,8 +22,9 @@ ALL_CAPABILITIES = frozenset(CAPABILITIES)
 JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
                "ignore_eos": False}
 # The llama.cpp engine's options and their defaults (benchmarks/engines/llamacpp.py): the GGUF type the checkpoints are
-# converted to, the context per slot, CPU threads (0: every CPU this process may use) and flash attention.
-LLAMACPP_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "threads": 0, "flash_attn": "on"}
+# converted to, the context per slot, CPU threads (0: every CPU this process may use), flash attention, and the n-gram
+# length the ngram method looks up (5: vLLM's default prompt lookup; llama.cpp's own default, 12, rarely matches).
+LLAMACPP_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "threads": 0, "flash_attn": "on", "ngram_n": 5}
 
 
 @dataclass(frozen=True)

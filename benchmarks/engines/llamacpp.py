@@ -2,7 +2,8 @@
 request at a time with the harness's token ids (`LlamaCppEngine`, the Engine protocol).
 
 Methods: baseline; dflash (`--spec-type draft-dflash`) and eagle3 (`draft-eagle3`), K = `--spec-draft-n-max`;
-ngram is `ngram-simple` drafting K tokens (the nearest to vLLM's prompt lookup). Requests go to `/completion` as
+ngram is `ngram-simple` (the last `ngram_n` tokens looked up in the request's history, drafting the K that followed:
+the nearest to vLLM's prompt lookup). Requests go to `/completion` as
 token ids, streamed, with `return_tokens` and `cache_prompt: false`; greedy is temperature 0, top-k 1 and the cell's
 seed. TTFT is the client's (the first token event's arrival); the decode span is the server's own
 (`timings.predicted_ms`, first to last token: the harness's TPOT on the server's clock, as vLLM's records use its
@@ -52,7 +53,8 @@ def server_command(server: Path, port: int, target: Path, method: str, k: int, d
         cmd += ["-md", str(draft), "--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", str(k),
                 "-td", str(threads), *(["-ngld", "999"] if gpu else [])]
     elif method == "ngram":
-        cmd += ["--spec-type", SPEC_TYPES[method], "--spec-ngram-simple-size-m", str(k)]
+        cmd += ["--spec-type", SPEC_TYPES[method], "--spec-ngram-simple-size-n", str(opts["ngram_n"]),
+                "--spec-ngram-simple-size-m", str(k)]
     return cmd
 
 

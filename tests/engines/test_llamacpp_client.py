@@ -143,12 +143,14 @@ def test_sampling_at_t_above_zero_turns_the_truncations_off():
 
 
 def test_the_command_names_the_spec_type_k_and_the_slots(tmp_path):
-    opts = {"threads": 2, "max_model_len": 512, "flash_attn": "on"}
+    opts = {"threads": 2, "max_model_len": 512, "flash_attn": "on", "ngram_n": 5}
     cmd = server_command(Path("s"), 9, Path("t.gguf"), "dflash", 15, Path("d.gguf"), 0, opts, slots=4)
     assert cmd[cmd.index("--spec-type") + 1] == "draft-dflash" and cmd[cmd.index("--spec-draft-n-max") + 1] == "15"
     assert cmd[cmd.index("-np") + 1] == "4" and cmd[cmd.index("-c") + 1] == "2048" and "--metrics" in cmd
     ngram = server_command(Path("s"), 9, Path("t.gguf"), "ngram", 4, None, 0, opts)
     assert ngram[ngram.index("--spec-type") + 1] == "ngram-simple" and "-md" not in ngram
+    assert ngram[ngram.index("--spec-ngram-simple-size-n") + 1] == "5"
+    assert ngram[ngram.index("--spec-ngram-simple-size-m") + 1] == "4"
     assert "--spec-type" not in server_command(Path("s"), 9, Path("t.gguf"), "baseline", 0, None, 0, opts)
     assert "-ngl" not in cmd
     gpu = server_command(Path("s"), 9, Path("t.gguf"), "eagle3", 3, Path("d.gguf"), 0, opts, gpu=True)

@@ -101,7 +101,7 @@ def alive(pid: int) -> bool:
     return not (stat.is_file() and stat.read_text().split(") ", 1)[1].startswith("Z"))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_no_llama_server_outlives_its_harness(sig):
     harness = subprocess.Popen([sys.executable, "-c", HOLD, str(TINY / "target")], stdout=subprocess.PIPE, text=True,
                                cwd=ROOT)
