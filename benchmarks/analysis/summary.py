@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from benchmarks.analysis.columns import NAMES, row
+from benchmarks.analysis.engines_report import strongest_baselines
 from benchmarks.analysis.unit import Key, Kinds, Unit
 from benchmarks.core.pairing import baseline_cell_id, batch_size
 from verification import distribution
@@ -49,6 +50,9 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
     for (cid, dataset, _), kinds in groups.items():
         samples[(cid, dataset)] += kinds.get("samples", [])
 
+    strongest = strongest_baselines([{"cell_id": cid, "dataset": ds, "concurrency": level, **cells[cid]}
+                                     for cid, ds, level in groups], records)
+
     def order(key: Key) -> tuple:
         c = cells[key[0]]
         return (c["engine"], c["temperature"], key[2] or 0, batch_size(c), c["method"] != "baseline", c["method"],
@@ -59,7 +63,10 @@ def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
         cid, dataset, level = key
         cell = cells[cid]
         base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
+        best = strongest.get((dataset, cell["temperature"])) if level is None and batch_size(cell) == 1 else None
         units.append(Unit(key, kinds, cell, manifest, base_id, groups.get((base_id, dataset, level), {})
-                          if base_id else None, samples, [k[2] for k in groups if k[:2] == (cid, dataset)]))
+                          if base_id else None, samples, [k[2] for k in groups if k[:2] == (cid, dataset)],
+                          strongest=(cells[best]["engine"], groups[(best, dataset, None)]["request"])
+                          if best else None))
     _distribution_run(units)
     return [row(u) for u in units]

@@ -99,6 +99,8 @@ class Unit:
     samples: dict[tuple[str, str], list[dict[str, Any]]]  # every cell's distribution samples, by (cell, dataset)
     levels: list[int | None]  # the serving levels this cell has on this dataset
     adjusted: distribution.Check | None = None  # the check after the run's Holm family (summary._distribution_run)
+    strongest: tuple[str, list[dict[str, Any]]] | None = None  # (engine, requests) of the fastest baseline on this
+    # dataset and temperature among two or more engines (analysis/engines_report.py); None otherwise
 
     @property
     def cell_id(self) -> str:
@@ -187,6 +189,14 @@ class Unit:
         if not self.pairs:
             return None
         return metrics.paired_speedup([_tpot(b) for b, _ in self.pairs], [_tpot(m) for _, m in self.pairs])
+
+    @cached_property
+    def over_strongest(self) -> metrics.Speedup | None:
+        """The speedup over the strongest baseline of the run, paired on the same prompts (batch-1 rows)."""
+        if self.strongest is None or not self.reqs:
+            return None
+        pairs = paired(self.strongest[1], self.reqs)
+        return metrics.paired_speedup([_tpot(b) for b, _ in pairs], [_tpot(m) for _, m in pairs]) if pairs else None
 
     @cached_property
     def lossless(self) -> metrics.Lossless | None:

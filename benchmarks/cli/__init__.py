@@ -33,6 +33,8 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
         "device": ("benchmarks.cli.study_device",
                    "the device check's JAX figures at real shapes, and its set-up probe"),
         "parity": ("benchmarks.cli.study_parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
+        "engine-ties": ("benchmarks.cli.study_engine_ties",
+                        "a run's AR tokens across engines, divergences classified by the tie rule"),
         "tpu-parity": ("benchmarks.cli.study_tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
         "interleave-bias": ("benchmarks.cli.study_interleave_bias",
                             "how a competing CPU load biases sequential and interleaved speedups"),

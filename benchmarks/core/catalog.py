@@ -21,6 +21,10 @@ ALL_CAPABILITIES = frozenset(CAPABILITIES)
 # The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them from its row).
 JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
                "ignore_eos": False}
+# The llama.cpp engine's options and their defaults (benchmarks/engines/llamacpp.py): the GGUF type the checkpoints are
+# converted to, the context per slot, CPU threads (0: every CPU this process may use), flash attention, and the n-gram
+# length the ngram method looks up (5: vLLM's default prompt lookup; llama.cpp's own default, 12, rarely matches).
+LLAMACPP_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "threads": 0, "flash_attn": "on", "ngram_n": 5}
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16"
 JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"), "draft_queries": ("block", "k+1"),
                                 "breakdown": (True, False), "ignore_eos": (True, False)})
 
+LLAMACPP_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "float16", "bfloat16"),
+                                    "flash_attn": ("on", "off", "auto")})
+
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True,
               capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization"),
@@ -80,6 +87,11 @@ ENGINES: dict[str, EngineRow] = {row.name: row for row in (
               max_batch=JAX_MAX_BATCH),
     EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
               serves="vllm", capabilities=frozenset({"sample_many", "score_many"})),
+    EngineRow("llama.cpp", ".llamacpp:LlamaCppEngine", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
+              defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES,
+              capabilities=frozenset({"token_scores"})),
+    EngineRow("llama.cpp-serve", ".llamacpp_serve:LlamaCppServer", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
+              defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES, serves="llama.cpp"),
 )}
 DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine
 

@@ -81,7 +81,8 @@ class Server(Protocol):
 
     def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
         """Drive the server with `load`; the load generator's result with per-request lists (`--save-detailed` of
-        `vllm bench serve`: ttfts, itls, latencies, start_times, input_lens, output_lens, generated_texts, errors)."""
+        `vllm bench serve`: ttfts, itls, latencies, start_times, input_lens, output_lens, generated_texts, errors),
+        or `output_ids` (the ids the server returned) in place of `generated_texts`."""
         ...
 
     def explain(self, exc: BaseException) -> BaseException:

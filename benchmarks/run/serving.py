@@ -53,8 +53,9 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
 
     - one `request` record per prompt: TTFT, TPOT (from the first-token and last-token times, as for batch-1
       records) and ITLs from the load generator's streamed timings, the output length the server counted, and the
-      output ids: the load generator keeps only the text, so they are that text tokenised again with the target's
-      tokenizer (`extra.output_ids_from = "text"`). Identical texts give identical ids, so token identity between
+      output ids: `vllm bench serve` keeps only the text, so they are that text tokenised again with the target's
+      tokenizer (`extra.output_ids_from = "text"`); a load generator that returns the ids (`output_ids`) gives them
+      as they are (`"server"`). Identical texts give identical ids, so token identity between
       two serving cells is exact; the first-divergence index is in re-tokenised tokens;
     - one `spec` record (the /metrics diff) for speculative cells;
     - one `load` record: the level's wall time, completed and failed requests, output tokens, and the server's own
@@ -73,9 +74,13 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
             raise RuntimeError(f"prompt {p.index} was counted by the server as {result['input_lens'][i]} tokens, "
                                f"not the harness's {len(p.ids)}: the server's tokenizer or template differs")
         ttft_s, last_s, n_out = result["ttfts"][i], result["latencies"][i], result["output_lens"][i]
-        text, itl_ms = result["generated_texts"][i], [1000.0 * x for x in result["itls"][i]]
-        output = RequestRecord(list(tokenizer(text, add_special_tokens=False)["input_ids"]), ttft_s, last_s,
-                               extra={"output_ids_from": "text", "output_text": text})
+        itl_ms = [1000.0 * x for x in result["itls"][i]]
+        if "output_ids" in result:  # a load generator that returns the server's ids
+            output = RequestRecord(list(result["output_ids"][i]), ttft_s, last_s, extra={"output_ids_from": "server"})
+        else:
+            text = result["generated_texts"][i]
+            output = RequestRecord(list(tokenizer(text, add_special_tokens=False)["input_ids"]), ttft_s, last_s,
+                                   extra={"output_ids_from": "text", "output_text": text})
         line = request_line(cell, p, output, n_out=n_out, level=level, itl_ms=itl_ms,
                             start_s=result["start_times"][i])
         if len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS:  # a burst: no decode timing

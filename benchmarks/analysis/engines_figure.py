@@ -1,0 +1,41 @@
+"""The engines side by side as a figure: every cell's speedup over the strongest baseline of the run (the fastest
+baseline across engines on that dataset and temperature; summary.csv's `speedup_vs_strongest`), one group of bars per
+engine, 95 % CI whiskers; the dashed line at 1 is that baseline. Drawn only for runs with baselines on two engines."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, subtitle
+
+
+def engines_figure(summary: pd.DataFrame) -> Figure | None:
+    if "speedup_vs_strongest" not in summary:
+        return None
+    rows = summary[pd.to_numeric(summary["speedup_vs_strongest"], errors="coerce").notna()].copy()
+    if rows.empty:
+        return None
+    rows["group"] = rows["engine"] + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
+    groups, labels = list(dict.fromkeys(rows["group"])), list(dict.fromkeys(rows["label"]))
+    width = 0.8 / len(labels)
+    fig = new_figure(max(7.0, 1.6 * len(groups) + 3), 5.0)
+    ax = fig.subplots()
+    x = np.arange(len(groups))
+    for j, label in enumerate(labels):
+        sub = rows[rows["label"] == label].set_index("group").reindex(groups)
+        height = sub["speedup_vs_strongest"].astype(float).to_numpy()
+        low = (height - sub["speedup_vs_strongest_ci_low"].astype(float)).clip(lower=0).fillna(0).to_numpy()
+        high = (sub["speedup_vs_strongest_ci_high"].astype(float) - height).clip(lower=0).fillna(0).to_numpy()
+        bars = ax.bar(x + (j - (len(labels) - 1) / 2) * width, height, width, yerr=[low, high], capsize=3,
+                      label=label)
+        tau = [f"τ {v:.2f}" if pd.notna(v) else "" for v in sub["tau"]]
+        bar_labels(ax, bars, tau, list(height + high))
+    strongest = ", ".join(sorted(set(rows["strongest_baseline"].dropna())))
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label=f"strongest baseline ({strongest} AR)")
+    ax.set_xticks(x, groups)
+    ax.set_xlabel("engine")
+    ax.set_ylabel("speedup over the strongest baseline (×, geometric mean of per-prompt ratios)")
+    ax.set_title(f"Every cell against the fastest baseline of the run ({CI_NOTE})\n{subtitle(summary)}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,69 @@
+"""The engines side by side: the strongest baseline of a dataset across engines, each cell's speedup over it paired on
+the same prompts beside the speedup over its own AR, the slower cells marked, and AR tokens compared across engines."""
+from __future__ import annotations
+
+from benchmarks.analysis.engines_report import engines_markdown, strongest_baselines
+
+# engine -> (AR TPOT ms, DFlash TPOT ms); fast has the fastest AR, and its DFlash is slower than its AR
+ENGINES = {"fast": (1.0, 2.0), "slow": (4.0, 2.5)}
+
+
+def run(ar_outputs: dict[str, list[list[int]]] | None = None):
+    rows, records = [], []
+    for engine, (ar, dfl) in ENGINES.items():
+        for method, tpot in (("baseline", ar), ("dflash", dfl)):
+            cid = f"{engine}-{method}"
+            label = "baseline" if method == "baseline" else "dflash-k15"
+            rows.append({"cell_id": cid, "engine": engine, "method": method, "label": label, "dataset": "humaneval",
+                         "temperature": 0.0, "concurrency": None, "tpot_ms_mean": tpot,
+                         "tau": None if method == "baseline" else 2.0})
+            outputs = (ar_outputs or {}).get(engine, [[1, 2, 3]] * 4)
+            records += [{"kind": "request", "cell_id": cid, "dataset": "humaneval", "prompt_sha256": f"p{i}",
+                         "tpot_ms": tpot * (1 + 0.01 * i), "output_ids": outputs[i]} for i in range(4)]
+    return rows, records
+
+
+def test_the_fastest_baseline_is_the_strongest_and_slower_cells_are_marked():
+    rows, records = run()
+    assert strongest_baselines(rows, records) == {("humaneval", 0.0): "fast-baseline"}
+    text = engines_markdown(rows, records)
+    lines = {tuple(c.strip() for c in line.split("|")[3:5]): line for line in text.splitlines()
+             if "| humaneval |" in line}
+    assert lines[("fast", "baseline")].rstrip().endswith("| strongest baseline |")
+    assert "| 0.50 [0.50, 0.50] | 0.50 [0.50, 0.50] | slower |" in lines[("fast", "dflash-k15")]
+    assert "| 1.60 [1.60, 1.60] | 0.40 [0.40, 0.40] | slower |" in lines[("slow", "dflash-k15")]
+    assert "| 0.25 [0.25, 0.25] | slower |" in lines[("slow", "baseline")]
+
+
+def test_ar_tokens_are_compared_across_engines():
+    rows, records = run({"fast": [[1, 2, 3]] * 4, "slow": [[1, 2, 3], [1, 2, 3], [1, 9, 3], [1, 2, 3]]})
+    assert "| humaneval | fast | slow | 3/4 | 1 |" in engines_markdown(rows, records)
+
+
+def test_one_engine_has_no_section():
+    rows, records = run()
+    keep = [r for r in rows if r["engine"] == "fast"]
+    assert engines_markdown(keep, [r for r in records if r["cell_id"].startswith("fast")]) is None
+
+
+def test_a_baseline_without_requests_is_no_candidate():
+    rows, records = run()
+    records = [r for r in records if r["cell_id"] != "fast-baseline"]
+    assert strongest_baselines(rows, records) == {}
+
+
+def test_the_figure_has_a_bar_per_cell_and_the_strongest_baseline_at_one():
+    import pandas as pd
+
+    from benchmarks.analysis.engines_figure import engines_figure
+
+    rows = pd.DataFrame([{"engine": e, "dataset": "humaneval", "label": label, "tau": tau, "run_id": "r",
+                          "hardware": "cpu", "target": "t", "strongest_baseline": "fast", "speedup_vs_strongest": s,
+                          "speedup_vs_strongest_ci_low": s * 0.9, "speedup_vs_strongest_ci_high": s * 1.1}
+                         for e, label, tau, s in (("fast", "baseline", None, 1.0), ("fast", "dflash-k15", 2.0, 0.5),
+                                                  ("slow", "baseline", None, 0.25), ("slow", "dflash-k15", 2.0, 0.4))])
+    ax = engines_figure(rows).axes[0]
+    assert sorted(round(p.get_height(), 2) for p in ax.patches) == [0.25, 0.4, 0.5, 1.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["fast", "slow"]
+    assert "strongest baseline (fast AR)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert engines_figure(rows.drop(columns=["speedup_vs_strongest"])) is None

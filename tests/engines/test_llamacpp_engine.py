@@ -1,0 +1,118 @@
+"""The real llama-server on the shipped tiny set (marked llamacpp: skipped with its reason when it is not built,
+required under make test ALL=1). One DFlash server is shared by the module's tests; the orphan and port checks start
+a baseline server of their own."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.core.paths import ROOT
+from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.engines import server as server_module
+from benchmarks.engines.llamacpp import LlamaCppEngine, parse_metrics
+from benchmarks.engines.server import ServerStartError
+
+pytestmark = pytest.mark.llamacpp
+TINY = ROOT / "models" / "tiny"
+OPTIONS = {"dtype": "float32", "max_model_len": 512, "threads": 2}
+
+
+def tiny_cell(method: str, k: int = 15) -> Cell:
+    draft = str(TINY / method) if method in ("dflash", "eagle3") else None
+    return Cell("llama.cpp", str(TINY / "target"), method, draft, k if draft else 0, 0.0, 64, 0, OPTIONS)
+
+
+@pytest.fixture(scope="module")
+def dflash():
+    engine = LlamaCppEngine()
+    engine.load(tiny_cell("dflash"))
+    yield engine
+    engine.close()
+
+
+def prompt_ids() -> list[int]:
+    from transformers import AutoTokenizer
+
+    return list(AutoTokenizer.from_pretrained(str(TINY / "target"))("def fib(n):\n    ")["input_ids"])
+
+
+def test_the_server_tokenises_like_the_hf_tokenizer_and_records_its_gguf_hashes(dflash):
+    info = dflash.describe()
+    assert info["tokenizer_probes_matched"] == 5
+    assert len(info["target_gguf"]["sha256"]) == 64 and len(info["draft_gguf"]["sha256"]) == 64
+    assert "--spec-type" in info["command"] and info["spec_type"] == "draft-dflash"
+
+
+def test_a_last_step_that_would_overshoot_is_capped_at_the_tokens_still_wanted(dflash):
+    """K=15 with 20 tokens wanted: no step may draft or accept past the limit, so the tokens the counters account
+    for (the prefill's token, each verify step's own token and its accepted drafts) never exceed those emitted."""
+    before = parse_metrics(dflash.server.metrics())
+    r = dflash.generate(prompt_ids(), SamplingParams(0.0, 20, 0))
+    level = dflash.spec_counters() - before
+    assert level.num_drafts > 0 and len(r.output_ids) <= 20
+    assert 1 + level.num_drafts + level.num_accepted_tokens <= len(r.output_ids)
+    assert r.extra["server_timings"]["draft_n_accepted"] == level.num_accepted_tokens
+
+
+def test_the_tie_scores_put_the_greedy_token_first(dflash):
+    ids = prompt_ids()
+    r = dflash.generate(ids, SamplingParams(0.0, 4, 0))
+    scores = dflash.token_scores(ids, r.output_ids[:2], [r.output_ids[2]], 8)
+    assert scores["top_ids"][0] == r.output_ids[2] and scores["dtype"] == "float32"
+    assert scores["token_logits"][0] == scores["top_logits"][0]
+
+
+def test_a_port_in_use_is_one_clear_error(monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(server_module, "free_port", lambda: taken.getsockname()[1])
+        engine = LlamaCppEngine()
+        with pytest.raises(ServerStartError, match=r"^llama.cpp server: port \d+ on 127.0.0.1 is in use"):
+            engine.load(tiny_cell("baseline"))
+    assert engine.server is None
+
+
+HOLD = """
+import sys, time
+from benchmarks.core.records import Cell
+from benchmarks.engines.llamacpp import LlamaCppEngine
+e = LlamaCppEngine()
+e.load(Cell("llama.cpp", sys.argv[1], "baseline", None, 0, 0.0, 8, 0, {"dtype": "float32", "max_model_len": 256,
+                                                                       "threads": 1}))
+print(e.server.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.is_file() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_no_llama_server_outlives_its_harness(sig):
+    harness = subprocess.Popen([sys.executable, "-c", HOLD, str(TINY / "target")], stdout=subprocess.PIPE, text=True,
+                               cwd=ROOT)
+    try:
+        server_pid = int(harness.stdout.readline())
+        assert alive(server_pid)
+        harness.send_signal(sig)
+        harness.wait(30)
+        deadline = time.monotonic() + 30
+        while alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(server_pid), f"llama-server {server_pid} outlived its harness after {sig.name}"
+    finally:
+        harness.kill()
