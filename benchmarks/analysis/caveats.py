@@ -21,6 +21,7 @@ class UnitContext:
     packages: dict[str, str]
     draft_config: dict[str, Any] | None
     temperature: float | None = None  # the cell's; None where the run does not say (a provenance of an unknown cell)
+    missing: frozenset[str] = frozenset()  # optional engine features the load lacked (its describe()'s `missing`)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,11 @@ ENGINE_CAVEATS: list[Caveat] = [
     Caveat(lambda u: u.method in SPEC_METHODS and (u.temperature or 0) > 0 and _vllm_cpu(u, "0.27.0", "0.32.0"),
            _sampling_message),
     Caveat(_draft_rope_misread, _rope_message),
+    Caveat(lambda u: u.method in SPEC_METHODS and "per_request_spec_decode_metrics" in u.missing,
+           lambda u: f"vLLM {_vllm_version(u) or '(version not recorded)'} gives no per-request spec-decode metrics: "
+                     f"its τ, α and p_i are the engine-wide counters, which count a last step's acceptance past "
+                     f"max_new_tokens (every other engine, and vLLM with those metrics, counts only the tokens within "
+                     f"it), so its τ reads slightly high beside theirs."),
 ]
 
 
@@ -107,7 +113,8 @@ def unit_contexts(rows: list[dict[str, Any]], manifest: dict[str, Any],
         return [UnitContext(p["engine"], p["environment"].get("platform"), p["method"],
                             p["environment"].get("packages") or {},
                             (p["models"].get("draft") or {}).get("config"),
-                            (cells.get(p.get("cell_id")) or {}).get("temperature")) for p in provenances.values()]
+                            (cells.get(p.get("cell_id")) or {}).get("temperature"),
+                            frozenset((p.get("describe") or {}).get("missing") or {})) for p in provenances.values()]
     models = manifest.get("models") or {}
     return [UnitContext(r["engine"], manifest.get("platform"), r["method"], manifest.get("packages") or {},
                         (models.get(r.get("draft") or "") or {}).get("config"),

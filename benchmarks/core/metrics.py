@@ -89,6 +89,20 @@ def acceptance(c: SpecCounters) -> Acceptance:
     )
 
 
+def accepted_within(accepted: list[int], n_out: int) -> list[int]:
+    """Per-step accepted drafts counted within a request's n_out tokens: the first token comes from prefill and each
+    verify step commits accepted + 1, so a step that would commit past n_out counts only the drafts still wanted, and
+    a step after the last token is not counted (τ counts only tokens within the limit, on every engine)."""
+    out, committed = [], 1
+    for a in accepted:
+        if committed >= n_out:
+            break
+        a = min(a, n_out - committed - 1)
+        out.append(a)
+        committed += a + 1
+    return out
+
+
 def tau_prompt_mean(accept_lengths: list[list[int] | None]) -> float:
     """Mean over prompts of each prompt's τ (1 + its mean accepted drafts per verify step), from per-request
     accepted lengths; prompts without verify steps (or without per-request data) are left out. Unlike the pooled τ,

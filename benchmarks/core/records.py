@@ -84,23 +84,30 @@ class SpecCounters:
     num_accepted_tokens: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
 
-    def __sub__(self, other: "SpecCounters") -> "SpecCounters":
+    def _combine(self, other: "SpecCounters", sign: int) -> "SpecCounters":
         n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
         a = self.accepted_per_pos + [0] * (n - len(self.accepted_per_pos))
         b = other.accepted_per_pos + [0] * (n - len(other.accepted_per_pos))
         return SpecCounters(
-            self.num_drafts - other.num_drafts,
-            self.num_draft_tokens - other.num_draft_tokens,
-            self.num_accepted_tokens - other.num_accepted_tokens,
-            [x - y for x, y in zip(a, b)],
+            self.num_drafts + sign * other.num_drafts,
+            self.num_draft_tokens + sign * other.num_draft_tokens,
+            self.num_accepted_tokens + sign * other.num_accepted_tokens,
+            [x + sign * y for x, y in zip(a, b)],
         )
 
+    def __sub__(self, other: "SpecCounters") -> "SpecCounters":
+        return self._combine(other, -1)
+
+    def __add__(self, other: "SpecCounters") -> "SpecCounters":
+        return self._combine(other, 1)
+
     @classmethod
-    def from_accept_lengths(cls, lengths: list[int], k: int) -> "SpecCounters":
-        """Counters of verify steps that drafted k tokens each and accepted lengths[i] of them."""
+    def from_accept_lengths(cls, lengths: list[int], k: int, drafted: list[int] | None = None) -> "SpecCounters":
+        """Counters of verify steps that accepted lengths[i] drafts of k each (or of drafted[i], where a method
+        drafts fewer, as n-gram lookup does)."""
         return cls(
             num_drafts=len(lengths),
-            num_draft_tokens=k * len(lengths),
+            num_draft_tokens=k * len(lengths) if drafted is None else sum(drafted[:len(lengths)]),
             num_accepted_tokens=sum(lengths),
             accepted_per_pos=[sum(1 for n in lengths if n >= i) for i in range(1, k + 1)],
         )

@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks.core.engine_options import NGRAM_OPTIONS
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
+from benchmarks.core.metrics import accepted_within
 from benchmarks.core.records import DRAFT_METHODS, SPEC_METHODS, Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.vllm_features import FEATURE_LOSS, features, option_names
 from benchmarks.engines.vllm_memory import apply_environment, cpu_memory_environment
@@ -114,6 +115,7 @@ class VllmEngine:
         self._cell: Cell | None = None
         self._args: dict[str, Any] = {}
         self._features: dict[str, bool] = {}
+        self._within = SpecCounters()  # the timed requests' acceptance, each cut at its output (spec_counters)
 
     def load(self, cell: Cell) -> None:
         global _live
@@ -136,7 +138,7 @@ class VllmEngine:
             raise start_error(exc, output) from exc
         finally:
             output.restore()
-        self._cell, self._args = cell, args
+        self._cell, self._args, self._within = cell, args, SpecCounters()
         _live = self
 
     @property
@@ -173,7 +175,7 @@ class VllmEngine:
 
         sampling = self._sampling(prompt_ids, params)
         [out] = self.llm.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, use_tqdm=False)
-        return _record(out, _stats(out).queued_ts)
+        return self._counted(_record(out, _stats(out).queued_ts))
 
     def generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[RequestRecord]:
         """The prompts submitted together in one `generate` call (the engine's max_num_seqs is the cell's batch size),
@@ -190,7 +192,7 @@ class VllmEngine:
         for out in outs:
             rec = _record(out, _stats(out).queued_ts)
             rec.extra |= {"batch_size": len(prompts), "queued_offset_s": _stats(out).queued_ts - start}
-            records.append(rec)
+            records.append(self._counted(rec))
         return records
 
     # The distribution check's samples come unseeded (see sample_many).
@@ -269,10 +271,27 @@ class VllmEngine:
         return {"dtype": str(config.dtype).removeprefix("torch."), "top_ids": [t for t, _ in top],
                 "top_logits": [v for _, v in top], "token_logits": [scores[t] for t in token_ids]}
 
+    def _counted(self, rec: RequestRecord) -> RequestRecord:
+        """Add a timed request's per-step acceptance (cut at its output) to the engine's own counters."""
+        if rec.accept_lengths is not None and self._cell is not None:
+            self._within += SpecCounters.from_accept_lengths(rec.accept_lengths, self._cell.k,
+                                                             rec.extra.get("draft_lengths"))
+        return rec
+
     def spec_counters(self) -> SpecCounters | None:
-        """vLLM's cumulative spec-decode counters since load, summed over engine labels; None for the baseline."""
+        """The cumulative spec-decode counters since load; None for the baseline. With per-request metrics, those of
+        the timed requests (generate, generate_batch), each request's acceptance counted within its output; without
+        them, vLLM's engine-wide counters summed over engine labels, which count a last step's acceptance past
+        max_new_tokens."""
         if self._cell is None or self._cell.method not in SPEC_METHODS:
             return None
+        if self._features.get("per_request_spec_decode_metrics"):
+            return self._within  # a new object after each +=, never changed in place
+        return self.engine_counters()
+
+    def engine_counters(self) -> SpecCounters:
+        """vLLM's own cumulative spec-decode counters since load, summed over engine labels (every request it ran,
+        each last step's acceptance counted in full)."""
         totals = SpecCounters()
         for metric in self.llm.get_metrics():
             if not metric.name.startswith(_METRIC):
@@ -351,12 +370,16 @@ def _record(out: Any, origin: float) -> RequestRecord:
         "num_generation_tokens": stats.num_generation_tokens,
         "frontend_ttft_s": getattr(stats, "first_token_latency", None),
     }
-    if spec is not None:
-        extra["draft_lengths"] = list(spec.per_step_drafted)
+    accepted = None
+    if spec is not None:  # a last step's acceptance past the output is not counted (metrics.accepted_within)
+        accepted = accepted_within(list(spec.per_step_accepted), len(completion.token_ids))
+        extra["draft_lengths"] = list(spec.per_step_drafted)[:len(accepted)]
+        if accepted != list(spec.per_step_accepted):
+            extra["accept_lengths_reported"] = list(spec.per_step_accepted)
     return RequestRecord(
         output_ids=list(completion.token_ids),
         ttft_s=stats.first_token_ts - origin,
         last_token_s=stats.last_token_ts - origin,
-        accept_lengths=list(spec.per_step_accepted) if spec is not None else None,
+        accept_lengths=accepted,
         extra=extra,
     )

@@ -216,3 +216,26 @@ def test_the_default_recheck_flags_a_large_drift_and_rarely_a_steady_baseline(n)
             d = metrics.baseline_drift(list(np.exp(before[:m])), list(np.exp(after)))
             flags.append(metrics.drift_flag(d, s.ci_low, s.ci_high))
         assert lo <= np.mean(flags) <= hi, (drift, np.mean(flags))
+
+
+def test_acceptance_is_counted_within_the_output():
+    """τ counts only tokens within the limit: a last step that would commit past the request's n_out tokens counts
+    only the drafts still wanted; a step after the last token is not counted."""
+    from benchmarks.core.metrics import accepted_within
+
+    # 1 (prefill) + 4 + 4 = 9 committed; the third step accepted 3 but only 1 token was left to want: 0 drafts count
+    assert accepted_within([3, 3, 3], 10) == [3, 3, 0]
+    assert accepted_within([3, 3, 3], 11) == [3, 3, 1]
+    assert accepted_within([3, 3, 3], 13) == [3, 3, 3]
+    assert accepted_within([3, 3, 3, 3], 9) == [3, 3]  # a step after the last token is not counted
+    assert accepted_within([], 1) == []
+    counters = SpecCounters.from_accept_lengths(accepted_within([7, 7], 12), k=7)  # 1 + 8 + 3 = 12 tokens
+    assert (counters.num_drafts, counters.num_accepted_tokens) == (2, 9)
+    assert metrics.acceptance(counters).tau == 5.5  # the 11 tokens the two steps committed
+
+
+def test_counters_add_and_subtract_per_position():
+    a = SpecCounters.from_accept_lengths([3, 1], k=3)
+    b = SpecCounters.from_accept_lengths([2], k=3, drafted=[2])
+    assert (a + b).accepted_per_pos == [3, 2, 1] and (a + b).num_draft_tokens == 8
+    assert (a + b) - b == a

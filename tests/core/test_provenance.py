@@ -346,3 +346,14 @@ def test_a_tpu_the_host_cannot_name_takes_the_device_kind_the_engine_saw(monkeyp
     seen = {"p": {"describe": {"engine": "jax", "device": "TPU v5 lite"}}}
     line = floor_lines([], manifest, seen)[0]
     assert f"{hardware.TPU_GBS['v5e']:.0f} GB/s" in line and "v5e" in line
+
+
+def test_tau_past_the_limit_is_said_only_where_vllm_lacked_per_request_metrics():
+    def past(missing, method="dflash"):
+        p = tpu_provenance(tpu_inference="0.26.0", method=method)
+        p["p"]["describe"] = {"missing": {name: "lost" for name in missing}}
+        return [line for line in caveat_lines([], {}, p) if "past max_new_tokens" in line]
+
+    assert past(["per_request_spec_decode_metrics"])
+    assert not past([]) and not past(["frontend_ttft"])
+    assert not past(["per_request_spec_decode_metrics"], method="baseline")

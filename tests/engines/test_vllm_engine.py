@@ -44,6 +44,7 @@ class Run:
     counters: SpecCounters | None
     wall_s: list[float]
     description: dict
+    engine_counters: SpecCounters | None = None  # vLLM's own, since load
 
 
 def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams]) -> Run:
@@ -59,7 +60,7 @@ def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams])
             wall.append(time.monotonic() - start)
         after = engine.spec_counters()
         counters = None if after is None else after - before
-        return Run(records, counters, wall, engine.describe())
+        return Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None)
     finally:
         engine.close()
 
@@ -91,6 +92,8 @@ def assert_consistent(run: Run, k: int) -> None:
         assert c.num_drafts > 0 and c.num_accepted_tokens == sum(c.accepted_per_pos)
         return
     steps = [n for r in run.records for n in r.accept_lengths]
+    reported = [n for r in run.records for n in r.extra.get("accept_lengths_reported", r.accept_lengths)]
+    assert run.engine_counters.num_accepted_tokens == sum(reported)  # vLLM's own counters: nothing cut
     assert c.num_drafts == len(steps) > 0
     assert c.num_accepted_tokens == sum(steps)
     assert c.num_draft_tokens == sum(d for r in run.records for d in r.extra["draft_lengths"])
@@ -105,6 +108,12 @@ def assert_consistent(run: Run, k: int) -> None:
 def oracle_k4(oracle_pair) -> Run:
     n = oracle_tokens(4, steps=6)
     return run_cell(make_cell(oracle_pair, "dflash", 4), PROMPTS, [greedy(n)] * len(PROMPTS))
+
+
+@pytest.fixture(scope="module")
+def oracle_k4_past_the_limit(oracle_pair) -> Run:
+    """One request whose last step would commit 5 tokens where 2 are still wanted."""
+    return run_cell(make_cell(oracle_pair, "dflash", 4), PROMPTS[:1], [greedy(oracle_tokens(4, steps=3) + 2)])
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +160,23 @@ def test_oracle_accepts_every_draft(oracle_k4: Run) -> None:
         assert (len(r.output_ids) - 1) % (k + 1) == 0 and r.extra["finish_reason"] == "length"
         if PER_REQUEST:
             assert r.accept_lengths == [k] * ((len(r.output_ids) - 1) // (k + 1))
+    assert_consistent(run, k)
+
+
+@slow
+def test_a_last_step_past_the_limit_counts_only_the_tokens_still_wanted(oracle_k4_past_the_limit: Run) -> None:
+    """τ counts only tokens within the limit: vLLM drafts and accepts a full K on the last step and truncates the
+    output; with per-request metrics the record and the counters cut that step to the one draft still wanted (vLLM's
+    own counters keep all four), without them the counters are vLLM's and count past the limit."""
+    run, k = oracle_k4_past_the_limit, 4
+    [r] = run.records
+    assert len(r.output_ids) == oracle_tokens(4, steps=3) + 2
+    if PER_REQUEST:
+        assert r.accept_lengths == [4, 4, 4, 1] and r.extra["accept_lengths_reported"] == [4, 4, 4, 4]
+        assert tau(run.counters) == (len(r.output_ids) - 1) / 4  # every committed token, over 4 verify steps
+        assert run.engine_counters.num_accepted_tokens == 16
+    else:
+        assert tau(run.counters) == k + 1
     assert_consistent(run, k)
 
 
