@@ -10,29 +10,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from benchmarks.analysis.figure_style import new_figure, series_names, subtitle
+from benchmarks.analysis.figure_style import along, log2_axis, new_figure, subtitle
 
 BATCH_FIGURES = ("batch_speedup_vs_batch_size", "batch_pareto")
 BATCH_CI_NOTE = "whiskers: 95 % CI of the geometric mean over batches (Student-t on log ratios; none at one batch)"
+BATCH_AXIS = "offline batch size B (requests decoded together as one static batch)"
 
 
 def batched(summary: pd.DataFrame) -> pd.DataFrame:
     """The rows of a batch engine when the run has a batch size above 1, with a `series` name; else none."""
-    if "batch_size" not in summary:
-        return summary.iloc[0:0]
-    sizes = pd.to_numeric(summary["batch_size"], errors="coerce")
-    if not (sizes > 1).any():
-        return summary.iloc[0:0]
-    rows = summary[sizes.notna()].copy()
-    rows["batch_size"] = sizes[sizes.notna()].astype(int)
-    rows["series"] = series_names(rows) + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
-    return rows.sort_values("batch_size")
-
-
-def _batch_axis(ax, sizes: list[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sizes, [str(b) for b in sizes])
-    ax.set_xlabel("offline batch size B (requests decoded together as one static batch)")
+    rows = along(summary, "batch_size")
+    return rows if not rows.empty and (rows["batch_size"] > 1).any() else rows.iloc[0:0]
 
 
 def speedup_vs_batch_figure(summary: pd.DataFrame) -> Figure | None:
@@ -51,7 +39,7 @@ def speedup_vs_batch_figure(summary: pd.DataFrame) -> Figure | None:
                np.clip(sub["batch_speedup_ci_high"].astype(float) - y, 0, None).fillna(0).to_numpy()]
         ax.errorbar(sub["batch_size"], y, yerr=err, marker="o", capsize=3, color=f"C{i % 10}", label=name)
     ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8, label="AR baseline (1×)")
-    _batch_axis(ax, sorted(rows["batch_size"].unique()))
+    log2_axis(ax, sorted(rows["batch_size"].unique()), BATCH_AXIS)
     ax.set_yscale("log")  # a ratio: an interval of a few batches spans a factor either way
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())

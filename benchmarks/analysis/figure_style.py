@@ -76,3 +76,24 @@ def series_names(rows: pd.DataFrame, with_k: bool = True) -> pd.Series:
             names = names + " · " + rows[col].map(short_model if col == "target" else lambda v, c=col: f"{c} {v}")
     return names
 
+
+
+def along(summary: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """The rows with a value on `axis` (a concurrency, a batch size) as ints, each with a `series` name (and its
+    dataset where there are several), in order along the axis."""
+    if axis not in summary:
+        return summary.iloc[0:0]
+    values = pd.to_numeric(summary[axis], errors="coerce")
+    rows = summary[values.notna()].copy()
+    if rows.empty:
+        return rows
+    rows[axis] = values[values.notna()].astype(int)
+    rows["series"] = series_names(rows) + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
+    return rows.sort_values(axis)
+
+
+def log2_axis(ax: Axes, values: list[int], label: str) -> None:
+    """An x axis in powers of two, ticked at the measured values."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.set_xlabel(label)

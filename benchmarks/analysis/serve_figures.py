@@ -8,31 +8,17 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmarks.analysis.figure_style import CI_NOTE, new_figure, series_names, subtitle
+from benchmarks.analysis.figure_style import CI_NOTE, along, log2_axis, new_figure, subtitle
 
 SERVE_FIGURES = ("serve_speedup_vs_concurrency", "serve_throughput_vs_concurrency", "serve_ttft_p90_vs_concurrency")
 
 
-def _served(summary: pd.DataFrame) -> pd.DataFrame:
-    if "concurrency" not in summary:
-        return summary.iloc[0:0]
-    rows = summary[pd.to_numeric(summary["concurrency"], errors="coerce").notna()].copy()
-    if rows.empty:
-        return rows
-    rows["concurrency"] = rows["concurrency"].astype(int)
-    rows["series"] = series_names(rows) + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
-    return rows.sort_values("concurrency")
-
-
-def _log2_axis(ax, levels: list[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(levels, [str(c) for c in levels])
-    ax.set_xlabel("concurrency (requests in flight)")
+CONCURRENCY = "concurrency (requests in flight)"
 
 
 def speedup_vs_concurrency_figure(summary: pd.DataFrame) -> Figure | None:
     """Per method: paired TPOT speedup (CI whiskers, solid) and throughput speedup (dashed) at each level."""
-    rows = _served(summary)
+    rows = along(summary, "concurrency")
     if rows.empty:
         return None
     rows = rows[(rows["method"] != "baseline") & (pd.to_numeric(rows["speedup"], errors="coerce").notna()
@@ -51,7 +37,7 @@ def speedup_vs_concurrency_figure(summary: pd.DataFrame) -> Figure | None:
         ax.plot(sub["concurrency"], sub["throughput_speedup"].astype(float), marker="s", linestyle="--",
                 color=color, label=f"{name}: throughput speedup")
     ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8, label="AR baseline (1×)")
-    _log2_axis(ax, sorted(rows["concurrency"].unique()))
+    log2_axis(ax, sorted(rows["concurrency"].unique()), CONCURRENCY)
     ax.set_ylabel("speedup over AR at the same concurrency (×)")
     ax.set_title(f"Speedup vs concurrency (TPOT: {CI_NOTE}; throughput: aggregate output tok/s ratio)\n"
                  f"{subtitle(summary)}", fontsize=9)
@@ -60,7 +46,7 @@ def speedup_vs_concurrency_figure(summary: pd.DataFrame) -> Figure | None:
 
 
 def _per_level(summary: pd.DataFrame, column: str, ylabel: str, title: str) -> Figure | None:
-    rows = _served(summary)
+    rows = along(summary, "concurrency")
     if rows.empty:
         return None
     rows = rows[pd.to_numeric(rows[column], errors="coerce").notna()]
@@ -70,7 +56,7 @@ def _per_level(summary: pd.DataFrame, column: str, ylabel: str, title: str) -> F
     ax = fig.subplots()
     for name, sub in rows.groupby("series", sort=False):
         ax.plot(sub["concurrency"], sub[column].astype(float), marker="o", label=name)
-    _log2_axis(ax, sorted(rows["concurrency"].unique()))
+    log2_axis(ax, sorted(rows["concurrency"].unique()), CONCURRENCY)
     ax.set_ylabel(ylabel)
     ax.set_title(f"{title}\n{subtitle(summary)}", fontsize=9)
     ax.legend(fontsize=7)
