@@ -54,6 +54,13 @@ def in_worker(matrix: Matrix, engine: str) -> bool:
     return matrix.workers or (matrix.interleave and catalog.engine(engine).worker)
 
 
+def start_side_by_side(matrix: Matrix, engines: list[str], platform: str) -> bool:
+    """Whether a group's engines (`engines`: one entry per cell to start) load at once, each in its worker process,
+    rather than one after another. Only on CPU: a TPU is owned by one process, and a vLLM engine on a GPU sizes its
+    caches from the memory free while it starts, which another engine starting beside it is taking."""
+    return platform == "cpu" and len(engines) > 1 and all(in_worker(matrix, e) for e in engines)
+
+
 def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str | None:
     """Why the cells (`engines`: one entry per cell) cannot be loaded side by side on `platform`, or None.
 

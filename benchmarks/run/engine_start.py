@@ -2,6 +2,7 @@
 writes an error unit for each unit that was waiting for it (`fail_units`, also for failures of other starts)."""
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
@@ -36,6 +37,37 @@ def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
     return make
 
 
+class Loading:
+    """A cell's engine made and loaded in a thread of its own, while the run starts others (each in its worker
+    process, so the threads only wait); `result()` waits for it. A daemon thread: Ctrl-C is never held up by it."""
+
+    def __init__(self, ctx: RunContext, cell: Cell):
+        self.engine: Engine | None = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self._thread = threading.Thread(target=self._load, args=(ctx, cell), daemon=True)
+        self._thread.start()
+
+    def _load(self, ctx: RunContext, cell: Cell) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.engine = ctx.make_engine(cell)
+            self.engine.load(with_model_files(cell, ctx.plan.target))
+        except BaseException as exc:  # handed to the run's thread by result()
+            if self.engine is not None:
+                self.engine.close()
+            self.engine, self.error = None, exc
+        self.seconds = time.perf_counter() - t0
+
+    def result(self) -> tuple[Engine, float]:
+        """The loaded engine and its load's seconds; raises what the load raised."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.engine is not None
+        return self.engine, self.seconds
+
+
 def fail_units(ctx: RunContext, cell: Cell, exc: BaseException, units: list[FailedUnit], line: str) -> int:
     """Write each unit with its error record under the provenance of `cell`'s failure, print `line`; return how many
     units failed."""
@@ -47,18 +79,23 @@ def fail_units(ctx: RunContext, cell: Cell, exc: BaseException, units: list[Fail
 
 
 def start_engine(ctx: RunContext, cell: Cell, failures: Callable[[BaseException], list[FailedUnit]],
-                 what: str = "", say_ready: bool = False) -> tuple[Engine, str] | int:
-    """Make and load `cell`'s engine and store its provenance: (engine, provenance id). When it does not start, each
-    unit of `failures(exc)` (called in the except block) is written with its error record: the number of failed
-    units. `what` names the start in the failure's line ("drift recheck "); a unit that cannot be written stops the
-    run (StoreWriteError)."""
+                 what: str = "", say_ready: bool = False, loading: Loading | None = None) -> tuple[Engine, str] | int:
+    """Make and load `cell`'s engine (or take it from `loading`, started beside others) and store its provenance:
+    (engine, provenance id). When it does not start, each unit of `failures(exc)` (called in the except block) is
+    written with its error record: the number of failed units. `what` names the start in the failure's line ("drift
+    recheck "); a unit that cannot be written stops the run (StoreWriteError)."""
     engine = None
     try:
-        engine = ctx.make_engine(cell)
-        t0 = time.perf_counter()
-        engine.load(with_model_files(cell, ctx.plan.target))
+        if loading is None:
+            engine = ctx.make_engine(cell)
+            t0 = time.perf_counter()
+            engine.load(with_model_files(cell, ctx.plan.target))
+            seconds = time.perf_counter() - t0
+        else:
+            engine, seconds = loading.result()
         if say_ready:
-            tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {time.perf_counter() - t0:.1f} s")
+            tqdm.write(f"[{cell.label}] {cell.engine} engine ready in {seconds:.1f} s"
+                       + (" (loaded beside the group's other cells)" if loading else ""))
         return engine, ctx.provenance(cell, engine)
     except BaseException as exc:
         if engine is not None:

@@ -10,10 +10,11 @@ from typing import Any
 from tqdm import tqdm
 
 from benchmarks.core.datasets import Prompt
+from benchmarks.core.placement import start_side_by_side
 from benchmarks.core.record_lines import cause, error_line, request_line, spec_line
 from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.run.context import RunContext
-from benchmarks.run.engine_start import start_engine
+from benchmarks.run.engine_start import Loading, start_engine
 from benchmarks.run.sampling import cell_samples
 from benchmarks.run.tie_pass import run_loaded_ties
 
@@ -93,10 +94,14 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     started: list[tuple[Any, Cell]] = []
     pids: dict[str, str] = {}
     failed = 0
+    cells = [c for c in group if pending[c.cell_id]]
+    side_by_side = start_side_by_side(ctx.plan.matrix, [c.engine for c in cells], ctx.plan.env["platform"])
+    loading = {c.cell_id: Loading(ctx, c) for c in cells} if side_by_side else {}
     try:
-        for cell in (c for c in group if pending[c.cell_id]):
+        for cell in cells:
             done = start_engine(ctx, cell, lambda exc, cell=cell: [
-                (cell, name, error_line(cell, name, exc).to_json()) for name in pending[cell.cell_id]], say_ready=True)
+                (cell, name, error_line(cell, name, exc).to_json()) for name in pending[cell.cell_id]], say_ready=True,
+                loading=loading.get(cell.cell_id))
             if isinstance(done, int):
                 failed += done
                 continue
@@ -116,5 +121,8 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     finally:
         for engine, _ in started:
             engine.close()
+        for pending_load in loading.values():  # loads not taken up (the run stopped): their engines closed too
+            if pending_load.engine is not None and all(pending_load.engine is not e for e, _ in started):
+                pending_load.engine.close()
     return failed
 

@@ -13,7 +13,7 @@ from benchmarks.core.catalog import EngineRow
 from benchmarks.core.store import RunStore
 
 ROW = EngineRow("scripted", "tests.catalog_engine:CatalogEngine", ("baseline", "dflash"),
-                lambda: frozenset({"step_ms", "max_model_len", "dtype"}), worker=True)
+                lambda: frozenset({"step_ms", "max_model_len", "dtype", "load_s"}), worker=True)
 
 
 @pytest.fixture
@@ -45,6 +45,18 @@ def test_an_engine_added_by_one_catalog_row_runs_in_workers_and_is_reported(scri
     assert ",scripted," in (tmp_path / "run" / "summary.csv").read_text()
     report = (tmp_path / "run" / "report.md").read_text()
     assert "| local | scripted | dflash-k3 |" in report and "2.50" in report  # 10 ms / 4 ms, paired on each prompt
+
+
+def test_worker_engines_of_a_group_load_side_by_side_on_cpu(scripted_row, tmp_path, monkeypatch, capsys):
+    """Each cell's engine loads in its own worker process while the other loads (placement.start_side_by_side)."""
+    from benchmarks.core import provenance
+
+    monkeypatch.setattr(provenance, "detect_platform", lambda: "cpu")
+    path = matrix_file(tmp_path, interleave=True, engine_options={"load_s": 1.5})
+    assert main(["matrix", str(path), "--run-dir", str(tmp_path / "run")]) == 0
+    assert "loaded beside the group's other cells" in capsys.readouterr().out
+    (a0, a1), (b0, b1) = sorted(p["describe"]["loaded"] for p in RunStore(tmp_path / "run").provenances().values())
+    assert b0 < a1  # the second load began before the first ended
 
 
 def test_the_catalog_row_decides_the_options_a_cell_may_set(scripted_row, tmp_path, capsys):
