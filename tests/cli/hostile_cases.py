@@ -1,4 +1,4 @@
-"""The hostile-input cases of issue 33, run through the CLI and classified as the issue's table classifies them.
+"""Hostile-input cases (careless or hostile matrices, prompt files, models, run folders) run through the CLI.
 
 Each case builds its inputs in a folder of its own and runs one or more commands in this process (a scripted engine
 stands in for JAX and vLLM, so nothing compiles); `classify` names the outcome:
@@ -226,7 +226,7 @@ def draft_config(folder: Path, cfg: str) -> Path:
 
 
 # Aliases nine deep inside `description`, 9^6 = 531,441 nodes once expanded: past the bound, yet small enough that a
-# harness without the bound writes it out in seconds (one level more per 9x; the issue's full bomb hung the run).
+# harness without the bound writes it out in seconds (one level more per 9x; a full bomb hung the run).
 LAUGHS = "description:\n  l0: &l0 [lol]\n" + "".join(
     f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 7))
 YAML_HEAD = ("name: hostile\ntarget: @TINY@/target\ndrafts: {dflash: @TINY@/dflash}\nengine: scripted\n"
@@ -393,7 +393,7 @@ CASES = [
     # what a run prints when a unit fails on its input
     Case("rerun advice", "a unit failing on its input", failing_run, "would fail the same way on a rerun", status=1,
          forbidden=("Rerun the same command to retry them",)),
-    # the commands that read a run (item 8 of the issue), against the current code
+    # the commands that read a run, against the current code
     Case("reading a run", "truncated manifest.json",
          on_run(lambda r: (r / "manifest.json").write_text('{"run_id": '), "report", "check lossless"),
          "manifest.json"),
