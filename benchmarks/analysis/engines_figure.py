@@ -3,11 +3,10 @@ baseline across engines on that dataset and temperature; summary.csv's `speedup_
 engine, 95 % CI whiskers; the dashed line at 1 is that baseline. Drawn only for runs with baselines on two engines."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, subtitle
+from benchmarks.analysis.figure_style import CI_NOTE, ci_bars, new_figure, subtitle
 
 
 def engines_figure(summary: pd.DataFrame) -> Figure | None:
@@ -18,19 +17,10 @@ def engines_figure(summary: pd.DataFrame) -> Figure | None:
         return None
     rows["group"] = rows["engine"] + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
     groups, labels = list(dict.fromkeys(rows["group"])), list(dict.fromkeys(rows["label"]))
-    width = 0.8 / len(labels)
     fig = new_figure(max(7.0, 1.6 * len(groups) + 3), 5.0)
     ax = fig.subplots()
-    x = np.arange(len(groups))
-    for j, label in enumerate(labels):
-        sub = rows[rows["label"] == label].set_index("group").reindex(groups)
-        height = sub["speedup_vs_strongest"].astype(float).to_numpy()
-        low = (height - sub["speedup_vs_strongest_ci_low"].astype(float)).clip(lower=0).fillna(0).to_numpy()
-        high = (sub["speedup_vs_strongest_ci_high"].astype(float) - height).clip(lower=0).fillna(0).to_numpy()
-        bars = ax.bar(x + (j - (len(labels) - 1) / 2) * width, height, width, yerr=[low, high], capsize=3,
-                      label=label)
-        tau = [f"τ {v:.2f}" if pd.notna(v) else "" for v in sub["tau"]]
-        bar_labels(ax, bars, tau, list(height + high))
+    x = ci_bars(ax, rows, "group", groups, "label", labels, "speedup_vs_strongest",
+                lambda r: f"τ {r['tau']:.2f}" if pd.notna(r["tau"]) else "")
     strongest = ", ".join(sorted(set(rows["strongest_baseline"].dropna())))
     ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label=f"strongest baseline ({strongest} AR)")
     ax.set_xticks(x, groups)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -97,3 +97,19 @@ def log2_axis(ax: Axes, values: list[int], label: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(values, [str(v) for v in values])
     ax.set_xlabel(label)
+
+
+def ci_bars(ax: Axes, rows: pd.DataFrame, group: str, groups: list[Any], series: str, names: list[Any], value: str,
+            note: Callable[[Any], str]) -> np.ndarray:
+    """Grouped bars of column `value` with whiskers to `<value>_ci_low`/`_ci_high`: one bar per name of column
+    `series` at each group of column `group`, each labelled by `note(row)`; returns the groups' x positions."""
+    width = 0.8 / len(names)
+    x = np.arange(len(groups))
+    for j, name in enumerate(names):
+        sub = rows[rows[series] == name].set_index(group).reindex(groups)
+        height = sub[value].astype(float).to_numpy()
+        low = (height - sub[f"{value}_ci_low"].astype(float)).clip(lower=0).fillna(0).to_numpy()
+        high = (sub[f"{value}_ci_high"].astype(float) - height).clip(lower=0).fillna(0).to_numpy()
+        bars = ax.bar(x + (j - (len(names) - 1) / 2) * width, height, width, yerr=[low, high], capsize=3, label=name)
+        bar_labels(ax, bars, [note(r) for _, r in sub.iterrows()], list(height + high))
+    return x

@@ -13,7 +13,14 @@ from matplotlib.figure import Figure
 
 from benchmarks.analysis.batch_figures import batch_figures
 from benchmarks.analysis.engines_figure import engines_figure
-from benchmarks.analysis.figure_style import CI_NOTE, bar_labels, new_figure, save_figure, series_names, subtitle
+from benchmarks.analysis.figure_style import (
+    CI_NOTE,
+    ci_bars,
+    new_figure,
+    save_figure,
+    series_names,
+    subtitle,
+)
 from benchmarks.analysis.serve_figures import serve_figures
 from benchmarks.core.store import RunStore, read_jsonl
 
@@ -35,19 +42,10 @@ def speedup_figure(summary: pd.DataFrame) -> Figure | None:
     rows["series"] = series_names(rows)
     datasets = list(dict.fromkeys(rows["dataset"]))
     series = list(dict.fromkeys(rows["series"]))
-    width = 0.8 / len(series)
     fig = new_figure(max(7.0, 1.2 * len(datasets) * max(1, len(series)) ** 0.5 + 3), 5.0)
     ax = fig.subplots()
-    x = np.arange(len(datasets))
-    for j, name in enumerate(series):
-        sub = rows[rows["series"] == name].set_index("dataset").reindex(datasets)
-        height = sub["speedup"].astype(float).to_numpy()
-        low = (height - sub["speedup_ci_low"].astype(float)).clip(lower=0).fillna(0).to_numpy()
-        high = (sub["speedup_ci_high"].astype(float) - height).clip(lower=0).fillna(0).to_numpy()
-        bars = ax.bar(x + (j - (len(series) - 1) / 2) * width, height, width, yerr=[low, high], capsize=3,
-                      label=name)
-        n = [f"n={int(v)}" if pd.notna(v) else "" for v in sub["n_prompts"]]
-        bar_labels(ax, bars, n, list(height + high))
+    x = ci_bars(ax, rows, "dataset", datasets, "series", series, "speedup",
+                lambda r: f"n={int(r['n_prompts'])}" if pd.notna(r["n_prompts"]) else "")
     ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="AR baseline (1×)")
     ax.set_xticks(x, datasets)
     ax.set_xlabel("dataset")

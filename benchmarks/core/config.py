@@ -339,18 +339,26 @@ def _max_new_tokens(p: Parsing) -> int:
     return max_new_tokens
 
 
-def _context_tokens(p: Parsing) -> list[int] | None:
-    """The context lengths: distinct ints >= 0, on datasets with reference answers, each fitting every engine's
-    max_model_len with max_new_tokens."""
-    source, value = p.source, p.get("context_tokens")
+def _distinct_ints(p: Parsing, key: str, minimum: int) -> list[int] | None:
+    """A key's int or list of distinct ints >= `minimum`; None where the matrix does not set it."""
+    value = p.get(key)
     if value is None:
         return None
     values = as_list(value)
     if not values:
-        raise fail(source, "context_tokens", "empty; give an int >= 0 or a list of them")
+        raise fail(p.source, key, f"empty; give an int >= {minimum} or a list of them")
     for v in values:
-        check_int(source, "context_tokens", v, 0)
-    check_distinct(source, "context_tokens", values)
+        check_int(p.source, key, v, minimum)
+    check_distinct(p.source, key, values)
+    return values
+
+
+def _context_tokens(p: Parsing) -> list[int] | None:
+    """The context lengths: distinct ints >= 0, on datasets with reference answers, each fitting every engine's
+    max_model_len with max_new_tokens."""
+    source, values = p.source, _distinct_ints(p, "context_tokens", 0)
+    if values is None:
+        return None
     for d in p.parsed["datasets"]:
         if not has_answers(d.name, d.path):
             with_answers = sorted(n for n in DATASETS if has_answers(n, None))
@@ -420,15 +428,9 @@ def _batch_size(p: Parsing) -> list[int] | None:
     """The static batch sizes: distinct ints >= 1, each within every engine's own limit and the measured prompts, on
     engines that batch only (a server's load is its concurrency), and not beside a vLLM max_num_seqs of the matrix's
     own (the batch size sets it). None for batch size 1 alone, given or not (the run id stays as it was)."""
-    source, value = p.source, p.get("batch_size")
-    if value is None:
+    source, sizes = p.source, _distinct_ints(p, "batch_size", 1)
+    if sizes is None:
         return None
-    sizes = as_list(value)
-    if not sizes:
-        raise fail(source, "batch_size", "empty; give an int >= 1 or a list of them")
-    for b in sizes:
-        check_int(source, "batch_size", b, 1)
-    check_distinct(source, "batch_size", sizes)
     if sizes == [1]:
         return None
     engines, top = p.parsed["engine"], max(sizes)
