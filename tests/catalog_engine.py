@@ -7,7 +7,8 @@ import os
 import time
 from typing import Any
 
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 
 
 class CatalogEngine:

@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SpecCounters
 from benchmarks.engines.server import Load, ServerCounters
 
 ANSWER = " the answer is forty two"

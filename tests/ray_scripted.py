@@ -5,7 +5,7 @@ import time
 
 import ray
 
-from benchmarks.core.records import RequestRecord, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
 
 FAULT_AT = 2  # the dflash engine's fault strikes at its second request (of the first dataset)
 

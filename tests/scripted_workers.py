@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.core.records import RequestRecord, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
 
 
 def _deep_failure(n: int) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from packaging.version import InvalidVersion, Version
 
 from benchmarks.core import catalog
-from benchmarks.core.records import SPEC_METHODS
+from benchmarks.core.cells import SPEC_METHODS
 
 
 @dataclass(frozen=True)

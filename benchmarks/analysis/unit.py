@@ -12,9 +12,9 @@ from typing import Any
 
 from benchmarks.analysis.cost_model import Breakdown, breakdown
 from benchmarks.core import metrics
+from benchmarks.core.engine_io import SpecCounters
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.pairing import batch_size
-from benchmarks.core.records import SpecCounters
 from verification import distribution, ties
 
 Kinds = dict[str, list[dict[str, Any]]]  # a unit's records by kind

@@ -48,9 +48,9 @@ def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked:
 
 
 def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
-    """Whether rerunning the command would help the failed units (`record_lines.rerun_may_help`): only those whose
+    """Whether rerunning the command would help the failed units (`records.rerun_may_help`): only those whose
     cause may pass on a retry are offered one; the rest are named as failing the same way again."""
-    from benchmarks.core.record_lines import rerun_may_help
+    from benchmarks.core.records import rerun_may_help
 
     lasting = [r for r in failed_rows if not rerun_may_help(r.get("error") or "")]
     if not lasting:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.records import Cell
+from benchmarks.core.cells import Cell
 
 WIDTHS = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}  # bytes per element, by dtype name
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from benchmarks.core.cells import METHODS
 from benchmarks.core.engine_options import vllm_option_names
-from benchmarks.core.records import METHODS
 
 # The optional methods an engine may implement beyond the Engine protocol (benchmarks/engines/__init__.py declares
 # each as a protocol); a row's `capabilities` names those its class has.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.core import catalog, matrix_schema
+from benchmarks.core.cells import DRAFT_METHODS, METHODS, SPEC_METHODS
 from benchmarks.core.dataset_registry import DATASETS, has_answers
 from benchmarks.core.matrix_checks import ConfigError, as_list, check_distinct, check_int, check_name, fail
 from benchmarks.core.matrix_schema import KEY, KEYS, MATRIX_KEYS, PRESET_KEYS, DatasetEntry, Matrix
@@ -19,7 +20,6 @@ from benchmarks.core.model_files import draft_block_size
 from benchmarks.core.numbers import is_finite
 from benchmarks.core.paths import PRESETS_DIR
 from benchmarks.core.placement import check_executor, check_flag, check_seconds, parse_resources
-from benchmarks.core.records import DRAFT_METHODS, METHODS, SPEC_METHODS
 from benchmarks.core.yaml_files import read_yaml
 
 TURNS = (1, 2)

@@ -9,8 +9,8 @@ import os
 from typing import Any
 
 from benchmarks.core import catalog
+from benchmarks.core.cells import Cell
 from benchmarks.core.matrix_schema import IDENTITY_FIELDS, Matrix
-from benchmarks.core.records import Cell
 
 IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
 _LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")

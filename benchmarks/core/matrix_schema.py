@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.core import catalog
+from benchmarks.core.cells import METHODS
 from benchmarks.core.dataset_registry import DATASETS
 from benchmarks.core.numbers import MISSING
-from benchmarks.core.records import METHODS
 
 REQUEST_TIMEOUT_S = 600.0
 LOAD_TIMEOUT_S = 1800.0

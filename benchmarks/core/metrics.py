@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtrit
 
-from benchmarks.core.records import SpecCounters
+from benchmarks.core.engine_io import SpecCounters
 
 
 def tpot_ms(ttft_s: float, last_token_s: float, n_out: int) -> float:

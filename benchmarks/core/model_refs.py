@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import provenance
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError, Matrix
 from benchmarks.core.matrix import expand
 from benchmarks.core.paths import CACHE_DIR, resolve_model_ref
-from benchmarks.core.records import Cell
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 BUILTIN_MODELS = {"builtin:tiny-random": CACHE_DIR / "tiny-random"}

@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.core import metrics
+from benchmarks.core.cells import SPEC_METHODS
 from benchmarks.core.datasets import DATASETS
 from benchmarks.core.metrics import below_floor, tpot_floor_ms
 from benchmarks.core.paths import REFERENCE_DIR
-from benchmarks.core.records import SPEC_METHODS
 
 RESULT_TABLES = ("tpu_v5p_qwen3_4b", "tpu_v5p_llama31_8b", "gpu_b200_qwen3_8b")
 RESULT_COLUMNS = (

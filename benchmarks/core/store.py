@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmarks.core import paths
 from benchmarks.core.exit_codes import BadInput
-from benchmarks.core.record_lines import checked
+from benchmarks.core.records import checked
 
 WRITE_ATTEMPTS = 3
 WRITE_BACKOFF_S = 1.0  # before the second attempt; doubled before the third

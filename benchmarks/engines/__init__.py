@@ -6,7 +6,8 @@ import importlib
 from typing import Any, Protocol, runtime_checkable
 
 from benchmarks.core import catalog
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 
 
 class Engine(Protocol):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines import OPTIONAL_METHODS, create_engine
 
 

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.catalog import LLAMACPP_OPTIONS as OPTIONS
+from benchmarks.core.cells import DRAFT_METHODS, METHODS, Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.core.provenance import resolve_model
-from benchmarks.core.records import DRAFT_METHODS, METHODS, Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.llamacpp_build import PIN, Install, ensure_server
 from benchmarks.engines.llamacpp_gguf import Gguf, ensure_gguf
 from benchmarks.engines.server import ServerProcess, ServerStartError, log_tail

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.engines.llamacpp import (
     LlamaServer,
     check_tokenizer,

@@ -18,7 +18,8 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.host import EngineHost, WorkerError
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmarks.core import catalog
-from benchmarks.core.records import Cell, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SpecCounters
 
 PR_SET_PDEATHSIG = 1
 

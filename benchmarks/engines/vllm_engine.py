@@ -18,10 +18,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.core.engine_options import NGRAM_OPTIONS
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
 from benchmarks.core.metrics import accepted_within
-from benchmarks.core.records import DRAFT_METHODS, SPEC_METHODS, Cell, RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.vllm_features import FEATURE_LOSS, features, option_names
 from benchmarks.engines.vllm_memory import apply_environment, cpu_memory_environment
 from benchmarks.engines.vllm_start import OutputTail, start_error

@@ -9,8 +9,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from benchmarks.core.batch_memory import itemsize, kv_bytes_per_token
+from benchmarks.core.cells import Cell
 from benchmarks.core.provenance import resolve_model
-from benchmarks.core.records import Cell
 
 # On CPU, vLLM reserves gpu_memory_utilization (default 0.92) of the machine's *total* memory and refuses to start
 # when less is free, so an engine on a host that uses more than 8 % of its memory fails. VLLM_CPU_KVCACHE_SPACE (GiB

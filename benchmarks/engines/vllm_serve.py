@@ -22,7 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.records import Cell, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters, ServerProcess
 from benchmarks.engines.vllm_engine import engine_args
 from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_memory_environment

@@ -23,7 +23,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.host import EngineHost, WorkerError
 
 CLOSE_GRACE_S = 30.0

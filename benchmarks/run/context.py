@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from benchmarks.core.record_lines import cause
-from benchmarks.core.records import Cell
+from benchmarks.core.cells import Cell
+from benchmarks.core.records import cause
 from benchmarks.core.store import RunStore
 from benchmarks.engines import Engine
 from benchmarks.run.plan import RunPlan

@@ -8,10 +8,10 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import Matrix
 from benchmarks.core.placement import in_worker
-from benchmarks.core.record_lines import cause
-from benchmarks.core.records import Cell
+from benchmarks.core.records import cause
 from benchmarks.core.store import StoreWriteError
 from benchmarks.engines import Engine, create_engine, implementation
 from benchmarks.run.context import RunContext

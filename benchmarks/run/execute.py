@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from benchmarks.core import catalog
-from benchmarks.core.record_lines import cause, error_line
+from benchmarks.core.records import cause, error_line
 from benchmarks.core.store import RunStore, StoreWriteError, point_latest
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import engine_factory, fail_units

@@ -9,10 +9,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.placement import start_side_by_side
-from benchmarks.core.record_lines import cause, error_line, request_line, spec_line
-from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.records import cause, error_line, request_line, spec_line
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import Loading, start_engine
 from benchmarks.run.sampling import cell_samples

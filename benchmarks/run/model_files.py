@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from benchmarks.core.cells import Cell
 from benchmarks.core.model_refs import materialize
-from benchmarks.core.records import Cell
 
 
 def with_model_files(cell: Cell, target: str) -> Cell:

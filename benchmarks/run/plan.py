@@ -17,6 +17,7 @@ from typing import Any
 from benchmarks.core import catalog, provenance
 from benchmarks.core import datasets as ds
 from benchmarks.core.batch_memory import batch_memory_problem, device_memory_bytes
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
@@ -27,7 +28,6 @@ from benchmarks.core.model_refs import load_tokenizer, materialize, matrix_cells
 from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
 from benchmarks.core.placement import interleave_problem
-from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from benchmarks.core.cells import Cell
 from benchmarks.core.metrics import baseline_drift
-from benchmarks.core.record_lines import error_line, recheck_of
-from benchmarks.core.records import Cell
+from benchmarks.core.records import error_line, recheck_of
 from benchmarks.core.store import recheck_key
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine

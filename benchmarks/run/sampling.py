@@ -19,9 +19,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
-from benchmarks.core.record_lines import cause, error_line, samples_line
-from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.engine_io import SamplingParams
+from benchmarks.core.records import cause, error_line, samples_line
 from benchmarks.engines import offers
 from verification import distribution
 

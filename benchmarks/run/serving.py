@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from benchmarks.core import catalog
+from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt, sent_text
-from benchmarks.core.record_lines import Level, cause, error_line, load_line, request_line, served_spec_line
-from benchmarks.core.records import Cell, RequestRecord, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
+from benchmarks.core.records import Level, cause, error_line, load_line, request_line, served_spec_line
 from benchmarks.core.store import StoreWriteError
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ from typing import Any
 from tqdm import tqdm
 
 from benchmarks.core import catalog
+from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
-from benchmarks.core.record_lines import cause, error_line, tie_check_line
-from benchmarks.core.records import Cell
+from benchmarks.core.records import cause, error_line, tie_check_line
 from benchmarks.core.store import RunStore, ties_key
 from benchmarks.engines import offers
 from benchmarks.run.context import RunContext

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.core import catalog
+from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt, ids_sha256, second_turn
-from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.store import atomic_write_json
 from benchmarks.run.model_files import with_model_files
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.core.record_lines import cause
-from benchmarks.core.records import Cell
+from benchmarks.core.cells import Cell
+from benchmarks.core.records import cause
 
 
 def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str, Any]],

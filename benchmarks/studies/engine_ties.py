@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import catalog, metrics
+from benchmarks.core.cells import Cell
 from benchmarks.core.exit_codes import BadInput, Exit
-from benchmarks.core.records import Cell
 from benchmarks.core.store import RunStore
 from verification import ties
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import metrics
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.exit_codes import Exit
-from benchmarks.core.records import Cell, SamplingParams, SpecCounters
 
 # Engine options that put each engine on the same footing: float32 (vLLM on CPU would downcast to bfloat16), and
 # the JAX draft on vLLM's K+1 query positions.

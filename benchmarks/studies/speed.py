@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.core import metrics
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams
+from benchmarks.core.engine_io import RequestRecord, SamplingParams
 
 
 def tpots_ms(records: list[RequestRecord]) -> list[float]:

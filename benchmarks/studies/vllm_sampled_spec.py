@@ -156,9 +156,9 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures:
              engine_name: str = "vllm") -> dict[float, list[dict[str, Any]]]:
     """One engine of `method` (tiny-sampled's cell of that engine), sampled at each temperature: the check's arm
     per T."""
+    from benchmarks.core.engine_io import SamplingParams
     from benchmarks.core.matrix import expand
     from benchmarks.core.model_refs import materialize
-    from benchmarks.core.records import SamplingParams
     from benchmarks.engines import create_engine
     from benchmarks.run.sampling import seeds
 

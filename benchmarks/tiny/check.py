@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 
 from benchmarks.core import metrics
-from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.studies.parity import EngineRun, run_engine
 from benchmarks.tiny.train import user_message
 

@@ -14,8 +14,8 @@ import yaml
 from benchmarks import cli
 from benchmarks.cli.run import exit_status
 from benchmarks.core import paths
+from benchmarks.core.engine_io import RequestRecord
 from benchmarks.core.paths import ROOT
-from benchmarks.core.records import RequestRecord
 from benchmarks.run import engine_start
 
 

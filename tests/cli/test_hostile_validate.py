@@ -9,7 +9,7 @@ import pytest
 from benchmarks.cli.run import retry_advice
 from benchmarks.core import catalog
 from benchmarks.core.paths import ROOT
-from benchmarks.core.record_lines import rerun_may_help
+from benchmarks.core.records import rerun_may_help
 from tests.cli.hostile_cases import CASES, GOOD, matrix_text, run_case, scripted_engine
 
 

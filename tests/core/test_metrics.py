@@ -6,8 +6,8 @@ import pytest
 from scipy.special import stdtrit
 
 from benchmarks.core import metrics
+from benchmarks.core.engine_io import SpecCounters
 from benchmarks.core.matrix_schema import KEY
-from benchmarks.core.records import SpecCounters
 
 
 def test_tpot_excludes_prefill():
@@ -133,7 +133,7 @@ def test_predicted_speedup_and_step_cost():
 
 
 def test_speed_checks_use_these_definitions():
-    from benchmarks.core.records import RequestRecord
+    from benchmarks.core.engine_io import RequestRecord
     from benchmarks.studies import speed
 
     # 3 tokens, first at 0.1 s, last at 0.3 s: two decode intervals of 100 ms; one token: no TPOT

@@ -13,8 +13,8 @@ from benchmarks.analysis.floors import floor_lines
 from benchmarks.analysis.report import write_reports
 from benchmarks.core import hardware, provenance
 from benchmarks.core.config import parse_matrix
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
 from benchmarks.core.paths import ROOT
-from benchmarks.core.records import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.core.records import Cell, SamplingParams
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.engines import create_engine
 from benchmarks.engines.jax import batch as B
 from benchmarks.engines.jax.decode import Decoder, accepts_within

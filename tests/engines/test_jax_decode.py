@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.core.records import Cell, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.engines import create_engine
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax.decode import Decoder, accepts_within

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.prompts import Prompt
-from benchmarks.core.records import Cell, SamplingParams, SpecCounters
 from benchmarks.engines.llamacpp import (
     LlamaCppEngine,
     LlamaServer,

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.paths import ROOT
-from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.engines import server as server_module
 from benchmarks.engines.llamacpp import LlamaCppEngine, parse_metrics
 from benchmarks.engines.server import ServerStartError
@@ -82,7 +83,7 @@ def test_a_port_in_use_is_one_clear_error(monkeypatch):
 
 HOLD = """
 import sys, time
-from benchmarks.core.records import Cell
+from benchmarks.core.cells import Cell
 from benchmarks.engines.llamacpp import LlamaCppEngine
 e = LlamaCppEngine()
 e.load(Cell("llama.cpp", sys.argv[1], "baseline", None, 0, 0.0, 8, 0, {"dtype": "float32", "max_model_len": 256,

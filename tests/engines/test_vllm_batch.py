@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from benchmarks.core.records import SpecCounters
+from benchmarks.core.engine_io import SpecCounters
 from benchmarks.engines import create_engine
 from tests.engines.test_vllm_engine import PROMPTS, greedy, make_cell
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from benchmarks.core import metrics
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines import create_engine, vllm_engine, vllm_features
 from benchmarks.engines.vllm_engine import VllmEngine
 from benchmarks.engines.vllm_features import features

@@ -101,7 +101,8 @@ def test_worker_hang_hits_the_time_limit_and_its_whole_tree_is_killed(matrix, sc
 def test_every_call_after_a_timeout_kill_names_the_timeout_as_the_cause(tmp_path, monkeypatch):
     monkeypatch.setenv("SCRIPTED_PIDS", str(tmp_path))
     monkeypatch.setenv("SCRIPTED_FAULT", "baseline:hang:1")
-    from benchmarks.core.records import Cell, SamplingParams
+    from benchmarks.core.cells import Cell
+    from benchmarks.core.engine_io import SamplingParams
     from benchmarks.engines.host import WorkerError
 
     w = WorkerEngine(SPEC, request_timeout_s=1, load_timeout_s=10)
@@ -128,7 +129,8 @@ def test_exception_in_the_worker_comes_back_with_its_own_traceback(matrix, scrip
 
 def test_proxy_mirrors_sample_many_and_generate_batch_and_close_leaves_no_process(tmp_path, monkeypatch):
     monkeypatch.setenv("SCRIPTED_PIDS", str(tmp_path))
-    from benchmarks.core.records import Cell, SamplingParams
+    from benchmarks.core.cells import Cell
+    from benchmarks.core.engine_io import SamplingParams
 
     with_samples = WorkerEngine(SPEC, request_timeout_s=10, load_timeout_s=10)
     without = WorkerEngine("scripted_workers:PlainEngine", request_timeout_s=10, load_timeout_s=10)
@@ -146,7 +148,8 @@ def test_proxy_mirrors_sample_many_and_generate_batch_and_close_leaves_no_proces
 
 def test_paused_worker_stops_its_engine_processes_between_calls(tmp_path, monkeypatch):
     monkeypatch.setenv("SCRIPTED_PIDS", str(tmp_path))
-    from benchmarks.core.records import Cell, SamplingParams
+    from benchmarks.core.cells import Cell
+    from benchmarks.core.engine_io import SamplingParams
 
     w = WorkerEngine(SPEC, request_timeout_s=10, load_timeout_s=10, pause_idle=True)
     try:
@@ -166,7 +169,7 @@ def test_worker_tree_dies_with_a_killed_harness(tmp_path, pause_idle):
     """kill -9 of the process that started the worker: the worker and its grandchild go too (no orphans), also
     while the grandchild is stopped between calls."""
     script = (f"import sys, time\nfrom benchmarks.engines.worker import WorkerEngine\n"
-              f"from benchmarks.core.records import Cell\n"
+              f"from benchmarks.core.cells import Cell\n"
               f"w = WorkerEngine({SPEC!r}, request_timeout_s=10, load_timeout_s=10, pause_idle={pause_idle})\n"
               f"w.load(Cell('vllm', 't', 'baseline', None, 0, 0.0, 4, 0))\n"
               f"print('ready', flush=True)\ntime.sleep(600)\n")

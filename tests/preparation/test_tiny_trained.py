@@ -118,7 +118,7 @@ def test_jax_acceptance_and_identity():
     import jax.numpy as jnp
 
     from benchmarks.core import metrics
-    from benchmarks.core.records import SpecCounters
+    from benchmarks.core.engine_io import SpecCounters
     from benchmarks.engines.jax.decode import Decoder
     from benchmarks.engines.jax.loader import load_draft, load_target
     from benchmarks.tiny.check import humaneval_prompt_ids

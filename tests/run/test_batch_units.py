@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from benchmarks.core.config import parse_matrix
+from benchmarks.core.engine_io import RequestRecord, SamplingParams
 from benchmarks.core.matrix import expand
 from benchmarks.core.prompts import Prompt, ids_sha256
-from benchmarks.core.records import RequestRecord, SamplingParams
 from benchmarks.core.store import RunStore
 from benchmarks.run.groups import batches, run_dataset
 from benchmarks.run.plan import units_of, workloads_of

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.core.record_lines import error_line
-from benchmarks.core.records import Cell
+from benchmarks.core.cells import Cell
+from benchmarks.core.records import error_line
 from benchmarks.core.store import StoreWriteError
 from benchmarks.run.engine_start import start_engine
 

@@ -11,7 +11,7 @@ from benchmarks.analysis.summary import summarize
 from benchmarks.core import matrix as matrix_mod
 from benchmarks.core import model_refs
 from benchmarks.core.config import parse_matrix
-from benchmarks.core.records import RequestRecord, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start, recheck
 from tests.run_helpers import run_matrix

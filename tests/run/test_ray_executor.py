@@ -18,8 +18,8 @@ from benchmarks.analysis.environments import cell_order
 from benchmarks.cli import main as cli_main
 from benchmarks.core import matrix as matrix_mod
 from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.matrix import expand
-from benchmarks.core.records import SamplingParams
 from benchmarks.core.store import RunStore
 from benchmarks.engines.host import WorkerError
 from benchmarks.engines.ray_worker import RayEngine

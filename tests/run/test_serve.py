@@ -13,10 +13,11 @@ from benchmarks.analysis.serve_report import crossovers, serve_markdown
 from benchmarks.analysis.summary import summarize
 from benchmarks.cli import main as cli_main
 from benchmarks.core import metrics
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError, parse_matrix
 from benchmarks.core.datasets import Prompt
+from benchmarks.core.engine_io import SpecCounters
 from benchmarks.core.matrix import expand
-from benchmarks.core.records import Cell, SpecCounters
 from benchmarks.core.store import level_key
 from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
 from benchmarks.run.serving import check_prompt_ids, level_records

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.analysis.summary import summarize
 from benchmarks.cli.run import exit_status
 from benchmarks.core.config import parse_matrix
-from benchmarks.core.records import RequestRecord
+from benchmarks.core.engine_io import RequestRecord
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix

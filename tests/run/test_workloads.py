@@ -9,7 +9,7 @@ from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.datasets import sent_text, tokens
-from benchmarks.core.records import RequestRecord, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
 from benchmarks.run.execute import execute

@@ -9,8 +9,8 @@ from typing import Any
 import jax
 import pytest
 
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.paths import ROOT
-from benchmarks.core.records import SamplingParams
 from benchmarks.engines.jax import draft as D
 from benchmarks.studies.parity import compare, parity_cell, run_engine
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.paths import ROOT
-from benchmarks.core.records import Cell, SamplingParams
 from benchmarks.engines.jax.loader import load_target
 from benchmarks.engines.jax.score import logliks
 from benchmarks.engines.vllm_engine import VllmEngine

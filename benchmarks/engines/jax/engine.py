@@ -19,7 +19,8 @@ from typing import Any
 
 from benchmarks.core import hardware, roofline
 from benchmarks.core.catalog import JAX_OPTIONS as OPTIONS
-from benchmarks.core.records import Cell, RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 
 
 def resolve_checkpoint(name: str) -> Path:

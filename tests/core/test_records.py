@@ -8,9 +8,11 @@ import re
 import pytest
 
 from benchmarks.core import store as store_module
+from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
+from benchmarks.core.engine_io import RequestRecord, SpecCounters
 from benchmarks.core.paths import ROOT
-from benchmarks.core.record_lines import (
+from benchmarks.core.records import (
     KINDS,
     SCHEMA_VERSION,
     Level,
@@ -26,7 +28,6 @@ from benchmarks.core.record_lines import (
     spec_line,
     tie_check_line,
 )
-from benchmarks.core.records import Cell, RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 
 CELL = Cell("jax", "t", "dflash", "d", 3, 0.0, 4, 0)
