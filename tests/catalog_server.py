@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import SpecCounters
+from benchmarks.core.engine_io import LoadResult, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters
 
 ANSWER = " the answer is forty two"
@@ -39,17 +39,18 @@ class CatalogServer:
         spec = None if self.cell.method == "baseline" else SpecCounters.from_accept_lengths(self.lengths, self.cell.k)
         return ServerCounters(spec, self.tpot)
 
-    def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
+    def run_load(self, load: Load, workdir: Path, tag: str) -> LoadResult:
         n_out = len(self.prompt_ids(ANSWER))
         latency = 0.05 + self.step_s * (n_out - 1)
         n = len(load.prompts)
         if self.cell.method != "baseline":
             self.lengths += [2] * (n * math.ceil((n_out - 1) / 2))
         self.tpot = (self.tpot[0] + n * self.step_s, self.tpot[1] + n)
-        return {"ttfts": [0.05] * n, "itls": [[self.step_s] * (n_out - 1)] * n, "latencies": [latency] * n,
-                "start_times": [0.0] * n, "input_lens": [len(self.prompt_ids(p)) for p in load.prompts],
-                "output_lens": [n_out] * n, "generated_texts": [ANSWER] * n, "errors": [""] * n, "completed": n,
-                "failed": 0, "total_output_tokens": n * n_out, "duration": latency * math.ceil(n / load.concurrency)}
+        return LoadResult(ttfts=[0.05] * n, itls=[[self.step_s] * (n_out - 1)] * n, latencies=[latency] * n,
+                          start_times=[0.0] * n, input_lens=[len(self.prompt_ids(p)) for p in load.prompts],
+                          output_lens=[n_out] * n, generated_texts=[ANSWER] * n, errors=[""] * n, completed=n,
+                          failed=0, total_output_tokens=n * n_out, max_concurrent_requests=load.concurrency,
+                          duration=latency * math.ceil(n / load.concurrency))
 
     def explain(self, exc: BaseException) -> BaseException:
         return exc

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import stats
@@ -146,38 +147,60 @@ def holm(p_values: dict[Any, float], family: int | None = None) -> dict[Any, flo
     return out
 
 
-def _same(b: dict[str, Any], m: dict[str, Any], key: str) -> bool:
-    return b.get(key) == m.get(key)
+class SampleSet(Protocol):
+    """One prompt's samples of one arm (a `samples` record): token lists, the target's log-likelihood of each where
+    scored, how it was scored, and the tokens asked per sample."""
+
+    @property
+    def prompt_sha256(self) -> str: ...
+    @property
+    def samples(self) -> list[list[int]]: ...
+    @property
+    def loglik(self) -> list[float] | None: ...
+    @property
+    def scoring(self) -> str | None: ...
+    @property
+    def length(self) -> int | None: ...
 
 
-def check(base: list[dict], method: list[dict], alpha: float = ALPHA, positions: int = POSITIONS,
+@dataclass(frozen=True)
+class Samples:
+    """A SampleSet of one's own (a study's arm, a simulation's)."""
+
+    prompt_sha256: str
+    samples: list[list[int]]
+    loglik: list[float] | None = None
+    scoring: str | None = None
+    length: int | None = None
+
+
+def check(base: Sequence[SampleSet], method: Sequence[SampleSet], alpha: float = ALPHA, positions: int = POSITIONS,
           family: int | None = None) -> Check | None:
-    """Compare per-prompt sample sets: dicts with `prompt_sha256`, `samples` (token lists), optionally `loglik`
-    (floats), `scoring` (what loglik holds) and `length` (tokens asked per sample).
+    """Compare per-prompt sample sets of the two arms.
 
     Prompts are paired by hash; None when no prompt has samples in both arms. The sequence-level tests run only where
     both arms drew the same length (and, for loglik, were scored the same way). `family`: the number of tests Holm
     corrects over, when this cell is one of several (default: its own tests).
     """
-    by_sha = {s["prompt_sha256"]: s for s in base}
-    pairs = [(by_sha[m["prompt_sha256"]], m) for m in method if m["prompt_sha256"] in by_sha]
-    pairs = [(b, m) for b, m in pairs if b["samples"] and m["samples"]]
+    by_sha = {s.prompt_sha256: s for s in base}
+    pairs = [(by_sha[m.prompt_sha256], m) for m in method if m.prompt_sha256 in by_sha]
+    pairs = [(b, m) for b, m in pairs if b.samples and m.samples]
     if not pairs:
         return None
     raw: dict[str, float] = {}
     for i, (b, m) in enumerate(pairs):
-        xa, xb = padded(b["samples"], positions), padded(m["samples"], positions)
+        xa, xb = padded(b.samples, positions), padded(m.samples, positions)
         for j in range(positions):
             raw[f"p{i}_pos{j + 1}"] = g_test(xa[:, j], xb[:, j])
-        if _same(b, m, "length"):
-            raw[f"p{i}_distinct"] = g_test(distinct(b["samples"]), distinct(m["samples"]))
-            if b.get("loglik") is not None and m.get("loglik") is not None and _same(b, m, "scoring"):
-                raw[f"p{i}_loglik"] = mean_test(b["loglik"], m["loglik"])
+        if b.length == m.length:
+            raw[f"p{i}_distinct"] = g_test(distinct(b.samples), distinct(m.samples))
+            if b.loglik is not None and m.loglik is not None and b.scoring == m.scoring:
+                raw[f"p{i}_loglik"] = mean_test(b.loglik, m.loglik)
     adjusted = holm(raw, family)
     p_min = min(adjusted.values(), default=math.nan)
-    lengths = {s.get("length") for pair in pairs for s in pair}
+    lengths = {s.length for pair in pairs for s in pair}
     return Check(p_values=adjusted, p_min=p_min, passed=not p_min < alpha,
-                 n_base=min(len(b["samples"]) for b, _ in pairs), n_method=min(len(m["samples"]) for _, m in pairs),
+                 n_base=min(len(b.samples) for b, _ in pairs), n_method=min(len(m.samples) for _, m in pairs),
                  n_tests=len(adjusted), family=max(family or 0, len(adjusted)),
                  length=lengths.pop() if len(lengths) == 1 else None, alpha=alpha, raw=raw)
 

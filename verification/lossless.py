@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.core.datasets import workloads
+from benchmarks.core.manifest import Manifest
 from benchmarks.core.numbers import is_number
 
 
@@ -127,26 +128,25 @@ class Verdicts:
         return len({(r["engine"], r["label"], r["dataset"]) for r in self.unchecked})
 
 
-def missing_rows(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def missing_rows(rows: list[dict[str, Any]], manifest: Manifest) -> list[dict[str, Any]]:
     """Stand-ins for the speculative (cell, dataset) units of the manifest that have no row at all (the run stopped
     before them, or their records are gone): a due check with nothing to check. A run without a single record is
     one stand-in of its own."""
-    cells = manifest.get("cells") or {}
-    config = manifest.get("config") or {}
+    config = manifest.config
     datasets = [w.key for w in workloads([d["name"] for d in config.get("datasets") or []],
                                          config.get("context_tokens"), config.get("turns"))]
     have = {(r["cell_id"], r["dataset"]) for r in rows}
-    out = [{"engine": c["engine"], "label": f"{c['method']}-k{c['k']}", "method": c["method"], "dataset": d,
-            "temperature": c["temperature"], "not_checked": "its unit holds no records (the run stopped before it, "
-                                                             "or its records are gone)"}
-           for cid, c in cells.items() if c["method"] != "baseline" for d in datasets if (cid, d) not in have]
+    out = [{"engine": c.engine, "label": c.label, "method": c.method, "dataset": d,
+            "temperature": c.temperature, "not_checked": "its unit holds no records (the run stopped before it, "
+                                                         "or its records are gone)"}
+           for cid, c in manifest.cells.items() if c.method != "baseline" for d in datasets if (cid, d) not in have]
     if not rows and not out:
         out.append({"engine": "every", "label": "cell", "method": "any", "dataset": "every dataset",
                     "temperature": 0.0, "not_checked": "the run holds no records"})
     return out
 
 
-def judge(rows: list[dict[str, Any]], manifest: dict[str, Any] | None = None) -> Verdicts:
+def judge(rows: list[dict[str, Any]], manifest: Manifest | None = None) -> Verdicts:
     """The verdicts of a run's summary rows; with its manifest, units due a check that have no row are unchecked."""
     missing = missing_rows(rows, manifest) if manifest is not None else []
     return Verdicts(divergent_rows(rows), distribution_failures(rows), unchecked_rows(rows) + missing,

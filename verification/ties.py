@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.core.metrics import first_divergence
+from benchmarks.core.numbers import MISSING
+from benchmarks.core.records import TieCheckLine
 
 # Significand bits (stored) of each dtype an engine may compute in.
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}
@@ -54,15 +56,24 @@ class Verdict:
     reason: str
 
 
-def classify(check: dict[str, Any] | None) -> Verdict:
+def classify(check: TieCheckLine | None) -> Verdict:
     """The verdict at one divergence from its tie-check record (None: the target was not asked, a violation)."""
     if check is None:
         return Verdict(False, None, None, None, "no tie check")
-    if check.get("spec_token") is None or check.get("baseline_token") is None:
+    return judge_tie((check.baseline_token, check.spec_token), check.dtype, check.token_logits, check.top_logits)
+
+
+def judge_tie(tokens: tuple[int | None, int | None], dtype: str, token_logits: list[float | None],
+              top_logits: list[float]) -> Verdict:
+    """The verdict at one divergence between the (baseline, speculative) tokens, from the target's logits there: of
+    those two tokens, and of its best ones."""
+    if None in tokens:
         return Verdict(False, None, None, None, "one output ended earlier")
-    dtype = dtype_name(check["dtype"])
-    base, spec = check["token_logits"]
-    best = max([base, spec, *check["top_logits"]])
+    base, spec = token_logits
+    if base is None or spec is None:
+        return Verdict(False, None, None, None, "a token outside the scorer's top log-probabilities")
+    dtype = dtype_name(dtype)
+    best = max([base, spec, *top_logits])
     margin = best - min(base, spec)
     magnitude = max(abs(best), abs(base), abs(spec))
     tol = tolerance(dtype, magnitude)
@@ -103,11 +114,10 @@ class RowTies:
                 "tie_margin_max": self.tie_margin_max, "tie_margin_max_ulps": self.tie_margin_max_ulps}
 
 
-def row_ties(pairs: list[tuple[str, list[int], list[int]]], checks: list[dict[str, Any]]) -> RowTies:
+def row_ties(pairs: list[tuple[str, list[int], list[int]]], checks: list[TieCheckLine]) -> RowTies:
     """The verdict over (prompt sha256, baseline tokens, speculative tokens) pairs, given the row's tie-check
     records; a check counts only for the divergence and tokens it was made for."""
-    by_key = {check_key(c["prompt_sha256"], c["divergence"], c["baseline_token"], c["spec_token"]): c
-              for c in checks}
+    by_key = {check_key(c.prompt_sha256, c.divergence, c.baseline_token, c.spec_token): c for c in checks}
     identical, ties, violations = 0, [], []
     for sha, base, spec in pairs:
         key = divergence_key(sha, base, spec)
@@ -121,10 +131,13 @@ def row_ties(pairs: list[tuple[str, list[int], list[int]]], checks: list[dict[st
                    widest.margin_ulps if widest else None, violations)
 
 
-def report_markdown(records: list[dict[str, Any]]) -> str | None:
+def _four(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.4f}"
+
+
+def report_markdown(checks: list[TieCheckLine]) -> str | None:
     """report.md's table of every tie check (one line per divergence scored); None when there was none."""
-    checks = sorted((r for r in records if r.get("kind") == "tie_check"),
-                    key=lambda r: (r["engine"], r["label"], r["dataset"], r["prompt_index"]))
+    checks = sorted(checks, key=lambda r: (r.engine, r.label, r.workload, r.prompt_index))
     if not checks:
         return None
     tolerances = ", ".join(f"{d} {u:g} ulps" for d, u in TOLERANCE_ULPS.items())
@@ -137,11 +150,11 @@ def report_markdown(records: list[dict[str, Any]]) -> str | None:
              "tolerance | ulps | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in checks:
         v = classify(c)
-        base, spec = c["token_logits"]
-        best = max([base, spec, *c["top_logits"]])
-        lines.append(f"| {c['engine']} | {c['label'].removesuffix(' tie check')} | {c['dataset']} | "
-                     f"{c['prompt_index']} | {c['divergence']} | {c['baseline_token']} / {c['spec_token']} | "
-                     f"{base:.4f} / {spec:.4f} / {best:.4f} | {v.margin:.4f} | "
+        base, spec = c.token_logits
+        best = max([x for x in (base, spec) if x is not None] + c.top_logits)
+        lines.append(f"| {c.engine} | {c.label.removesuffix(' tie check')} | {c.workload} | "
+                     f"{c.prompt_index} | {c.divergence} | {c.baseline_token} / {c.spec_token} | "
+                     f"{_four(base)} / {_four(spec)} / {best:.4f} | {_four(v.margin)} | "
                      f"{'–' if v.tolerance is None else f'{v.tolerance:.4f}'} | "
                      f"{'–' if v.margin_ulps is None else f'{v.margin_ulps:.2f}'} | "
                      f"{'tie' if v.tie else 'VIOLATION: ' + v.reason} |")

@@ -9,6 +9,7 @@ from packaging.version import InvalidVersion, Version
 
 from benchmarks.core import catalog
 from benchmarks.core.cells import SPEC_METHODS
+from benchmarks.core.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -105,23 +106,22 @@ ENGINE_CAVEATS: list[Caveat] = [
 ]
 
 
-def unit_contexts(rows: list[dict[str, Any]], manifest: dict[str, Any],
+def unit_contexts(rows: list[dict[str, Any]], manifest: Manifest,
                   provenances: dict[str, dict[str, Any]] | None = None) -> list[UnitContext]:
     """One context per provenance the run's units were measured with; for older runs, the rows and the manifest."""
-    cells = manifest.get("cells") or {}
+    cells = manifest.cells
     if provenances:
         return [UnitContext(p["engine"], p["environment"].get("platform"), p["method"],
                             p["environment"].get("packages") or {},
                             (p["models"].get("draft") or {}).get("config"),
-                            (cells.get(p.get("cell_id")) or {}).get("temperature"),
+                            cell.temperature if (cell := cells.get(p.get("cell_id") or "")) else None,
                             frozenset((p.get("describe") or {}).get("missing") or {})) for p in provenances.values()]
-    models = manifest.get("models") or {}
-    return [UnitContext(r["engine"], manifest.get("platform"), r["method"], manifest.get("packages") or {},
-                        (models.get(r.get("draft") or "") or {}).get("config"),
-                        r.get("temperature", (cells.get(r.get("cell_id")) or {}).get("temperature"))) for r in rows]
+    return [UnitContext(r["engine"], manifest.platform, r["method"], manifest.packages,
+                        (manifest.models.get(r.get("draft") or "") or {}).get("config"), r["temperature"])
+            for r in rows]
 
 
-def caveat_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
+def caveat_lines(rows: list[dict[str, Any]], manifest: Manifest,
                  provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """The known engine faults that apply to this run's units."""
     lines: list[str] = []

@@ -1,15 +1,16 @@
 """The column registry of summary.csv: each column once, in file order, with its unit, its definition, how it is
-computed from a row's records (analysis/unit.py, metrics from core/metrics.py) and the report.md section that shows
-it. summary.csv's header, the rows summarize() builds and docs/outputs.md's column table all come from it; adding a
-column is one entry here (tests/analysis/test_columns.py checks the docs follow)."""
+computed from a row's records (analysis/row_records.py, metrics from core/metrics.py) and the report.md section that
+shows it. summary.csv's header, the rows summarize() builds and docs/outputs.md's column table all come from it;
+adding a column is one entry here (tests/analysis/test_columns.py checks the docs follow)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.analysis.unit import Unit, level_server_tpot, level_throughput, prompts_sha256
+from benchmarks.analysis.row_records import RowRecords, level_server_tpot, level_throughput, prompts_sha256
 from benchmarks.core import metrics
+from benchmarks.core.records import LoadLine
 
 # report.md sections a column appears in (None: summary.csv only)
 RESULTS, ACCEPTANCE, WORKLOADS, SERVING = "Results", "Per-position acceptance", "Workloads", "Serving under load"
@@ -25,79 +26,79 @@ class Column:
     name: str
     unit: str
     definition: str
-    compute: Callable[[Unit], Any]
+    compute: Callable[[RowRecords], Any]
     section: str | None = None
     term: str | None = None  # the term docs/statistics.md's Definitions define it under (its metrics)
 
 
-def _cell(key: str) -> Callable[[Unit], Any]:
-    return lambda u: u.cell[key]
+def _cell(key: str) -> Callable[[RowRecords], Any]:
+    return lambda u: getattr(u.cell, key)
 
 
-def _maybe(attr: str, field: str) -> Callable[[Unit], Any]:
+def _maybe(attr: str, field: str) -> Callable[[RowRecords], Any]:
     """A field of one of the row's computed figures (u.<attr>), None where the row has none."""
     return lambda u: None if getattr(u, attr) is None else getattr(getattr(u, attr), field)
 
 
-def _item(attr: str, key: str) -> Callable[[Unit], Any]:
+def _item(attr: str, key: str) -> Callable[[RowRecords], Any]:
     """A value of one of the row's computed column groups (a dict; empty where they do not apply)."""
     return lambda u: getattr(u, attr).get(key)
 
 
-def _levelled(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
+def _levelled(f: Callable[[RowRecords], Any]) -> Callable[[RowRecords], Any]:
     """A serving row's value (it has a concurrency), None on batch-1 rows."""
     return lambda u: f(u) if u.level is not None else None
 
 
-def _loaded(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
+def _loaded(f: Callable[[RowRecords], Any]) -> Callable[[RowRecords], Any]:
     """A serving level's value from its load record, None without one."""
     return lambda u: f(u) if u.level is not None and u.load else None
 
 
-def _spec(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
+def _spec(f: Callable[[RowRecords], Any]) -> Callable[[RowRecords], Any]:
     return lambda u: f(u) if u.speculative else None
 
 
-def _label(u: Unit) -> str:
-    label = u.reqs[0]["label"] if u.reqs else None
-    return label or ("baseline" if not u.speculative else f"{u.cell['method']}-k{u.cell['k']}")
+def _label(u: RowRecords) -> str:
+    return u.reqs[0].label if u.reqs else u.cell.label
 
 
-def _dist_verdict(u: Unit) -> str | None:
+def _dist_verdict(u: RowRecords) -> str | None:
     if u.dist:
         return u.dist["dist_verdict"]
-    return "unchecked" if u.speculative and u.cell["temperature"] > 0 else None
+    return "unchecked" if u.speculative and u.cell.temperature > 0 else None
 
 
-def _ttft_p(q: int) -> Callable[[Unit], Any]:
-    return _levelled(lambda u: metrics.percentile([r["ttft_ms"] for r in u.reqs], q))
+def _ttft_p(q: int) -> Callable[[RowRecords], Any]:
+    return _levelled(lambda u: metrics.percentile([r.ttft_ms for r in u.reqs], q))
 
 
-def _drift_flag(u: Unit) -> bool | None:
+def _drift_flag(u: RowRecords) -> bool | None:
     if u.drift is None:
         return None
     return metrics.drift_flag(u.drift, *((u.speedup.ci_low, u.speedup.ci_high) if u.speedup else (None, None)))
 
 
-def _ratio_to_base(f: Callable[[Any], float], ratio: Callable[[float, float], float]) -> Callable[[Unit], Any]:
+def _ratio_to_base(f: Callable[[LoadLine | None], float],
+                   ratio: Callable[[float, float], float]) -> Callable[[RowRecords], Any]:
     """A serving level's figure against its baseline's at the same level."""
     return _loaded(lambda u: ratio(f(u.base_load()), f(u.load)))
 
 
-def _first(u: Unit, key: str) -> Any:
-    return u.reqs[0].get(key) if u.reqs else None
+def _first(u: RowRecords, key: str) -> Any:
+    return getattr(u.reqs[0], key) if u.reqs else None
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("run_id", "", "the run's name and config hash", lambda u: u.manifest.get("run_id")),
+    Column("run_id", "", "the run's name and config hash", lambda u: u.manifest.run_id or None),
     Column("cell_id", "", "the cell's content hash (its config and the hashes of the model files it loads)",
            lambda u: u.cell_id),
     Column("label", "", "the method and K (`dflash-k15`, `baseline`)", _label, RESULTS),
     Column("engine", "", "the engine that measured the cell (`vllm`, `vllm-serve`, `jax`)", _cell("engine"),
            RESULTS),
-    Column("platform", "", "cpu, gpu or tpu", lambda u: u.manifest.get("platform")),
+    Column("platform", "", "cpu, gpu or tpu", lambda u: u.manifest.platform),
     Column("hardware", "", "the device the run measured on",
-           lambda u: (u.manifest.get("hardware") or {}).get("device")),
+           lambda u: u.manifest.hardware.get("device")),
     Column("target", "", "the target model", _cell("target")),
     Column("draft", "", "the draft model (empty for the baseline)", _cell("draft")),
     Column("method", "", "baseline, dflash, eagle3 or ngram", _cell("method")),
@@ -105,9 +106,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("temperature", "", "the sampling temperature T (0 = greedy)", _cell("temperature"), RESULTS),
     Column("max_new_tokens", "tokens", "output tokens asked per prompt", _cell("max_new_tokens")),
     Column("dataset", "", "the dataset workload (`humaneval`, `humaneval@ctx4096`, `mt-bench@turn2`)",
-           lambda u: u.dataset, RESULTS),
+           lambda u: u.workload, RESULTS),
     Column("n_prompts", "", "measured prompts (warm-up excluded)", lambda u: len(u.reqs), RESULTS),
-    Column("n_errors", "", "error records of the unit", lambda u: len(u.kinds.get("error", []))),
+    Column("n_errors", "", "error records of the unit", lambda u: len(u.lines.errors)),
     Column("tau", "tokens/step", "committed tokens per verify step, 1 + accepted/drafts, pooled over all steps",
            _maybe("acceptance", "tau"), RESULTS, term="tau"),
     Column("acceptance_rate", "", "α = accepted / drafted tokens", _maybe("acceptance", "alpha"), RESULTS,
@@ -124,10 +125,10 @@ COLUMNS: tuple[Column, ...] = (
            RESULTS, term="TPOT"),
     Column("tpot_ms_p99", "ms", "99th percentile of per-request TPOT", lambda u: metrics.percentile(u.tpots, 99),
            SERVING, term="TPOT"),
-    Column("ttft_ms_mean", "ms", "mean time to first token", lambda u: metrics.mean([r["ttft_ms"] for r in u.reqs]),
+    Column("ttft_ms_mean", "ms", "mean time to first token", lambda u: metrics.mean([r.ttft_ms for r in u.reqs]),
            RESULTS, term="TTFT"),
     Column("output_tok_per_s", "tok/s", "output tokens / decode time, summed over requests",
-           lambda u: metrics.output_tok_per_s(sum(r["n_out"] for r in u.reqs), sum(r["decode_s"] for r in u.reqs)),
+           lambda u: metrics.output_tok_per_s(sum(r.n_out for r in u.reqs), sum(r.decode_s for r in u.reqs)),
            RESULTS, term="tok/s"),
     Column("speedup", "×", "geometric mean over paired prompts of TPOT_AR / TPOT_M", _maybe("speedup", "geomean"),
            RESULTS, term="Speedup"),
@@ -156,9 +157,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("tie_margin_max_ulps", "ulps", "the widest tie margin in ulps of the dtype",
            _item("ties", "tie_margin_max_ulps"), RESULTS),
     Column("error", "", "the unit's errors, joined by '; '",
-           lambda u: "; ".join(e["error"] for e in u.kinds.get("error", [])) or None, FAILED),
+           lambda u: "; ".join(e.error for e in u.lines.errors) or None, FAILED),
     Column("tau_prompt_mean", "tokens/step", "mean over prompts of each prompt's τ (z-lab's statistic)",
-           _spec(lambda u: metrics.tau_prompt_mean([r.get("accept_lengths") for r in u.reqs])), RESULTS,
+           _spec(lambda u: metrics.tau_prompt_mean([r.accept_lengths for r in u.reqs])), RESULTS,
            term="tau_prompt_mean"),
     Column("dist_verdict", "", "the distribution check at T > 0: pass, FAIL or unchecked", _dist_verdict,
            DISTRIBUTION),
@@ -192,7 +193,7 @@ COLUMNS: tuple[Column, ...] = (
     # serving rows (engine vllm-serve): one per (cell, dataset, concurrency); empty on batch-1 rows
     Column("concurrency", "", "the serving level C: requests in flight at most", lambda u: u.level, SERVING),
     Column("request_rate", "req/s", "Poisson arrival rate under the cap (empty: all sent at once)",
-           _loaded(lambda u: u.load[0].get("request_rate")), SERVING),
+           _loaded(lambda u: u.load.level.request_rate if u.load else None), SERVING),
     Column("ttft_ms_p50", "ms", "median TTFT of a level", _ttft_p(50), SERVING, term="TTFT"),
     Column("ttft_ms_p90", "ms", "90th percentile TTFT of a level", _ttft_p(90), SERVING, term="TTFT"),
     Column("ttft_ms_p99", "ms", "99th percentile TTFT of a level", _ttft_p(99), SERVING, term="TTFT"),
@@ -205,7 +206,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("agg_output_tok_per_s", "tok/s", "output tokens of all requests / the level's wall time",
            _loaded(lambda u: u.throughput), SERVING, term="aggregate output tok/s"),
     Column("requests_per_s", "req/s", "completed requests / the level's wall time",
-           _loaded(lambda u: metrics.requests_per_s(u.load[0]["completed"], u.load[0]["duration_s"])), SERVING,
+           _loaded(lambda u: metrics.requests_per_s(u.load.completed, u.load.duration_s) if u.load else None), SERVING,
            term="requests/s"),
     Column("throughput_speedup", "×", "aggregate tok/s of the method / the AR baseline's at the same C",
            _ratio_to_base(level_throughput, metrics.throughput_speedup), SERVING, term="throughput speedup"),
@@ -222,7 +223,7 @@ COLUMNS: tuple[Column, ...] = (
            lambda u: _first(u, "context_tokens"), WORKLOADS),
     Column("turn", "", "the conversation turn measured", lambda u: _first(u, "turn"), WORKLOADS),
     Column("prompt_tokens_mean", "tokens", "mean prompt length",
-           lambda u: metrics.mean([r["n_prompt_tokens"] for r in u.reqs if r.get("n_prompt_tokens") is not None]),
+           lambda u: metrics.mean([r.n_prompt_tokens for r in u.reqs]),
            WORKLOADS),
     Column("prompts_sha256", "", "hash of the set of prompts sent (equal for cells sent the same ids)",
            lambda u: prompts_sha256(u.reqs)),
@@ -254,7 +255,7 @@ COLUMNS: tuple[Column, ...] = (
            "summed over batches (JAX engine)", lambda u: u.wasted_row_steps, BATCH),
     # the strongest baseline of the run (analysis/engines_report.py), on runs with baselines on two or more engines
     Column("strongest_baseline", "", "the engine whose baseline has the lowest AR TPOT on this dataset and T",
-           lambda u: u.strongest[0] if u.strongest else None),
+           lambda u: u.manifest.cells[u.strongest[0]].engine if u.strongest else None),
     Column("speedup_vs_strongest", "×", "geometric mean over paired prompts of TPOT of the strongest baseline / TPOT_M",
            _maybe("over_strongest", "geomean")),
     Column("speedup_vs_strongest_ci_low", "×", "lower bound of its Student-t 95 % CI",
@@ -265,10 +266,9 @@ COLUMNS: tuple[Column, ...] = (
            lambda u: None if u.over_strongest is None else bool(u.over_strongest.geomean < 1)),
 )
 NAMES: list[str] = [c.name for c in COLUMNS]
-INTEGER = ("first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")  # Int64 in the CSV
 
 
-def row(u: Unit) -> dict[str, Any]:
+def row(u: RowRecords) -> dict[str, Any]:
     """A summary row: every registered column's value for the unit."""
     return {c.name: c.compute(u) for c in COLUMNS}
 

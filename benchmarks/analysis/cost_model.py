@@ -9,12 +9,12 @@ p_i (fraction of steps with >= i accepted drafts) does not depend on K for a blo
 the first K positions of one block, whatever K is, and acceptance is a prefix rule. So the p_i measured at the
 largest K run predict τ at every smaller K (`gather`). Step times come from the JAX engine's breakdown
 (`engine_options: {breakdown: true}`, `breakdown`), optionally shaped by a K-flat CSV (`kflat_verify`); predictions
-are compared with the measured speedup in-sample and held-out (`cost_model_markdown`). For a chip not measured, the
-step times come from the roofline (benchmarks.core.roofline) at the τ of a run or a published table (`chip_markdown`).
+are compared with the measured speedup in-sample and held-out (`group_table`). For a chip not measured, the step
+times come from the roofline (benchmarks.core.roofline) at the τ of a run or a published table (`chip_rows`).
+analysis/cost_tables.py renders all of it.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core import metrics, roofline, step_cost
-from benchmarks.core.markdown import fmt
+from benchmarks.core.cells import Cell
 from benchmarks.core.numbers import is_number
+from benchmarks.core.pairing import baseline_cell_id
+from benchmarks.core.records import RequestLine
 from benchmarks.core.shapes import ModelConfig
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
@@ -91,10 +93,9 @@ class Breakdown:
     steps: int
 
 
-def breakdown(records: Sequence[dict[str, Any]]) -> Breakdown | None:
+def breakdown(reqs: Sequence[RequestLine]) -> Breakdown | None:
     """Per-step draft / verify / host means from request records; None when any record lacks the breakdown."""
-    reqs = [r for r in records if r.get("kind") == "request"]
-    extras = [r.get("extra") or {} for r in reqs]
+    extras = [r.extra or {} for r in reqs]
     if not reqs or not all(all(key in e for key in BREAKDOWN_KEYS) for e in extras):
         return None
     steps = sum(e["decode_steps"] for e in extras)
@@ -118,10 +119,6 @@ def kflat_verify(kflat: Any, context_len: float, anchors: Mapping[int, float], k
         return {}
     scale = float(np.median(ratios))
     return {k: scale * interpolate(curve, k) for k in ks if not math.isnan(interpolate(curve, k))}
-
-
-def _pct(x: float) -> str:
-    return "–" if math.isnan(x) else f"{100 * x:+.1f} %"
 
 
 @dataclass(frozen=True)
@@ -151,103 +148,98 @@ def gather(spec: Sequence[dict[str, Any]], parts: Mapping[str, Breakdown], kflat
     return Inputs(json.loads(top["per_position"]), top["label"], draft, verify, host)
 
 
-def _group_markdown(dataset: str, engine: str, base: dict[str, Any], spec: list[dict[str, Any]],
-                    parts: dict[str, Breakdown], records: Sequence[dict[str, Any]], kflat: Any) -> list[str]:
-    """One (baseline, dataset) group: predicted vs measured over the Ks run, and the predicted best K."""
-    t_ar = base["tpot_ms_mean"]
-    run_ks = sorted(r["k"] for r in spec)
-    ids = {r["cell_id"] for r in spec}
-    reqs = [x for x in records if x.get("kind") == "request" and x["cell_id"] in ids and x["dataset"] == dataset]
-    position = float(np.mean([x["n_prompt_tokens"] + x["n_out"] / 2 for x in reqs])) if reqs else 0.0
-    full = gather(spec, parts)
-    verify_from = "the K-flat curve scaled to them" if kflat is not None else "interpolated"
-    lines = [f"**{dataset}** ({engine}): t_AR = {t_ar:.3f} ms/token; t_host = {full.host_ms:.3f} ms/step; "
-             f"p_i from {full.p_source}; mean decode position {position:.0f}.",
-             "In-sample: each K's own draft and verify times, the mean host time (checks that the step "
-             "decomposition accounts for the measured TPOT). Held-out: inputs from the other Ks only (p_i of a "
-             f"larger K; t_verify {verify_from}; t_draft interpolated or held), a true prediction; – where the "
-             "other Ks cannot give one.", ""]
-    table = ["| K | τ predicted | τ measured | draft ms | verify ms | step ms | tok/s predicted | speedup in-sample "
-             "| speedup held-out | speedup measured (mean-ratio) | error in-sample | error held-out "
-             "| speedup measured (geomean) |", "|" + "---|" * 13]
-    by_k = {r["k"]: r for r in spec}
+@dataclass(frozen=True)
+class Group:
+    """One (baseline, workload) group of a run's batch-1 dflash rows: the baseline's row, the dflash rows, each one's
+    step breakdown, the mean decode position of their requests; or why the model cannot be computed for it."""
+
+    workload: str
+    engine: str
+    base: dict[str, Any] | None
+    spec: list[dict[str, Any]]
+    parts: dict[str, Breakdown]
+    position: float
+    missing: str | None = None
+
+
+def groups(rows: Sequence[dict[str, Any]], requests: Mapping[tuple[str, str], Sequence[RequestLine]],
+           cells: Mapping[str, Cell]) -> list[Group]:
+    """The cost model's groups of a run's summary rows (batch 1 only: a static batch is priced by `cost-model
+    --batch`), with each dflash cell's requests on the workload (`requests`, by (cell, workload))."""
+    rows = [r for r in rows if (r.get("batch_size") or 1) == 1]
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["method"] == "dflash" and not r["n_errors"]:
+            found.setdefault((baseline_cell_id(cells[r["cell_id"]], cells) or "", r["dataset"]), []).append(r)
+    out = []
+    for (base_id, workload), spec in found.items():
+        base = next((r for r in rows if r["cell_id"] == base_id and r["dataset"] == workload), None)
+        engine = spec[0]["engine"]
+        reqs = {r["cell_id"]: list(requests.get((r["cell_id"], workload), [])) for r in spec}
+        every = [x for rs in reqs.values() for x in rs]
+        position = float(np.mean([x.n_prompt_tokens + x.n_out / 2 for x in every])) if every else 0.0
+        parts = {cid: breakdown(rs) for cid, rs in reqs.items()}
+        missing = None
+        if base is None or base["tpot_ms_mean"] is None or math.isnan(base["tpot_ms_mean"]):
+            missing = "no AR baseline TPOT (add method baseline with the same engine and options)."
+        elif any(not r["per_position"] for r in spec):
+            missing = "no per-position acceptance p_i in the summary."
+        elif any(b is None for b in parts.values()):
+            missing = ("the records carry no draft / verify / host breakdown; run the JAX engine with "
+                       "`engine_options: {breakdown: true}` (the vLLM engine does not expose one).")
+        out.append(Group(workload, engine, base, spec, {c: b for c, b in parts.items() if b is not None}, position,
+                         missing))
+    return out
+
+
+@dataclass(frozen=True)
+class KRow:
+    """One K run in a group: the prediction from every K's inputs (in-sample), the one from the other Ks only
+    (held-out; NaN where they cannot give one), and the measured figures."""
+
+    prediction: Prediction
+    held_out: float
+    tau_measured: float | None
+    mean_ratio: float
+    geomean: float | None
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """A group's predictions against its measurements, and the predicted best K over every K up to the largest run."""
+
+    t_ar_ms: float
+    inputs: Inputs
+    ks_run: list[int]
+    rows: list[KRow]
+    best: Prediction | None
+    candidates: list[Prediction]
+    kflat: bool
+
+
+def group_table(g: Group, kflat: Any = None) -> GroupTable:
+    """Predicted against measured over the Ks run (in-sample and held-out), and the predicted best K."""
+    assert g.base is not None and g.missing is None
+    t_ar = g.base["tpot_ms_mean"]
+    run_ks = sorted(r["k"] for r in g.spec)
+    full = gather(g.spec, g.parts)
+    by_k = {r["k"]: r for r in g.spec}
+    rows = []
     for pr in predict(full.per_position, t_ar, full.draft_ms, full.verify_ms, full.host_ms, run_ks):
         r = by_k[pr.k]
-        others = [x for x in spec if x["k"] != pr.k]
+        others = [x for x in g.spec if x["k"] != pr.k]
         held = math.nan
         if others and max(x["k"] for x in others) >= pr.k:
-            inp = gather(others, parts, kflat, position, [pr.k])
+            inp = gather(others, g.parts, kflat, g.position, [pr.k])
             hp = predict(inp.per_position, t_ar, inp.draft_ms, inp.verify_ms, inp.host_ms, [pr.k])
             held = hp[0].speedup if hp else math.nan
-        meas = r["speedup_mean_ratio"] or math.nan
-        table.append(f"| {pr.k} | {pr.tau:.2f} | {fmt(r['tau'])} | {pr.draft_ms:.3f} | {pr.verify_ms:.3f} | "
-                     f"{pr.step_ms:.3f} | {pr.tok_per_s:.1f} | {pr.speedup:.2f} | {fmt(held)} | {fmt(meas)} | "
-                     f"{_pct(pr.speedup / meas - 1)} | {_pct(held / meas - 1)} | "
-                     f"{fmt(r['speedup'])} |")
-    lines += table
+        rows.append(KRow(pr, held, r["tau"], r["speedup_mean_ratio"] or math.nan, r["speedup"]))
     candidates = list(range(1, len(full.per_position) + 1))
-    source = f"measured at K = {', '.join(map(str, run_ks))}, linear in between"
     verify = full.verify_ms
     if kflat is not None:  # one smooth curve for every K, the Ks run included: no jumps between measured points
-        verify = kflat_verify(kflat, position, full.verify_ms, candidates)
-        source = f"the K-flat curve scaled to the verify times measured at K = {', '.join(map(str, run_ks))}"
+        verify = kflat_verify(kflat, g.position, full.verify_ms, candidates)
     preds = predict(full.per_position, t_ar, full.draft_ms, verify, full.host_ms, candidates)
-    best = best_k(preds)
-    if best is not None:
-        lines.append(f"\nPredicted best K: **{best.k}** (speedup {best.speedup:.2f}×, τ {best.tau:.2f}, "
-                     f"step {best.step_ms:.3f} ms) among K = {preds[0].k}..{preds[-1].k}; t_verify {source}.")
-    return lines
-
-
-def cost_model_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], manifest: dict[str, Any],
-                        kflat: Any = None) -> str:
-    """Predicted vs measured speedup for the Ks run, and the predicted best K; or what input is missing.
-
-    Predictions are compared with the measured mean-ratio speedup (mean TPOT_AR / mean TPOT_M, the same ratio-of-means
-    form as the model) and shown beside the geometric mean, twice: in-sample (each K's own step times: does the
-    decomposition account for the measured TPOT?) and held-out (inputs from the other Ks only: a prediction).
-    rows: benchmarks.analysis.summary rows; records: the run's records; kflat: an optional K-flat CSV as a DataFrame.
-    """
-    from benchmarks.core.pairing import baseline_cell_id
-
-    cells = manifest["cells"]
-    batched = any(r["method"] == "dflash" and (r.get("batch_size") or 1) > 1 for r in rows)
-    rows = [r for r in rows if (r.get("batch_size") or 1) == 1]  # a static batch is priced by `cost-model --batch`
-    spec_rows = [r for r in rows if r["method"] == "dflash" and not r["n_errors"]]
-    if not spec_rows:
-        return "Not computed: the run has no successful dflash cell (the cost model predicts DFlash's speedup)."
-    by_unit: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for rec in records:
-        by_unit.setdefault((rec["cell_id"], rec.get("dataset")), []).append(rec)
-    header = ("τ(K) = 1 + Σ_{i≤K} p_i (p_i of the largest K run: a block drafter's p_i do not depend on K); "
-              "step(K) = t_draft + t_verify(K) + t_host; predicted speedup(K) = τ(K)·t_AR / step(K). "
-              "Error = predicted / measured mean-ratio speedup − 1.")
-    out, missing = [header], []
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in spec_rows:
-        groups.setdefault((baseline_cell_id(cells[r["cell_id"]], cells) or "", r["dataset"]), []).append(r)
-    for (base_id, dataset), spec in groups.items():
-        base = next((r for r in rows if r["cell_id"] == base_id and r["dataset"] == dataset), None)
-        engine = spec[0]["engine"]
-        what = f"{engine} on {dataset}"
-        if base is None or base["tpot_ms_mean"] is None or math.isnan(base["tpot_ms_mean"]):
-            missing.append(f"{what}: no AR baseline TPOT (add method baseline with the same engine and options).")
-            continue
-        if any(not r["per_position"] for r in spec):
-            missing.append(f"{what}: no per-position acceptance p_i in the summary.")
-            continue
-        parts = {r["cell_id"]: breakdown(by_unit.get((r["cell_id"], dataset), [])) for r in spec}
-        if any(b is None for b in parts.values()):
-            missing.append(f"{what}: the records carry no draft / verify / host breakdown; run the JAX engine with "
-                           f"`engine_options: {{breakdown: true}}` (the vLLM engine does not expose one).")
-            continue
-        out += [""] + _group_markdown(dataset, engine, base, spec, parts, records, kflat)
-    if missing:
-        out += [""] + [f"- Not computed for {m}" for m in missing]
-    if batched:
-        out += ["", "Rows at a batch size above 1 are left out: this model prices a batch-1 step from its measured "
-                    "parts; `cost-model --chip X --batch …` predicts a batched one."]
-    return "\n".join(out)
+    return GroupTable(t_ar, full, run_ks, rows, best_k(preds), preds, kflat is not None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -296,63 +288,9 @@ def chip_rows(engine: Engine, device: Any, taus: Sequence[Tau]) -> list[dict[str
              "published_ar_ms": t.published_ar_ms, "published_step_ms": t.published_step_ms} for t in taus]
 
 
-def chip_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str) -> str:
-    """The predicted table for `device` at the τ of `source`, beside what the source reports, and the AR floor."""
-    rows = chip_rows(engine, device, taus)
-    ar_floor = roofline.floor_seconds(engine.ar_step(), device.bytes_per_s) * 1e3
-    lines = [f"Predicted on {device.name} ({device.source}) for an engine at the roofline, plus "
-             f"{device.overhead_s * 1e3:.3f} ms of overhead per forward pass; τ from {source}; K = {engine.k}, "
-             f"{engine.queries} draft queries, {engine.draft_layers.num_layers} draft layers, context "
-             f"{engine.context}. AR floor {ar_floor:.3f} ms; a DFlash step costs {rows[0]['cost_ar_steps']:.2f} AR "
-             f"steps." if rows else f"No τ in {source}.", ""]
-    lines += ["| dataset | τ | AR TPOT ms | DFlash step ms | tok/s | speedup | source's speedup | predicted / source's "
-              "| source's AR TPOT ms (× this AR floor) | source's step ms (AR steps) |", "|" + "---|" * 10]
-    for r in rows:
-        pub_floor = r["published_ar_ms"] / ar_floor
-        pub_cost = r["published_step_ms"] / r["published_ar_ms"]
-        lines.append(f"| {r['dataset']} | {r['tau']:.2f} | {r['ar_ms']:.3f} | {r['step_ms']:.3f} | "
-                     f"{r['tok_per_s']:.0f} | {r['speedup']:.2f} | {fmt(r['published_speedup'])} | "
-                     f"{fmt(r['speedup'] / r['published_speedup'])} | "
-                     f"{fmt(r['published_ar_ms'])} ({fmt(pub_floor)}) | {fmt(r['published_step_ms'])} "
-                     f"({fmt(pub_cost)}) |")
-    return "\n".join(lines)
-
-
 def first_batch(batches: Iterable[int], holds: Callable[[int], bool]) -> int | None:
     """The smallest batch of `batches` for which `holds(batch)`, or None."""
     return next((b for b in sorted(batches) if holds(b)), None)
-
-
-def batch_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str, batches: Sequence[int]) -> str:
-    """Per batch B the predicted AR and DFlash steps (the same on every dataset) and whether the verify forward is
-    compute-bound; per dataset and B the speedup and DFlash tokens/s; the smallest B (of every B up to the largest
-    asked) at which the verify turns compute-bound and, per dataset, at which the speedup falls below 1. Each
-    request of a batch commits τ tokens per step on average."""
-    at = {b: dataclasses.replace(engine, batch=b) for b in range(1, max(batches) + 1)}
-    rows = {b: chip_rows(e, device, taus) for b, e in at.items()}
-    steps = {b: (roofline.step_seconds(e.ar_step(), device) * 1e3, e.dflash_step()) for b, e in at.items()}
-    bound = first_batch(at, lambda b: roofline.compute_bound(steps[b][1].passes[-1], device))
-    none = f"none up to {max(batches)}"
-    lines = [f"Predicted on {device.name} ({device.source}) for an engine at the roofline, plus "
-             f"{device.overhead_s * 1e3:.3f} ms of overhead per forward pass; τ from {source}; K = {engine.k}, "
-             f"{engine.queries} draft queries, {engine.draft_layers.num_layers} draft layers, context "
-             f"{engine.context} per request. The verify forward (B·(K+1) rows) turns compute-bound at B = "
-             f"{bound or none}.", "",
-             "| B | AR step ms | AR tok/s | DFlash step ms | DFlash step (AR steps) | verify |", "|" + "---|" * 6]
-    for b in batches:
-        ar_ms, spec = steps[b]
-        step_ms = roofline.step_seconds(spec, device) * 1e3
-        verify = "compute-bound" if roofline.compute_bound(spec.passes[-1], device) else "memory-bound"
-        lines.append(f"| {b} | {ar_ms:.3f} | {b / ar_ms * 1e3:.0f} | {step_ms:.3f} | {step_ms / ar_ms:.2f} | "
-                     f"{verify} |")
-    lines += ["", "Speedup (DFlash tok/s) per dataset and B:", "",
-              "| dataset | τ | " + " | ".join(f"B = {b}" for b in batches) + " | speedup below 1 from B |",
-              "|" + "---|" * (len(batches) + 3)]
-    for i, t in enumerate(taus):
-        cells = [f"{rows[b][i]['speedup']:.2f} ({rows[b][i]['tok_per_s']:.0f})" for b in batches]
-        below = first_batch(rows, lambda b: rows[b][i]["speedup"] < 1)
-        lines.append(f"| {t.dataset} | {t.tau:.2f} | " + " | ".join(cells) + f" | {below or none} |")
-    return "\n".join(lines)
 
 
 def reference_taus(frame: Any) -> list[Tau]:

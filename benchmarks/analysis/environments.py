@@ -1,16 +1,8 @@
-"""Where and how a run's units were measured: one environment or several (a resumed run), and the cell order."""
+"""Where and how a run's units were measured, as report lines: one environment or several (a resumed run), and the
+cell order."""
 from __future__ import annotations
 
 from typing import Any
-
-from benchmarks.core.provenance import content_id, environment_key
-
-
-def used_provenances(records: list[dict[str, Any]], provenances: dict[str, dict[str, Any]]
-                     ) -> dict[str, dict[str, Any]]:
-    """The provenance records that the run's current units name."""
-    ids = {r["provenance_id"] for r in records if r.get("provenance_id")}
-    return {pid: p for pid, p in provenances.items() if pid in ids}
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -23,15 +15,10 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def provenance_lines(records: list[dict[str, Any]], provenances: dict[str, dict[str, Any]]) -> list[str]:
-    """Which environment each unit was measured in; loud when a resumed run mixes several."""
-    units: dict[str, set[str]] = {}
-    envs: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if r.get("provenance_id") in provenances:
-            key = environment_key(provenances[r["provenance_id"]]["environment"])
-            envs[content_id(key)] = key
-            units.setdefault(content_id(key), set()).add(f"{r['label']} on {r['dataset']}")
+def provenance_lines(environments: dict[str, tuple[dict[str, Any], set[str]]]) -> list[str]:
+    """Which environment each unit was measured in (`Summary.environments`); loud when a resumed run mixes several."""
+    envs = {env_id: key for env_id, (key, _) in environments.items()}
+    units = {env_id: names for env_id, (_, names) in environments.items()}
     if not units:
         return ["No unit names its provenance (a run from before they were recorded): the header shows the latest "
                 "invocation's environment, which may not be the one every unit was measured in."]

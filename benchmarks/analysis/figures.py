@@ -1,4 +1,4 @@
-"""Figures of a run, from its summary.csv and records.jsonl: speedup per dataset, τ against K, per-position
+"""Figures of a summarised run (analysis/summary.py): speedup per dataset, τ against K, per-position
 acceptance, the TPOT CDF, τ and speedup against temperature, τ, speedup and the step time against context length,
 and the serving figures of a serving run. Every bar carries the number of prompts behind it ("n=…"); bars of measured
 speedups carry their 95 % CI as whiskers."""
@@ -22,7 +22,9 @@ from benchmarks.analysis.figure_style import (
     subtitle,
 )
 from benchmarks.analysis.serve_figures import serve_figures
-from benchmarks.core.store import RunStore, read_jsonl
+from benchmarks.analysis.summary import Summary
+from benchmarks.analysis.summary_csv import summary_frame
+from benchmarks.core.records import RequestLine
 
 RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature",
                "tau_speedup_vs_context", "step_time_vs_context")
@@ -254,47 +256,35 @@ def tpot_cdf_figure(requests: pd.DataFrame, subtitle: str = "") -> Figure | None
     return fig
 
 
-def load_requests(run_dir: Path) -> pd.DataFrame:
-    """The request records of a run (timing fields only; token ids are dropped)."""
+def requests_frame(requests: list[RequestLine]) -> pd.DataFrame:
+    """The request records of a run as a table (timing fields only; token ids are dropped)."""
     keep = ("cell_id", "label", "engine", "method", "k", "dataset", "n_out", "ttft_ms", "tpot_ms", "concurrency",
             "batch_index")
-    run_dir = Path(run_dir)
-    records = (RunStore(run_dir).records(say=False) if (run_dir / "manifest.json").is_file()
-               else read_jsonl(run_dir / "records.jsonl"))
-    rows = [{key: rec.get(key) for key in keep} for rec in records if rec.get("kind") == "request"]
+    rows = [(r.cell_id, r.label, r.engine, r.method, r.k, r.workload, r.n_out, r.ttft_ms, r.tpot_ms, r.level_of(),
+             r.batch_index) for r in requests]
     return pd.DataFrame(rows, columns=list(keep))
 
 
-def run_figures(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Write the run's figures (speedup, τ vs K, per-position acceptance, TPOT CDF) and return their paths.
-
-    Figures without data (e.g. per-position acceptance of a baseline-only run) are skipped.
-    """
-    run_dir = Path(run_dir)
-    summary_path = run_dir / "summary.csv"
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{summary_path} does not exist; the run has not been summarised")
-    out_dir = run_dir / "figures" if out_dir is None else Path(out_dir)
-    full = pd.read_csv(summary_path)
-    levels = pd.to_numeric(full["concurrency"], errors="coerce") if "concurrency" in full else None
-    summary = full if levels is None else full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
-    if "batch_size" in summary:  # and B = 1 only
-        summary = summary[pd.to_numeric(summary["batch_size"], errors="coerce").fillna(1) == 1]
-    requests = load_requests(run_dir)
+def run_figures(summary: Summary, out_dir: Path) -> list[Path]:
+    """Write a summarised run's figures into out_dir (speedup, τ vs K, per-position acceptance, TPOT CDF, and those
+    of its axes) and return their paths. Figures without data (e.g. per-position acceptance of a baseline-only run)
+    are skipped."""
+    full = summary_frame(summary.rows)
+    levels = pd.to_numeric(full["concurrency"], errors="coerce")
+    rows = full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
+    rows = rows[pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1) == 1]  # and B = 1 only
+    requests = requests_frame(summary.records.requests)
     requests = requests[requests["batch_index"].isna()]
     figures = dict(zip(RUN_FIGURES, (
-        speedup_figure(summary),
-        tau_vs_k_figure(summary),
-        per_position_figure(summary),
-        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1],
-                        subtitle(summary) if not summary.empty else ""),
-        temperature_figure(summary),
-        context_figure(summary),
-        step_time_figure(summary),
+        speedup_figure(rows),
+        tau_vs_k_figure(rows),
+        per_position_figure(rows),
+        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1], subtitle(rows) if not rows.empty else ""),
+        temperature_figure(rows),
+        context_figure(rows),
+        step_time_figure(rows),
     )))
     figures.update(serve_figures(full))
     figures.update(batch_figures(full))
-    figures["engines_vs_strongest"] = engines_figure(summary)
+    figures["engines_vs_strongest"] = engines_figure(rows)
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
-
-

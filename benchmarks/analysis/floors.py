@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.analysis.summary import TimingErrors
 from benchmarks.analysis.tables import setting
 from benchmarks.core import hardware, metrics
+from benchmarks.core.manifest import Manifest
 from benchmarks.core.numbers import is_number
 from benchmarks.core.provenance import DTYPE_BYTES
 
@@ -19,11 +21,11 @@ def _run_weight_bytes(model: dict[str, Any], options: dict[str, Any]) -> tuple[f
     return model.get("weight_bytes"), source
 
 
-def engine_bandwidth(manifest: dict[str, Any], provenances: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def engine_bandwidth(manifest: Manifest, provenances: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The manifest's hardware, with the bandwidth of the device an engine saw when the host could not name it (a
     TPU VM without TPU_ACCELERATOR_TYPE: only the engine that holds the chip knows its kind)."""
-    hw = dict(manifest.get("hardware") or {})
-    platform = manifest.get("platform")
+    hw = dict(manifest.hardware)
+    platform = manifest.platform
     for p in provenances.values() if not hw.get("bandwidth_gbps") and platform != "cpu" else ():
         device = setting(p.get("describe") or {}, "device_name") or setting(p.get("describe") or {}, "device")
         bw, source = hardware.bandwidth(platform or "", str(device)) if device else (None, "")
@@ -33,13 +35,13 @@ def engine_bandwidth(manifest: dict[str, Any], provenances: dict[str, dict[str, 
     return hw
 
 
-def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
+def floor_lines(rows: list[dict[str, Any]], manifest: Manifest,
                 provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
     hw = engine_bandwidth(manifest, provenances or {})
     bw = hw.get("bandwidth_gbps")
-    model = (manifest.get("models") or {}).get(manifest["config"]["target"], {})
-    weight_bytes, source = _run_weight_bytes(model, manifest["config"].get("engine_options") or {})
+    model = manifest.models.get(manifest.target, {})
+    weight_bytes, source = _run_weight_bytes(model, manifest.config.get("engine_options") or {})
     if not bw:
         return [f"Floor not computed: the memory bandwidth of {hw.get('device') or 'this device'} is unknown "
                 f"({hw.get('bandwidth_source') or 'not recorded'}); set DFLASH_BANDWIDTH_GBS (GB/s) and rerun "
@@ -66,22 +68,12 @@ def floor_lines(rows: list[dict[str, Any]], manifest: dict[str, Any],
     return lines
 
 
-def timing_error_lines(records: list[dict[str, Any]]) -> list[str]:
+def timing_error_lines(found: list[TimingErrors]) -> list[str]:
     """The engine's own per-request check (JAX: decode step time against the target+draft bytes floor)."""
-    checked: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in records:
-        extra = r.get("extra") or {}
-        if r.get("kind") == "request" and extra.get("step_floor_s"):
-            checked.setdefault((r["engine"], r["label"], r["dataset"]), []).append(extra)
-    lines = []
-    for (engine, label, dataset), extras in sorted(checked.items()):
-        bad = [e for e in extras if e.get("timing_error")]
-        if bad:
-            worst = min(bad, key=lambda e: e["step_s"])
-            lines.append(f"- {engine} {label} on {dataset}: {len(bad)} of {len(extras)} requests step faster than "
-                         f"the per-step floor ({worst['step_s'] * 1e3:.3f} ms < {worst['step_floor_s'] * 1e3:.3f} ms)"
-                         f" **TIMING ERROR: not a result**")
-    if checked and not lines:
-        lines.append(f"The engine's per-step floor check ran on {sum(map(len, checked.values()))} requests: none "
+    lines = [f"- {t.engine} {t.label} on {t.workload}: {t.below} of {t.checked} requests step faster than the "
+             f"per-step floor ({(t.worst_step_s or 0) * 1e3:.3f} ms < {(t.worst_floor_s or 0) * 1e3:.3f} ms) "
+             f"**TIMING ERROR: not a result**" for t in found if t.below]
+    if found and not lines:
+        lines.append(f"The engine's per-step floor check ran on {sum(t.checked for t in found)} requests: none "
                      f"below it.")
     return lines

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.core.manifest import Manifest
 from benchmarks.core.numbers import MISSING
 from benchmarks.core.reference import STATS, TAU_BASES, TAU_STATISTICS, load_reference, present
 from verification.published import MATCH_KEYS, Check, compare_conditions, dataset_key, model_key
@@ -41,10 +42,10 @@ def _describe(checks: list[Check], status: str) -> str:
     return ", ".join(c.key for c in checks if c.status == status)
 
 
-def _our_conditions(row: pd.Series, manifest: dict[str, Any]) -> dict[str, Any]:
+def _our_conditions(row: pd.Series, manifest: Manifest) -> dict[str, Any]:
     hardware = row.get("hardware")
     if not present(hardware):
-        hardware = (manifest.get("hardware") or {}).get("device")
+        hardware = manifest.hardware.get("device")
     conditions = {key: row.get(key) for key in MATCH_KEYS}
     conditions["hardware"] = hardware
     return conditions
@@ -101,14 +102,14 @@ def _side_conditions(published: pd.Series, rows: pd.DataFrame) -> list[str]:
     return notes
 
 
-def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
+def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
                         reference: pd.DataFrame | None = None) -> str:
     """Markdown: run rows next to the published rows whose conditions match, and every mismatch spelled out."""
     ref = load_reference() if reference is None else reference
-    hardware = manifest.get("hardware") or {}
+    hardware = manifest.hardware
     out = [
-        f"Run `{manifest.get('run_id', '?')}` on {_fmt(hardware.get('device'))} "
-        f"(platform {_fmt(manifest.get('platform'))}). Matching conditions: {', '.join(MATCH_KEYS)}; "
+        f"Run `{manifest.run_id or '?'}` on {_fmt(hardware.get('device'))} "
+        f"(platform {_fmt(manifest.platform)}). Matching conditions: {', '.join(MATCH_KEYS)}; "
         "published values and their conditions are in results/reference/.",
         "",
     ]
@@ -160,7 +161,7 @@ def comparison_markdown(summary: pd.DataFrame, manifest: dict[str, Any],
     return "\n".join(out)
 
 
-def _mismatch_lines(row: pd.Series, datasets: list[str], manifest: dict[str, Any], values: pd.DataFrame) -> list[str]:
+def _mismatch_lines(row: pd.Series, datasets: list[str], manifest: Manifest, values: pd.DataFrame) -> list[str]:
     """Why each published table fails to match one cell: its differing, equal and unstated conditions."""
     keys = tuple(k for k in MATCH_KEYS if k != "dataset")
     ours_cond = _our_conditions(row, manifest)
@@ -183,7 +184,7 @@ def _mismatch_lines(row: pd.Series, datasets: list[str], manifest: dict[str, Any
     return lines
 
 
-def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: dict[str, Any], ref: pd.DataFrame,
+def _aggregate_lines(spec: pd.DataFrame, summary: pd.DataFrame, manifest: Manifest, ref: pd.DataFrame,
                      values: pd.DataFrame, aggregates: pd.DataFrame) -> list[str]:
     """Mean rows (compared when the run covers their datasets) and headline/'up to'/range figures."""
     keys = tuple(k for k in MATCH_KEYS if k != "dataset")

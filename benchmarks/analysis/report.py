@@ -1,27 +1,27 @@
-"""report.md and summary.csv of a run, with its figures, all recomputed from records.jsonl + manifest.json: the
-sections are rendered by the modules beside this one, and the verdicts computed once (verification/lossless.py)."""
+"""report.md and summary.csv of a run, with its figures, all rendered from the run summarised once
+(analysis/summary.py: records.jsonl + manifest.json): the sections are rendered by the modules beside this one."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from benchmarks.analysis import figures as plots
 from benchmarks.analysis.batch_report import batch_markdown
 from benchmarks.analysis.caveats import caveat_lines
+from benchmarks.analysis.cost_tables import cost_model_markdown
 from benchmarks.analysis.drift import drift_lines
 from benchmarks.analysis.engines_report import engines_markdown
-from benchmarks.analysis.environments import cell_order, provenance_lines, used_provenances
+from benchmarks.analysis.environments import cell_order, provenance_lines
 from benchmarks.analysis.floors import floor_lines, timing_error_lines
+from benchmarks.analysis.published_report import comparison_markdown
 from benchmarks.analysis.serve_report import serve_markdown
-from benchmarks.analysis.summary import COLUMNS, summarize
+from benchmarks.analysis.summary import Summary, summarize_run
+from benchmarks.analysis.summary_csv import summary_csv, summary_frame
 from benchmarks.analysis.tables import acceptance_table, results_table, settings_table
 from benchmarks.analysis.workloads import template_lines, workload_markdown
 from benchmarks.core.datasets import skipped_lines
 from benchmarks.core.store import RunStore, atomic_write_text
 from verification import distribution, ties
-from verification.lossless import Verdicts, judge
 
 DEFINITIONS = """\
 - **TPOT** = (last token time − first token time)/(n_out − 1), prefill excluded; **TTFT** = first token − start.
@@ -44,54 +44,40 @@ def batch_sizes(config: dict[str, Any]) -> str:
     return f"batch sizes {', '.join(map(str, sizes))} (see Batch)" if sizes else "batch size 1"
 
 
-@dataclass(frozen=True)
-class RunReport:
-    """What a report was written from: the summary rows and their verdicts."""
-
-    rows: list[dict[str, Any]]
-    verdicts: Verdicts
-
-
-def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict[str, Any], figures: list[Path],
-                  run_dir: Path, records: list[dict[str, Any]],
-                  provenances: dict[str, dict[str, Any]] | None = None) -> str:
-    """report.md; `provenances` are the records the units name (benchmarks.core.store.RunStore.provenances)."""
-    from benchmarks.analysis.cost_model import cost_model_markdown
-    from benchmarks.analysis.published_report import comparison_markdown
-
-    provenances = provenances or {}
-    hw = manifest.get("hardware") or {}
-    pk = manifest.get("packages") or {}
+def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
+    """report.md of a summarised run."""
+    rows, verdicts, manifest, provenances = s.rows, s.verdicts, s.manifest, s.provenances
+    config, hw = manifest.config, manifest.hardware
     errors = [r for r in rows if r["n_errors"]]
-    origin = provenance_lines(records, provenances)
+    origin = provenance_lines(s.environments)
     mixed = origin[0].startswith("**MIXED")
-    settings = settings_table(provenances, manifest.get("cells") or {})
+    settings = settings_table(provenances, manifest.cells)
     parts = [
-        f"# Run {manifest['run_id']}",
-        f"- config: `{manifest.get('config_path')}` · created {manifest.get('created_utc')} · "
-        f"git {manifest.get('git_sha')}"
+        f"# Run {manifest.run_id}",
+        f"- config: `{manifest.config_path}` · created {manifest.created_utc} · git {manifest.git_sha}"
         + (" (the latest invocation's; the units differ, see Provenance)" if mixed else ""),
-        f"- platform: {manifest.get('platform')} · hardware: {hw.get('device')} · "
-        + " · ".join(f"{k} {v}" for k, v in pk.items()),
-        f"- target: `{manifest['config']['target']}` · max_new_tokens {manifest['config']['max_new_tokens']} · "
-        f"prompts per dataset {manifest['config']['num_prompts']} (+{manifest['config']['warmup_prompts']} warm-up, "
-        f"excluded) · {batch_sizes(manifest['config'])} · cells " + cell_order(manifest["config"]),
-        *[f"- prompts: {line}" for line in skipped_lines(manifest.get("prompts_skipped") or {})],
+        f"- platform: {manifest.platform} · hardware: {hw.get('device')} · "
+        + " · ".join(f"{k} {v}" for k, v in manifest.packages.items()),
+        f"- target: `{config['target']}` · max_new_tokens {config['max_new_tokens']} · "
+        f"prompts per dataset {config['num_prompts']} (+{config['warmup_prompts']} warm-up, "
+        f"excluded) · {batch_sizes(config)} · cells " + cell_order(config),
+        *[f"- prompts: {line}" for line in skipped_lines(manifest.prompts_skipped)],
         *[f"- prompts: {line}" for line in template_lines(manifest)],
         *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,
         "", "## Results", results_table(rows),
-        *(["", "## Engines side by side", engines] if (engines := engines_markdown(rows, records)) else []),
-        *(["", "## Workloads", workloads] if (workloads := workload_markdown(rows, manifest, records)) else []),
-        "", "## Baseline drift", "\n".join(drift_lines(rows, manifest["config"])),
+        *(["", "## Engines side by side", engines] if (engines := engines_markdown(s)) else []),
+        *(["", "## Workloads", workloads] if (workloads := workload_markdown(s)) else []),
+        "", "## Baseline drift", "\n".join(drift_lines(rows, config)),
         "", "## Per-position acceptance", acceptance_table(rows),
         *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],
         "", "## Lossless check (greedy)",
         "\n".join([verdicts.greedy, *(["", *(f"- {line}" for line in verdicts.lines)] if verdicts.lines else [])]),
-        *(["", tie_table] if (tie_table := ties.report_markdown(records)) else []),
+        *(["", tie_table] if (tie_table := ties.report_markdown(s.records.tie_checks)) else []),
         "", "## Distribution check (T > 0)", distribution.report_markdown(rows),
-        "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances) + timing_error_lines(records)),
+        "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances)
+                                            + timing_error_lines(s.timing_errors)),
     ]
     serving = serve_markdown(rows)
     if serving:
@@ -103,27 +89,18 @@ def render_report(rows: list[dict[str, Any]], verdicts: Verdicts, manifest: dict
         parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}"
                                                     + (f" at concurrency {r['concurrency']}" if r.get("concurrency")
                                                        else "") + f": {r['error']}" for r in errors)]
-    parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, records, manifest)]
-    parts += ["", "## Reproduced vs published", comparison_markdown(pd.DataFrame(rows, columns=COLUMNS), manifest)]
+    parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, s.cost_groups)]
+    parts += ["", "## Reproduced vs published", comparison_markdown(summary_frame(rows), manifest)]
     if figures:
         parts += ["", "## Figures"] + [f"![{f.stem}]({f.relative_to(run_dir).as_posix()})" for f in figures]
     return "\n".join(parts) + "\n"
 
 
-def write_reports(run_dir: Path) -> RunReport:
-    """Recompute summary.csv, figures/ and report.md of a run from its records; return the rows and verdicts."""
-    from benchmarks.analysis.figures import run_figures
-
-    store = RunStore(run_dir)
-    manifest = store.manifest()
-    records = store.records()
-    rows = summarize(records, manifest)
-    verdicts = judge(rows, manifest)
-    frame = pd.DataFrame(rows, columns=COLUMNS).astype({c: "Int64" for c in (
-        "first_divergence_min", "n_identical", "n_ties", "n_violations", "first_violation")})
-    atomic_write_text(run_dir / "summary.csv", frame.to_csv(index=False))
-    figures = run_figures(run_dir) if rows else []
-    provenances = used_provenances(records, store.provenances())
-    atomic_write_text(run_dir / "report.md",
-                      render_report(rows, verdicts, manifest, figures, run_dir, records, provenances))
-    return RunReport(rows, verdicts)
+def write_reports(run_dir: Path) -> Summary:
+    """Recompute summary.csv, figures/ and report.md of a run from its records, the run summarised once; return the
+    summary (its rows and verdicts)."""
+    summary = summarize_run(RunStore(run_dir))
+    atomic_write_text(run_dir / "summary.csv", summary_csv(summary.rows))
+    figures = plots.run_figures(summary, run_dir / "figures") if summary.rows else []
+    atomic_write_text(run_dir / "report.md", render_report(summary, figures, run_dir))
+    return summary

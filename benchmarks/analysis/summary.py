@@ -1,25 +1,32 @@
-"""Records + manifest → one summary row per (cell, dataset workload[, serving level]), its columns from the registry
-(analysis/columns.py). Pure: recomputable from any old run. A workload's rows name it by its key (`humaneval@ctx4096`,
-`mt-bench@turn2`) and carry its context length or turn, so that rows of one dataset group by them and speedups pair on
-the prompts one workload sent."""
+"""A run summarised once: its typed records by kind, one summary row per (cell, dataset workload[, serving level])
+with its columns from the registry (analysis/columns.py), the verdicts, and what the report's sections and figures
+show beyond the rows, all computed here from records + manifest (recomputable from any old run). summary.csv,
+report.md and the figures render this one object. A workload's rows name it by its key (`humaneval@ctx4096`,
+`mt-bench@turn2`) and carry its context length or turn, so that rows of one dataset group by them and speedups pair
+on the prompts one workload sent."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from benchmarks.analysis.columns import NAMES, row
-from benchmarks.analysis.engines_report import strongest_baselines
-from benchmarks.analysis.unit import Key, Kinds, Unit
-from benchmarks.core.pairing import baseline_cell_id, batch_size
+from benchmarks.analysis import cost_model, strongest
+from benchmarks.analysis.columns import row
+from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
+from benchmarks.core.manifest import Manifest
+from benchmarks.core.pairing import baseline_cell_id
+from benchmarks.core.provenance import content_id, environment_key
+from benchmarks.core.records import ByKind, Line, RequestLine, SamplesLine
+from benchmarks.core.store import RunStore
 from verification import distribution
+from verification.lossless import Verdicts, judge
 
-COLUMNS = NAMES  # summary.csv's header, in order
 
-
-def _group(records: list[dict[str, Any]]) -> dict[Key, Kinds]:
-    groups: dict[Key, Kinds] = defaultdict(lambda: defaultdict(list))
+def _group(records: list[Line]) -> dict[Key, ByKind]:
+    groups: dict[Key, ByKind] = defaultdict(ByKind)
     for r in records:
-        groups[(r["cell_id"], r["dataset"], r.get("concurrency"))][r["kind"]].append(r)
+        groups[(r.cell_id, r.workload, r.level_of())].add(r)
     return groups
 
 
@@ -31,42 +38,152 @@ def workload_order(name: str) -> tuple[str, int, int]:
     return dataset, ctx, turn
 
 
-def _distribution_run(units: list[Unit]) -> None:
+def distribution_run(units: list[RowRecords]) -> None:
     """Each checked unit's distribution check, Holm-adjusted over all tests of the run's checked cells (one family per
     run: a run whose samplers are all correct shows a FAIL with probability at most ALPHA)."""
     checked = [u for u in units if u.check is not None]
-    for u, res in zip(checked, distribution.run_family([u.check for u in checked])):
+    for u, res in zip(checked, distribution.run_family([u.check for u in checked if u.check is not None])):
         u.adjusted = res
 
 
-def summarize(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per (cell, dataset, serving level); a speculative row whose due check could not run names why in
-    `not_checked` (and, at T > 0, has `dist_verdict` "unchecked")."""
-    cells = manifest["cells"]
+def row_records(records: list[Line], manifest: Manifest) -> list[RowRecords]:
+    """What each summary row is computed from, in the rows' order, their distribution checks adjusted over the run."""
+    cells = manifest.cells
     groups = _group(records)
     # A cell's distribution samples, whichever level's unit holds them: a serving cell draws them once (at its
     # first level), and the verdict is the cell's, shared by its levels' rows.
-    samples: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for (cid, dataset, _), kinds in groups.items():
-        samples[(cid, dataset)] += kinds.get("samples", [])
-
-    strongest = strongest_baselines([{"cell_id": cid, "dataset": ds, "concurrency": level, **cells[cid]}
-                                     for cid, ds, level in groups], records)
+    samples: dict[tuple[str, str], list[SamplesLine]] = defaultdict(list)
+    for (cid, workload, _), kinds in groups.items():
+        samples[(cid, workload)] += kinds.samples
+    reqs = strongest.alone_requests(r for kinds in groups.values() for r in kinds.requests)
+    best_of = strongest.strongest_baselines(cells, groups, reqs)
 
     def order(key: Key) -> tuple:
         c = cells[key[0]]
-        return (c["engine"], c["temperature"], key[2] or 0, batch_size(c), c["method"] != "baseline", c["method"],
-                c["k"], workload_order(key[1]))
+        return (c.engine, c.temperature, key[2] or 0, c.batch_size, c.method != "baseline", c.method, c.k,
+                workload_order(key[1]))
 
     units = []
     for key, kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):
-        cid, dataset, level = key
+        cid, workload, level = key
         cell = cells[cid]
-        base_id = cid if cell["method"] == "baseline" else baseline_cell_id(cell, cells)
-        best = strongest.get((dataset, cell["temperature"])) if level is None and batch_size(cell) == 1 else None
-        units.append(Unit(key, kinds, cell, manifest, base_id, groups.get((base_id, dataset, level), {})
-                          if base_id else None, samples, [k[2] for k in groups if k[:2] == (cid, dataset)],
-                          strongest=(cells[best]["engine"], groups[(best, dataset, None)]["request"])
-                          if best else None))
-    _distribution_run(units)
-    return [row(u) for u in units]
+        base_id = cid if cell.method == "baseline" else baseline_cell_id(cell, cells)
+        best = best_of.get((workload, cell.temperature)) if level is None and cell.batch_size == 1 else None
+        units.append(RowRecords(key, kinds, cell, manifest, base_id,
+                                groups.get((base_id, workload, level), ByKind()) if base_id else None, samples,
+                                [k[2] for k in groups if k[:2] == (cid, workload)],
+                                strongest=(best, groups[(best, workload, None)].requests) if best else None))
+    distribution_run(units)
+    return units
+
+
+@dataclass(frozen=True)
+class TimingErrors:
+    """The engine's own per-request floor check on one (engine, label, workload): requests checked, those below the
+    floor, and the fastest of those (its step and floor, s)."""
+
+    engine: str
+    label: str
+    workload: str
+    checked: int
+    below: int
+    worst_step_s: float | None
+    worst_floor_s: float | None
+
+
+@dataclass(frozen=True)
+class PromptSets:
+    """What each cell was sent on a workload: the hash of its set of prompts by "<engine> <label>", and the number
+    of distinct prompts any cell was sent."""
+
+    hashes: dict[str, str | None]
+    prompts: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A run summarised once. `rows` are summary.csv's (one dict of registered columns per row, `units` the records
+    each was computed from); the cached properties are what report.md's sections show beyond the rows."""
+
+    manifest: Manifest
+    records: ByKind
+    units: list[RowRecords]
+    rows: list[dict[str, Any]]
+    verdicts: Verdicts
+    provenances: dict[str, dict[str, Any]]  # the provenance records the run's units name, by id
+
+    @cached_property
+    def requests_alone(self) -> dict[tuple[str, str], strongest.Requests]:
+        return strongest.alone_requests(self.records.requests)
+
+    @cached_property
+    def side_by_side(self) -> list[strongest.SideBySide]:
+        """Each batch-1 cell beside the strongest baseline of its workload (runs with baselines on two engines)."""
+        best = {(u.workload, u.cell.temperature): u.strongest[0] for u in self.units if u.strongest}
+        return strongest.side_by_side(self.units, self.rows, best, self.requests_alone)
+
+    @cached_property
+    def across_engines(self) -> list[strongest.AcrossEngines]:
+        return strongest.across_engines(self.units, self.requests_alone)
+
+    @cached_property
+    def prompt_sets(self) -> dict[str, PromptSets]:
+        """Per workload, what each cell was sent (the speedup and the lossless check pair on the same ids)."""
+        sent: dict[str, dict[str, list[RequestLine]]] = defaultdict(lambda: defaultdict(list))
+        for r in self.records.requests:
+            sent[r.workload][f"{r.engine} {r.label}"].append(r)
+        return {key: PromptSets({cell: prompts_sha256(reqs) for cell, reqs in sent[key].items()},
+                                len({r.prompt_sha256 for reqs in sent[key].values() for r in reqs}))
+                for key in sorted(sent, key=workload_order)}
+
+    @cached_property
+    def timing_errors(self) -> list[TimingErrors]:
+        """Per (engine, label, workload) whose requests carry the engine's per-step floor check: what it found."""
+        checked: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for r in self.records.requests:
+            extra = r.extra or {}
+            if extra.get("step_floor_s"):
+                checked.setdefault((r.engine, r.label, r.workload), []).append(extra)
+        out = []
+        for (engine, label, workload), extras in sorted(checked.items()):
+            bad = [e for e in extras if e.get("timing_error")]
+            worst = min(bad, key=lambda e: e["step_s"]) if bad else {}
+            out.append(TimingErrors(engine, label, workload, len(extras), len(bad), worst.get("step_s"),
+                                    worst.get("step_floor_s")))
+        return out
+
+    @cached_property
+    def environments(self) -> dict[str, tuple[dict[str, Any], set[str]]]:
+        """Each environment the run's units were measured in (by its content id): its key and the units measured
+        there ("<label> on <workload>")."""
+        out: dict[str, tuple[dict[str, Any], set[str]]] = {}
+        for r in self.records.all():
+            if r.provenance_id in self.provenances:
+                key = environment_key(self.provenances[r.provenance_id]["environment"])
+                out.setdefault(content_id(key), (key, set()))[1].add(f"{r.label} on {r.workload}")
+        return out
+
+    @cached_property
+    def cost_groups(self) -> list[cost_model.Group]:
+        """The cost model's (baseline, workload) groups of batch-1 dflash rows, with what each lacks."""
+        requests: dict[tuple[str, str], list[RequestLine]] = defaultdict(list)
+        for r in self.records.requests:
+            requests[(r.cell_id, r.workload)].append(r)
+        return cost_model.groups(self.rows, requests, self.manifest.cells)
+
+
+def summarize(records: list[Line], manifest: Manifest, provenances: dict[str, dict[str, Any]] | None = None
+              ) -> Summary:
+    """A run's records summarised under its manifest: one row per (cell, dataset, serving level) (a speculative row
+    whose due check could not run names why in `not_checked` and, at T > 0, has `dist_verdict` "unchecked"), and the
+    verdicts. `provenances`: the run's provenance records by id (those its units name are kept)."""
+    units = row_records(records, manifest)
+    rows = [row(u) for u in units]
+    ids = {r.provenance_id for r in records if r.provenance_id}
+    used = {pid: p for pid, p in (provenances or {}).items() if pid in ids}
+    return Summary(manifest, ByKind.of(records), units, rows, judge(rows, manifest), used)
+
+
+def summarize_run(store: RunStore) -> Summary:
+    """A run folder's records summarised (records read once, as typed lines)."""
+    return summarize(store.records(), store.run_manifest(), store.provenances())

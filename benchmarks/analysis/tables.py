@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 from benchmarks.analysis.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, value
+from benchmarks.core.cells import Cell
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
 
@@ -75,7 +76,7 @@ def setting(describe: dict[str, Any], key: str) -> Any:
     return None
 
 
-def settings_table(provenances: dict[str, dict[str, Any]], cells: dict[str, dict[str, Any]]) -> str | None:
+def settings_table(provenances: dict[str, dict[str, Any]], cells: dict[str, Cell]) -> str | None:
     """One row per engine load: the settings that change a number, from the engine's saved describe()."""
     rows = set()
     for p in provenances.values():
@@ -86,8 +87,7 @@ def settings_table(provenances: dict[str, dict[str, Any]], cells: dict[str, dict
         values = [setting(describe, k) for k in SETTINGS]
         if values[3] is None:  # vLLM picks its attention backend from this variable when set
             values[3] = ((p.get("environment") or {}).get("env") or {}).get("VLLM_ATTENTION_BACKEND")
-        label = "baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}"
-        rows.add((cell["engine"], label, *[fmt(v) for v in values]))
+        rows.add((cell.engine, cell.label, *[fmt(v) for v in values]))
     if not rows:
         return None
     return table(["engine", "method", "dtype", "draft queries", "enforce_eager", "attention backend",

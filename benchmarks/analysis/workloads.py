@@ -5,21 +5,20 @@ TPOT, the paired speedup and the step time against context length, and the same 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from typing import Any
 
 from benchmarks.analysis.shown import ENGINE, METHOD, Shown, render, value
-from benchmarks.analysis.summary import workload_order
-from benchmarks.analysis.unit import prompts_sha256
+from benchmarks.analysis.summary import PromptSets, Summary, workload_order
+from benchmarks.core.manifest import Manifest
 from benchmarks.core.markdown import fmt
 from benchmarks.core.numbers import is_number
 
 POSITIONS = (1, 2, 4, 8)  # per-position acceptance columns of the context table (report's table has every one)
 
 
-def template_lines(manifest: dict[str, Any]) -> list[str]:
+def template_lines(manifest: Manifest) -> list[str]:
     """The chat template the prompts were rendered with, and the warnings about the drafts (report.md's header)."""
-    p = manifest.get("prompts") or {}
+    p = manifest.prompts
     if not p.get("chat_template"):
         return []
     kwargs = ", ".join(f"{k}={v!r}" for k, v in p["chat_template"].items())
@@ -29,22 +28,17 @@ def template_lines(manifest: dict[str, Any]) -> list[str]:
             + [f"**warning**: {w}" for w in p.get("warnings") or []])
 
 
-def has_workloads(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> bool:
-    forms = {q.get("form") for ps in ((manifest.get("prompts") or {}).get("workloads") or {}).values() for q in ps}
+def has_workloads(rows: list[dict[str, Any]], manifest: Manifest) -> bool:
+    forms = {q.get("form") for ps in (manifest.prompts.get("workloads") or {}).values() for q in ps}
     return (any(r.get("context_tokens") is not None or r.get("turn") is not None for r in rows)
             or bool(forms - {"prompt", None}))
 
 
-def identity_lines(records: list[dict[str, Any]]) -> list[str]:
+def identity_lines(prompt_sets: dict[str, PromptSets]) -> list[str]:
     """Per workload: whether every cell was sent the same prompt ids (the set's hash), else each cell's hash."""
-    sent: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for r in records:
-        if r.get("kind") == "request":
-            sent[r["dataset"]][f"{r['engine']} {r['label']}"].append(r)
     out = []
-    for key in sorted(sent, key=workload_order):
-        hashes = {cell: prompts_sha256(reqs) for cell, reqs in sent[key].items()}
-        n = len({r["prompt_sha256"] for reqs in sent[key].values() for r in reqs})
+    for key, sets in prompt_sets.items():
+        hashes, n = sets.hashes, sets.prompts
         if len(set(hashes.values())) == 1:
             out.append(f"- {key}: all {len(hashes)} cells were sent the same {n} prompts (ids hash "
                        f"{next(iter(hashes.values()))})")
@@ -54,9 +48,9 @@ def identity_lines(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def construction_lines(manifest: dict[str, Any]) -> list[str]:
+def construction_lines(manifest: Manifest) -> list[str]:
     """Per workload: its prompts' lengths and how they were made (forms, many-shot context, first answers)."""
-    p = manifest.get("prompts") or {}
+    p = manifest.prompts
     out = []
     for key in sorted(p.get("workloads") or {}, key=workload_order):
         ps = p["workloads"][key]
@@ -149,16 +143,16 @@ def turn_table(rows: list[dict[str, Any]]) -> str | None:
     return render(TURN_TABLE, turns) if turns else None
 
 
-def length_line(manifest: dict[str, Any]) -> str | None:
+def length_line(manifest: Manifest) -> str | None:
     """How far the longest prompts and their output reach against the target's max_position_embeddings and, where
     the model set records them, the sequence lengths the target and its drafts were trained on."""
-    p = manifest.get("prompts") or {}
+    p = manifest.prompts
     longest = max((q["tokens"] for ps in (p.get("workloads") or {}).values() for q in ps), default=None)
-    target = (manifest.get("models") or {}).get(manifest["config"]["target"]) or {}
+    target = manifest.models.get(manifest.target) or {}
     positions = (target.get("config") or {}).get("max_position_embeddings")
     if not longest or not positions:
         return None
-    reach = longest + manifest["config"]["max_new_tokens"]
+    reach = longest + manifest.config["max_new_tokens"]
     line = (f"The longest prompt has {longest} tokens; with max_new_tokens its sequence reaches {reach} positions, "
             f"{100 * reach / positions:.0f} % of the target's max_position_embeddings ({positions}).")
     trained = p.get("trained_lengths")
@@ -169,14 +163,14 @@ def length_line(manifest: dict[str, Any]) -> str | None:
     return line
 
 
-def workload_markdown(rows: list[dict[str, Any]], manifest: dict[str, Any],
-                      records: list[dict[str, Any]]) -> str | None:
+def workload_markdown(s: Summary) -> str | None:
     """The Workloads section of report.md, or None for a run of plain prompts."""
+    rows, manifest = s.rows, s.manifest
     if not has_workloads(rows, manifest):
         return None
     parts = ["How each workload's prompts were made (manifest.json `prompts` has every prompt's rows and tokens):",
              "", *construction_lines(manifest), "", "Whether every cell was sent the same prompt ids (the speedup and "
-             "the lossless check pair on them):", "", *identity_lines(records)]
+             "the lossless check pair on them):", "", *identity_lines(s.prompt_sets)]
     line = length_line(manifest)
     for title, body in (("Against context length", context_table(rows)),
                         ("Step time against context length", step_table(rows)), ("By turn", turn_table(rows))):

@@ -14,14 +14,11 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.summary import summarize
+    from benchmarks.analysis.summary import summarize_run
     from benchmarks.core.store import RunStore
-    from verification.lossless import judge
 
-    store = RunStore(run_folder(args.run_dir))
-    manifest = store.manifest()
-    rows = summarize(store.records(), manifest)
-    verdicts = judge(rows, manifest)
+    summary = summarize_run(RunStore(run_folder(args.run_dir)))
+    rows, verdicts = summary.rows, summary.verdicts
     checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
     for line in verdicts.lines:
         print(line)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cli.report import run_folder
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError
 from benchmarks.core.exit_codes import Exit
 
@@ -64,28 +65,28 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
                   args.context, itemsize)
 
 
-def _run_engine(manifest: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace,
-                itemsize: int) -> Any:
+def _run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> Any:
     """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
     from benchmarks.analysis.cost_model import Engine
     from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
 
-    cells = [c for c in manifest["cells"].values() if c["method"] == "dflash"]
-    if not cells:
+    dflash = [c for c in cells if c.method == "dflash" and c.draft]
+    if not dflash:
         raise ConfigError(f"{args.tau_from}: the run has no dflash cell to take τ from")
-    top = max(cells, key=lambda c: c["k"])
-    dcfg = DraftConfig.from_hf(read_config(top["draft"]))
-    queries = top["k"] + 1 if (top.get("engine_options") or {}).get("draft_queries") == "k+1" else dcfg.block_size
+    top = max(dflash, key=lambda c: c.k)
+    dcfg = DraftConfig.from_hf(read_config(str(top.draft)))
+    queries = top.k + 1 if top.engine_options.get("draft_queries") == "k+1" else dcfg.block_size
     if args.shape:  # the run's draft depth and taps at the named target's widths
         shape = SHAPES[args.shape]
         layers = dataclasses.replace(shape, num_layers=dcfg.layers.num_layers, qk_norm=True)
     else:
-        shape, layers = ModelConfig.from_hf(read_config(top["target"])), dcfg.layers
-    return Engine(shape, layers, len(dcfg.target_layer_ids), top["k"], queries, args.context, itemsize)
+        shape, layers = ModelConfig.from_hf(read_config(top.target)), dcfg.layers
+    return Engine(shape, layers, len(dcfg.target_layer_ids), top.k, queries, args.context, itemsize)
 
 
 def chip_main(args: argparse.Namespace) -> int:
     from benchmarks.analysis import cost_model as cm
+    from benchmarks.analysis.cost_tables import batch_markdown, chip_markdown
     from benchmarks.core.chips import CHIPS
     from benchmarks.core.roofline import chip_device
 
@@ -107,18 +108,17 @@ def chip_main(args: argparse.Namespace) -> int:
         about = [frame[c].iloc[0] for c in ("hardware", "harness", "source")]
         source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if present(v))})"
     else:
-        from benchmarks.analysis.summary import summarize
+        from benchmarks.analysis.summary import summarize_run
         from benchmarks.core.store import RunStore
 
-        store = RunStore(run_folder(args.tau_from))
-        manifest = store.manifest()
-        rows = summarize(store.records(), manifest)
-        engine, taus = _run_engine(manifest, rows, args, itemsize), cm.run_taus(rows)
-        source = f"run {manifest.get('run_id', args.tau_from.name)}"
+        summary = summarize_run(RunStore(run_folder(args.tau_from)))
+        engine = _run_engine(list(summary.manifest.cells.values()), args, itemsize)
+        taus = cm.run_taus(summary.rows)
+        source = f"run {summary.manifest.run_id or args.tau_from.name}"
     if args.batch:
-        print(cm.batch_markdown(engine, device, taus, source, args.batch))
+        print(batch_markdown(engine, device, taus, source, args.batch))
     else:
-        print(cm.chip_markdown(engine, device, taus, source))
+        print(chip_markdown(engine, device, taus, source))
     return Exit.OK
 
 
@@ -148,12 +148,11 @@ def main(args: argparse.Namespace) -> int:
         return chip_main(args)
     import pandas as pd
 
-    from benchmarks.analysis.cost_model import cost_model_markdown
-    from benchmarks.analysis.summary import summarize
+    from benchmarks.analysis.cost_tables import cost_model_markdown
+    from benchmarks.analysis.summary import summarize_run
     from benchmarks.core.store import RunStore
 
-    store = RunStore(run_folder(args.run_dir))
-    manifest, records = store.manifest(), store.records()
+    summary = summarize_run(RunStore(run_folder(args.run_dir)))
     kflat = pd.read_csv(args.kflat) if args.kflat else None
-    print(cost_model_markdown(summarize(records, manifest), records, manifest, kflat))
+    print(cost_model_markdown(summary.rows, summary.cost_groups, kflat))
     return Exit.OK

@@ -9,6 +9,7 @@ from typing import Any
 METHODS = ("baseline", "dflash", "eagle3", "ngram")
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 DRAFT_METHODS = ("dflash", "eagle3")  # the methods that load a draft model
+CELL_FIELDS = ("engine", "target", "method", "draft", "k", "temperature", "max_new_tokens", "seed")  # required
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,40 @@ class Cell:
             del fields["batch_size"]
         blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "Cell":
+        """A cell as a manifest holds it (`dataclasses.asdict`; `weights` and `batch_size` absent in older runs);
+        ValueError naming `where` and the field when it does not hold one."""
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: a cell is a mapping of its fields, not {type(value).__name__}")
+        missing = [f for f in CELL_FIELDS if f not in value]
+        if missing:
+            raise ValueError(f"{where}: the cell lacks {', '.join(missing)}")
+        cell = cls(**{f: value[f] for f in (*CELL_FIELDS, "engine_options", "weights", "batch_size") if f in value})
+        problem = cell._problem()
+        if problem:
+            raise ValueError(f"{where}: {problem}")
+        return cell
+
+    def _problem(self) -> str | None:
+        """What is wrong with a cell read from a file, or None."""
+        def is_int(x: Any, low: int) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) and x >= low
+        checks = [
+            (isinstance(self.engine, str) and isinstance(self.target, str), "engine and target must be text"),
+            (self.method in METHODS, f"method {self.method!r} is not one of {', '.join(METHODS)}"),
+            (self.draft is None or isinstance(self.draft, str), f"draft {self.draft!r} is not text or null"),
+            (is_int(self.k, 0), f"k {self.k!r} is not an int >= 0"),
+            (isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool)
+             and 0 <= self.temperature < float("inf"), f"temperature {self.temperature!r} is not a number >= 0"),
+            (is_int(self.max_new_tokens, 1), f"max_new_tokens {self.max_new_tokens!r} is not an int >= 1"),
+            (is_int(self.seed, 0), f"seed {self.seed!r} is not an int >= 0"),
+            (isinstance(self.engine_options, dict), "engine_options is not a mapping"),
+            (isinstance(self.weights, str), "weights is not text"),
+            (is_int(self.batch_size, 1), f"batch_size {self.batch_size!r} is not an int >= 1"),
+        ]
+        return next((why for ok, why in checks if not ok), None)
 
     @property
     def label(self) -> str:

@@ -1,7 +1,7 @@
 """What crosses the engine boundary: sampling parameters in, a request's measurement and speculative counters out."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -67,3 +67,45 @@ class SpecCounters:
             num_accepted_tokens=sum(lengths),
             accepted_per_pos=[sum(1 for n in lengths if n >= i) for i in range(1, k + 1)],
         )
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    """The target's logits for the token after a prompt and prefix, untimed (the lossless check's tie test): the
+    dtype they were computed in, the top ids and logits (best first), and the logits of the tokens asked about (None
+    for one the engine does not return: llama.cpp's log-probabilities, whose margins are the logits' own, cover its
+    `n_probs` best tokens only)."""
+
+    dtype: str
+    top_ids: list[int]
+    top_logits: list[float]
+    token_logits: list[float | None]
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What a serving level's load generator measured: the level as a whole, then one entry per request in the order
+    of the load's prompts (the fields of `vllm bench serve --save-detailed`; seconds on the client's clock from the
+    load's start or the request's). `output_ids` where the generator has the server's ids, else `generated_texts`."""
+
+    duration: float
+    completed: int
+    failed: int
+    total_output_tokens: int
+    max_concurrent_requests: int | None
+    ttfts: list[float]
+    itls: list[list[float]]
+    latencies: list[float]
+    start_times: list[float]
+    input_lens: list[int]
+    output_lens: list[int]
+    errors: list[str]
+    generated_texts: list[str] | None = None
+    output_ids: list[list[int]] | None = None
+
+    @classmethod
+    def from_vllm(cls, saved: dict[str, Any]) -> "LoadResult":
+        """The result `vllm bench serve --save-result --save-detailed` saved (its summary statistics left out)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names} | {
+            "failed": saved.get("failed", 0), "max_concurrent_requests": saved.get("max_concurrent_requests")})

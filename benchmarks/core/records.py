@@ -1,21 +1,27 @@
 """The records a run writes, one declared type per kind, each a line of a unit file (and of records.jsonl).
 
-A line is built here (the `*_line` builders), written as `to_json()` — its fields, its `kind` and `schema_version`
-— and read back through `checked`: a line of a kind or a schema version this harness does not know raises
-`RecordError` naming it. Lines of run folders written before the version field existed read as version 1. A field
-marked optional is left out of the line when it is None; a serving level (`Level`) is written as its two fields.
-docs/outputs.md lists the kinds (tests/core/test_records.py checks it against these declarations).
+A line is built here (the `*_line` builders) as its type, serialised once by the store (`to_json()`: its fields, its
+`kind` and `schema_version`) and read back as its type (`parse_lines`): a line of a kind or a schema version this
+harness does not know, one that lacks a field or holds a value of the wrong type raises `RecordError` naming it.
+Lines of run folders written before the version field existed read as version 1. A field marked optional is left out
+of the line when it is None; a serving level (`Level`) is written as its two fields; `workload` is written under its
+historical key, `dataset`. docs/outputs.md lists the kinds (tests/core/test_records.py checks it against these
+declarations).
 """
 from __future__ import annotations
 
 import dataclasses
 import re
 import traceback
+import types
+import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from functools import cache
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import SpecCounters
+from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters, TokenScores
 from benchmarks.core.metrics import tpot_ms
 
 SCHEMA_VERSION = 1
@@ -42,7 +48,7 @@ class Prompt(Protocol):
 
 
 class RecordError(ValueError):
-    """A line of a kind or a schema version this harness does not read."""
+    """A line of a kind or a schema version this harness does not read, or one that does not hold its kind's fields."""
 
 
 @dataclass(frozen=True)
@@ -53,14 +59,27 @@ class Level:
     request_rate: float | None
 
 
+def _json_name(f: dataclasses.Field) -> str:
+    return f.metadata.get("json", f.name)
+
+
+L = TypeVar("L", bound="Line")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Line:
-    """What every line names: its cell, the cell's label, and the unit's workload key (`dataset`)."""
+    """What every line names: its cell, the cell's label, the unit's workload key (written as `dataset`), and the
+    provenance it was measured with (named by the store when it writes the unit)."""
 
     kind: ClassVar[str]
     cell_id: str
     label: str
-    dataset: str
+    workload: str = field(metadata={"json": "dataset"})
+    provenance_id: str | None = optional()
+
+    def level_of(self) -> int | None:
+        """The serving level's concurrency the line was measured at (None: not a serving level)."""
+        return None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "schema_version": SCHEMA_VERSION}
@@ -69,16 +88,63 @@ class Line:
             if isinstance(value, Level):
                 out |= dataclasses.asdict(value)
             elif value is not None or not f.metadata.get("optional"):
-                out[f.name] = value
+                out[_json_name(f)] = value
         return out
 
     @classmethod
-    def from_json(cls, record: dict[str, Any]) -> "Line":
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in record.items() if k in names}
-        if "level" in names and "concurrency" in record:
-            values["level"] = Level(record["concurrency"], record.get("request_rate"))
+    def from_json(cls: type[L], record: dict[str, Any], where: str = "a record") -> L:
+        """The line a JSON object holds; RecordError naming `where` when a field is missing or of the wrong type
+        (keys this kind does not declare are ignored)."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "level":
+                if record.get("concurrency") is not None:
+                    values["level"] = level = Level(record["concurrency"], record.get("request_rate"))
+                    if not (_fits(level.concurrency, int) and _fits(level.request_rate, float | None)):
+                        raise RecordError(f"{where}: {cls.kind} record's serving level {level} is not an int "
+                                          f"concurrency and a float or null request_rate")
+                elif f.default is not None:
+                    raise RecordError(f"{where}: {cls.kind} record lacks its serving level (`concurrency`)")
+            elif _json_name(f) in record:
+                values[f.name] = record[_json_name(f)]
+            elif f.default is dataclasses.MISSING:
+                raise RecordError(f"{where}: {cls.kind} record lacks the field `{_json_name(f)}`")
+        for name, value in values.items():
+            want = _hints(cls)[name]
+            if not _fits(value, want):
+                raise RecordError(f"{where}: {cls.kind} record's `{name}` is {value!r:.60}, not {_shown(want)}")
         return cls(**values)
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _shown(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of a field's declared type (an int where a float is declared; no bool for a number)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, hint)
+    return isinstance(value, hint)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +172,9 @@ class RequestLine(Line):
     level: Level | None = optional()
     batch_index: int | None = optional()  # its static batch at B > 1: 0, 1, … in the run's prompt order
 
+    def level_of(self) -> int | None:
+        return None if self.level is None else self.level.concurrency
+
 
 @dataclass(frozen=True, kw_only=True)
 class RecheckLine(RequestLine):
@@ -123,6 +192,9 @@ class ErrorLine(Line):
     traceback: str
     concurrency: int | None = optional()
 
+    def level_of(self) -> int | None:
+        return self.concurrency
+
 
 @dataclass(frozen=True, kw_only=True)
 class SpecLine(Line):
@@ -139,6 +211,13 @@ class SpecLine(Line):
     context_tokens: int | None = optional()
     turn: int | None = optional()
     level: Level | None = optional()
+
+    def level_of(self) -> int | None:
+        return None if self.level is None else self.level.concurrency
+
+    def counters(self) -> SpecCounters:
+        return SpecCounters(self.num_drafts, self.num_draft_tokens, self.num_accepted_tokens,
+                            list(self.accepted_per_pos))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +239,9 @@ class LoadLine(Line):
     context_tokens: int | None = optional()
     turn: int | None = optional()
 
+    def level_of(self) -> int | None:
+        return self.level.concurrency
+
 
 @dataclass(frozen=True, kw_only=True)
 class SamplesLine(Line):
@@ -176,6 +258,9 @@ class SamplesLine(Line):
     scoring: str | None
     concurrency: int | None = optional()
 
+    def level_of(self) -> int | None:
+        return self.concurrency
+
 
 @dataclass(frozen=True, kw_only=True)
 class TieCheckLine(Line):
@@ -186,12 +271,12 @@ class TieCheckLine(Line):
     prompt_sha256: str
     prompt_index: int
     divergence: int
-    baseline_token: int
-    spec_token: int
+    baseline_token: int | None  # None: that output ended before the divergence
+    spec_token: int | None
     dtype: str
     top_ids: list[int]
     top_logits: list[float]
-    token_logits: list[float]
+    token_logits: list[float | None]
 
 
 KINDS: dict[str, type[Line]] = {c.kind: c for c in (RequestLine, ErrorLine, SpecLine, LoadLine, SamplesLine,
@@ -199,10 +284,13 @@ KINDS: dict[str, type[Line]] = {c.kind: c for c in (RequestLine, ErrorLine, Spec
 
 
 def json_fields(kind: type[Line]) -> list[tuple[str, bool]]:
-    """The keys a line of `kind` is written with, each with whether it may be left out."""
+    """The keys a line of `kind` is written with, each with whether it may be left out (`provenance_id`, which the
+    store writes on every line, apart)."""
     out = [("kind", False), ("schema_version", False)]
     for f in dataclasses.fields(kind):
-        names = [g.name for g in dataclasses.fields(Level)] if f.name == "level" else [f.name]
+        if f.name == "provenance_id":
+            continue
+        names = [g.name for g in dataclasses.fields(Level)] if f.name == "level" else [_json_name(f)]
         out += [(n, bool(f.metadata.get("optional"))) for n in names]
     return out
 
@@ -218,6 +306,11 @@ def checked(records: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
             raise RecordError(f"{where} line {i}: {kind} record of schema version {version!r}; this harness reads "
                               f"version {', '.join(map(str, READS_VERSIONS))} (a newer harness wrote it)")
     return records
+
+
+def parse_lines(records: list[dict[str, Any]], where: str) -> list[Line]:
+    """The typed lines of JSON objects read from `where` (`checked`, then each read as its kind: `Line.from_json`)."""
+    return [KINDS[r["kind"]].from_json(r, f"{where} line {i}") for i, r in enumerate(checked(records, where), 1)]
 
 
 def cause(exc: BaseException) -> str:
@@ -246,11 +339,11 @@ def rerun_may_help(error: str) -> bool:
 
 
 def _workload(prompt: Prompt) -> dict[str, Any]:
-    return {"dataset": prompt.key, "context_tokens": prompt.context_tokens, "turn": prompt.turn}
+    return {"workload": prompt.key, "context_tokens": prompt.context_tokens, "turn": prompt.turn}
 
 
-def request_line(cell: Cell, prompt: Prompt, output: Any, *, n_out: int | None = None, level: Level | None = None,
-                 itl_ms: list[float] | None = None, start_s: float | None = None,
+def request_line(cell: Cell, prompt: Prompt, output: RequestRecord, *, n_out: int | None = None,
+                 level: Level | None = None, itl_ms: list[float] | None = None, start_s: float | None = None,
                  batch_index: int | None = None) -> RequestLine:
     """One prompt's request from what the engine returned (`RequestRecord`: output ids, seconds from the request's
     start); `n_out` where the output length is counted otherwise than by its ids (a server's count); `batch_index`
@@ -265,24 +358,24 @@ def request_line(cell: Cell, prompt: Prompt, output: Any, *, n_out: int | None =
         start_s=start_s, batch_index=batch_index)
 
 
-def recheck_of(record: dict[str, Any]) -> dict[str, Any]:
+def recheck_of(line: RequestLine | ErrorLine) -> RecheckLine | ErrorLine:
     """A drift recheck's request (as kind "recheck") or error (its cause prefixed), labelled as the recheck."""
-    label = f"{record['label']} recheck"
-    if record["kind"] == "request":
-        return RecheckLine.from_json({**record, "label": label}).to_json()
-    return ErrorLine.from_json({**record, "label": label, "error": f"drift recheck: {record['error']}"}).to_json()
+    label = f"{line.label} recheck"
+    if isinstance(line, RequestLine):
+        return RecheckLine(**{f.name: getattr(line, f.name) for f in dataclasses.fields(line)} | {"label": label})
+    return dataclasses.replace(line, label=label, error=f"drift recheck: {line.error}")
 
 
-def error_line(cell: Cell, dataset: str, exc: BaseException, *, message: str | None = None,
+def error_line(cell: Cell, workload: str, exc: BaseException, *, message: str | None = None,
                concurrency: int | None = None) -> ErrorLine:
     """A failed unit's error (called in the except block: the traceback is exc's); `message` replaces its cause."""
-    return ErrorLine(cell_id=cell.cell_id, label=cell.label, dataset=dataset, error=message or cause(exc),
+    return ErrorLine(cell_id=cell.cell_id, label=cell.label, workload=workload, error=message or cause(exc),
                      traceback=getattr(exc, "remote_traceback", "") or traceback.format_exc(), concurrency=concurrency)
 
 
-def spec_line(cell: Cell, dataset: str, counters: SpecCounters) -> SpecLine:
+def spec_line(cell: Cell, workload: str, counters: SpecCounters) -> SpecLine:
     """A batch unit's speculative counters."""
-    return SpecLine(cell_id=cell.cell_id, label=cell.label, dataset=dataset, **dataclasses.asdict(counters))
+    return SpecLine(cell_id=cell.cell_id, label=cell.label, workload=workload, **dataclasses.asdict(counters))
 
 
 def served(cell: Cell, prompt: Prompt, level: Level) -> dict[str, Any]:
@@ -296,30 +389,61 @@ def served_spec_line(cell: Cell, prompt: Prompt, level: Level, counters: SpecCou
     return SpecLine(**served(cell, prompt, level), **dataclasses.asdict(counters))
 
 
-def load_line(cell: Cell, prompt: Prompt, level: Level, result: dict[str, Any],
+def load_line(cell: Cell, prompt: Prompt, level: Level, result: LoadResult,
               server_tpot: tuple[float, float] | None) -> LoadLine:
     """A serving level from the load generator's result and the server's TPOT (sum s, count) diff."""
-    return LoadLine(**served(cell, prompt, level), duration_s=result["duration"], completed=result["completed"],
-                    failed=result["failed"], total_output_tokens=result["total_output_tokens"],
-                    max_concurrent_requests=result.get("max_concurrent_requests"),
+    return LoadLine(**served(cell, prompt, level), duration_s=result.duration, completed=result.completed,
+                    failed=result.failed, total_output_tokens=result.total_output_tokens,
+                    max_concurrent_requests=result.max_concurrent_requests,
                     server_tpot_sum_s=server_tpot[0] if server_tpot else None,
                     server_tpot_count=server_tpot[1] if server_tpot else None)
 
 
-def samples_line(cell: Cell, dataset: str, prompt: Prompt, length: int, seeds: list[int] | None,
+def samples_line(cell: Cell, workload: str, prompt: Prompt, length: int, seeds: list[int] | None,
                  samples: list[list[int]], loglik: list[float] | None, scoring: str | None,
                  concurrency: int | None = None) -> SamplesLine:
     """One prompt's distribution-check samples."""
-    return SamplesLine(cell_id=cell.cell_id, label=cell.label, dataset=dataset, prompt_index=prompt.index,
+    return SamplesLine(cell_id=cell.cell_id, label=cell.label, workload=workload, prompt_index=prompt.index,
                        prompt_sha256=prompt.sha256, temperature=cell.temperature, length=length, seeds=seeds,
                        samples=samples, loglik=loglik, scoring=scoring, concurrency=concurrency)
 
 
-def tie_check_line(spec: Cell, dataset: str, prompt: Prompt, divergence: int, baseline_token: int, spec_token: int,
-                   scores: dict[str, Any]) -> TieCheckLine:
+def tie_check_line(spec: Cell, workload: str, prompt: Prompt, divergence: int, baseline_token: int | None,
+                   spec_token: int | None, scores: TokenScores) -> TieCheckLine:
     """The baseline engine's `token_scores` at a speculative cell's first divergence from it."""
-    return TieCheckLine(cell_id=spec.cell_id, label=f"{spec.label} tie check", engine=spec.engine, dataset=dataset,
+    return TieCheckLine(cell_id=spec.cell_id, label=f"{spec.label} tie check", engine=spec.engine, workload=workload,
                         prompt_sha256=prompt.sha256, prompt_index=prompt.index, divergence=divergence,
-                        baseline_token=baseline_token, spec_token=spec_token, dtype=scores["dtype"],
-                        top_ids=scores["top_ids"], top_logits=scores["top_logits"],
-                        token_logits=scores["token_logits"])
+                        baseline_token=baseline_token, spec_token=spec_token, dtype=scores.dtype,
+                        top_ids=scores.top_ids, top_logits=scores.top_logits, token_logits=scores.token_logits)
+
+
+@dataclass
+class ByKind:
+    """Lines sorted by kind (a recheck is not a request: it is a `RecheckLine`, listed apart)."""
+
+    requests: list[RequestLine] = field(default_factory=list)
+    rechecks: list[RecheckLine] = field(default_factory=list)
+    specs: list[SpecLine] = field(default_factory=list)
+    loads: list[LoadLine] = field(default_factory=list)
+    errors: list[ErrorLine] = field(default_factory=list)
+    samples: list[SamplesLine] = field(default_factory=list)
+    tie_checks: list[TieCheckLine] = field(default_factory=list)
+
+    def all(self) -> list[Line]:
+        """Every line, kind by kind."""
+        return [*self.requests, *self.rechecks, *self.specs, *self.loads, *self.errors, *self.samples,
+                *self.tie_checks]
+
+    def add(self, line: Line) -> None:
+        getattr(self, _FIELD_OF_KIND[line.kind]).append(line)
+
+    @classmethod
+    def of(cls, lines: Iterable[Line]) -> "ByKind":
+        out = cls()
+        for line in lines:
+            out.add(line)
+        return out
+
+
+_FIELD_OF_KIND = {"request": "requests", "recheck": "rechecks", "spec": "specs", "load": "loads", "error": "errors",
+                  "samples": "samples", "tie_check": "tie_checks"}

@@ -15,6 +15,7 @@ written is retried, then saved elsewhere and the run stops (`StoreWriteError`). 
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -23,13 +24,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.core import paths
 from benchmarks.core.exit_codes import BadInput
-from benchmarks.core.records import checked
+from benchmarks.core.manifest import Manifest
+from benchmarks.core.records import Line, checked, parse_lines
 
 WRITE_ATTEMPTS = 3
 WRITE_BACKOFF_S = 1.0  # before the second attempt; doubled before the third
@@ -104,10 +106,6 @@ class StoreWriteError(OSError):
 
 class RunFolderBusy(BadInput):
     """Another process holds the run folder's lock."""
-
-
-HARNESS_FILES = frozenset({"manifest.json", "records.jsonl", "records.jsonl.old", "summary.csv", "report.md",
-                           "units", "provenance", "figures", ".lock"})  # what a run folder of the harness holds
 
 
 def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> dict[str, Any]:
@@ -198,16 +196,20 @@ class RunStore:
         if not path.is_file():
             return False
         try:
-            return all(r.get("kind") != "error" and r.get("cell_id") == cell_id for r in read_jsonl(path))
+            return all(r.kind != "error" and r.cell_id == cell_id for r in self.unit(cell_id, key))
         except (ValueError, UnicodeDecodeError):  # damaged by hand (the harness writes whole files): measured again
             return False
 
-    def write_unit(self, cell_id: str, key: str, records: list[dict[str, Any]],
-                   provenance_id: str | None = None) -> None:
-        """Write one unit atomically (retried); every record names the provenance it was measured with. When it
-        cannot be written, its records are saved outside the run folder and StoreWriteError says where."""
-        if provenance_id is not None:
-            records = [{**r, "provenance_id": provenance_id} for r in records]
+    def write_unit(self, cell_id: str, key: str, lines: Sequence[Line], provenance_id: str | None = None) -> None:
+        """Write one unit atomically (retried), its lines serialised here; every line names the provenance it was
+        measured with. When it cannot be written, its records are saved outside the run folder and StoreWriteError
+        says where."""
+        self.write_unit_json(cell_id, key, [
+            (line if provenance_id is None else dataclasses.replace(line, provenance_id=provenance_id)).to_json()
+            for line in lines])
+
+    def write_unit_json(self, cell_id: str, key: str, records: list[dict[str, Any]]) -> None:
+        """Write one unit's records as JSON objects (`write_unit`; a unit copied or made by hand)."""
         path, text = self._unit_path(cell_id, key), _jsonl(records)
         try:
             retrying(lambda: atomic_write_text(path, text))
@@ -279,9 +281,10 @@ class RunStore:
                     moved.append(f"{p.name} ({why})")
         return moved
 
-    def unit(self, cell_id: str, key: str) -> list[dict[str, Any]]:
-        """The records of one unit (none when it was not written)."""
-        return read_jsonl(self._unit_path(cell_id, key))
+    def unit(self, cell_id: str, key: str) -> list[Line]:
+        """The lines of one unit (none when it was not written)."""
+        path = self._unit_path(cell_id, key)
+        return parse_lines(read_jsonl(path, check=False), path.name)
 
     def write_provenance(self, provenance: dict[str, Any]) -> str:
         """Store a provenance record under its content hash (once) and return that id."""
@@ -309,10 +312,12 @@ class RunStore:
         for p in sorted(self.units_dir.glob("*.jsonl")):
             try:
                 unit = read_jsonl(p)
+                why = foreign_reason(p.name, unit, manifest["cells"], datasets) if manifest else None
+                if not why:
+                    parse_lines(unit, p.name)
             except (ValueError, UnicodeDecodeError) as exc:
                 damaged.append(f"{p.relative_to(self.run_dir)} ({type(exc).__name__}: {exc})")
                 continue
-            why = foreign_reason(p.name, unit, manifest["cells"], datasets) if manifest else None
             if why:
                 damaged.append(f"{p.relative_to(self.run_dir)} (not a unit of this run: {why})")
                 continue
@@ -344,9 +349,17 @@ class RunStore:
         return records, ("missing" if have is None else "empty" if not have.strip()
                          else "truncated" if text.startswith(have) else "out of step with units/")
 
-    def records(self, say: bool = True) -> list[dict[str, Any]]:
-        """Every record of the run, read only: those of units/ when it exists (a line on stderr says when
-        records.jsonl does not hold exactly them; the next run into the folder rebuilds it), else those of
+    def records(self, say: bool = True) -> list[Line]:
+        """Every record of the run as its typed line, read only (`parse_lines`: BadInput naming a line of another
+        shape); see `record_objects`."""
+        try:
+            return parse_lines(self.record_objects(say), "records.jsonl")
+        except ValueError as exc:
+            raise BadInput(f"{self.run_dir}: {exc}; the harness writes whole records: restore the unit from its run")
+
+    def record_objects(self, say: bool = True) -> list[dict[str, Any]]:
+        """Every record of the run as its JSON object, read only: those of units/ when it exists (a line on stderr
+        says when records.jsonl does not hold exactly them; the next run into the folder rebuilds it), else those of
         records.jsonl (a copied run). A damaged or foreign unit file is named (`say`) and left out."""
         if not self.units_dir.is_dir():
             path, cells = self.run_dir / "records.jsonl", self.manifest()["cells"]
@@ -388,6 +401,14 @@ class RunStore:
     def manifest(self) -> dict[str, Any]:
         """The run's manifest (`read_manifest`: BadInput when it is not one the harness wrote)."""
         return read_manifest(self.run_dir / "manifest.json")
+
+    def run_manifest(self) -> Manifest:
+        """The run's manifest, typed: BadInput naming what is wrong in a manifest the harness did not write so."""
+        path = self.run_dir / "manifest.json"
+        try:
+            return Manifest.from_json(read_manifest(path), str(path))
+        except ValueError as exc:
+            raise BadInput(f"{exc}; give a run folder that `make bench` or `make matrix` wrote") from None
 
     def lock(self) -> "RunLock":
         """The run folder's writer lock (taken with `with`); raises RunFolderBusy naming the process holding it."""

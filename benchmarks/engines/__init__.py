@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 
 
 class Engine(Protocol):
@@ -39,12 +39,12 @@ class SampleMany(Protocol):
 
 
 @runtime_checkable
-class TokenScores(Protocol):
-    """The target's logits for the token after prompt + prefix, untimed: {dtype, top_ids, top_logits, token_logits}
-    (the lossless check's tie test, benchmarks/run/ties.py)."""
+class ScoreTokens(Protocol):
+    """The target's logits for the token after prompt + prefix, untimed (the lossless check's tie test,
+    benchmarks/run/tie_pass.py)."""
 
     def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
-                     top_n: int) -> dict[str, Any]: ...
+                     top_n: int) -> TokenScores: ...
 
 
 @runtime_checkable
@@ -64,7 +64,7 @@ class GenerateBatch(Protocol):
 
 
 # The protocol of each optional capability a catalog row may declare (catalog.CAPABILITIES).
-CAPABILITIES: dict[str, type] = {"sample_many": SampleMany, "token_scores": TokenScores, "score_many": ScoreMany,
+CAPABILITIES: dict[str, type] = {"sample_many": SampleMany, "token_scores": ScoreTokens, "score_many": ScoreMany,
                                  "generate_batch": GenerateBatch}
 # An engine worker's proxy has one of these methods exactly when its hosted engine has it.
 OPTIONAL_METHODS = catalog.CAPABILITIES

@@ -26,7 +26,7 @@ from typing import Any
 
 from benchmarks.core.catalog import LLAMACPP_OPTIONS as OPTIONS
 from benchmarks.core.cells import DRAFT_METHODS, METHODS, Cell
-from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.provenance import resolve_model
 from benchmarks.engines.llamacpp_build import PIN, Install, ensure_server
 from benchmarks.engines.llamacpp_gguf import Gguf, ensure_gguf
@@ -283,7 +283,7 @@ class LlamaCppEngine:
                            f"({self._drafted} drafted, {self._accepted} accepted)")
 
     def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
-                     top_n: int) -> dict[str, Any]:
+                     top_n: int) -> TokenScores:
         """The target's log-probabilities of the token after prompt + prefix (the tie test): one untimed /completion
         of one token with `n_probs`. They are log-softmax values, so margins between tokens equal the logits' own;
         token_logits holds None for a token outside the `n_probs` returned."""
@@ -294,9 +294,8 @@ class LlamaCppEngine:
         top = self.server.post("/completion", body)["completion_probabilities"][0]["top_logprobs"]
         by_id = {int(t["id"]): float(t["logprob"]) for t in top}
         top = top[:top_n]
-        return {"dtype": _DTYPES.get(self._info["target_gguf"]["outtype"], "unknown"),
-                "top_ids": [int(t["id"]) for t in top], "top_logits": [float(t["logprob"]) for t in top],
-                "token_logits": [by_id.get(t) for t in token_ids], "logits_are": "log-softmax"}
+        return TokenScores(_DTYPES.get(self._info["target_gguf"]["outtype"], "unknown"), [int(t["id"]) for t in top],
+                           [float(t["logprob"]) for t in top], [by_id.get(t) for t in token_ids])
 
     def describe(self) -> dict[str, Any]:
         return dict(self._info)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import SamplingParams
+from benchmarks.core.engine_io import LoadResult, SamplingParams
 from benchmarks.engines.llamacpp import (
     LlamaServer,
     check_tokenizer,
@@ -60,10 +60,9 @@ class LlamaCppServer(LlamaServer):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "load_generator": "benchmarks.engines.llamacpp_serve"}
 
-    def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
+    def run_load(self, load: Load, workdir: Path, tag: str) -> LoadResult:
         """Send the load's prompts (as the server's ids of their text) with at most `load.concurrency` in flight,
-        all at once or at Poisson arrivals of `load.request_rate`; the per-request lists of `vllm bench serve`'s
-        detailed result, with `output_ids` in place of its `generated_texts`."""
+        all at once or at Poisson arrivals of `load.request_rate`; the result with the server's `output_ids`."""
         ids = [self.prompt_ids(p) for p in load.prompts]
         params = SamplingParams(load.temperature, load.max_new_tokens, load.seed)
         arrivals = _arrivals(len(ids), load.request_rate, load.seed)
@@ -101,13 +100,13 @@ class LlamaCppServer(LlamaServer):
             list(pool.map(one, range(len(ids))))
         duration = time.perf_counter() - t0
         ok = [r for r in results if not r["error"]]
-        return {"duration": duration, "completed": len(ok), "failed": len(results) - len(ok),
-                "total_output_tokens": sum(len(r["ids"]) for r in ok), "max_concurrent_requests": peak,
-                "ttfts": [r["ttft"] for r in results], "latencies": [r["last"] for r in results],
-                "itls": [[b - a for a, b in zip(r["times"], r["times"][1:])] for r in results],
-                "start_times": [r["start"] for r in results], "input_lens": [len(x) for x in ids],
-                "output_lens": [len(r["ids"]) for r in results], "output_ids": [r["ids"] for r in results],
-                "errors": [r["error"] for r in results]}
+        return LoadResult(duration=duration, completed=len(ok), failed=len(results) - len(ok),
+                          total_output_tokens=sum(len(r["ids"]) for r in ok), max_concurrent_requests=peak,
+                          ttfts=[r["ttft"] for r in results], latencies=[r["last"] for r in results],
+                          itls=[[b - a for a, b in zip(r["times"], r["times"][1:])] for r in results],
+                          start_times=[r["start"] for r in results], input_lens=[len(x) for x in ids],
+                          output_lens=[len(r["ids"]) for r in results], output_ids=[r["ids"] for r in results],
+                          errors=[r["error"] for r in results])
 
 
 def _arrivals(n: int, rate: float | None, seed: int) -> list[float]:

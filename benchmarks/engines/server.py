@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import SpecCounters
+from benchmarks.core.engine_io import LoadResult, SpecCounters
 
 PR_SET_PDEATHSIG = 1
 
@@ -80,10 +80,8 @@ class Server(Protocol):
         """Its cumulative counters now."""
         ...
 
-    def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
-        """Drive the server with `load`; the load generator's result with per-request lists (`--save-detailed` of
-        `vllm bench serve`: ttfts, itls, latencies, start_times, input_lens, output_lens, generated_texts, errors),
-        or `output_ids` (the ids the server returned) in place of `generated_texts`."""
+    def run_load(self, load: Load, workdir: Path, tag: str) -> LoadResult:
+        """Drive the server with `load`; the load generator's result, request by request."""
         ...
 
     def explain(self, exc: BaseException) -> BaseException:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
-from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.engine_options import NGRAM_OPTIONS
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
 from benchmarks.core.metrics import accepted_within
@@ -242,7 +242,7 @@ class VllmEngine:
         return scores
 
     def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
-                     top_n: int) -> dict[str, Any]:
+                     top_n: int) -> TokenScores:
         """The target's logits for the token after prompt + prefix (the lossless check's tie test), untimed: the
         prompt logprobs of prompt + prefix + [token] in the engine's dtype, which under logprobs_mode raw_logits
         are the logits (the greedy baseline's default, TOKEN_SCORES_MODE). One request per token of token_ids not
@@ -269,8 +269,8 @@ class VllmEngine:
             if not top:
                 top = sorted(((t, float(lp.logprob)) for t, lp in entry.items() if lp.rank <= top_n),
                              key=lambda x: (-x[1], x[0]))
-        return {"dtype": str(config.dtype).removeprefix("torch."), "top_ids": [t for t, _ in top],
-                "top_logits": [v for _, v in top], "token_logits": [scores[t] for t in token_ids]}
+        return TokenScores(str(config.dtype).removeprefix("torch."), [t for t, _ in top], [v for _, v in top],
+                           [scores[t] for t in token_ids])
 
     def _counted(self, rec: RequestRecord) -> RequestRecord:
         """Add a timed request's per-step acceptance (cut at its output) to the engine's own counters."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import SamplingParams, SpecCounters
+from benchmarks.core.engine_io import LoadResult, SamplingParams, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters, ServerProcess
 from benchmarks.engines.vllm_engine import engine_args
 from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_memory_environment
@@ -136,7 +136,7 @@ class VllmServer(ServerProcess):
                 "platform": {"machine": platform.platform(), "cpu_count": os.cpu_count(),
                              "vllm_cpu_kvcache_space_gib": self.env.get(KVCACHE_ENV)}}
 
-    def run_load(self, load: Load, workdir: Path, tag: str) -> dict[str, Any]:
+    def run_load(self, load: Load, workdir: Path, tag: str) -> LoadResult:
         """Drive the server with vLLM's `bench serve` on `load`; return its saved result (per-request lists included).
 
         `vllm.benchmarks.serve.main` runs in this process, with a parser from its own `add_cli_args`, on a custom JSONL
@@ -170,7 +170,7 @@ class VllmServer(ServerProcess):
         args: argparse.Namespace = parser.parse_args(argv)
         with open(workdir / f"{tag}.log", "w") as out, contextlib.redirect_stdout(out):  # its printed tables
             main(args)
-        return json.loads((workdir / f"{tag}.json").read_text())
+        return LoadResult.from_vllm(json.loads((workdir / f"{tag}.json").read_text()))
 
 
 # The engine core's per-request TPOT, (last token − first token)/(n − 1) on its own clock (the offline engine's

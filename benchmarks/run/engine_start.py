@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from tqdm import tqdm
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.config import Matrix
 from benchmarks.core.placement import in_worker
-from benchmarks.core.records import cause
+from benchmarks.core.records import Line, cause
 from benchmarks.core.store import StoreWriteError
 from benchmarks.engines import Engine, create_engine, implementation
 from benchmarks.run.context import RunContext
 from benchmarks.run.model_files import with_model_files
 
-FailedUnit = tuple[Cell, str, dict[str, Any]]  # (the unit's cell, its store key, its error record)
+FailedUnit = tuple[Cell, str, Line]  # (the unit's cell, its store key, its error line)
 
 
 def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:

@@ -130,7 +130,7 @@ def answer_first_turns(ctx: RunContext) -> int:
         except Exception as exc:
             failed += fail_units(ctx, gen, exc, [
                 (u.cell, u.store_key, error_line(u.cell, w.key, exc, concurrency=u.concurrency,
-                                                 message=f"first answers of the second turn: {cause(exc)}").to_json())
+                                                 message=f"first answers of the second turn: {cause(exc)}"))
                 for c in plan.cells for u in plan.pending(c) if u.workload == w],
                 f"[{gen.label}] {w.dataset}: first answers FAILED: {cause(exc)}")
             lost.add(w)

@@ -13,7 +13,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.placement import start_side_by_side
-from benchmarks.core.records import cause, error_line, request_line, spec_line
+from benchmarks.core.records import ErrorLine, Line, cause, error_line, request_line, spec_line
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import Loading, start_engine
 from benchmarks.run.sampling import cell_samples
@@ -28,12 +28,12 @@ def batches(prompts: list[Prompt], size: int) -> list[list[Prompt]]:
 
 
 def run_batch(engine: Any, cell: Cell, prompts: list[Prompt], params: SamplingParams,
-              index: int | None) -> list[dict[str, Any]]:
+              index: int | None) -> list[Line]:
     """One turn of a cell: a prompt alone (batch 1, `index` None), or a static batch through `generate_batch`."""
     if index is None:
-        return [request_line(cell, prompts[0], engine.generate(prompts[0].ids, params)).to_json()]
+        return [request_line(cell, prompts[0], engine.generate(prompts[0].ids, params))]
     outputs = engine.generate_batch([p.ids for p in prompts], params)
-    return [request_line(cell, p, out, batch_index=index).to_json() for p, out in zip(prompts, outputs, strict=True)]
+    return [request_line(cell, p, out, batch_index=index) for p, out in zip(prompts, outputs, strict=True)]
 
 
 def warm_up(engine: Any, cell: Cell, warmup: list[Prompt], params: SamplingParams) -> None:
@@ -46,17 +46,17 @@ def warm_up(engine: Any, cell: Cell, warmup: list[Prompt], params: SamplingParam
 
 
 def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
-                progress: bool) -> dict[str, list[dict[str, Any]]]:
+                progress: bool) -> dict[str, list[Line]]:
     """One dataset's workload (`name`, its key) through started (engine, cell) pairs: each cell's warm-up, then prompt
     by prompt (batch by batch for a cell of batch size B > 1), every cell in turn.
 
     Returns the records by cell id. A cell that raises gets one error record instead and leaves the rotation.
     """
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[Line]] = {}
     live: dict[str, tuple[Any, Cell, SamplingParams, Any]] = {}
 
     def fail(cell: Cell, exc: BaseException) -> None:  # called from an except block: the traceback is exc's
-        out[cell.cell_id] = [error_line(cell, name, exc).to_json()]
+        out[cell.cell_id] = [error_line(cell, name, exc)]
         live.pop(cell.cell_id, None)
         tqdm.write(f"[{cell.label}] {name} FAILED: {cause(exc)}")
 
@@ -83,7 +83,7 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
     for cell_id, (engine, cell, _, before) in live.items():
         after = engine.spec_counters()
         if before is not None and after is not None:
-            out[cell_id].append(spec_line(cell, name, after - before).to_json())
+            out[cell_id].append(spec_line(cell, name, after - before))
     return out
 
 
@@ -101,7 +101,7 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     try:
         for cell in cells:
             done = start_engine(ctx, cell, lambda exc, cell=cell: [
-                (cell, name, error_line(cell, name, exc).to_json()) for name in pending[cell.cell_id]], say_ready=True,
+                (cell, name, error_line(cell, name, exc)) for name in pending[cell.cell_id]], say_ready=True,
                 loading=loading.get(cell.cell_id))
             if isinstance(done, int):
                 failed += done
@@ -117,7 +117,7 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
                     if cell.batch_size == 1:  # a sampler's distribution check is batch 1's
                         records += cell_samples(engine, cell, w.key, measured, records)
                     store.write_unit(cell_id, w.key, records, pids[cell_id])
-                    failed += any(r["kind"] == "error" for r in records)
+                    failed += any(isinstance(r, ErrorLine) for r in records)
                 failed += run_loaded_ties(ctx, started, pids, w.key)  # untimed, the baseline still loaded
     finally:
         for engine, _ in started:

@@ -28,6 +28,7 @@ from benchmarks.core.model_refs import load_tokenizer, materialize, matrix_cells
 from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
 from benchmarks.core.placement import interleave_problem
+from benchmarks.core.records import RequestLine
 from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 
@@ -394,7 +395,7 @@ def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]],
     out = []
     for u in units:
         if (u.cell.cell_id, u.store_key) in done and u.workload_key in prompts:
-            sent = {r["prompt_sha256"] for r in store.unit(u.cell.cell_id, u.store_key) if r["kind"] == "request"}
+            sent = {r.prompt_sha256 for r in store.unit(u.cell.cell_id, u.store_key) if type(r) is RequestLine}
             if sent != {p.sha256 for p in prompts[u.workload_key][0]}:
                 out.append((u.cell.cell_id, u.store_key))
     return out

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +24,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError
 from benchmarks.core.matrix_schema import DEFAULT_RESOURCES
 from benchmarks.core.paths import ROOT
+from benchmarks.core.records import ErrorLine, Line
 from benchmarks.core.store import RunStore
 from benchmarks.engines import implementation
 from benchmarks.engines.ray_worker import RayEngine
@@ -83,16 +85,16 @@ class SharedStore(RunStore):
         self._node_of, self._total, self._progress = node_of, total, progress
         self.done: Counter[str] = Counter()  # units written, by node IP
 
-    def write_unit(self, cell_id: str, dataset: str, records: list[dict[str, Any]],
+    def write_unit(self, cell_id: str, dataset: str, records: Sequence[Line],
                    provenance_id: str | None = None) -> None:
         with self._lock:
             super().write_unit(cell_id, dataset, records, provenance_id)
             node = self._node_of(cell_id)
             self.done[node] += 1
             if self._progress:
-                status = "FAILED" if any(r["kind"] == "error" for r in records) else "done"
+                status = "FAILED" if any(isinstance(r, ErrorLine) for r in records) else "done"
                 per_node = ", ".join(f"{n}: {c}" for n, c in sorted(self.done.items()))
-                label = records[0].get("label", cell_id) if records else cell_id
+                label = records[0].label if records else cell_id
                 tqdm.write(f"[{label}] {dataset} {status} on {node}; {sum(self.done.values())}/{self._total} "
                            f"units, per node: {per_node}")
 

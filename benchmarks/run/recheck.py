@@ -11,18 +11,18 @@ from tqdm import tqdm
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.metrics import baseline_drift
-from benchmarks.core.records import error_line, recheck_of
+from benchmarks.core.records import ErrorLine, Line, RecheckLine, RequestLine, error_line, recheck_of
 from benchmarks.core.store import recheck_key
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine
 from benchmarks.run.groups import run_dataset
 
 
-def recheck_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def recheck_records(records: list[Line]) -> list[Line]:
     """A recheck's requests as kind "recheck" (never a baseline measurement), then its errors, all of them labelled
     as the recheck."""
-    return ([recheck_of(r) for r in records if r["kind"] == "request"]
-            + [recheck_of(r) for r in records if r["kind"] == "error"])
+    return ([recheck_of(r) for r in records if isinstance(r, RequestLine)]
+            + [recheck_of(r) for r in records if isinstance(r, ErrorLine)])
 
 
 def spread(items: list[Any], n: int) -> list[Any]:
@@ -43,7 +43,7 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
         return 0
     n = min(matrix.drift_prompts, matrix.num_prompts)
     done = start_engine(ctx, baseline, lambda exc: [
-        (baseline, recheck_key(name), recheck_of(error_line(baseline, name, exc).to_json())) for name in todo],
+        (baseline, recheck_key(name), recheck_of(error_line(baseline, name, exc))) for name in todo],
         "drift recheck ")
     if isinstance(done, int):
         return done
@@ -55,11 +55,11 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
             records = recheck_records(run_dataset([(engine, baseline)], name, spread(measured, n), warmup,
                                                    ctx.plan.progress)[baseline.cell_id])
             store.write_unit(baseline.cell_id, recheck_key(name), records, pid)
-            failed += any(r["kind"] == "error" for r in records)
-            before = {r["prompt_sha256"]: r["tpot_ms"] for r in store.unit(baseline.cell_id, name)
-                      if r["kind"] == "request"}
-            after = [r for r in records if r["kind"] == "recheck" and r["prompt_sha256"] in before]
-            d = baseline_drift([before[r["prompt_sha256"]] for r in after], [r["tpot_ms"] for r in after])
+            failed += any(isinstance(r, ErrorLine) for r in records)
+            before = {r.prompt_sha256: r.tpot_ms for r in store.unit(baseline.cell_id, name)
+                      if isinstance(r, RequestLine) and not isinstance(r, RecheckLine)}
+            after = [r for r in records if isinstance(r, RecheckLine) and r.prompt_sha256 in before]
+            d = baseline_drift([before[r.prompt_sha256] for r in after], [r.tpot_ms for r in after])
             ci = f", 95 % CI {100 * d.ci_low:+.1f} % to {100 * d.ci_high:+.1f} %" if d.n >= 2 else ", no CI"
             tqdm.write(f"[{baseline.label}] {name} drift recheck on {d.n} prompts: TPOT {d.before_ms:.2f} ms before, "
                        f"{d.after_ms:.2f} ms after ({100 * d.drift:+.1f} %{ci})")

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.core.records import cause, error_line, samples_line
+from benchmarks.core.records import ErrorLine, Line, cause, error_line, samples_line
 from benchmarks.engines import offers
 from verification import distribution
 
@@ -45,32 +45,32 @@ def draw(engine: Any, cell: Cell, prompt_ids: list[int], params: SamplingParams,
 
 
 def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt],
-            concurrency: int | None = None) -> list[dict[str, Any]]:
+            concurrency: int | None = None) -> list[Line]:
     """`samples` records of one (cell, dataset) (of a serving level's `concurrency`), scored by the engine's
     `score_many` when it offers one; empty for greedy cells."""
     if cell.temperature <= 0:
         return []
     params = SamplingParams(cell.temperature, distribution.LENGTH, cell.seed)
     scored = offers(engine, cell.engine, "score_many")
-    out = []
+    out: list[Line] = []
     for p in prompts[: distribution.PROMPTS]:
         seed_list = seeds(cell, p.index, distribution.SAMPLES)
         samples = draw(engine, cell, p.ids, params, seed_list)
         out.append(samples_line(cell, dataset, p, distribution.LENGTH,
                                 seed_list if getattr(engine, "samples_seeded", True) else None, samples,
                                 engine.score_many(p.ids, samples) if scored else None,
-                                distribution.SCORING if scored else None, concurrency).to_json())
+                                distribution.SCORING if scored else None, concurrency))
     return out
 
 
-def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt], records: list[dict[str, Any]],
-                 concurrency: int | None = None) -> list[dict[str, Any]]:
+def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt], records: list[Line],
+                 concurrency: int | None = None) -> list[Line]:
     """The distribution check's samples of a cell at T > 0 whose measured prompts all ran (at a serving level's
     `concurrency`); an error record when drawing or scoring them failed."""
-    if cell.temperature <= 0 or any(r["kind"] == "error" for r in records):
+    if cell.temperature <= 0 or any(isinstance(r, ErrorLine) for r in records):
         return []
     try:
         return collect(engine, cell, name, prompts, concurrency)
     except Exception as exc:
         tqdm.write(f"[{cell.label}] {name} distribution samples FAILED: {cause(exc)}")
-        return [error_line(cell, name, exc, concurrency=concurrency).to_json()]
+        return [error_line(cell, name, exc, concurrency=concurrency)]

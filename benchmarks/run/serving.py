@@ -20,8 +20,8 @@ from tqdm import tqdm
 from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt, sent_text
-from benchmarks.core.engine_io import RequestRecord, SpecCounters
-from benchmarks.core.records import Level, cause, error_line, load_line, request_line, served_spec_line
+from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
+from benchmarks.core.records import ErrorLine, Level, Line, cause, error_line, load_line, request_line, served_spec_line
 from benchmarks.core.store import StoreWriteError
 
 if TYPE_CHECKING:
@@ -44,9 +44,9 @@ def check_prompt_ids(prompts: list[Prompt], server_ids: list[list[int]]) -> None
                                f"tokenizer or template differs")
 
 
-def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tokenizer: Any, concurrency: int,
+def level_records(cell: Cell, prompts: list[Prompt], result: LoadResult, tokenizer: Any, concurrency: int,
                   request_rate: float | None, spec: SpecCounters | None,
-                  server_tpot: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+                  server_tpot: tuple[float, float] | None = None) -> list[Line]:
     """One level's load-generator result (`--save-detailed`) as our records; raises on a failed request or a request
     whose prompt the server counted as another length than the harness's ids (`check_prompt_ids` compares the ids).
     `server_tpot` is the (sum s, count) diff of the server's per-request TPOT histogram around the level (None where
@@ -63,34 +63,34 @@ def level_records(cell: Cell, prompts: list[Prompt], result: dict[str, Any], tok
       TPOT sum and count (engine-core clock, the offline engine's definition): the load generator sees only the
       client side, which on a starved host includes the server frontend's and its own scheduling delays.
     """
-    failed = [(p.index, e) for p, e in zip(prompts, result["errors"]) if e]
-    if failed or len(result["ttfts"]) != len(prompts):
+    failed = [(p.index, e) for p, e in zip(prompts, result.errors) if e]
+    if failed or len(result.ttfts) != len(prompts):
         raise RuntimeError(f"{len(failed)} of {len(prompts)} requests failed; first: prompt {failed[0][0]}: "
                            f"{failed[0][1]}" if failed
-                           else f"{len(result['ttfts'])} results for {len(prompts)} prompts")
+                           else f"{len(result.ttfts)} results for {len(prompts)} prompts")
     level = Level(concurrency, request_rate)
-    records = []
+    records: list[Line] = []
     for i, p in enumerate(prompts):
-        if result["input_lens"][i] != len(p.ids):
-            raise RuntimeError(f"prompt {p.index} was counted by the server as {result['input_lens'][i]} tokens, "
+        if result.input_lens[i] != len(p.ids):
+            raise RuntimeError(f"prompt {p.index} was counted by the server as {result.input_lens[i]} tokens, "
                                f"not the harness's {len(p.ids)}: the server's tokenizer or template differs")
-        ttft_s, last_s, n_out = result["ttfts"][i], result["latencies"][i], result["output_lens"][i]
-        itl_ms = [1000.0 * x for x in result["itls"][i]]
-        if "output_ids" in result:  # a load generator that returns the server's ids
-            output = RequestRecord(list(result["output_ids"][i]), ttft_s, last_s, extra={"output_ids_from": "server"})
+        ttft_s, last_s, n_out = result.ttfts[i], result.latencies[i], result.output_lens[i]
+        itl_ms = [1000.0 * x for x in result.itls[i]]
+        if result.output_ids is not None:  # a load generator that returns the server's ids
+            output = RequestRecord(list(result.output_ids[i]), ttft_s, last_s, extra={"output_ids_from": "server"})
         else:
-            text = result["generated_texts"][i]
+            text = (result.generated_texts or [])[i]
             output = RequestRecord(list(tokenizer(text, add_special_tokens=False)["input_ids"]), ttft_s, last_s,
                                    extra={"output_ids_from": "text", "output_text": text})
         line = request_line(cell, p, output, n_out=n_out, level=level, itl_ms=itl_ms,
-                            start_s=result["start_times"][i])
+                            start_s=result.start_times[i])
         if len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS:  # a burst: no decode timing
-            line = dataclasses.replace(line, tpot_ms=None,
-                                       extra={**line.extra, "delivery_burst": True, "client_tpot_ms": line.tpot_ms})
-        records.append(line.to_json())
+            line = dataclasses.replace(line, tpot_ms=None, extra={**(line.extra or {}), "delivery_burst": True,
+                                                                  "client_tpot_ms": line.tpot_ms})
+        records.append(line)
     if spec is not None:
-        records.append(served_spec_line(cell, prompts[0], level, spec).to_json())
-    records.append(load_line(cell, prompts[0], level, result, server_tpot).to_json())
+        records.append(served_spec_line(cell, prompts[0], level, spec))
+    records.append(load_line(cell, prompts[0], level, result, server_tpot))
     return records
 
 
@@ -104,8 +104,8 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     from benchmarks.run.model_files import with_model_files
     from benchmarks.run.sampling import cell_samples
 
-    def error(unit: Unit, exc: BaseException) -> dict[str, Any]:
-        return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency).to_json()
+    def error(unit: Unit, exc: BaseException) -> ErrorLine:
+        return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency)
 
     store, plan = ctx.store, ctx.plan
     tokenizer = plan.tokenizer
@@ -148,14 +148,14 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                                                 level.tpot)
                         if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
                             records += cell_samples(server, cell, name, measured, records, c)
-                        tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result['completed']} requests in "
-                                   f"{result['duration']:.1f} s")
+                        tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result.completed} requests in "
+                                   f"{result.duration:.1f} s")
                     except Exception as exc:
                         records = [error(unit, server.explain(exc))]
-                        tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0]['error']}")
+                        tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0].error}")
                     store.write_unit(cell.cell_id, unit.store_key, records, pid)
                     written.add(unit.store_key)
-                    failed += any(r["kind"] == "error" for r in records)
+                    failed += any(isinstance(r, ErrorLine) for r in records)
         except StoreWriteError:
             raise
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause

@@ -20,7 +20,7 @@ from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
-from benchmarks.core.records import cause, error_line, tie_check_line
+from benchmarks.core.records import Line, RequestLine, cause, error_line, tie_check_line
 from benchmarks.core.store import RunStore, ties_key
 from benchmarks.engines import offers
 from benchmarks.run.context import RunContext
@@ -31,7 +31,7 @@ TOP_N = 8  # logits kept at each divergence, besides the two tokens': near-ties 
 
 
 def _requests(store: RunStore, cell: Cell, dataset: str) -> dict[str, list[int]]:
-    return {r["prompt_sha256"]: r["output_ids"] for r in store.unit(cell.cell_id, dataset) if r["kind"] == "request"}
+    return {r.prompt_sha256: r.output_ids for r in store.unit(cell.cell_id, dataset) if type(r) is RequestLine}
 
 
 def due(store: RunStore, base: Cell, spec: Cell, dataset: str) -> list[tuple[str, int, int, int]]:
@@ -49,12 +49,12 @@ def due(store: RunStore, base: Cell, spec: Cell, dataset: str) -> list[tuple[str
 
 
 def score(engine: Any, spec: Cell, dataset: str, prompts: dict[str, Prompt], base_out: dict[str, list[int]],
-          todo: list[tuple[str, int, int, int]]) -> list[dict[str, Any]]:
+          todo: list[tuple[str, int, int, int]]) -> list[Line]:
     """One tie-check record per divergence: the baseline engine's `token_scores` there."""
     out = []
     for sha, d, base_token, spec_token in todo:
         scores = engine.token_scores(prompts[sha].ids, base_out[sha][:d], [base_token, spec_token], TOP_N)
-        out.append(tie_check_line(spec, dataset, prompts[sha], d, base_token, spec_token, scores).to_json())
+        out.append(tie_check_line(spec, dataset, prompts[sha], d, base_token, spec_token, scores))
     return out
 
 
@@ -73,7 +73,7 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
         try:
             records = score(engine, spec, dataset, prompts, base_out, todo)
         except Exception as exc:
-            records = [error_line(spec, dataset, exc, message=f"tie check: {cause(exc)}").to_json()]
+            records = [error_line(spec, dataset, exc, message=f"tie check: {cause(exc)}")]
             failed += 1
             tqdm.write(f"[{spec.label}] {dataset} tie check FAILED: {cause(exc)}")
         else:
@@ -101,7 +101,7 @@ def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
     if not todo:
         return 0
     done = start_engine(ctx, base, lambda exc: [
-        (c, ties_key(name), error_line(c, name, exc, message=f"tie check: baseline did not start: {exc}").to_json())
+        (c, ties_key(name), error_line(c, name, exc, message=f"tie check: baseline did not start: {exc}"))
         for name, cells in todo.items() for c in cells], "tie check ")
     if isinstance(done, int):
         return done

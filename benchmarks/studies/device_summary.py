@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from benchmarks.analysis.floors import floor_lines
-from benchmarks.analysis.summary import summarize
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.core.exit_codes import BadInput, Exit, worst
 from benchmarks.core.numbers import MISSING, is_number
 from benchmarks.core.store import RunStore
@@ -32,12 +32,12 @@ def _num(value: object, fmt: str) -> str:
 def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
     """Floor lines and one line per cell of a bench run; True when an AR TPOT is below a binding floor."""
     store = RunStore(run_dir)
-    manifest = store.manifest()
-    rows = summarize(store.records(), manifest)
-    floor = floor_lines(rows, manifest)
+    summary = summarize_run(store)
+    rows = summary.rows
+    floor = floor_lines(rows, summary.manifest)
     lines = [f"{run_dir.name}:", *(f"  {line}" for line in floor)]
     warmup = sum((p.get("describe") or {}).get("warmup_s") or 0.0 for p in store.provenances().values())
-    during = sum((r.get("extra") or {}).get("compile_s") or 0.0 for r in store.records() if r.get("kind") == "request")
+    during = sum((r.extra or {}).get("compile_s") or 0.0 for r in summary.records.requests)
     lines.append(f"  compiled: {warmup:.1f} s in the engines' warm-ups (smallest bucket and step), {during:.1f} s "
                  f"before requests that needed another shape")
     for r in rows:

@@ -13,7 +13,9 @@ from typing import Any
 
 from benchmarks.core import catalog, metrics
 from benchmarks.core.cells import Cell
+from benchmarks.core.engine_io import TokenScores
 from benchmarks.core.exit_codes import BadInput, Exit
+from benchmarks.core.records import RequestLine
 from benchmarks.core.store import RunStore
 from verification import ties
 
@@ -21,7 +23,7 @@ TOP_N = 8
 
 
 def ar_outputs(store: RunStore, cell: Cell, dataset: str) -> dict[str, list[int]]:
-    return {r["prompt_sha256"]: r["output_ids"] for r in store.unit(cell.cell_id, dataset) if r["kind"] == "request"}
+    return {r.prompt_sha256: r.output_ids for r in store.unit(cell.cell_id, dataset) if type(r) is RequestLine}
 
 
 def divergences(outputs: dict[str, dict[str, list[int]]]) -> list[dict[str, Any]]:
@@ -37,13 +39,11 @@ def divergences(outputs: dict[str, dict[str, list[int]]]) -> list[dict[str, Any]
     return found
 
 
-def verdict(scores: dict[str, Any] | None, tokens: tuple[int | None, int | None]) -> ties.Verdict:
+def verdict(scores: TokenScores | None, tokens: tuple[int | None, int | None]) -> ties.Verdict:
     """The tie rule at one divergence from the scorer's `token_scores` there (None: an output ended earlier)."""
-    if scores is None or None in tokens:
-        return ties.classify({"baseline_token": tokens[0], "spec_token": tokens[1]})
-    if None in scores["token_logits"]:
-        return ties.Verdict(False, None, None, None, "a token outside the scorer's top log-probabilities")
-    return ties.classify({**scores, "baseline_token": tokens[0], "spec_token": tokens[1]})
+    if scores is None:
+        return ties.judge_tie(tokens, "", [None, None], [])
+    return ties.judge_tie(tokens, scores.dtype, scores.token_logits, scores.top_logits)
 
 
 def table(rows: list[tuple[str, dict[str, Any], ties.Verdict]]) -> str:

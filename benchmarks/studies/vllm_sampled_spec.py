@@ -153,7 +153,7 @@ def _prompts() -> tuple[Any, str, list[Any]]:
 
 
 def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures: tuple[float, ...],
-             engine_name: str = "vllm") -> dict[float, list[dict[str, Any]]]:
+             engine_name: str = "vllm") -> dict[float, list[D.Samples]]:
     """One engine of `method` (tiny-sampled's cell of that engine), sampled at each temperature: the check's arm
     per T."""
     from benchmarks.core.engine_io import SamplingParams
@@ -166,10 +166,9 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures:
     engine = create_engine(engine_name)
     engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
     try:
-        return {t: [{"prompt_sha256": p.sha256, "loglik": None, "length": D.POSITIONS,
-                     "samples": engine.sample_many(p.ids, SamplingParams(t, D.POSITIONS, cell.seed),
-                                                   seeds(cell, p.index, D.SAMPLES))} for p in prompts]
-                for t in temperatures}
+        return {t: [D.Samples(p.sha256, engine.sample_many(p.ids, SamplingParams(t, D.POSITIONS, cell.seed),
+                                                           seeds(cell, p.index, D.SAMPLES)), length=D.POSITIONS)
+                    for p in prompts] for t in temperatures}
     finally:
         engine.close()
 

@@ -56,8 +56,10 @@ def level(cid: str, c: int, tpot: float, tok_s: float, outputs: list[list[int]],
           rate: float | None = None) -> list[dict[str, Any]]:
     recs = [request(cid, "humaneval", i, tpot, out, concurrency=c, itl_ms=[tpot, 2 * tpot])
             for i, out in enumerate(outputs)]
-    recs.append({"kind": "load", "cell_id": cid, "dataset": "humaneval", "concurrency": c, "request_rate": rate,
-                 "duration_s": 2.0, "completed": len(outputs), "failed": 0, "total_output_tokens": 2 * tok_s,
+    recs.append({"kind": "load", "cell_id": cid, "label": LABELS[cid], "engine": CELLS[cid]["engine"],
+                 "method": CELLS[cid]["method"], "k": CELLS[cid]["k"], "dataset": "humaneval", "concurrency": c,
+                 "request_rate": rate, "max_concurrent_requests": c, "duration_s": 2.0, "completed": len(outputs),
+                 "failed": 0, "total_output_tokens": 2 * tok_s,
                  "server_tpot_sum_s": tpot / 1000 * len(outputs), "server_tpot_count": len(outputs)})
     if CELLS[cid]["method"] != "baseline":
         recs.append(spec(cid, "humaneval", concurrency=c))
@@ -67,7 +69,8 @@ def level(cid: str, c: int, tpot: float, tok_s: float, outputs: list[list[int]],
 def samples(cid: str, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     return [{"kind": "samples", "cell_id": cid, "label": LABELS[cid], "dataset": "gsm8k", "prompt_index": i,
-             "prompt_sha256": f"gsm8k-{i}", "samples": rng.choice(3, size=(120, 6), p=[0.5, 0.3, 0.2]).tolist(),
+             "prompt_sha256": f"gsm8k-{i}", "temperature": 0.6, "seeds": None,
+             "samples": rng.choice(3, size=(120, 6), p=[0.5, 0.3, 0.2]).tolist(),
              "loglik": rng.normal(0, 1, 120).tolist(), "length": 6, "scoring": "target"} for i in range(2)]
 
 
@@ -104,38 +107,40 @@ def write_run(run_dir: Path, batches: bool = True) -> Path:
     store = RunStore(run_dir)
     store.write_manifest(manifest(batches))
     if batches:
-        store.write_unit("bbase", "humaneval", batch_unit("bbase", 9.0))
-        store.write_unit("bdfl", "humaneval", batch_unit("bdfl", 6.0))
+        store.write_unit_json("bbase", "humaneval", batch_unit("bbase", 9.0))
+        store.write_unit_json("bdfl", "humaneval", batch_unit("bdfl", 6.0))
     base = [request("base", "humaneval", i, 10.0, ids) for i, ids in enumerate(OUTPUTS)]
-    store.write_unit("base", "humaneval", base)
-    store.write_unit("base", "humaneval@recheck", [{**r, "kind": "recheck", "tpot_ms": r["tpot_ms"] * 1.3}
+    store.write_unit_json("base", "humaneval", base)
+    store.write_unit_json("base", "humaneval@recheck", [{**r, "kind": "recheck", "tpot_ms": r["tpot_ms"] * 1.3}
                                                    for r in base])
     # a second engine's baseline, faster than the JAX one: the strongest baseline of humaneval
-    store.write_unit("L", "humaneval", [request("L", "humaneval", i, 2.0, ids) for i, ids in enumerate(OUTPUTS)])
+    store.write_unit_json("L", "humaneval", [request("L", "humaneval", i, 2.0, ids) for i, ids in enumerate(OUTPUTS)])
     diverged = [OUTPUTS[0], OUTPUTS[1][:2] + [99, 98], OUTPUTS[2]]
-    store.write_unit("dfl", "humaneval", [request("dfl", "humaneval", i, 4.0 + i, ids)
+    store.write_unit_json("dfl", "humaneval", [request("dfl", "humaneval", i, 4.0 + i, ids)
                                           for i, ids in enumerate(diverged)] + [spec("dfl", "humaneval")])
-    store.write_unit("dfl", "humaneval@ties", [{
+    store.write_unit_json("dfl", "humaneval@ties", [{
         "kind": "tie_check", "cell_id": "dfl", "label": "dflash-k3 tie check", "engine": "jax", "dataset": "humaneval",
         "prompt_sha256": "humaneval-1", "prompt_index": 1, "divergence": 2, "baseline_token": 8, "spec_token": 99,
         "dtype": "bfloat16", "top_ids": [8, 99], "top_logits": [5.2, 5.19], "token_logits": [5.2, 5.19]}])
-    store.write_unit("eag", "humaneval", [{"kind": "error", "cell_id": "eag", "label": "eagle3-k2",
-                                           "dataset": "humaneval", "error": "engine did not start"}])
+    store.write_unit_json("eag", "humaneval", [{"kind": "error", "cell_id": "eag", "label": "eagle3-k2",
+                                           "dataset": "humaneval", "error": "engine did not start",
+                                           "traceback": ""}])
     for key, ctx, turn in (("humaneval@ctx1024", 1024, None), ("humaneval@ctx4096", 4096, None),
                            ("mt-bench@turn2", None, 2)):
         where = {"context_tokens": ctx, "turn": turn}
-        store.write_unit("base", key, [request("base", key, i, 11.0, ids, **where) for i, ids in enumerate(OUTPUTS)])
+        store.write_unit_json("base", key, [request("base", key, i, 11.0, ids, **where)
+                                            for i, ids in enumerate(OUTPUTS)])
         outputs = [*OUTPUTS[:2], OUTPUTS[2][:3] + [50, 51]] if turn else OUTPUTS  # a divergence no tie explains
-        store.write_unit("dfl", key, [request("dfl", key, i, 5.0, ids, **where) for i, ids in enumerate(outputs)]
+        store.write_unit_json("dfl", key, [request("dfl", key, i, 5.0, ids, **where) for i, ids in enumerate(outputs)]
                          + [spec("dfl", key)])
-    store.write_unit("sbase", "gsm8k", [request("sbase", "gsm8k", i, 10.0, ids) for i, ids in enumerate(OUTPUTS)]
+    store.write_unit_json("sbase", "gsm8k", [request("sbase", "gsm8k", i, 10.0, ids) for i, ids in enumerate(OUTPUTS)]
                      + samples("sbase", 1))
-    store.write_unit("sdfl", "gsm8k", [request("sdfl", "gsm8k", i, 6.0, ids) for i, ids in enumerate(OUTPUTS)]
+    store.write_unit_json("sdfl", "gsm8k", [request("sdfl", "gsm8k", i, 6.0, ids) for i, ids in enumerate(OUTPUTS)]
                      + [spec("sdfl", "gsm8k")] + samples("sdfl", 2))
-    store.write_unit("seag", "gsm8k", [request("seag", "gsm8k", i, 7.0, ids) for i, ids in enumerate(OUTPUTS)])
+    store.write_unit_json("seag", "gsm8k", [request("seag", "gsm8k", i, 7.0, ids) for i, ids in enumerate(OUTPUTS)])
     other = [OUTPUTS[0], OUTPUTS[1][:1] + [77, 76, 75], OUTPUTS[2]]
     for c, (tb, td, sb, sd, out) in {1: (10.0, 5.0, 100, 180, OUTPUTS), 4: (12.0, 9.0, 300, 240, other)}.items():
         rate = 2.0 if c > 1 else None
-        store.write_unit("B", f"humaneval@c{c}", level("B", c, tb, sb, OUTPUTS, rate))
-        store.write_unit("D", f"humaneval@c{c}", level("D", c, td, sd, out, rate))
+        store.write_unit_json("B", f"humaneval@c{c}", level("B", c, tb, sb, OUTPUTS, rate))
+        store.write_unit_json("D", f"humaneval@c{c}", level("D", c, td, sd, out, rate))
     return run_dir

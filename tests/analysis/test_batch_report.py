@@ -10,8 +10,9 @@ import pytest
 
 from benchmarks.analysis.batch_figures import batch_figures, pareto_front
 from benchmarks.analysis.batch_report import batch_markdown, crossovers
+from benchmarks.analysis.columns import NAMES as COLUMNS
 from benchmarks.analysis.figure_style import save_figure
-from benchmarks.analysis.summary import COLUMNS, summarize
+from tests.typed_runs import summary_json
 
 CELL = {"engine": "jax", "target": "t", "temperature": 0.0, "max_new_tokens": 8, "seed": 0, "engine_options": {}}
 N = 8  # prompts 0..7; at B the batches are [0..B-1], [B..2B-1], ...
@@ -54,7 +55,7 @@ def records() -> list[dict]:
 def rows() -> list[dict]:
     manifest = {"run_id": "batches", "cells": cells(), "config": {"batch_size": [1, 2, 4]}, "platform": "cpu",
                 "hardware": {"device": "Test CPU"}}
-    return summarize(records(), manifest)
+    return summary_json(records(), manifest).rows
 
 
 def test_rows_carry_each_batch_size_s_throughput_and_speedup(rows):

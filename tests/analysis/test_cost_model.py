@@ -7,6 +7,8 @@ import math
 import pytest
 
 from benchmarks.analysis import cost_model as cm
+from benchmarks.analysis.cost_tables import cost_model_markdown
+from tests.typed_runs import lines, manifest, request
 
 
 def test_predict_by_hand():
@@ -33,11 +35,10 @@ def _extra(draft, verify, host, steps):
 
 
 def test_breakdown_per_step_means():
-    records = [{"kind": "request", "extra": _extra(0.02, 0.10, 0.01, 10)},
-               {"kind": "request", "extra": _extra(0.06, 0.30, 0.03, 30)}, {"kind": "spec"}]
+    records = lines([request(extra=_extra(0.02, 0.10, 0.01, 10)), request(extra=_extra(0.06, 0.30, 0.03, 30))])
     b = cm.breakdown(records)
     assert (b.draft_ms, b.verify_ms, b.host_ms, b.steps) == pytest.approx((2.0, 10.0, 1.0, 40))
-    assert cm.breakdown([{"kind": "request", "extra": {"draft_s": 0.1}}]) is None
+    assert cm.breakdown(lines([request(extra={"draft_s": 0.1})])) is None
 
 
 def _run(breakdown: bool = True, baseline: bool = True):
@@ -57,14 +58,14 @@ def _run(breakdown: bool = True, baseline: bool = True):
                      "dataset": "d", "n_errors": 0, "per_position": None, "tau": None, "tpot_ms_mean": 10.0,
                      "speedup": 1.0, "speedup_mean_ratio": 1.0})
     times = {"k1": (0.02, 0.10), "k3": (0.02, 0.12)}
-    records = [{"kind": "request", "cell_id": cid, "dataset": "d", "n_prompt_tokens": 100, "n_out": 64,
-                **({"extra": _extra(times[cid][0], times[cid][1], 0.01, 10)} if breakdown else {})}
-               for cid in ("k1", "k3")]
-    return rows, records, {"cells": cells}
+    requests = {(cid, "d"): lines([request(cell_id=cid, dataset="d", n_prompt_tokens=100, output_ids=[0] * 64,
+                                           **({"extra": _extra(times[cid][0], times[cid][1], 0.01, 10)}
+                                              if breakdown else {}))]) for cid in ("k1", "k3")}
+    return rows, cm.groups(rows, requests, manifest({"cells": cells}).cells)
 
 
 def test_markdown_predicted_vs_measured_and_best_k():
-    md = cm.cost_model_markdown(*_run())
+    md = cost_model_markdown(*_run())
     assert "t_AR = 10.000 ms/token" in md and "p_i from dflash-k3" in md
     assert "| 1 | 1.80 | 1.80 | 2.000 | 10.000 | 13.000 | 138.5 | 1.38 | – | 1.40 | -1.1 % |" in md
     assert "| 3 | 2.80 | 2.80 | 2.000 | 12.000 | 15.000 | 186.7 | 1.87 | – | 1.85 | +0.9 % |" in md
@@ -76,19 +77,19 @@ def test_markdown_with_a_kflat_curve_predicts_beyond_the_ks_run():
 
     kflat = pd.DataFrame({"k": [0, 1, 3, 7], "context_len": [128] * 4, "median_ms": [5.0, 5.0, 6.0, 6.0],
                           "below_floor": [False, False, False, True]})
-    rows, records, manifest = _run()
+    rows, groups = _run()
     # measured 10 ms at K=1 and 12 ms at K=3 are twice the curve (5, 6): K=2 (curve 5.5) is predicted at 11 ms
     verify = cm.kflat_verify(kflat, 132.0, {1: 10.0, 3: 12.0}, [1, 2, 3, 5, 7])
     assert verify == pytest.approx({1: 10.0, 2: 11.0, 3: 12.0})  # K=7 is below the floor there: unused
     assert cm.kflat_verify(kflat, 132.0, {1: 10.0, 3: 18.0}, [2]) == pytest.approx({2: 2.5 * 5.5})  # median scale
-    md = cm.cost_model_markdown(rows, records, manifest, kflat)
+    md = cost_model_markdown(rows, groups, kflat)
     assert "K-flat curve" in md
 
 
 def test_markdown_says_what_is_missing():
-    assert "no draft / verify / host breakdown" in cm.cost_model_markdown(*_run(breakdown=False))
-    assert "no AR baseline" in cm.cost_model_markdown(*_run(baseline=False))
-    assert "no successful dflash cell" in cm.cost_model_markdown([], [], {"cells": {}})
+    assert "no draft / verify / host breakdown" in cost_model_markdown(*_run(breakdown=False))
+    assert "no AR baseline" in cost_model_markdown(*_run(baseline=False))
+    assert "no successful dflash cell" in cost_model_markdown([], [])
 
 
 def test_chip_rows_by_hand():
@@ -163,10 +164,11 @@ from pathlib import Path
 from benchmarks.cli import main
 assert main(["cost-model", "--chip", "v5p", "--tau-from", {str(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv")!r}]) == 0
 from benchmarks.cli.cost_model import _run_engine
+from benchmarks.core.cells import Cell
 tiny = Path({str(ROOT / "models" / "tiny")!r})
-cells = {{"c": {{"method": "dflash", "k": 7, "target": str(tiny / "target"), "draft": str(tiny / "dflash")}}}}
+cell = Cell("jax", str(tiny / "target"), "dflash", str(tiny / "dflash"), 7, 0.0, 8, 0)
 args = argparse.Namespace(shape=None, context=256, tau_from=Path("run"))
-engine = _run_engine({{"cells": cells}}, [], args, 4)
+engine = _run_engine([cell], args, 4)
 assert (engine.k, engine.target.num_layers, engine.draft_layers.num_layers, engine.num_taps) == (7, 6, 2, 3)
 loaded = sorted(m for m in sys.modules if m.startswith("benchmarks.engines") or m.split(".")[0] in ("jax", "vllm"))
 assert not loaded, loaded
@@ -184,7 +186,7 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     t_AR cancels between predicted and measured, so the error is K=5's measured step time (τ·TPOT) against the
     interpolation of K=3's and K=7's, which a busy shared host moves by itself; hence 25 %. A model that drops τ
     (5×) or the draft time (about 30 % of a step here) misses by more."""
-    from benchmarks.analysis.summary import summarize
+    from benchmarks.analysis.summary import summarize_run
     from benchmarks.core.config import parse_matrix
     from benchmarks.core.store import RunStore
     from tests.run_helpers import run_matrix
@@ -201,15 +203,15 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     })
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0
-    store = RunStore(run_dir)
-    records, manifest = store.records(), store.manifest()
-    rows = summarize(records, manifest)
+    summary = summarize_run(RunStore(run_dir))
+    rows = summary.rows
     by_k = {r["k"]: r for r in rows if r["method"] == "dflash"}
     ar = next(r for r in rows if r["method"] == "baseline")
     # the oracle accepts every draft; a last step counts only the 95 tokens wanted after the first
     assert {k: r["tau"] for k, r in by_k.items()} == {k: 95 / math.ceil(95 / (k + 1)) for k in (3, 5, 7)}
     others = [by_k[3], by_k[7]]
-    parts = {r["cell_id"]: cm.breakdown([x for x in records if x["cell_id"] == r["cell_id"]]) for r in others}
+    parts = {r["cell_id"]: cm.breakdown([x for x in summary.records.requests if x.cell_id == r["cell_id"]])
+             for r in others}
     inputs = cm.gather(others, parts)
     assert sorted(inputs.verify_ms) == [3, 7] and inputs.p_source == "dflash-k7"
     (pred,) = cm.predict(inputs.per_position, ar["tpot_ms_mean"], inputs.draft_ms, inputs.verify_ms,
@@ -217,7 +219,7 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     print(f"K=5 held out: predicted {pred.speedup:.3f}x, measured {by_k[5]['speedup_mean_ratio']:.3f}x")
     assert pred.tau == 6.0
     assert pred.speedup == pytest.approx(by_k[5]["speedup_mean_ratio"], rel=0.25)
-    md = cm.cost_model_markdown(rows, records, manifest)
+    md = cost_model_markdown(rows, summary.cost_groups)
     assert "Predicted best K" in md
 
 

@@ -2,54 +2,66 @@
 the same prompts beside the speedup over its own AR, the slower cells marked, and AR tokens compared across engines."""
 from __future__ import annotations
 
-from benchmarks.analysis.engines_report import engines_markdown, strongest_baselines
+from benchmarks.analysis.engines_report import engines_markdown
+from benchmarks.analysis.strongest import alone_requests, strongest_baselines
+from tests.typed_runs import lines, manifest, request, summary_json
 
 # engine -> (AR TPOT ms, DFlash TPOT ms); fast has the fastest AR, and its DFlash is slower than its AR
 ENGINES = {"fast": (1.0, 2.0), "slow": (4.0, 2.5)}
 
 
 def run(ar_outputs: dict[str, list[list[int]]] | None = None):
-    rows, records = [], []
+    cells, records = {}, []
     for engine, (ar, dfl) in ENGINES.items():
         for method, tpot in (("baseline", ar), ("dflash", dfl)):
             cid = f"{engine}-{method}"
             label = "baseline" if method == "baseline" else "dflash-k15"
-            rows.append({"cell_id": cid, "engine": engine, "method": method, "label": label, "dataset": "humaneval",
-                         "temperature": 0.0, "concurrency": None, "tpot_ms_mean": tpot,
-                         "tau": None if method == "baseline" else 2.0})
+            k = 0 if method == "baseline" else 15
+            cells[cid] = {"engine": engine, "method": method, "k": k}
             outputs = (ar_outputs or {}).get(engine, [[1, 2, 3]] * 4)
-            records += [{"kind": "request", "cell_id": cid, "dataset": "humaneval", "prompt_sha256": f"p{i}",
-                         "tpot_ms": tpot * (1 + 0.01 * i), "output_ids": outputs[i]} for i in range(4)]
-    return rows, records
+            records += [request(cell_id=cid, engine=engine, method=method, k=k, label=label, prompt_index=i,
+                                tpot_ms=tpot * (1 + 0.01 * i), output_ids=outputs[i]) for i in range(4)]
+            if method == "dflash":
+                records.append({"kind": "spec", "cell_id": cid, "label": label, "dataset": "humaneval",
+                                "num_drafts": 1, "num_draft_tokens": 15, "num_accepted_tokens": 1,
+                                "accepted_per_pos": [1] + [0] * 14})
+    return records, {"cells": cells}
+
+
+def strongest(records, value):
+    m = manifest(value)
+    typed = lines(records)
+    return strongest_baselines(m.cells, {(r.cell_id, r.workload, None) for r in typed},
+                               alone_requests(r for r in typed if r.kind == "request"))
 
 
 def test_the_fastest_baseline_is_the_strongest_and_slower_cells_are_marked():
-    rows, records = run()
-    assert strongest_baselines(rows, records) == {("humaneval", 0.0): "fast-baseline"}
-    text = engines_markdown(rows, records)
-    lines = {tuple(c.strip() for c in line.split("|")[3:5]): line for line in text.splitlines()
-             if "| humaneval |" in line}
-    assert lines[("fast", "baseline")].rstrip().endswith("| strongest baseline |")
-    assert "| 0.50 [0.50, 0.50] | 0.50 [0.50, 0.50] | slower |" in lines[("fast", "dflash-k15")]
-    assert "| 1.60 [1.60, 1.60] | 0.40 [0.40, 0.40] | slower |" in lines[("slow", "dflash-k15")]
-    assert "| 0.25 [0.25, 0.25] | slower |" in lines[("slow", "baseline")]
+    records, value = run()
+    assert strongest(records, value) == {("humaneval", 0.0): "fast-baseline"}
+    text = engines_markdown(summary_json(records, value))
+    lines_ = {tuple(c.strip() for c in line.split("|")[3:5]): line for line in text.splitlines()
+              if "| humaneval |" in line}
+    assert lines_[("fast", "baseline")].rstrip().endswith("| strongest baseline |")
+    assert "| 0.50 [0.50, 0.50] | 0.50 [0.50, 0.50] | slower |" in lines_[("fast", "dflash-k15")]
+    assert "| 1.60 [1.60, 1.60] | 0.40 [0.40, 0.40] | slower |" in lines_[("slow", "dflash-k15")]
+    assert "| 0.25 [0.25, 0.25] | slower |" in lines_[("slow", "baseline")]
 
 
 def test_ar_tokens_are_compared_across_engines():
-    rows, records = run({"fast": [[1, 2, 3]] * 4, "slow": [[1, 2, 3], [1, 2, 3], [1, 9, 3], [1, 2, 3]]})
-    assert "| humaneval | fast | slow | 3/4 | 1 |" in engines_markdown(rows, records)
+    records, value = run({"fast": [[1, 2, 3]] * 4, "slow": [[1, 2, 3], [1, 2, 3], [1, 9, 3], [1, 2, 3]]})
+    assert "| humaneval | fast | slow | 3/4 | 1 |" in engines_markdown(summary_json(records, value))
 
 
 def test_one_engine_has_no_section():
-    rows, records = run()
-    keep = [r for r in rows if r["engine"] == "fast"]
-    assert engines_markdown(keep, [r for r in records if r["cell_id"].startswith("fast")]) is None
+    records, value = run()
+    keep = {"cells": {c: v for c, v in value["cells"].items() if c.startswith("fast")}}
+    assert engines_markdown(summary_json([r for r in records if r["cell_id"].startswith("fast")], keep)) is None
 
 
 def test_a_baseline_without_requests_is_no_candidate():
-    rows, records = run()
+    records, value = run()
     records = [r for r in records if r["cell_id"] != "fast-baseline"]
-    assert strongest_baselines(rows, records) == {}
+    assert strongest(records, value) == {}
 
 
 def test_the_figure_has_a_bar_per_cell_and_the_strongest_baseline_at_one():

@@ -11,9 +11,11 @@ from matplotlib.collections import PathCollection
 from benchmarks.analysis import figures as plots
 from benchmarks.analysis import published_figures
 from benchmarks.analysis.figure_style import new_figure, save_figure
+from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.cli import figures as figures_cli
 from benchmarks.cli import main
 from benchmarks.core.reference import load_k_flat, load_reference
+from benchmarks.core.store import RunStore
 
 DATASETS = ("math500", "humaneval")
 # (label, method, k, {dataset: (speedup, ci_low, ci_high, tau, n_prompts)})
@@ -63,8 +65,14 @@ def make_run(run_dir: Path) -> Path:
                             "method": row["method"], "k": row["k"], "dataset": row["dataset"], "prompt_index": i,
                             "prompt_sha256": f"{row['dataset']}{i}", "n_prompt_tokens": 20, "n_out": 32,
                             "ttft_ms": 5.0, "tpot_ms": float(row["tpot_ms_mean"]) * (1 + 0.05 * i),
-                            "output_ids": list(range(32)), "accept_lengths": None})
-    records.append({"kind": "error", "cell_id": "c-base", "label": "baseline", "dataset": "mbpp", "error": "x"})
+                            "decode_s": 0.031 * float(row["tpot_ms_mean"]), "output_ids": list(range(32)),
+                            "accept_lengths": None})
+        if row["method"] != "baseline":
+            records.append({"kind": "spec", "cell_id": row["cell_id"], "label": row["label"],
+                            "dataset": row["dataset"], "num_drafts": 10, "num_draft_tokens": 10 * row["k"],
+                            "num_accepted_tokens": 20, "accepted_per_pos": [10 - i for i in range(row["k"])]})
+    records.append({"kind": "error", "cell_id": "c-base", "label": "baseline", "dataset": "mbpp", "error": "x",
+                    "traceback": ""})
     run_dir.mkdir(parents=True)
     manifest = {"run_id": "synthetic", "created_utc": "2026-01-01T00:00:00Z", "config_path": "configs/x.yaml",
                 "config": {}, "cells": cells, "git_sha": "0" * 40, "packages": {}, "platform": "cpu",
@@ -80,8 +88,12 @@ def run_dir(tmp_path: Path) -> Path:
     return make_run(tmp_path / "runs" / "synthetic")
 
 
+def summary_of(run_dir: Path) -> Summary:
+    return summarize_run(RunStore(run_dir))
+
+
 def test_run_figures_written(run_dir: Path) -> None:
-    paths = plots.run_figures(run_dir)
+    paths = plots.run_figures(summary_of(run_dir), run_dir / "figures")
     assert [p.name for p in paths] == [f"{name}.png" for name in ONE_TEMPERATURE]
     for p in paths:
         assert p.parent == run_dir / "figures"
@@ -104,16 +116,16 @@ def test_speedup_bars_heights_whiskers_and_n(run_dir: Path) -> None:
 
 
 def test_tpot_cdf_counts_requests(run_dir: Path) -> None:
-    fig = plots.tpot_cdf_figure(plots.load_requests(run_dir))
+    fig = plots.tpot_cdf_figure(plots.requests_frame(summary_of(run_dir).records.requests))
     labels = sorted(line.get_label() for line in fig.axes[0].get_lines())
     assert labels == ["baseline (n=7 requests)", "dflash-k15 (n=7 requests)", "dflash-k7 (n=7 requests)"]
     assert "ms" in fig.axes[0].get_xlabel()
 
 
 def test_baseline_only_run_skips_spec_figures(tmp_path: Path, run_dir: Path) -> None:
-    summary = pd.read_csv(run_dir / "summary.csv")
-    summary[summary["method"] == "baseline"].to_csv(run_dir / "summary.csv", index=False)
-    paths = plots.run_figures(run_dir, tmp_path / "out")
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r["cell_id"] == "c-base"))
+    paths = plots.run_figures(summary_of(run_dir), tmp_path / "out")
     assert [p.name for p in paths] == ["tpot_cdf.png"]
 
 

@@ -8,6 +8,7 @@ from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.analysis.floors import floor_lines
 from benchmarks.analysis.report import write_reports
 from benchmarks.core.store import RunStore
+from tests.typed_runs import manifest as typed_manifest
 
 CELLS = {
     "base": {"engine": "vllm", "target": "t", "method": "baseline", "draft": None, "k": 0, "temperature": 0.0,
@@ -25,7 +26,7 @@ def request(cell, i, tpot, ids):
             "accept_lengths": None}
 
 
-def manifest(bandwidth_gbps=None, weight_bytes=None, cache_bytes=None):
+def manifest_json(bandwidth_gbps=None, weight_bytes=None, cache_bytes=None):
     return {"run_id": "synthetic", "created_utc": "now", "config_path": "m.yaml", "git_sha": "abc",
             "config": {"target": "t", "max_new_tokens": 4, "num_prompts": 2, "warmup_prompts": 1},
             "cells": CELLS, "packages": {}, "platform": "cpu",
@@ -33,12 +34,17 @@ def manifest(bandwidth_gbps=None, weight_bytes=None, cache_bytes=None):
             "models": {"t": {"config_sha256": "x", "weight_bytes": weight_bytes}}}
 
 
+def manifest(**kw):
+    return typed_manifest(manifest_json(**kw))
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     store = RunStore(tmp_path)
-    store.write_manifest(manifest())
-    store.write_unit("base", "humaneval", [request("base", 0, 10.0, [1, 2, 3, 4]), request("base", 1, 10.0, [5, 6])])
-    store.write_unit("dfl", "humaneval", [
+    store.write_manifest(manifest_json())
+    store.write_unit_json("base", "humaneval", [request("base", 0, 10.0, [1, 2, 3, 4]),
+                                                request("base", 1, 10.0, [5, 6])])
+    store.write_unit_json("dfl", "humaneval", [
         request("dfl", 0, 5.0, [1, 2, 3, 4]), request("dfl", 1, 2.5, [5, 7]),
         {"kind": "spec", "cell_id": "dfl", "label": "dflash-k3", "dataset": "humaneval", "num_drafts": 4,
          "num_draft_tokens": 12, "num_accepted_tokens": 6, "accepted_per_pos": [3, 2, 1]}])
@@ -63,9 +69,10 @@ def test_write_reports_rows_and_lossless_verdict(run_dir):
 
 
 def test_caveats_only_where_they_apply():
-    dflash = [{"engine": "vllm", "method": "dflash"}]
-    assert caveat_lines(dflash, {"platform": "cpu"}) and not caveat_lines(dflash, {"platform": "tpu"})
-    assert not caveat_lines([{"engine": "jax", "method": "dflash"}], {"platform": "cpu"})
+    dflash = [{"engine": "vllm", "method": "dflash", "temperature": 0.0}]
+    on = typed_manifest({"platform": "cpu"})
+    assert caveat_lines(dflash, on) and not caveat_lines(dflash, typed_manifest({"platform": "tpu"}))
+    assert not caveat_lines([{"engine": "jax", "method": "dflash", "temperature": 0.0}], on)
 
 
 def test_floor_flags_an_impossible_ar_time():
@@ -90,9 +97,10 @@ def test_floor_unknown_bandwidth_is_said():
 def test_prompts_dropped_from_the_pairing_show_in_n_pairs(tmp_path):
     """A method prompt the baseline never measured (another prompt hash) counts in n but not in the speedup."""
     store = RunStore(tmp_path)
-    store.write_manifest(manifest())
-    store.write_unit("base", "humaneval", [request("base", 0, 10.0, [1, 2, 3, 4]), request("base", 1, 10.0, [5, 6])])
-    store.write_unit("dfl", "humaneval", [request("dfl", 0, 5.0, [1, 2, 3, 4]),
+    store.write_manifest(manifest_json())
+    store.write_unit_json("base", "humaneval", [request("base", 0, 10.0, [1, 2, 3, 4]),
+                                                request("base", 1, 10.0, [5, 6])])
+    store.write_unit_json("dfl", "humaneval", [request("dfl", 0, 5.0, [1, 2, 3, 4]),
                                           {**request("dfl", 1, 2.5, [5, 6]), "prompt_sha256": "other"}])
     write_reports(tmp_path)
     rows = {r["label"]: r for r in csv.DictReader((tmp_path / "summary.csv").open())}

@@ -55,7 +55,7 @@ def test_a_folder_of_the_former_run_id_resumes_with_one_note(tmp_path, capsys, e
     old, new = plan.RUNS_DIR / legacy_run_id(matrix), plan.RUNS_DIR / run_id_for(matrix)
     assert old != new
     assert run(["matrix", path, "--run-dir", old], capsys)[0] == 0  # the folder a run of before would have made
-    records = RunStore(old).records()
+    records = RunStore(old).record_objects()
     assert records and json.loads((old / "manifest.json").read_text())["run_id"] == old.name
 
     again = ["matrix", path] + (["--run-dir", old] if explicit else [])
@@ -64,4 +64,4 @@ def test_a_folder_of_the_former_run_id_resumes_with_one_note(tmp_path, capsys, e
     assert rc == 0 and len(notes) == 1 and old.name in notes[0] and "0 to run" in out
     rc, out, err = run(again, capsys)
     assert rc == 0 and sum(line.startswith("note:") for line in err.splitlines()) == 1
-    assert RunStore(old).records() == records and not new.exists()
+    assert RunStore(old).record_objects() == records and not new.exists()

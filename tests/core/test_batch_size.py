@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.core import catalog
 from benchmarks.core.batch_memory import batch_memory_problem, largest_batch
+from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError, parse_matrix
 from benchmarks.core.matrix import expand, run_id_for
 from benchmarks.core.pairing import baseline_cell_id, families
@@ -35,14 +36,14 @@ def test_each_batch_size_is_a_cell_with_its_baseline_first_and_pairs_at_its_own_
     assert [(c.engine, c.batch_size, c.label) for c in cells[:6]] == [
         ("jax", b, label) for b in (1, 2, 4) for label in ("baseline", "dflash-k15")]
     assert len({c.cell_id for c in cells}) == len(cells) == 12
-    as_dicts = {c.cell_id: dataclasses.asdict(c) for c in cells}
+    by_id = {c.cell_id: c for c in cells}
     for c in cells:
         if c.method == "dflash":
-            base = as_dicts[baseline_cell_id(as_dicts[c.cell_id], as_dicts)]
-            assert (base["engine"], base["batch_size"]) == (c.engine, c.batch_size)
+            base = by_id[baseline_cell_id(c, by_id)]
+            assert (base.engine, base.batch_size) == (c.engine, c.batch_size)
     assert len(families(cells)) == 6  # one baseline per engine and batch size
-    old = {k: v for k, v in dataclasses.asdict(cells[1]).items() if k != "batch_size"}  # a cell of an older run
-    assert baseline_cell_id(old, {**as_dicts, "x": old}) == cells[0].cell_id
+    old = Cell.from_json({k: v for k, v in dataclasses.asdict(cells[1]).items() if k != "batch_size"}, "old")
+    assert baseline_cell_id(old, {**by_id, "x": old}) == cells[0].cell_id  # a cell of an older run
 
 
 @pytest.mark.parametrize("patch, fragment", [

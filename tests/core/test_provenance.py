@@ -18,6 +18,7 @@ from benchmarks.core.paths import ROOT
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix
+from tests.typed_runs import manifest as typed_manifest
 
 TINY = ROOT / "models" / "tiny"
 
@@ -72,7 +73,7 @@ def make_matrix(target, draft, prompts, **extra):
 
 
 def cell_ids(run_dir):
-    return {r["cell_id"] for r in RunStore(run_dir).records()}
+    return {r["cell_id"] for r in RunStore(run_dir).record_objects()}
 
 
 # --- hardware ------------------------------------------------------------------------------------------------------
@@ -226,7 +227,7 @@ def test_describe_is_saved_per_unit_and_its_settings_head_the_report(tmp_path, p
     run_dir, _ = run_matrix(make_matrix(TINY / "target", TINY / "dflash", prompts), tmp_path / "run",
                                    progress=False)
     store = RunStore(run_dir)
-    records = store.records()
+    records = store.record_objects()
     assert all(r.get("provenance_id") for r in records)
     provs = store.provenances()
     for r in records:
@@ -276,28 +277,30 @@ def rope(lines):
 
 
 def test_rope_caveat_only_for_affected_tpu_inference_and_draft_config():
-    assert rope(caveat_lines([], {}, tpu_provenance()))
-    assert rope(caveat_lines([], {}, tpu_provenance(tpu_inference="0.27.0")))
-    assert not rope(caveat_lines([], {}, tpu_provenance(tpu_inference="0.26.0")))
-    assert not rope(caveat_lines([], {}, tpu_provenance(tpu_inference="0.33.0")))
-    assert not rope(caveat_lines([], {}, tpu_provenance(platform="cpu")))
-    assert not rope(caveat_lines([], {}, tpu_provenance(method="baseline")))
+    assert rope(caveat_lines([], typed_manifest({}), tpu_provenance()))
+    assert rope(caveat_lines([], typed_manifest({}), tpu_provenance(tpu_inference="0.27.0")))
+    assert not rope(caveat_lines([], typed_manifest({}), tpu_provenance(tpu_inference="0.26.0")))
+    assert not rope(caveat_lines([], typed_manifest({}), tpu_provenance(tpu_inference="0.33.0")))
+    assert not rope(caveat_lines([], typed_manifest({}), tpu_provenance(platform="cpu")))
+    assert not rope(caveat_lines([], typed_manifest({}), tpu_provenance(method="baseline")))
     theta_only = {"rope_theta": 10000.0}
-    assert not rope(caveat_lines([], {}, tpu_provenance(transformers="4.57.1", draft_config=theta_only)))
-    assert rope(caveat_lines([], {}, tpu_provenance(transformers="5.0.0", draft_config=theta_only)))
-    assert "instead of the checkpoint's 10000" in rope(caveat_lines([], {}, tpu_provenance(
+    assert not rope(caveat_lines([], typed_manifest({}), tpu_provenance(transformers="4.57.1",
+                                                                        draft_config=theta_only)))
+    assert rope(caveat_lines([], typed_manifest({}), tpu_provenance(transformers="5.0.0", draft_config=theta_only)))
+    assert "instead of the checkpoint's 10000" in rope(caveat_lines([], typed_manifest({}), tpu_provenance(
         draft_config=theta_only)))[0]
     params_only = {"rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}}
-    assert rope(caveat_lines([], {}, tpu_provenance(transformers="4.57.1", draft_config=params_only)))
-    assert not rope(caveat_lines([], {}, tpu_provenance(draft_config={})))
+    assert rope(caveat_lines([], typed_manifest({}), tpu_provenance(transformers="4.57.1", draft_config=params_only)))
+    assert not rope(caveat_lines([], typed_manifest({}), tpu_provenance(draft_config={})))
 
 
 def test_rope_caveat_from_the_manifest_of_a_run_without_provenance_records():
-    rows = [{"engine": "vllm", "method": "dflash", "draft": "d"}]
+    rows = [{"engine": "vllm", "method": "dflash", "draft": "d", "temperature": 0.0}]
     manifest = {"platform": "tpu", "packages": {"tpu-inference": "0.32.0", "transformers": "5.19.0"},
                 "models": {"d": {"config": {"rope_theta": 1e6}}}}
-    assert rope(caveat_lines(rows, manifest))
-    assert not rope(caveat_lines(rows, manifest | {"packages": {"tpu-inference": "0.33.0", "transformers": "5.19.0"}}))
+    assert rope(caveat_lines(rows, typed_manifest(manifest)))
+    assert not rope(caveat_lines(rows, typed_manifest(
+        manifest | {"packages": {"tpu-inference": "0.33.0", "transformers": "5.19.0"}})))
 
 
 def test_rope_caveat_reaches_report_md_of_a_tpu_run(tmp_path, prompts):
@@ -330,7 +333,7 @@ def test_jax_timing_errors_reach_the_report(tmp_path):
                      "n_out": 4, "ttft_ms": 1.0, "tpot_ms": step_s * 1e3, "decode_s": 3 * step_s,
                      "output_ids": [1, 2, 3, 4], "accept_lengths": None,
                      "extra": {"step_s": step_s, "step_floor_s": 2.9e-3, **({"timing_error": error} if error else {})}})
-    store.write_unit("c", "math500", recs)
+    store.write_unit_json("c", "math500", recs)
     write_reports(tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "jax baseline on math500: 1 of 2 requests step faster than the per-step floor (1.310 ms < 2.900 ms)" \
@@ -340,8 +343,8 @@ def test_jax_timing_errors_reach_the_report(tmp_path):
 def test_a_tpu_the_host_cannot_name_takes_the_device_kind_the_engine_saw(monkeypatch):
     monkeypatch.delenv(hardware.ENV_BANDWIDTH)
     monkeypatch.delenv("TPU_ACCELERATOR_TYPE", raising=False)
-    manifest = {"platform": "tpu", "config": {"target": "t"}, "models": {"t": {"weight_bytes": 8.0e9}},
-                "hardware": {"device": "TPU unknown type", "bandwidth_gbps": None}}
+    manifest = typed_manifest({"platform": "tpu", "config": {"target": "t"}, "models": {"t": {"weight_bytes": 8.0e9}},
+                               "hardware": {"device": "TPU unknown type", "bandwidth_gbps": None}})
     assert "not computed" in floor_lines([], manifest)[0]
     seen = {"p": {"describe": {"engine": "jax", "device": "TPU v5 lite"}}}
     line = floor_lines([], manifest, seen)[0]
@@ -352,7 +355,7 @@ def test_tau_past_the_limit_is_said_only_where_vllm_lacked_per_request_metrics()
     def past(missing, method="dflash"):
         p = tpu_provenance(tpu_inference="0.26.0", method=method)
         p["p"]["describe"] = {"missing": {name: "lost" for name in missing}}
-        return [line for line in caveat_lines([], {}, p) if "past max_new_tokens" in line]
+        return [line for line in caveat_lines([], typed_manifest({}), p) if "past max_new_tokens" in line]
 
     assert past(["per_request_spec_decode_metrics"])
     assert not past([]) and not past(["frontend_ttft"])

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.core import store as store_module
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
-from benchmarks.core.engine_io import RequestRecord, SpecCounters
+from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters, TokenScores
 from benchmarks.core.paths import ROOT
 from benchmarks.core.records import (
     KINDS,
@@ -32,7 +32,8 @@ from benchmarks.core.store import RunStore
 
 CELL = Cell("jax", "t", "dflash", "d", 3, 0.0, 4, 0)
 PROMPT = Prompt("humaneval", 2, "q", [5, 6, 7], "sha", context_tokens=700)
-RESULT = {"duration": 2.0, "completed": 1, "failed": 0, "total_output_tokens": 4}
+RESULT = LoadResult(duration=2.0, completed=1, failed=0, total_output_tokens=4, max_concurrent_requests=None,
+                    ttfts=[], itls=[], latencies=[], start_times=[], input_lens=[], output_lens=[], errors=[])
 
 
 def test_a_batch_request_line_is_todays_dict_plus_the_version():
@@ -60,20 +61,19 @@ def test_every_kind_reads_back_as_written():
         raise ValueError("boom")
     except ValueError as exc:
         error = error_line(CELL, "humaneval", exc, concurrency=2)
-    request = request_line(CELL, PROMPT, RequestRecord([1], 0.0, 0.0)).to_json()
+    request = request_line(CELL, PROMPT, RequestRecord([1], 0.0, 0.0))
     lines = [request_line(CELL, PROMPT, RequestRecord([1], 0.0, 0.0), level=Level(1, None)), error,
              spec_line(CELL, "humaneval", SpecCounters(1, 3, 2, [1, 1, 0])),
              served_spec_line(CELL, PROMPT, Level(2, None), SpecCounters(1, 3, 2, [1, 1, 0])),
              load_line(CELL, PROMPT, Level(2, None), RESULT, (1.0, 4)),
              samples_line(CELL, "humaneval", PROMPT, 8, [1], [[3]], None, None, 1),
-             tie_check_line(CELL, "humaneval", PROMPT, 1, 3, 4, {"dtype": "bfloat16", "top_ids": [3],
-                                                                  "top_logits": [1.0], "token_logits": [1.0, 0.5]})]
+             tie_check_line(CELL, "humaneval", PROMPT, 1, 3, 4, TokenScores("bfloat16", [3], [1.0], [1.0, 0.5]))]
     for line in lines:
         assert type(line).from_json(line.to_json()) == line
     assert error.error == "ValueError: boom" and "boom" in error.traceback
-    recheck = recheck_of(request)
-    assert recheck == {**request, "kind": "recheck", "label": "dflash-k3 recheck"}
-    assert recheck_of(error.to_json())["error"] == "drift recheck: ValueError: boom"
+    recheck = recheck_of(request).to_json()
+    assert recheck == {**request.to_json(), "kind": "recheck", "label": "dflash-k3 recheck"}
+    assert recheck_of(error).error == "drift recheck: ValueError: boom"
     assert {line.kind for line in lines} | {"recheck"} == set(KINDS)
 
 

@@ -174,15 +174,16 @@ def test_a_load_sends_token_ids_and_its_records_carry_the_servers_ids(scripted, 
     texts = ["ab", "abc", "abcd"]
     load = Load(texts, 5, 0.0, concurrency=2, request_rate=None, seed=0)
     result = scripted.run_load(load, tmp_path, "tag")
-    assert (result["completed"], result["failed"], result["max_concurrent_requests"]) == (3, 0, 2)
+    assert (result.completed, result.failed, result.max_concurrent_requests) == (3, 0, 2)
     assert sorted(b["prompt"] for b in Scripted.bodies) == [[ord(c) for c in t] for t in texts]
-    assert result["output_ids"] == [list(range(100, 105))] * 3 and result["input_lens"] == [2, 3, 4]
-    assert all(len(itl) == 4 for itl in result["itls"]) and result["total_output_tokens"] == 15
+    assert result.output_ids == [list(range(100, 105))] * 3 and result.input_lens == [2, 3, 4]
+    assert all(len(itl) == 4 for itl in result.itls) and result.total_output_tokens == 15
     prompts = [Prompt("local", i, t, [ord(c) for c in t], f"sha{i}") for i, t in enumerate(texts)]
     counters = scripted.counters()
     assert counters.tpot == (pytest.approx(3 * 0.4 / 1000), 3)  # each request's server-side TPOT
     records = level_records(cell(), prompts, result, tokenizer=None, concurrency=2, request_rate=None,
                             spec=counters.spec, server_tpot=counters.tpot)
+    records = [r.to_json() for r in records]
     requests = [r for r in records if r["kind"] == "request"]
     assert [r["output_ids"] for r in requests] == [list(range(100, 105))] * 3
     assert {r["extra"]["output_ids_from"] for r in requests} == {"server"}

@@ -66,8 +66,8 @@ def test_the_tie_scores_put_the_greedy_token_first(dflash):
     ids = prompt_ids()
     r = dflash.generate(ids, SamplingParams(0.0, 4, 0))
     scores = dflash.token_scores(ids, r.output_ids[:2], [r.output_ids[2]], 8)
-    assert scores["top_ids"][0] == r.output_ids[2] and scores["dtype"] == "float32"
-    assert scores["token_logits"][0] == scores["top_logits"][0]
+    assert scores.top_ids[0] == r.output_ids[2] and scores.dtype == "float32"
+    assert scores.token_logits[0] == scores.top_logits[0]
 
 
 def test_a_port_in_use_is_one_clear_error(monkeypatch):

@@ -412,7 +412,7 @@ def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
     })
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 1
-    [error] = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
+    [error] = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "error"]
     assert error["error"].startswith("EngineStartError: vllm engine failed to start: ValueError: ")
     assert "kv_cache_utils.py" in error["error"] and "engine-core traceback" in error["traceback"]
     write_reports(run_dir)

@@ -68,7 +68,7 @@ def scripted(monkeypatch, tmp_path):
 
 def run(matrix, tmp_path):
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
-    records = RunStore(run_dir).records()
+    records = RunStore(run_dir).record_objects()
     return failed, [r for r in records if r["kind"] == "error"], [r for r in records if r["kind"] == "request"]
 
 

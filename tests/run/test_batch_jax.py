@@ -17,7 +17,7 @@ def test_a_batch_of_4_gives_the_batch_1_tokens_through_the_run_path(random_pair,
                       "batch_size": [1, 4], "engine_options": {"max_model_len": 1024}})
     run_dir, failed = run_matrix(m, tmp_path / "run")
     assert failed == 0
-    requests = [r for r in RunStore(run_dir).records() if r["kind"] == "request"]
+    requests = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "request"]
     by_label = {}
     for r in requests:
         by_label.setdefault((r["label"], r.get("batch_index") is not None), {})[r["prompt_sha256"]] = r

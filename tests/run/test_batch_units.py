@@ -28,7 +28,7 @@ def test_each_batch_size_has_its_own_units_and_batch_1_keeps_its_keys(tmp_path):
     assert all(u.store_key == "humaneval" for u in units)
     store = RunStore(tmp_path)
     done = next(u for u in units if u.cell.batch_size == 4 and u.cell.method == "baseline")
-    store.write_unit(done.cell.cell_id, done.store_key, [{"kind": "spec", "cell_id": done.cell.cell_id,
+    store.write_unit_json(done.cell.cell_id, done.store_key, [{"kind": "spec", "cell_id": done.cell.cell_id,
                                                           "label": "baseline", "dataset": "humaneval",
                                                           "num_drafts": 0, "num_draft_tokens": 0,
                                                           "num_accepted_tokens": 0, "accepted_per_pos": []}])
@@ -70,8 +70,8 @@ def test_cells_take_consecutive_prompts_b_at_a_time_and_warm_up_with_one_batch()
     assert engines[three.cell_id].calls == [[[100, 101]] * 3, [[0, 1], [1, 2], [2, 3]], [[3, 4], [4, 5], [5, 6]],
                                             [[6, 7]]]
     assert engines[one.cell_id].calls == [[[100, 101]]] + [[p.ids] for p in measured]
-    assert [r.get("batch_index") for r in out[three.cell_id]] == [0, 0, 0, 1, 1, 1, 2]
-    assert all("batch_index" not in r for r in out[one.cell_id])
-    assert [r["prompt_index"] for r in out[three.cell_id]] == list(range(7))
+    assert [r.batch_index for r in out[three.cell_id]] == [0, 0, 0, 1, 1, 1, 2]
+    assert all("batch_index" not in r.to_json() for r in out[one.cell_id])
+    assert [r.prompt_index for r in out[three.cell_id]] == list(range(7))
     assert [[p.index for p in b] for b in batches(measured, 3)] == [[0, 1, 2], [3, 4, 5], [6]]
     assert dataclasses.replace(three, batch_size=1).cell_id == one.cell_id

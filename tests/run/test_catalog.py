@@ -38,7 +38,7 @@ def test_an_engine_added_by_one_catalog_row_runs_in_workers_and_is_reported(scri
     assert f"{path}: ok, 2 cells" in capsys.readouterr().out
     assert main(["matrix", str(path), "--run-dir", str(tmp_path / "run")]) == 0
     store = RunStore(tmp_path / "run")
-    rows = {r["label"]: r for r in store.records() if r["kind"] == "request"}
+    rows = {r["label"]: r for r in store.record_objects() if r["kind"] == "request"}
     assert rows["dflash-k3"]["engine"] == "scripted" and rows["dflash-k3"]["tpot_ms"] == pytest.approx(4.0)
     hosts = {p["describe"]["pid_of_host"] for p in store.provenances().values()}
     assert len(hosts) == 2 and os.getpid() not in hosts  # each cell in a worker process of its own
@@ -82,7 +82,7 @@ def test_a_serving_engine_added_by_one_catalog_row_is_driven_per_level_and_repor
     path = matrix_file(tmp_path, engine="scripted-serve", concurrency=[1, 2])
     assert main(["matrix", str(path), "--run-dir", str(tmp_path / "run")]) == 0
     assert "scripted server healthy" in capsys.readouterr().out  # named from the row, never "vllm"
-    records = RunStore(tmp_path / "run").records()
+    records = RunStore(tmp_path / "run").record_objects()
     loads = sorted((r["concurrency"], r["label"]) for r in records if r["kind"] == "load")
     assert loads == [(1, "baseline"), (1, "dflash-k3"), (2, "baseline"), (2, "dflash-k3")]
     report = (tmp_path / "run" / "report.md").read_text()

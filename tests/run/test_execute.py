@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.analysis.report import write_reports
-from benchmarks.analysis.summary import summarize
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.core import matrix as matrix_mod
 from benchmarks.core import model_refs
 from benchmarks.core.config import parse_matrix
@@ -98,14 +98,11 @@ def scripted(monkeypatch):
 def test_run_records_summary_and_pairing(matrix, tmp_path):
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0
-    store = RunStore(run_dir)
-    records = store.records()
-    requests = [r for r in records if r["kind"] == "request"]
-    assert len(requests) == 2 * 2 * 3  # cells × datasets × measured prompts (warm-up excluded)
-    spec = [r for r in records if r["kind"] == "spec"]
+    summary = summarize_run(RunStore(run_dir))
+    assert len(summary.records.requests) == 2 * 2 * 3  # cells × datasets × measured prompts (warm-up excluded)
     # 3 measured prompts × 4 steps each; the 2 warm-up prompts' 8 steps were diffed away
-    assert {r["num_drafts"] for r in spec} == {12}
-    rows = {(r["label"], r["dataset"]): r for r in summarize(records, store.manifest())}
+    assert {r.num_drafts for r in summary.records.specs} == {12}
+    rows = {(r["label"], r["dataset"]): r for r in summary.rows}
     d = rows[("dflash-k3", "local")]
     assert d["tau"] == pytest.approx(3.0) and d["acceptance_rate"] == pytest.approx(2 / 3)
     assert json.loads(d["per_position"]) == [1.0, 1.0, 0.0]
@@ -113,10 +110,10 @@ def test_run_records_summary_and_pairing(matrix, tmp_path):
     assert d["identical_frac"] == 1.0 and d["first_divergence_min"] is None
     assert d["tpot_ms_mean"] == pytest.approx(4.0) and d["ttft_ms_mean"] == pytest.approx(50.0)
     assert rows[("baseline", "local")]["tpot_ms_p90"] == pytest.approx(10.0)
-    manifest = store.manifest()
-    assert set(manifest["cells"]) == {r["cell_id"] for r in requests}
+    manifest = RunStore(run_dir).manifest()
+    assert set(manifest["cells"]) == {r.cell_id for r in summary.records.requests}
     assert manifest["models"][matrix.target]["config_sha256"]
-    shas = {r["prompt_sha256"] for r in requests if r["dataset"] == "local"}
+    shas = {r.prompt_sha256 for r in summary.records.requests if r.workload == "local"}
     assert len(shas) == 3  # baseline and dflash saw the same three prompts
 
 
@@ -124,7 +121,7 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
     ScriptedEngine.fail_on = {"dflash"}
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 2
-    errors = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
+    errors = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "error"]
     assert {e["dataset"] for e in errors} == {"local", "other"} and "cannot start dflash" in errors[0]["error"]
     assert ScriptedEngine.loads == ["baseline"]
 
@@ -133,7 +130,7 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     # the finished baseline was skipped; it is loaded again only for its drift recheck, now that dflash ran
     assert failed == 0 and ScriptedEngine.loads == ["dflash-k3", "baseline"]
-    records = RunStore(run_dir).records()
+    records = RunStore(run_dir).record_objects()
     assert not [r for r in records if r["kind"] == "error"]
     keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in records if r["kind"] == "request"]
     assert len(keys) == len(set(keys)) == 12
@@ -147,7 +144,7 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
     run_dir, failed = run_matrix(matrix, tmp_path / "interleaved", progress=False)
     assert failed == 0
     assert len(ScriptedEngine.calls) == 2 * 2 * (3 + 2)  # cells × datasets × (measured + warm-up); no recheck
-    assert not [r for r in RunStore(run_dir).records() if r["kind"] == "recheck"]
+    assert not [r for r in RunStore(run_dir).record_objects() if r["kind"] == "recheck"]
     # one after another: one cell's datasets, then the next's, then the baseline's recheck of 3 prompts per dataset
     assert len(sequential) == 2 * 2 * (3 + 2) + 2 * (3 + 2)
     assert [label for label, _ in sequential[:10]] == ["baseline"] * 10
@@ -159,10 +156,10 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
 
     def requests(path):
         return sorted((r["cell_id"], r["dataset"], r["prompt_index"], tuple(r["output_ids"]), r["tpot_ms"])
-                      for r in RunStore(path).records() if r["kind"] == "request")
+                      for r in RunStore(path).record_objects() if r["kind"] == "request")
 
     assert requests(run_dir) == requests(plain_dir) and len(requests(run_dir)) == 12
-    spec = [r for r in RunStore(run_dir).records() if r["kind"] == "spec"]
+    spec = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "spec"]
     assert {r["num_drafts"] for r in spec} == {12}  # each engine's counters cover its own measured prompts only
     write_reports(run_dir)
     write_reports(plain_dir)
@@ -172,7 +169,7 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
 
 def _rows(run_dir):
     store = RunStore(run_dir)
-    return {(r["label"], r["dataset"]): r for r in summarize(store.records(), store.manifest())}
+    return {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
 
 
 def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
@@ -182,7 +179,7 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     ScriptedEngine.reload_slowdown = 1.5
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and ScriptedEngine.loads == ["baseline", "dflash-k3", "baseline"]
-    records = RunStore(run_dir).records()
+    records = RunStore(run_dir).record_objects()
     rechecks = [r for r in records if r["kind"] == "recheck"]
     base_id = next(r["cell_id"] for r in records if r["label"] == "baseline")
     measured = [r for r in records if r["kind"] == "request" and r["cell_id"] == base_id]
@@ -232,7 +229,7 @@ def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
     store = RunStore(run_dir)
     config = store.manifest()["config"]
     assert config["executor"] == "local"  # the manifest records the executor the report reads
-    rows = summarize(store.records(), store.manifest())
+    rows = summarize_run(store).rows
     unchecked = [{**r, "baseline_drift": None, "drift_flag": None} for r in rows]
     [line] = drift_lines(unchecked, {**config, "executor": "ray"})
     assert line.startswith("**Drift is unchecked**") and "ray_node" in line and "interleave: true" in line
@@ -250,7 +247,8 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
     assert "No speedup is flagged." in (run_dir / "report.md").read_text()
 
     def rechecks():
-        return sorted((r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).records() if r["kind"] == "recheck")
+        return sorted((r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).record_objects()
+                      if r["kind"] == "recheck")
 
     done = rechecks()
     assert len(done) == 2 * 3
@@ -270,7 +268,7 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
 def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix, tmp_path):
     ScriptedEngine.fail_reload = True
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
-    errors = [r for r in RunStore(run_dir).records() if r["kind"] == "error"]
+    errors = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "error"]
     assert failed == 2 and {(e["label"], e["dataset"]) for e in errors} == {("baseline recheck", "local"),
                                                                               ("baseline recheck", "other")}
     assert errors[0]["error"] == "drift recheck: RuntimeError: cannot start baseline"
@@ -288,7 +286,7 @@ def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
     matrix.interleave = True
     ScriptedEngine.fail_at_call = 4  # dflash: 2 warm-ups, a measured prompt, then it raises on the second
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
-    records = RunStore(run_dir).records()
+    records = RunStore(run_dir).record_objects()
     errors = [r for r in records if r["kind"] == "error"]
     assert failed == 1 and [(e["label"], e["dataset"]) for e in errors] == [("dflash-k3", "local")]
     assert "draft went away" in errors[0]["error"]
@@ -325,7 +323,7 @@ def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monke
     monkeypatch.setattr(store.os, "fsync", real_fsync)
     ScriptedEngine.loads = []
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
-    keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).records()
+    keys = [(r["cell_id"], r["dataset"], r["prompt_index"]) for r in RunStore(run_dir).record_objects()
             if r["kind"] == "request"]
     assert failed == 0 and len(keys) == len(set(keys)) == 12
 

@@ -113,7 +113,7 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
     cells = {c["method"]: cid for cid, c in store.manifest()["cells"].items()}
     # The dflash actor died in dataset a: that unit fails with Ray's cause; b (same actor) fails naming it too.
     assert failed == 2
-    errors = {r["dataset"]: r["error"] for r in store.records() if r["kind"] == "error"}
+    errors = {r["dataset"]: r["error"] for r in store.record_objects() if r["kind"] == "error"}
     assert set(errors) == {"a", "b"}
     assert "ActorDiedError" in errors["a"] and "ray.kill" in errors["a"] and "127.0.0.1" in errors["a"]
     assert "earlier failure" in errors["b"] and "ray.kill" in errors["b"]
@@ -131,7 +131,7 @@ def test_killed_actor_fails_its_unit_with_the_cause_and_a_rerun_measures_only_th
     assert failed == 0
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == kept  # the baseline was not measured again
     assert all(store.is_done(cid, d) for cid in cells.values() for d in ("a", "b"))
-    spec = [r for r in store.records() if r["kind"] == "spec"]
+    spec = [r for r in store.record_objects() if r["kind"] == "spec"]
     assert [r["num_accepted_tokens"] for r in spec] == [2 * 2 * 3] * 2  # 3 prompts × 2 steps × 2 accepted
 
 
@@ -141,7 +141,7 @@ def test_hung_request_fails_its_unit_at_the_time_limit(local_ray, random_pair, p
     run_dir, failed = run_matrix(scripted_matrix(random_pair, prompts_file, request_timeout_s=2),
                                         tmp_path / "run", progress=False)
     assert time.perf_counter() - t0 < 60
-    errors = {r["dataset"]: r["error"] for r in RunStore(run_dir).records() if r["kind"] == "error"}
+    errors = {r["dataset"]: r["error"] for r in RunStore(run_dir).record_objects() if r["kind"] == "error"}
     assert failed == 2 and "no answer within 2 s" in errors["a"] and "earlier failure" in errors["b"]
 
 
@@ -196,7 +196,7 @@ def test_placement_keys_leave_the_run_id_alone(random_pair, prompts_file):
 def _measured(run_dir: Path) -> dict[tuple[str, str], list]:
     """What a run measured, by (cell, dataset): each request's tokens and accepted lengths, and the spec counters."""
     out: dict[tuple[str, str], list] = {}
-    for r in RunStore(run_dir).records():
+    for r in RunStore(run_dir).record_objects():
         assert r["kind"] != "error", r["error"]
         key = (r["cell_id"], r["dataset"])
         if r["kind"] == "request":

@@ -10,17 +10,17 @@ import yaml
 
 from benchmarks.analysis.serve_figures import serve_figures
 from benchmarks.analysis.serve_report import crossovers, serve_markdown
-from benchmarks.analysis.summary import summarize
 from benchmarks.cli import main as cli_main
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError, parse_matrix
 from benchmarks.core.datasets import Prompt
-from benchmarks.core.engine_io import SpecCounters
+from benchmarks.core.engine_io import LoadResult, SpecCounters
 from benchmarks.core.matrix import expand
 from benchmarks.core.store import level_key
 from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
 from benchmarks.run.serving import check_prompt_ids, level_records
+from tests.typed_runs import summary_json
 from verification.lossless import verdict_lines
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
@@ -133,19 +133,20 @@ def _result(prompts, **over):
            "input_lens": [len(p.ids) for p in prompts], "itls": [[0.1] * 7] * n, "start_times": [0.0] * n,
            "generated_texts": ["a bb ccc"] * n, "duration": 2.0, "completed": n, "failed": 0,
            "total_output_tokens": 8 * n}
-    return {**res, **over}
+    return LoadResult.from_vllm({**res, **over})
 
 
 def test_level_result_becomes_request_spec_and_load_records():
     prompts = _prompts(2)
     recs = level_records(CELL, prompts, _result(prompts), WordTokenizer(), 4, None, SpecCounters(5, 15, 6, [4, 2, 0]),
                          (0.03, 2.0))
-    reqs = [r for r in recs if r["kind"] == "request"]
+    reqs = [r.to_json() for r in recs if r.kind == "request"]
     assert [r["prompt_sha256"] for r in reqs] == ["sha0", "sha1"]
     assert reqs[0]["tpot_ms"] == pytest.approx(metrics.tpot_ms(0.1, 0.8, 8)) and reqs[0]["ttft_ms"] == 100.0
     assert reqs[0]["output_ids"] == [1, 2, 3] and reqs[0]["concurrency"] == 4 and reqs[0]["itl_ms"][0] == 100.0
-    assert [r["kind"] for r in recs[2:]] == ["spec", "load"] and recs[2]["num_drafts"] == 5
-    assert (recs[3]["server_tpot_sum_s"], recs[3]["server_tpot_count"]) == (0.03, 2.0)
+    spec, load = (r.to_json() for r in recs[2:])
+    assert (spec["kind"], load["kind"]) == ("spec", "load") and spec["num_drafts"] == 5
+    assert (load["server_tpot_sum_s"], load["server_tpot_count"]) == (0.03, 2.0)
     assert level_key("humaneval", 4, None) == "humaneval@c4" and level_key("x", 1, 2.5) == "x@c1@r2.5"
 
 
@@ -195,7 +196,7 @@ def _serve_run():
                + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, same)
                + _level("B", "baseline", "baseline", 4, 12.0, 300, same)
                + _level("D", "dflash-k3", "dflash", 4, 9.0, 240, other))
-    return summarize(records, manifest), manifest
+    return summary_json(records, manifest).rows, manifest
 
 
 def test_summary_has_a_row_per_level_paired_with_the_baseline_at_the_same_concurrency():
@@ -219,7 +220,7 @@ def test_divergence_at_concurrency_one_is_still_a_lossless_violation():
     rows, manifest = _serve_run()
     records = (_level("B", "baseline", "baseline", 1, 10.0, 100, [[1, 2], [3, 4]])
                + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, [[1, 2], [3, 9]]))
-    assert any(line.startswith("LOSSLESS VIOLATION") for line in verdict_lines(summarize(records, manifest)))
+    assert any(line.startswith("LOSSLESS VIOLATION") for line in verdict_lines(summary_json(records, manifest).rows))
 
 
 def test_crossover_is_the_first_level_below_one_or_not_reached():
@@ -249,14 +250,14 @@ def test_a_stream_delivered_in_one_burst_has_no_tpot_and_is_counted():
     prompts = _prompts(2)
     res = _result(prompts, itls=[[0.1] * 7, [0.0001] * 6 + [0.002]], latencies=[0.8, 0.1026])
     recs = level_records(CELL, prompts, res, WordTokenizer(), 1, None, None)
-    steady, burst = recs[0], recs[1]
+    steady, burst = recs[0].to_json(), recs[1].to_json()
     assert steady["tpot_ms"] == pytest.approx(100.0) and "delivery_burst" not in steady["extra"]
     assert burst["tpot_ms"] is None and burst["extra"]["delivery_burst"]
     assert burst["extra"]["client_tpot_ms"] == pytest.approx(metrics.tpot_ms(0.1, 0.1026, 8))
     manifest = {"run_id": "r", "cells": {CELL.cell_id: {"engine": "vllm-serve", "target": "t", "method": "dflash",
                                                        "draft": "d", "k": 3, "temperature": 0.0,
                                                        "max_new_tokens": 8, "seed": 0, "engine_options": {}}}}
-    [row] = summarize(recs, manifest)
+    [row] = summary_json(recs, manifest).rows
     assert row["n_burst"] == 1 and row["tpot_ms_p50"] == pytest.approx(100.0) and row["itl_ms_p50"] == 100.0
     assert "1 of 2" in serve_markdown([row])
 
@@ -266,7 +267,7 @@ def test_a_request_without_tpot_leaves_the_paired_speedup():
     records = (_level("B", "baseline", "baseline", 1, 10.0, 100, [[1], [2], [3]])
                + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, [[1], [2], [3]]))
     records[1]["tpot_ms"] = None  # the baseline's second request came in one burst
-    [row] = [r for r in summarize(records, manifest) if r["method"] == "dflash"]
+    [row] = [r for r in summary_json(records, manifest).rows if r["method"] == "dflash"]
     assert row["n_pairs"] == 2 and row["speedup"] == pytest.approx(2.0)
 
 
@@ -290,7 +291,7 @@ def _sampled_serve_run(samples: dict[str, int] | None):
             records.append({"kind": "samples", "cell_id": cid, "dataset": "humaneval", "concurrency": 1,
                             "prompt_index": i, "prompt_sha256": f"s{i}", "temperature": 0.6, "seeds": None,
                             "samples": rng.choice(3, size=(200, 6), p=probs).tolist(), "loglik": None})
-    return summarize(records, manifest)
+    return summary_json(records, manifest).rows
 
 
 def test_a_served_cell_at_t_above_zero_has_one_distribution_verdict_shared_by_its_levels():
@@ -328,7 +329,7 @@ def test_greedy_identity_of_a_serving_matrix_without_concurrency_one_is_not_chec
                + _level("B", "baseline", "baseline", 16, 10.0, 100, [[1], [2]])
                + _level("D", "dflash-k3", "dflash", 16, 5.0, 180, [[1], [2]]))
     _, manifest = _serve_run()
-    rows = {(r["label"], r["concurrency"]): r for r in summarize(records, manifest)}
+    rows = {(r["label"], r["concurrency"]): r for r in summary_json(records, manifest).rows}
     assert "no concurrency-1 level" in rows[("dflash-k3", 4)]["not_checked"]
     assert rows[("dflash-k3", 16)]["not_checked"] is None and rows[("baseline", 4)]["not_checked"] is None
 

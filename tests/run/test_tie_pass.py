@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from benchmarks.analysis.summary import summarize
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.run import exit_status
 from benchmarks.core.config import parse_matrix
-from benchmarks.core.engine_io import RequestRecord
+from benchmarks.core.engine_io import RequestRecord, TokenScores
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix
@@ -46,8 +46,7 @@ class TieEngine:
         if TieEngine.fail_scores:
             raise RuntimeError("no logits today")
         TieEngine.scored.append((list(prompt_ids), list(prefix_ids), list(token_ids)))
-        return {"dtype": "bfloat16", "top_ids": [token_ids[0]], "top_logits": [5.2],
-                "token_logits": [5.2, 5.2 - TieEngine.margin]}
+        return TokenScores("bfloat16", [token_ids[0]], [5.2], [5.2, 5.2 - TieEngine.margin])
 
     def spec_counters(self):
         return None
@@ -80,7 +79,7 @@ def matrix(random_pair, tmp_path):
 
 def rows(run_dir):
     store = RunStore(run_dir)
-    return {(r["label"], r["dataset"]): r for r in summarize(store.records(), store.manifest())}
+    return {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
 
 
 def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(matrix, tmp_path):
@@ -89,18 +88,18 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
     # the reloaded baseline only scores: no timed request runs on it
     assert TieEngine.events[-4:] == [("baseline", "token_scores")] * 4 and len(TieEngine.events) == 2 * 2 * 5 + 4
     store = RunStore(run_dir)
-    reqs = {(r["label"], r["dataset"], r["prompt_sha256"]): r for r in store.records() if r["kind"] == "request"}
+    reqs = {(r["label"], r["dataset"], r["prompt_sha256"]): r for r in store.record_objects() if r["kind"] == "request"}
     for ds in ("local", "other"):
         d = rows(run_dir)[("dflash-k3", ds)]
         # dflash's measured requests 1 and 3 (its 2nd and 4th calls) are identical, 0 and 2 diverge
         assert (d["n_identical"], d["n_ties"], d["n_violations"]) == (2, 2, 0)
         assert d["first_divergence_min"] == DIVERGE_AT and d["tie_margin_max"] == pytest.approx(0.01)
         checks = store.unit(d["cell_id"], f"{ds}@ties")
-        assert len(checks) == 2 and {c["kind"] for c in checks} == {"tie_check"}
+        assert len(checks) == 2 and {c.kind for c in checks} == {"tie_check"}
         for c in checks:
-            base = reqs[("baseline", ds, c["prompt_sha256"])]["output_ids"]
-            spec = reqs[("dflash-k3", ds, c["prompt_sha256"])]["output_ids"]
-            assert (c["divergence"], c["baseline_token"], c["spec_token"]) == (DIVERGE_AT, base[2], spec[2])
+            base = reqs[("baseline", ds, c.prompt_sha256)]["output_ids"]
+            spec = reqs[("dflash-k3", ds, c.prompt_sha256)]["output_ids"]
+            assert (c.divergence, c.baseline_token, c.spec_token) == (DIVERGE_AT, base[2], spec[2])
     # each call teacher-forced the common prefix after the measured prompt, for the two tokens
     assert all(len(prefix) == DIVERGE_AT and tokens[1] == (tokens[0] + 1) % 97 for _, prefix, tokens in
                TieEngine.scored)

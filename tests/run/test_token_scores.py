@@ -53,23 +53,23 @@ def check_scores(engine, prompt, out32, reference):
     are <= 0) within a few bf16 ulps of the float32 ones, for the top tokens and a token far outside them (the
     float32 engine's least likely), the top token the float32 one unless those two are close."""
     for d in AT:
-        ref = reference[d]["token_logits"]
+        ref = reference[d].token_logits
         other = min(range(len(ref)), key=lambda t: ref[t])
         scores = engine.token_scores(prompt, out32[:d], [out32[d], other], 8)
-        assert scores["dtype"] == "bfloat16" and len(scores["top_ids"]) == len(scores["top_logits"]) == 8
-        assert scores["top_logits"] == sorted(scores["top_logits"], reverse=True) and scores["top_logits"][0] > 0
-        for t, v in [*zip(scores["top_ids"], scores["top_logits"]), *zip([out32[d], other], scores["token_logits"])]:
+        assert scores.dtype == "bfloat16" and len(scores.top_ids) == len(scores.top_logits) == 8
+        assert scores.top_logits == sorted(scores.top_logits, reverse=True) and scores.top_logits[0] > 0
+        for t, v in [*zip(scores.top_ids, scores.top_logits), *zip([out32[d], other], scores.token_logits)]:
             assert abs(v - ref[t]) <= 4 * ulp(max(abs(v), 1.0), "bfloat16"), (d, t, v, ref[t])
         best, second = sorted(ref, reverse=True)[:2]
         if best - second > 8 * ulp(best, "bfloat16"):
-            assert scores["top_ids"][0] == out32[d]
+            assert scores.top_ids[0] == out32[d]
 
 
 def check_engine(engine, prompt, out32, reference):
     """The prefill's own argmax scored first, then check_scores; scoring used the live cache as scratch, so the
     next timed request is unchanged."""
     out = engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids
-    assert engine.token_scores(prompt, [], [out[0]], 8)["top_ids"][0] == out[0]
+    assert engine.token_scores(prompt, [], [out[0]], 8).top_ids[0] == out[0]
     check_scores(engine, prompt, out32, reference)
     assert engine.generate(prompt, SamplingParams(0.0, TOKENS)).output_ids == out
 

@@ -38,7 +38,7 @@ def test_vllm_cells_interleave_in_workers_with_both_loaded(tmp_path, monkeypatch
     assert failed == 0
     assert [cell for cell, _ in seen] == ["baseline", "dflash"] * 2  # prompt by prompt, in turn
     assert len(workers) == 2 and all(loaded == [True, True] for _, loaded in seen)
-    requests = [r for r in RunStore(run_dir).records() if r["kind"] == "request"]
+    requests = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "request"]
     by_prompt: dict[int, dict[str, list[int]]] = {}
     for r in requests:
         by_prompt.setdefault(r["prompt_index"], {})[r["method"]] = r["output_ids"]

@@ -1,15 +1,16 @@
 """Workloads through a run with a scripted engine: context lengths as units that every cell sees with identical
 ids, units measured on other ids measured again, cells sent other ids never paired, MT-Bench's second turn after one
 cached set of first answers, and local rows in three forms."""
+import dataclasses
 import json
 
 import pytest
 
 from benchmarks.analysis.report import write_reports
-from benchmarks.analysis.summary import summarize
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.core.config import parse_matrix
 from benchmarks.core.datasets import sent_text, tokens
-from benchmarks.core.engine_io import RequestRecord, SpecCounters
+from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
 from benchmarks.run.execute import execute
@@ -76,7 +77,7 @@ def test_context_lengths_are_units_every_cell_sees_alike(random_pair, tmp_path):
     store = RunStore(run_dir)
     assert {p.name for p in store.units_dir.glob("*.jsonl")} >= {
         f"{c}__humaneval@ctx{n}.jsonl" for c in store.manifest()["cells"] for n in (0, 700)}
-    requests = [r for r in store.records() if r["kind"] == "request"]
+    requests = [r for r in store.record_objects() if r["kind"] == "request"]
     assert {(r["dataset"], r["context_tokens"]) for r in requests} == {("humaneval@ctx0", 0), ("humaneval@ctx700", 700)}
     assert all(r["n_prompt_tokens"] >= 700 for r in requests if r["context_tokens"] == 700)
     built = store.manifest()["prompts"]["workloads"]["humaneval@ctx700"]
@@ -101,15 +102,15 @@ def test_a_unit_measured_on_other_context_ids_is_measured_again(random_pair, tmp
     store = RunStore(run_dir)
     base = next(c for c, cell in store.manifest()["cells"].items() if cell["method"] == "baseline")
     records = store.unit(base, "humaneval@ctx700")  # as if its context had been built otherwise
-    store.write_unit(base, "humaneval@ctx700", [{**r, "prompt_sha256": "0" * 64} if r["kind"] == "request" else r
-                                                for r in records])
+    store.write_unit(base, "humaneval@ctx700", [dataclasses.replace(r, prompt_sha256="0" * 64)
+                                                if r.kind == "request" else r for r in records])
     plan = build_plan(m, run_dir)
     assert plan.redo == [(base, "humaneval@ctx700")] and (base, "humaneval@ctx700") not in plan.done
     assert "to run again (measured on other prompt ids)" in plan.describe()
     Recorder.calls = []
     assert execute(plan).failed == 0
     assert len(sent("baseline")) == 3 and not sent("dflash-k3")  # only that unit: its prompts and warm-up
-    rows = {(r["label"], r["dataset"]): r for r in summarize(store.records(), store.manifest())}
+    rows = {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
     assert rows[("dflash-k3", "humaneval@ctx700")]["identical_frac"] == 1.0
 
 
@@ -119,8 +120,8 @@ def test_a_cell_sent_other_context_ids_than_its_baseline_fails_the_check(random_
     store = RunStore(run_dir)
     spec = next(c for c, cell in store.manifest()["cells"].items() if cell["method"] != "baseline")
     records = store.unit(spec, "humaneval@ctx700")
-    store.write_unit(spec, "humaneval@ctx700", [{**r, "prompt_sha256": r["prompt_sha256"][::-1]}
-                                                if r["kind"] == "request" else r for r in records])
+    store.write_unit(spec, "humaneval@ctx700", [dataclasses.replace(r, prompt_sha256=r.prompt_sha256[::-1])
+                                                if r.kind == "request" else r for r in records])
     report = write_reports(run_dir)
     [row] = [r for r in report.rows if r["cell_id"] == spec]
     assert row["identical_frac"] is None and row["speedup"] is None
@@ -140,7 +141,7 @@ def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path
     answers = json.loads(answers_path(tmp_path / "run", "mt-bench").read_text())
     assert len(answers["answers"]) == 3 and answers["generator"]["label"] == "baseline"
     store = RunStore(tmp_path / "run")
-    requests = [r for r in store.records() if r["kind"] == "request"]
+    requests = [r for r in store.record_objects() if r["kind"] == "request"]
     by_cell = {}
     for r in requests:
         by_cell.setdefault((r["label"], r["dataset"]), set()).add(r["prompt_sha256"])
@@ -164,7 +165,7 @@ def test_first_answers_that_fail_fail_the_second_turn_only(random_pair, tmp_path
     Recorder.fail_load = "baseline"
     assert execute(plan).failed >= 2  # both cells' turn-2 units (and the baseline's own units)
     store = RunStore(tmp_path / "run")
-    errors = [r for r in store.records() if r["kind"] == "error" and r["dataset"] == "mt-bench@turn2"]
+    errors = [r for r in store.record_objects() if r["kind"] == "error" and r["dataset"] == "mt-bench@turn2"]
     assert {r["label"] for r in errors} == {"baseline", "dflash-k3"}
     assert all(r["error"].startswith("first answers of the second turn: RuntimeError") for r in errors)
 
@@ -187,10 +188,11 @@ def test_a_served_context_workload_is_sent_its_templated_text_and_keyed_per_leve
     assert {u.store_key for u in plan.units} == {"humaneval@ctx700@c1", "humaneval@ctx700@c2"}
     p = plan.prompts["humaneval@ctx700"][0][0]
     assert sent_text(p, plan.tokenizer) == p.rendered and tokens(p.rendered, plan.tokenizer) == p.ids
-    result = {"errors": [""], "ttfts": [0.1], "latencies": [0.5], "output_lens": [5], "input_lens": [len(p.ids)],
-              "generated_texts": ["x"], "itls": [[0.1] * 4], "start_times": [0.0], "duration": 1.0, "completed": 1,
-              "failed": 0, "total_output_tokens": 5}
-    [request, _] = level_records(plan.cells[0], [p], result, plan.tokenizer, 1, None, None)
+    result = LoadResult.from_vllm({
+        "errors": [""], "ttfts": [0.1], "latencies": [0.5], "output_lens": [5], "input_lens": [len(p.ids)],
+        "generated_texts": ["x"], "itls": [[0.1] * 4], "start_times": [0.0], "duration": 1.0, "completed": 1,
+        "failed": 0, "total_output_tokens": 5})
+    [request, _] = [r.to_json() for r in level_records(plan.cells[0], [p], result, plan.tokenizer, 1, None, None)]
     assert request["dataset"] == "humaneval@ctx700" and request["context_tokens"] == 700
 
 

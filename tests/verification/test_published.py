@@ -12,11 +12,13 @@ from benchmarks.analysis.published_report import comparison_markdown
 from benchmarks.cli import main
 from benchmarks.core import reference
 from benchmarks.core.reference import ReferenceDataError, load_k_flat, load_reference
+from tests.typed_runs import manifest, request
 from verification.published import hardware_matches, model_key
 
-V5P_MANIFEST = {"run_id": "tpu-run", "platform": "tpu", "hardware": {"device": "TPU v5p", "bandwidth_gbps": 2765.0}}
-CPU_MANIFEST = {"run_id": "cpu-run", "platform": "cpu",
-                "hardware": {"device": "AMD EPYC 7B13 64-Core Processor", "bandwidth_gbps": None}}
+V5P_JSON = {"run_id": "tpu-run", "platform": "tpu", "hardware": {"device": "TPU v5p", "bandwidth_gbps": 2765.0}}
+V5P_MANIFEST = manifest(V5P_JSON)
+CPU_MANIFEST = manifest({"run_id": "cpu-run", "platform": "cpu",
+                         "hardware": {"device": "AMD EPYC 7B13 64-Core Processor", "bandwidth_gbps": None}})
 
 
 def _summary(hardware: str, target: str, draft: str, max_new_tokens: int, dataset: str, n: int,
@@ -106,7 +108,8 @@ def test_b200_tau_is_compared_with_our_per_prompt_mean() -> None:
     summary = _summary("NVIDIA B200", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", 256, "math500", 8,
                        ar_tpot=10.0, tpot=2.0, tau=6.0)
     summary["tau_prompt_mean"] = [None, 7.0]
-    md = comparison_markdown(summary, {"run_id": "b", "platform": "gpu", "hardware": {"device": "NVIDIA B200"}})
+    md = comparison_markdown(summary, manifest({"run_id": "b", "platform": "gpu",
+                                                "hardware": {"device": "NVIDIA B200"}}))
     assert "| math500 | dflash-k15 | τ (prompt mean, inferred, both) | 7.87 | 7.00 | 0.89 |" in md
     assert "its τ statistic (prompt mean) is inferred: the publication does not say" in md
     ref = load_reference()
@@ -175,9 +178,19 @@ def test_baseline_only_run() -> None:
 
 
 def test_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _summary("TPU v5p", "Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", 256, "humaneval", 8,
-             ar_tpot=7.70, tpot=2.20, tau=5.70).to_csv(tmp_path / "summary.csv", index=False)
-    (tmp_path / "manifest.json").write_text(json.dumps(V5P_MANIFEST))
+    """The command recomputes the run's summary from its records: 8 humaneval prompts at AR TPOT 7.70 ms and DFlash
+    2.20 ms, τ 5.70 (47 accepted drafts in 10 steps)."""
+    cell = {"engine": "jax", "target": "Qwen/Qwen3-4B", "temperature": 0.0, "max_new_tokens": 256, "seed": 0,
+            "engine_options": {}}
+    cells = {"base0": {**cell, "method": "baseline", "draft": None, "k": 0},
+             "dfl15": {**cell, "method": "dflash", "draft": "z-lab/Qwen3-4B-DFlash-b16", "k": 15}}
+    arms = (("base0", "baseline", 7.70), ("dfl15", "dflash-k15", 2.20))
+    records = [request(cell_id=cid, label=label, method=cells[cid]["method"], k=cells[cid]["k"], prompt_index=i,
+                       tpot_ms=tpot) for cid, label, tpot in arms for i in range(8)]
+    records.append({"kind": "spec", "cell_id": "dfl15", "label": "dflash-k15", "dataset": "humaneval",
+                    "num_drafts": 10, "num_draft_tokens": 150, "num_accepted_tokens": 47, "accepted_per_pos": [10] * 4})
+    (tmp_path / "manifest.json").write_text(json.dumps({**V5P_JSON, "cells": cells, "config": {}}))
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert main(["check", "published", str(tmp_path)]) == 0
     assert "| humaneval | dflash-k15 | τ (pooled, both) | 5.76 | 5.70 | 0.99 |" in capsys.readouterr().out
     assert main(["check", "published", str(tmp_path / "missing")]) == 2

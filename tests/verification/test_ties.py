@@ -4,14 +4,19 @@ violation; the summary, the verdict lines and the report show identical / ties /
 import pytest
 
 from benchmarks.analysis.report import write_reports
-from benchmarks.analysis.summary import summarize
 from benchmarks.analysis.tables import results_table
+from benchmarks.core.records import TieCheckLine
 from benchmarks.core.store import RunStore
+from tests.typed_runs import summary_json
 from verification import ties
 from verification.lossless import divergent_rows, tie_rows, verdict_lines
 
 
 def check(base_logit, spec_logit, top, dtype="bfloat16", sha="s0", d=2, base_token=7, spec_token=9):
+    return TieCheckLine.from_json(check_json(base_logit, spec_logit, top, dtype, sha, d, base_token, spec_token))
+
+
+def check_json(base_logit, spec_logit, top, dtype="bfloat16", sha="s0", d=2, base_token=7, spec_token=9):
     return {"kind": "tie_check", "cell_id": "dfl", "label": "dflash-k3 tie check", "engine": "jax",
             "dataset": "humaneval", "prompt_sha256": sha, "prompt_index": 0, "divergence": d,
             "baseline_token": base_token, "spec_token": spec_token, "dtype": dtype, "top_ids": list(range(len(top))),
@@ -77,7 +82,7 @@ def request(cell, i, ids):
 
 def records(spec_logit):
     return [request("base", 0, [1, 2, 7, 4]), request("base", 1, [5, 6, 7, 8]), request("dfl", 0, [1, 2, 9, 9]),
-            request("dfl", 1, [5, 6, 7, 8]), check(5.2, spec_logit, [5.2, 3.0])]
+            request("dfl", 1, [5, 6, 7, 8]), check_json(5.2, spec_logit, [5.2, 3.0])]
 
 
 MANIFEST = {"run_id": "r", "created_utc": "now", "config_path": "m.yaml", "git_sha": "abc",
@@ -86,7 +91,7 @@ MANIFEST = {"run_id": "r", "created_utc": "now", "config_path": "m.yaml", "git_s
 
 
 def test_summary_verdict_lines_and_exit_rule_tell_a_tie_from_a_violation():
-    tie = {r["label"]: r for r in summarize(records(5.19), MANIFEST)}["dflash-k3"]
+    tie = {r["label"]: r for r in summary_json(records(5.19), MANIFEST).rows}["dflash-k3"]
     assert (tie["identical_frac"], tie["n_identical"], tie["n_ties"], tie["n_violations"]) == (0.5, 1, 1, 0)
     assert tie["tie_margin_max"] == pytest.approx(0.01) and tie["first_violation"] is None
     assert not divergent_rows([tie]) and tie_rows([tie]) == [tie]
@@ -94,7 +99,7 @@ def test_summary_verdict_lines_and_exit_rule_tell_a_tie_from_a_violation():
     assert line.startswith("lossless up to numerical ties: jax dflash-k3 on humaneval: 1 of 2 prompts")
     assert "| 1/1/0 (0.32 ulp) |" in results_table([tie])
 
-    bad = {r["label"]: r for r in summarize(records(4.0), MANIFEST)}["dflash-k3"]
+    bad = {r["label"]: r for r in summary_json(records(4.0), MANIFEST).rows}["dflash-k3"]
     assert (bad["n_ties"], bad["n_violations"], bad["first_violation"]) == (0, 1, 2)
     assert divergent_rows([bad]) == [bad] and not tie_rows([bad])
     [line] = verdict_lines([bad])
@@ -106,9 +111,9 @@ def test_report_lists_every_tie_check(tmp_path):
     store = RunStore(tmp_path)
     store.write_manifest(MANIFEST)
     recs = records(5.19)
-    store.write_unit("base", "humaneval", recs[:2])
-    store.write_unit("dfl", "humaneval", recs[2:4])
-    store.write_unit("dfl", "humaneval@ties", recs[4:])
+    store.write_unit_json("base", "humaneval", recs[:2])
+    store.write_unit_json("dfl", "humaneval", recs[2:4])
+    store.write_unit_json("dfl", "humaneval@ties", recs[4:])
     write_reports(tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "| jax | dflash-k3 | humaneval | 0 | 2 | 7 / 9 | 5.2000 / 5.1900 / 5.2000 | 0.0100 | 0.1250 | 0.32 | tie |" \

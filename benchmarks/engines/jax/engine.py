@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.core import hardware, roofline
 from benchmarks.core.catalog import JAX_OPTIONS as OPTIONS
 from benchmarks.core.cells import Cell
-from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 
 
 def resolve_checkpoint(name: str) -> Path:
@@ -210,7 +210,7 @@ class JaxEngine:
         return logliks(self.decoder.tcfg, self.decoder.tparams, prompt_ids, continuations)
 
     def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
-                     top_n: int) -> dict[str, Any]:
+                     top_n: int) -> TokenScores:
         """The target's logits for the token after prompt + prefix (the lossless check's tie test): one untimed
         teacher-forced prefill in the run's dtype, the live target cache as scratch (the next request's prefill
         rewrites it from row 0, as after warm-up). Returns the dtype, the top_n ids and logits (best first) and the
@@ -232,8 +232,8 @@ class JaxEngine:
         logits, _, d.tcache = M.prefill(d.tparams, jnp.asarray(tokens), np.int32(len(seq)), d.tcache, cfg=d.tcfg)
         logits = np.asarray(jax.device_get(logits), np.float32)
         top = np.argsort(-logits, kind="stable")[:top_n]
-        return {"dtype": self._info["dtype"], "top_ids": [int(i) for i in top],
-                "top_logits": [float(logits[i]) for i in top], "token_logits": [float(logits[t]) for t in token_ids]}
+        return TokenScores(self._info["dtype"], [int(i) for i in top], [float(logits[i]) for i in top],
+                           [float(logits[t]) for t in token_ids])
 
     def describe(self) -> dict[str, Any]:
         return dict(self._info)

@@ -1,49 +1,61 @@
 """One summary row's records (a cell on a dataset workload, at a serving level) and the figures its columns are
 computed from, each computed once: the speedup pairing, the lossless and tie verdicts, the baseline drift, the
-serving and workload figures, the distribution check. Pure: records in, values out."""
+serving and workload figures, the distribution check. Pure: typed records in, values out."""
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from benchmarks.analysis.cost_model import Breakdown, breakdown
 from benchmarks.core import metrics
-from benchmarks.core.engine_io import SpecCounters
+from benchmarks.core.cells import Cell
 from benchmarks.core.exit_codes import BadInput
-from benchmarks.core.pairing import batch_size
+from benchmarks.core.manifest import Manifest
+from benchmarks.core.records import ByKind, LoadLine, RequestLine, SamplesLine
 from verification import distribution, ties
 
-Kinds = dict[str, list[dict[str, Any]]]  # a unit's records by kind
-Key = tuple[str, str, "int | None"]  # (cell, dataset, concurrency: None for batch-1 records)
+Key = tuple[str, str, "int | None"]  # (cell, workload, concurrency: None for batch-1 records)
 
 
-def prompts_sha256(reqs: list[dict[str, Any]]) -> str | None:
+def prompts_sha256(reqs: Sequence[RequestLine]) -> str | None:
     """A short hash of the set of prompts some requests were sent: equal for two cells sent the same prompt ids."""
-    shas = sorted({r["prompt_sha256"] for r in reqs})
+    shas = sorted({r.prompt_sha256 for r in reqs})
     return hashlib.sha256("\n".join(shas).encode()).hexdigest()[:12] if shas else None
 
 
-def paired(base: list[dict[str, Any]], meth: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+def paired(base: Sequence[RequestLine], meth: Sequence[RequestLine]) -> list[tuple[RequestLine, RequestLine]]:
     """Requests paired by the sha256 of the prompt actually sent (identical prompts only); BadInput when a prompt
     appears twice in one side (records of two runs merged: they cannot pair one to one)."""
     for side in (base, meth):
         seen: set[str] = set()
         for r in side:
-            if r["prompt_sha256"] in seen:
-                raise BadInput(f"{r['label']} on {r['dataset']}: prompt {r['prompt_sha256'][:12]} appears twice, so "
+            if r.prompt_sha256 in seen:
+                raise BadInput(f"{r.label} on {r.workload}: prompt {r.prompt_sha256[:12]} appears twice, so "
                                f"its requests cannot pair with the baseline's; remove the unit file copied in from "
                                f"another run")
-            seen.add(r["prompt_sha256"])
-    by_sha = {r["prompt_sha256"]: r for r in base}
-    return [(by_sha[r["prompt_sha256"]], r) for r in meth if r["prompt_sha256"] in by_sha]
+            seen.add(r.prompt_sha256)
+    by_sha = {r.prompt_sha256: r for r in base}
+    return [(by_sha[r.prompt_sha256], r) for r in meth if r.prompt_sha256 in by_sha]
 
 
-def _tpot(r: dict[str, Any]) -> float:
-    return math.nan if r["tpot_ms"] is None else r["tpot_ms"]  # a request without a TPOT leaves the pairing
+def tpot(r: RequestLine) -> float:
+    return math.nan if r.tpot_ms is None else r.tpot_ms  # a request without a TPOT leaves the pairing
+
+
+def paired_tpot_speedup(base: Sequence[RequestLine], meth: Sequence[RequestLine]) -> metrics.Speedup | None:
+    """The speedup of `meth` over `base` on the prompts both were sent; None when they share none."""
+    pairs = paired(base, meth)
+    return metrics.paired_speedup([tpot(b) for b, _ in pairs], [tpot(m) for _, m in pairs]) if pairs else None
+
+
+def extra(r: RequestLine) -> dict[str, Any]:
+    """A request's engine-specific figures (docs/outputs.md), empty where it has none."""
+    return r.extra or {}
 
 
 @dataclass(frozen=True)
@@ -60,54 +72,53 @@ class Batch:
         return metrics.output_tok_per_s(self.tokens, self.span_s)
 
 
-def batches_of(reqs: list[dict[str, Any]]) -> list[Batch]:
+def batches_of(reqs: Sequence[RequestLine]) -> list[Batch]:
     """A row's requests grouped into the static batches they were decoded in (`batch_index`; each request alone
     without one), their times put on the batch's clock (vLLM's `queued_offset_s`)."""
-    groups: dict[Any, list[dict[str, Any]]] = {}
+    groups: dict[Any, list[RequestLine]] = {}
     for r in reqs:
-        groups.setdefault(r["prompt_sha256"] if r.get("batch_index") is None else r["batch_index"], []).append(r)
+        groups.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(r)
     out = []
     for group in groups.values():
-        first = [(r.get("extra") or {}).get("queued_offset_s", 0.0) + r["ttft_ms"] / 1000.0 for r in group]
-        last = [f + r["decode_s"] for f, r in zip(first, group)]
-        wasted = (group[0].get("extra") or {}).get("wasted_row_steps")
-        out.append(Batch(frozenset(r["prompt_sha256"] for r in group), sum(r["n_out"] for r in group),
-                         max(last) - min(first), wasted))
+        first = [extra(r).get("queued_offset_s", 0.0) + r.ttft_ms / 1000.0 for r in group]
+        last = [f + r.decode_s for f, r in zip(first, group)]
+        out.append(Batch(frozenset(r.prompt_sha256 for r in group), sum(r.n_out for r in group),
+                         max(last) - min(first), extra(group[0]).get("wasted_row_steps")))
     return out
 
 
-def level_throughput(load: list[dict[str, Any]] | None) -> float:
-    return metrics.aggregate_tok_per_s(load[0]["total_output_tokens"], load[0]["duration_s"]) if load else math.nan
+def level_throughput(load: LoadLine | None) -> float:
+    return metrics.aggregate_tok_per_s(load.total_output_tokens, load.duration_s) if load else math.nan
 
 
-def level_server_tpot(load: list[dict[str, Any]] | None) -> float:
-    if not load or load[0].get("server_tpot_count") is None:
+def level_server_tpot(load: LoadLine | None) -> float:
+    if load is None or load.server_tpot_count is None or load.server_tpot_sum_s is None:
         return math.nan
-    return 1000.0 * metrics.histogram_mean(load[0]["server_tpot_sum_s"], load[0]["server_tpot_count"])
+    return 1000.0 * metrics.histogram_mean(load.server_tpot_sum_s, load.server_tpot_count)
 
 
 @dataclass
-class Unit:
+class RowRecords:
     """The records of one summary row, its cell and manifest, and its baseline's records at the same level."""
 
     key: Key
-    kinds: Kinds
-    cell: dict[str, Any]
-    manifest: dict[str, Any]
+    lines: ByKind
+    cell: Cell
+    manifest: Manifest
     base_id: str | None  # the cell itself for a baseline; None when the run has no baseline to compare with
-    base: Kinds | None  # the baseline's records of this dataset and level; None without a baseline
-    samples: dict[tuple[str, str], list[dict[str, Any]]]  # every cell's distribution samples, by (cell, dataset)
-    levels: list[int | None]  # the serving levels this cell has on this dataset
-    adjusted: distribution.Check | None = None  # the check after the run's Holm family (summary._distribution_run)
-    strongest: tuple[str, list[dict[str, Any]]] | None = None  # (engine, requests) of the fastest baseline on this
-    # dataset and temperature among two or more engines (analysis/engines_report.py); None otherwise
+    base: ByKind | None  # the baseline's records of this workload and level; None without a baseline
+    samples: dict[tuple[str, str], list[SamplesLine]]  # every cell's distribution samples, by (cell, workload)
+    levels: list[int | None]  # the serving levels this cell has on this workload
+    adjusted: distribution.Check | None = None  # the check after the run's Holm family (summary.distribution_run)
+    strongest: tuple[str, list[RequestLine]] | None = field(default=None)  # (cell id, requests) of the fastest
+    # baseline on this workload and temperature among two or more engines (analysis/strongest.py); None otherwise
 
     @property
     def cell_id(self) -> str:
         return self.key[0]
 
     @property
-    def dataset(self) -> str:
+    def workload(self) -> str:
         return self.key[1]
 
     @property
@@ -116,12 +127,12 @@ class Unit:
 
     @property
     def speculative(self) -> bool:
-        return self.cell["method"] != "baseline"
+        return self.cell.method != "baseline"
 
     @property
     def batch(self) -> int | None:
         """The static batch size of a batch engine's row (1 unless its cell batched); None on a serving row."""
-        return batch_size(self.cell) if self.level is None else None
+        return self.cell.batch_size if self.level is None else None
 
     @property
     def alone(self) -> bool:
@@ -131,7 +142,11 @@ class Unit:
     @property
     def greedy_verdict(self) -> bool:
         """Greedy identity is a lossless verdict here: a speculative cell at T = 0, at concurrency 1 or batch 1."""
-        return self.speculative and self.cell["temperature"] == 0 and self.alone
+        return self.speculative and self.cell.temperature == 0 and self.alone
+
+    @property
+    def base_requests(self) -> list[RequestLine]:
+        return self.base.requests if self.base else []
 
     @cached_property
     def batches(self) -> list[Batch]:
@@ -142,7 +157,7 @@ class Unit:
         """Throughput against the baseline's at the same batch size, paired over batches of the same prompts."""
         if self.base_id is None or not self.speculative or not self.batches:
             return None
-        base = {b.prompts: b for b in batches_of((self.base or {}).get("request", []))}
+        base = {b.prompts: b for b in batches_of(self.base_requests)}
         pairs = [(base[b.prompts], b) for b in self.batches if b.prompts in base]
         if not pairs:
             return None
@@ -161,49 +176,45 @@ class Unit:
         return sum(counted) if counted else None
 
     @cached_property
-    def reqs(self) -> list[dict[str, Any]]:
-        return sorted(self.kinds.get("request", []), key=lambda r: r["prompt_index"])
+    def reqs(self) -> list[RequestLine]:
+        return sorted(self.lines.requests, key=lambda r: r.prompt_index)
 
     @cached_property
     def tpots(self) -> list[float]:
-        return [_tpot(r) for r in self.reqs]
+        return [tpot(r) for r in self.reqs]
 
     @cached_property
     def acceptance(self) -> metrics.Acceptance | None:
-        spec = self.kinds.get("spec")
-        if not spec:
+        if not self.lines.specs:
             return None
-        s = spec[0]
-        return metrics.acceptance(SpecCounters(s["num_drafts"], s["num_draft_tokens"], s["num_accepted_tokens"],
-                                               s["accepted_per_pos"]))
+        return metrics.acceptance(self.lines.specs[0].counters())
 
     @cached_property
-    def pairs(self) -> list[tuple[dict, dict]]:
+    def pairs(self) -> list[tuple[RequestLine, RequestLine]]:
         """This row's requests paired with its baseline's on the same prompt."""
         if self.base_id is None or not self.reqs:
             return []
-        return paired((self.base or {}).get("request", []), self.reqs)
+        return paired(self.base_requests, self.reqs)
 
     @cached_property
     def speedup(self) -> metrics.Speedup | None:
         if not self.pairs:
             return None
-        return metrics.paired_speedup([_tpot(b) for b, _ in self.pairs], [_tpot(m) for _, m in self.pairs])
+        return metrics.paired_speedup([tpot(b) for b, _ in self.pairs], [tpot(m) for _, m in self.pairs])
 
     @cached_property
     def over_strongest(self) -> metrics.Speedup | None:
         """The speedup over the strongest baseline of the run, paired on the same prompts (batch-1 rows)."""
         if self.strongest is None or not self.reqs:
             return None
-        pairs = paired(self.strongest[1], self.reqs)
-        return metrics.paired_speedup([_tpot(b) for b, _ in pairs], [_tpot(m) for _, m in pairs]) if pairs else None
+        return paired_tpot_speedup(self.strongest[1], self.reqs)
 
     @cached_property
     def lossless(self) -> metrics.Lossless | None:
         """Greedy identity against the baseline (a measurement at C > 1); None where it is not computed."""
-        if not self.pairs or not self.speculative or self.cell["temperature"] != 0:
+        if not self.pairs or not self.speculative or self.cell.temperature != 0:
             return None
-        return metrics.lossless([b["output_ids"] for b, _ in self.pairs], [m["output_ids"] for _, m in self.pairs])
+        return metrics.lossless([b.output_ids for b, _ in self.pairs], [m.output_ids for _, m in self.pairs])
 
     @cached_property
     def ties(self) -> dict[str, Any]:
@@ -211,8 +222,8 @@ class Unit:
         (verification/ties.py, from the row's tie-check records), the first violation and why, the widest tie."""
         if self.lossless is None or not self.greedy_verdict:
             return {}
-        t = ties.row_ties([(m["prompt_sha256"], b["output_ids"], m["output_ids"]) for b, m in self.pairs],
-                          self.kinds.get("tie_check", []))
+        t = ties.row_ties([(m.prompt_sha256, b.output_ids, m.output_ids) for b, m in self.pairs],
+                          self.lines.tie_checks)
         first = min(t.violations, key=lambda v: v[0], default=None)
         return {**t.columns(), "first_violation": first[0] if first else None,
                 "violation_reason": first[1].reason if first else None}
@@ -221,25 +232,25 @@ class Unit:
     def drift(self) -> metrics.Drift | None:
         """The baseline's TPOT on the recheck prompts before and after its speculative cells ran (records of kind
         "recheck"); None for a baseline row or without a recheck."""
-        if self.base_id is None or not self.speculative:
+        if self.base_id is None or not self.speculative or self.base is None:
             return None
-        pairs = paired((self.base or {}).get("request", []), (self.base or {}).get("recheck", []))
+        pairs = paired(self.base.requests, self.base.rechecks)
         if not pairs:
             return None
-        return metrics.baseline_drift([b["tpot_ms"] for b, _ in pairs], [a["tpot_ms"] for _, a in pairs])
+        return metrics.baseline_drift([b.tpot_ms for b, _ in pairs], [a.tpot_ms for _, a in pairs])
 
     @property
-    def load(self) -> list[dict[str, Any]] | None:
-        return self.kinds.get("load")
+    def load(self) -> LoadLine | None:
+        return self.lines.loads[0] if self.lines.loads else None
 
     @cached_property
-    def burst(self) -> list[dict[str, Any]]:
-        """Served requests whose stream came in one burst: no decode timing (serve_runner)."""
-        return [r for r in self.reqs if (r.get("extra") or {}).get("delivery_burst")]
+    def burst(self) -> list[RequestLine]:
+        """Served requests whose stream came in one burst: no decode timing (benchmarks/run/serving.py)."""
+        return [r for r in self.reqs if extra(r).get("delivery_burst")]
 
     @cached_property
     def itls(self) -> list[float]:
-        return [x for r in self.reqs if r not in self.burst for x in r.get("itl_ms") or []]
+        return [x for r in self.reqs if r not in self.burst for x in r.itl_ms or []]
 
     @cached_property
     def throughput(self) -> float:
@@ -249,14 +260,13 @@ class Unit:
     def server_tpot(self) -> float:
         return level_server_tpot(self.load)
 
-    def base_load(self) -> list[dict[str, Any]] | None:
-        return (self.base or {}).get("load")
+    def base_load(self) -> LoadLine | None:
+        return self.base.loads[0] if self.base and self.base.loads else None
 
     @cached_property
     def step_ms(self) -> float | None:
         """The mean decode step time, weighted by steps, over the requests that time their steps."""
-        timed = [e for e in (r.get("extra") or {} for r in self.reqs)
-                 if e.get("step_s") is not None and e.get("decode_steps")]
+        timed = [e for e in (extra(r) for r in self.reqs) if e.get("step_s") is not None and e.get("decode_steps")]
         if not timed:
             return None
         return 1000.0 * sum(e["step_s"] * e["decode_steps"] for e in timed) / sum(e["decode_steps"] for e in timed)
@@ -269,10 +279,10 @@ class Unit:
     def check(self) -> distribution.Check | None:
         """The distribution check of a speculative cell at T > 0 against its baseline's samples, before the run's
         Holm family; None when it could not run or is not due."""
-        if not self.speculative or self.cell["temperature"] <= 0:
+        if not self.speculative or self.cell.temperature <= 0:
             return None
-        base = self.samples.get((self.base_id, self.dataset), []) if self.base_id else []
-        return distribution.check(base, self.samples.get((self.cell_id, self.dataset), []))
+        base = self.samples.get((self.base_id, self.workload), []) if self.base_id else []
+        return distribution.check(base, self.samples.get((self.cell_id, self.workload), []))
 
     @cached_property
     def dist(self) -> dict[str, Any]:
@@ -291,17 +301,17 @@ class Unit:
     def not_checked(self) -> str | None:
         """Why a speculative row's due check could not run (greedy identity at T = 0 at concurrency 1, the
         distribution check at T > 0), or None when it ran or is not due."""
-        t = self.cell["temperature"]
-        no_base = (f"the run has no baseline cell on engine {self.cell['engine']} at T={t:g} to compare with (add "
+        t = self.cell.temperature
+        no_base = (f"the run has no baseline cell on engine {self.cell.engine} at T={t:g} to compare with (add "
                    f"'baseline' to 'methods')")
         if t == 0:
             if (self.batch or 1) > 1:  # a static batch's identity is a measurement; the verdict is batch 1's
-                same = [c for c in self.manifest["cells"].values() if batch_size(c) == 1 and all(
-                    c[k] == self.cell[k] for k in ("engine", "method", "k", "temperature"))]
+                same = [c for c in self.manifest.cells.values() if c.batch_size == 1 and all(
+                    getattr(c, k) == getattr(self.cell, k) for k in ("engine", "method", "k", "temperature"))]
                 return None if same else ("greedy identity is a verdict at batch size 1 only, and the matrix has no "
                                           "batch-1 cell of this method: add 1 to 'batch_size'")
             if (self.level or 1) > 1:  # batched identity is a measurement; the verdict is the concurrency-1 level's
-                if 1 in self.levels or self.level != min(self.levels):
+                if 1 in self.levels or self.level != min(lv or 0 for lv in self.levels):
                     return None
                 return ("greedy identity is a verdict at concurrency 1 only (batching changes the numerics), and "
                         "the matrix has no concurrency-1 level: add 1 to 'concurrency'")
@@ -309,15 +319,15 @@ class Unit:
                 return None
             if self.base_id is None:
                 return no_base
-            if not (self.base or {}).get("request"):
-                return f"its baseline has no measured requests on {self.dataset} (its unit failed or has not run)"
+            if not self.base_requests:
+                return f"its baseline has no measured requests on {self.workload} (its unit failed or has not run)"
             return "no baseline request was sent the same prompt (prompt hashes differ)"
         if self.check is not None or (self.batch or 1) > 1:  # the distribution check is batch 1's
             return None
         if self.base_id is None:
             return no_base
-        if not self.samples.get((self.cell_id, self.dataset)):
-            return "the cell drew no distribution samples" + (" (see Failed units)" if self.kinds.get("error") else "")
-        if not self.samples.get((self.base_id, self.dataset)):
-            return f"its baseline drew no distribution samples on {self.dataset} (its unit failed or has not run)"
+        if not self.samples.get((self.cell_id, self.workload)):
+            return "the cell drew no distribution samples" + (" (see Failed units)" if self.lines.errors else "")
+        if not self.samples.get((self.base_id, self.workload)):
+            return f"its baseline drew no distribution samples on {self.workload} (its unit failed or has not run)"
         return "no prompt was sampled by both the cell and its baseline"
