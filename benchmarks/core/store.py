@@ -106,10 +106,6 @@ class RunFolderBusy(BadInput):
     """Another process holds the run folder's lock."""
 
 
-HARNESS_FILES = frozenset({"manifest.json", "records.jsonl", "records.jsonl.old", "summary.csv", "report.md",
-                           "units", "provenance", "figures", ".lock"})  # what a run folder of the harness holds
-
-
 def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> dict[str, Any]:
     """A run's manifest.json, checked to be one this harness wrote (an object with the fields `need`, each an
     object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
