@@ -41,7 +41,7 @@ class SampleMany(Protocol):
 @runtime_checkable
 class TokenScores(Protocol):
     """The target's logits for the token after prompt + prefix, untimed: {dtype, top_ids, top_logits, token_logits}
-    (the lossless check's tie test, benchmarks/run/ties.py)."""
+    (the lossless check's tie pass, benchmarks/run/tie_pass.py)."""
 
     def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
                      top_n: int) -> dict[str, Any]: ...
