@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.core.cells import cell_label
 from benchmarks.core.datasets import workloads
 from benchmarks.core.numbers import is_number
 
@@ -136,7 +137,7 @@ def missing_rows(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> list[d
     datasets = [w.key for w in workloads([d["name"] for d in config.get("datasets") or []],
                                          config.get("context_tokens"), config.get("turns"))]
     have = {(r["cell_id"], r["dataset"]) for r in rows}
-    out = [{"engine": c["engine"], "label": f"{c['method']}-k{c['k']}", "method": c["method"], "dataset": d,
+    out = [{"engine": c["engine"], "label": cell_label(c["method"], c["k"]), "method": c["method"], "dataset": d,
             "temperature": c["temperature"], "not_checked": "its unit holds no records (the run stopped before it, "
                                                              "or its records are gone)"}
            for cid, c in cells.items() if c["method"] != "baseline" for d in datasets if (cid, d) not in have]

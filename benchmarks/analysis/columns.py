@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from benchmarks.analysis.unit import Unit, level_server_tpot, level_throughput, prompts_sha256
 from benchmarks.core import metrics
+from benchmarks.core.cells import cell_label
 
 # report.md sections a column appears in (None: summary.csv only)
 RESULTS, ACCEPTANCE, WORKLOADS, SERVING = "Results", "Per-position acceptance", "Workloads", "Serving under load"
@@ -60,7 +61,7 @@ def _spec(f: Callable[[Unit], Any]) -> Callable[[Unit], Any]:
 
 def _label(u: Unit) -> str:
     label = u.reqs[0]["label"] if u.reqs else None
-    return label or ("baseline" if not u.speculative else f"{u.cell['method']}-k{u.cell['k']}")
+    return label or cell_label(u.cell["method"], u.cell["k"])
 
 
 def _dist_verdict(u: Unit) -> str | None:

@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 from benchmarks.analysis.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, value
+from benchmarks.core.cells import cell_label
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
 
@@ -86,7 +87,7 @@ def settings_table(provenances: dict[str, dict[str, Any]], cells: dict[str, dict
         values = [setting(describe, k) for k in SETTINGS]
         if values[3] is None:  # vLLM picks its attention backend from this variable when set
             values[3] = ((p.get("environment") or {}).get("env") or {}).get("VLLM_ATTENTION_BACKEND")
-        label = "baseline" if cell["method"] == "baseline" else f"{cell['method']}-k{cell['k']}"
+        label = cell_label(cell["method"], cell["k"])
         rows.add((cell["engine"], label, *[fmt(v) for v in values]))
     if not rows:
         return None
