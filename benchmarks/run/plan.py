@@ -92,7 +92,7 @@ class RunPlan:
     target: str
     tokenizer: Any
     prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
-    skipped: dict[str, dict[str, Any]]  # workload key -> rows passed over as too long (`skipped_prompts`)
+    skipped: dict[str, dict[str, Any]]  # workload key -> rows passed over as too long (manifest `prompts_skipped`)
     units: list[Unit]
     groups: list[list[Cell]]
     drift_families: list[Family]

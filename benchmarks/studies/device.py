@@ -177,12 +177,6 @@ def published_tau() -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------------------------
 # Timing
 
-def _median_ms(seconds: list[float]) -> float:
-    import numpy as np
-
-    return 1000.0 * float(np.median(seconds)) if seconds else math.nan
-
-
 def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dict[str, float]:
     """What the host adds to a step of the engine's loop, from `repeats` interleaved rounds (medians): a request
     through the engine (its decode time per step, as the engine measures it: loop_ms); the same steps dispatched as

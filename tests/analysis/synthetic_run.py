@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.core.cells import cell_label
 from benchmarks.core.store import RunStore
 
 CELL = {"target": "t", "max_new_tokens": 8, "seed": 0, "engine_options": {}}
@@ -30,7 +31,7 @@ BATCH_CELLS = {
     "bdfl": {**CELLS["dfl"], "batch_size": 2},
 }
 ALL = {**CELLS, **BATCH_CELLS}
-LABELS = {cid: "baseline" if c["method"] == "baseline" else f"{c['method']}-k{c['k']}" for cid, c in ALL.items()}
+LABELS = {cid: cell_label(c["method"], c["k"]) for cid, c in ALL.items()}
 OUTPUTS = [[1, 2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13, 14, 15]]
 
 

@@ -17,6 +17,7 @@ from benchmarks.analysis import figures
 from benchmarks.analysis.figure_style import save_figure, subtitle
 from benchmarks.analysis.serve_figures import serve_figures
 from benchmarks.core import paths, store
+from benchmarks.core.cells import cell_label
 from benchmarks.core.paths import ROOT
 from tests.cli.test_hostile_input import clear_error, matrix, prompts, run, scripted  # noqa: F401 (fixtures)
 
@@ -228,7 +229,7 @@ def summary_frame(temps=(0.0,), contexts=(None,), levels=(None,)) -> pd.DataFram
                         spec = k is not None
                         rows.append(dict(
                             run_id="bench-humaneval-0123456789abcdef-20260101T000000", cell_id=f"{method}{k}{temp}",
-                            label=f"dflash-k{k}" if spec else "baseline", engine="scripted", platform="cpu",
+                            label=cell_label(method, k), engine="scripted", platform="cpu",
                             hardware="An Accelerator With A Long Marketing Name 141GB HBM3e (x1)",
                             target="models/tiny/target", method=method, k=k, temperature=temp, dataset=dataset,
                             n_prompts=4, tau=2.5 if spec else None, per_position=json.dumps([0.9, 0.7, 0.5][:k or 0]),

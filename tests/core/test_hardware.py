@@ -5,25 +5,22 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
-
 from benchmarks.core import hardware, measure
 
 
-def test_parallel_copy_copies_every_element_in_one_chunk_per_thread(monkeypatch):
-    seen: list[tuple[int, int]] = []
-    real = np.copyto
+def test_work_on_threads_covers_every_element_in_one_chunk_per_thread():
+    seen: list[tuple[int, int, int]] = []
+    lock = threading.Lock()
 
-    def copyto(dst, src):
-        seen.append((threading.get_ident(), len(src)))
-        real(dst, src)
+    def work(lo, hi):
+        with lock:
+            seen.append((threading.get_ident(), lo, hi))
 
-    monkeypatch.setattr(measure.np, "copyto", copyto)
-    src = np.arange(1001, dtype=np.float32)
-    dst = np.zeros_like(src)
-    measure.parallel_copy(dst, src, 3)
-    assert np.array_equal(dst, src)
-    assert len({ident for ident, _ in seen}) == 3 and sorted(n for _, n in seen) == [333, 334, 334]
+    measure.on_threads(3, work, 1001)
+    assert len({ident for ident, _, _ in seen}) == 3
+    chunks = sorted((lo, hi) for _, lo, hi in seen)
+    assert chunks[0][0] == 0 and chunks[-1][1] == 1001 and all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert sorted(hi - lo for lo, hi in chunks) == [333, 334, 334]
 
 
 def test_cpu_bandwidth_is_the_fastest_read_stream_on_every_usable_core(monkeypatch):

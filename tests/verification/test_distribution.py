@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from benchmarks.core import metrics
+from benchmarks.core.cells import cell_label
 from tests.typed_runs import summary_json
 from verification import distribution as dist
 from verification.lossless import distribution_failures, verdict_lines
@@ -203,7 +204,7 @@ def _records(meth_probs: np.ndarray, methods: tuple[str, ...] = ("dflash",)) -> 
     records = []
     for cid, m in ids:
         probs = PROBS if cid in ("b", "m1") else meth_probs
-        label = "baseline" if m == "baseline" else f"{m}-k3"
+        label = cell_label(m, cells[cid]["k"])
         records.append({"kind": "request", "cell_id": cid, "label": label, "dataset": "d", "prompt_index": 0,
                         "prompt_sha256": "x", "n_out": 8, "ttft_ms": 1.0, "tpot_ms": 1.0, "decode_s": 0.01,
                         "output_ids": [1] * 8, "accept_lengths": None if m == "baseline" else [1, 0, 2]})
