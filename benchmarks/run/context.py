@@ -1,25 +1,63 @@
-"""What every group of cells of one run shares (`RunContext`): the plan, the store, how engines are made."""
+"""What every group of cells of one run shares (`RunContext`): the plan, the store, how engines are made, and what the
+plan's stages handed over to the units that wait on them (`StageOutput`)."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable
 
 from benchmarks.core.cells import Cell
+from benchmarks.core.datasets import Workload
 from benchmarks.core.records import cause
 from benchmarks.core.store import RunStore
 from benchmarks.engines import Engine
-from benchmarks.run.plan import RunPlan
+from benchmarks.run.plan import Prompts, RunPlan, Unit
 from benchmarks.run.unit_provenance import describe_engine, unit_provenance
+
+
+@dataclasses.dataclass(frozen=True)
+class StageOutput:
+    """What a stage (`plan.Stage`) hands the units of the workload it feeds: their (measured, warm-up) prompts, the
+    rows passed over as too long (None where none were), and which of them were measured on other prompt ids (they
+    are measured again)."""
+
+    prompts: Prompts
+    skipped: dict[str, Any] | None = None
+    redo: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass
 class RunContext:
-    """What every group of cells of one run shares: the plan, the store (its only writer is this process), and how
-    engines are made."""
+    """What every group of cells of one run shares: the plan, the store (its only writer is this process), how
+    engines are made, and the outputs of the plan's stages by the key of the workload each feeds (None where the
+    stage failed). Units read their prompts, and which of them are still to measure, from here."""
 
     plan: RunPlan
     store: RunStore
     make_engine: Callable[[Cell], Engine]
+    staged: dict[str, StageOutput | None] = dataclasses.field(default_factory=dict)
+
+    @property
+    def prompts(self) -> dict[str, Prompts]:
+        """Each workload's (measured, warm-up) prompts: the plan's, then those its stage handed over."""
+        return {**self.plan.prompts, **{key: out.prompts for key, out in self.staged.items() if out}}
+
+    @property
+    def skipped(self) -> dict[str, dict[str, Any]]:
+        """The rows passed over as too long (`RunPlan.skipped`), then those of each stage's output."""
+        return {**self.plan.skipped, **{key: out.skipped for key, out in self.staged.items() if out and out.skipped}}
+
+    def workloads(self) -> list[Workload]:
+        """The plan's workloads that have prompts: not one whose stage has not handed any over (or failed)."""
+        prompts = self.prompts
+        return [w for w in self.plan.workloads if w.key in prompts]
+
+    def pending(self, cell: Cell) -> list[Unit]:
+        """The cell's units still to measure: those the plan found not done, and those a stage found measured on
+        other prompt ids; none of a workload without prompts."""
+        keys = {w.key for w in self.workloads()}
+        redo = {unit for out in self.staged.values() if out for unit in out.redo}
+        return [u for u in self.plan.units if u.cell == cell and u.workload_key in keys
+                and ((cell.cell_id, u.store_key) not in self.plan.done or (cell.cell_id, u.store_key) in redo)]
 
     def provenance(self, cell: Cell, engine: Any = None, failure: BaseException | None = None) -> str:
         """Store what a load of `cell` measures with (the loaded engine's description, or the failure that stopped

@@ -5,12 +5,12 @@ written, `latest` pointed. Cells run one after another, or, when the matrix inte
 taking each prompt in turn (benchmarks/run/groups.py); a serving engine's cells each behind a server, level by level
 (benchmarks/run/serving.py); with `executor: ray`, groups concurrently as Ray actors (benchmarks/run/ray_executor.py).
 One after another, each baseline is measured again after its speculative cells (benchmarks/run/recheck.py), and greedy
-divergences are scored for the lossless check's tie test by the baseline's engine (benchmarks/run/tie_pass.py). A second
-turn's first answers are generated before any unit runs (benchmarks/run/turns.py).
+divergences are scored for the lossless check's tie test by the baseline's engine (benchmarks/run/tie_pass.py). The
+plan's stages run before any unit (a second turn's first answers, benchmarks/run/turns.py), each handing its output to
+the units that wait on it through the run context (`RunContext.staged`); the plan itself never changes.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,11 +19,11 @@ from tqdm import tqdm
 from benchmarks.core import catalog
 from benchmarks.core.records import cause, error_line
 from benchmarks.core.store import RunStore, StoreWriteError, point_latest
-from benchmarks.run.context import RunContext
+from benchmarks.run.context import RunContext, StageOutput
 from benchmarks.run.engine_start import engine_factory, fail_units
 from benchmarks.run.groups import run_group
 from benchmarks.run.manifest import build_manifest
-from benchmarks.run.plan import RunPlan, measured_on_other_ids, resolve_prompts, say_resuming, stale_checks
+from benchmarks.run.plan import RunPlan, Stage, measured_on_other_ids, say_resuming, second_turn_prompts, stale_checks
 from benchmarks.run.recheck import run_recheck
 from benchmarks.run.serving import run_serve_group
 from benchmarks.run.tie_pass import run_family_ties
@@ -75,12 +75,11 @@ def _run(plan: RunPlan, store: RunStore) -> int:
     if superseded:
         tqdm.write(f"{len(superseded)} units of cells that are not in this matrix (other settings or model files) "
                    f"moved to units/superseded/")
-    store.write_manifest(build_manifest(plan))
+    ctx = RunContext(plan, store, engine_factory(plan.matrix))
+    store.write_manifest(build_manifest(ctx))
     for cell_id, key in plan.stale:
         store.retire_unit(cell_id, key)
-    ctx = RunContext(plan, store, engine_factory(plan.matrix))
-    failed = answer_first_turns(ctx)
-    plan = ctx.plan
+    failed = run_stages(ctx)
     if plan.matrix.executor == "ray":  # cells run concurrently, on whichever node: a before/after recheck means nothing
         from benchmarks.run.ray_executor import run_groups
 
@@ -100,42 +99,41 @@ def _run(plan: RunPlan, store: RunStore) -> int:
     return failed
 
 
-def answer_first_turns(ctx: RunContext) -> int:
-    """Give the plan the prompts of every second turn that awaits its first answers: generated once by the generator
-    cell and cached (benchmarks/run/turns.py), then the manifest rewritten with them. When that fails, every pending
-    unit of the workload fails with the cause and leaves the plan; returns the number of such units."""
-    plan, store = ctx.plan, ctx.store
-    waiting = plan.awaiting_answers()
-    if not waiting:
-        return 0
-    gen, limit = plan.setup.generator, plan.setup.max_prompt_tokens
-    prompts, skipped, lost, done = dict(plan.prompts), dict(plan.skipped), set(), plan.done
+def run_stages(ctx: RunContext) -> int:
+    """Run the plan's stages, each handing its output to the units that wait on it (`RunContext.staged`), then write
+    the manifest with their prompts. When a stage fails, each of its units still to measure fails with the cause and
+    leaves the run; returns the number of such units."""
+    plan = ctx.plan
     failed = 0
-    for w in waiting:
+    for stage in plan.stages:
+        gen, w = stage.generator, stage.workload
         try:
-            first = resolve_prompts(plan.matrix, plan.tokenizer, limit, [dataclasses.replace(w, turn=1)])[0][w.dataset]
-            answers = first_answers(plan.run_dir, w.dataset, gen, plan.target, first[0] + first[1],
-                                    plan.matrix.max_new_tokens, ctx.make_engine, plan.tokenizer)
-            tqdm.write(f"[{gen.label}] {w.dataset}: first answers of {len(answers)} conversations ready (greedy, "
-                       f"untimed); turn 2 sends the conversations after them")
-            more, why = resolve_prompts(plan.matrix, plan.tokenizer, limit, [w], {w.dataset: answers})
-            prompts.update(more)
-            skipped.update(why)
-            redo = measured_on_other_ids([u for u in plan.units if u.workload == w], done, more, store)
-            done = done - set(redo)
-            for cell_id, key in redo + stale_checks([w.key], done, plan.drift_families, plan.tie_families):
-                store.retire_unit(cell_id, key)
+            ctx.staged[w.key] = first_answers_stage(ctx, stage)
         except StoreWriteError:
             raise
         except Exception as exc:
+            ctx.staged[w.key] = None
             failed += fail_units(ctx, gen, exc, [
                 (u.cell, u.store_key, error_line(u.cell, w.key, exc, concurrency=u.concurrency,
                                                  message=f"first answers of the second turn: {cause(exc)}"))
-                for c in plan.cells for u in plan.pending(c) if u.workload == w],
+                for u in stage.units if (u.cell.cell_id, u.store_key) not in plan.done],
                 f"[{gen.label}] {w.dataset}: first answers FAILED: {cause(exc)}")
-            lost.add(w)
-    ctx.plan = dataclasses.replace(plan, prompts=prompts, skipped=skipped, done=done,
-                                   workloads=[w for w in plan.workloads if w not in lost],
-                                   units=[u for u in plan.units if u.workload not in lost])
-    store.write_manifest(build_manifest(ctx.plan))
+    if plan.stages:
+        ctx.store.write_manifest(build_manifest(ctx))
     return failed
+
+
+def first_answers_stage(ctx: RunContext, stage: Stage) -> StageOutput:
+    """The first answers of a second turn (cached, or generated now by the generator cell) and the prompts they make;
+    its units measured on other prompt ids, and the checks that would no longer follow them, are retired."""
+    plan, gen, w = ctx.plan, stage.generator, stage.workload
+    answers = first_answers(plan.run_dir, w.dataset, gen, plan.target, stage.first, plan.matrix.max_new_tokens,
+                            ctx.make_engine, plan.tokenizer)
+    tqdm.write(f"[{gen.label}] {w.dataset}: first answers of {len(answers)} conversations ready (greedy, "
+               f"untimed); turn 2 sends the conversations after them")
+    prompts, skipped = second_turn_prompts(plan.matrix, plan.tokenizer, plan.setup.max_prompt_tokens, stage.first,
+                                           answers)
+    redo = measured_on_other_ids(stage.units, plan.done, {w.key: prompts}, ctx.store)
+    for cell_id, key in redo + stale_checks([w.key], plan.done - set(redo), plan.drift_families, plan.tie_families):
+        ctx.store.retire_unit(cell_id, key)
+    return StageOutput(prompts, skipped, tuple(redo))

@@ -91,7 +91,7 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     """Start the group's cells that have pending units, run every workload through them, write their units; return
     the number of failed units. A cell that fails to start fails its pending units with the cause."""
     store = ctx.store
-    pending = {c.cell_id: [u.workload_key for u in ctx.plan.pending(c)] for c in group}
+    pending = {c.cell_id: [u.workload_key for u in ctx.pending(c)] for c in group}
     started: list[tuple[Any, Cell]] = []
     pids: dict[str, str] = {}
     failed = 0
@@ -111,7 +111,7 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
         for w in ctx.plan.workloads:
             todo = [(e, c) for e, c in started if w.key in pending[c.cell_id]]
             if todo:
-                measured, warmup = ctx.plan.prompts[w.key]
+                measured, warmup = ctx.prompts[w.key]
                 for cell_id, records in run_dataset(todo, w.key, measured, warmup, ctx.plan.progress).items():
                     engine, cell = next((e, c) for e, c in todo if c.cell_id == cell_id)
                     if cell.batch_size == 1:  # a sampler's distribution check is batch 1's

@@ -1,17 +1,19 @@
-"""The run's manifest.json: its shape (config, cells, models) and how its prompts were made."""
+"""The run's manifest.json: its shape (config, cells, models) and how its prompts were made, the plan's and those its
+stages handed over."""
 from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmarks.run.plan import RunPlan
+from benchmarks.run.context import RunContext
 from benchmarks.run.redaction import redacted
 
 
-def build_manifest(plan: RunPlan) -> dict[str, Any]:
+def build_manifest(ctx: RunContext) -> dict[str, Any]:
     """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
     was measured with is in its provenance record. Credentials written into a URL are not kept."""
+    plan = ctx.plan
     env = plan.env
     return redacted({
         "run_id": plan.run_dir.name,
@@ -24,15 +26,15 @@ def build_manifest(plan: RunPlan) -> dict[str, Any]:
         "platform": env["platform"],
         "hardware": env["hardware"],
         "models": plan.models,
-        "prompts_skipped": plan.skipped,
-        "prompts": prompt_manifest(plan),
+        "prompts_skipped": ctx.skipped,
+        "prompts": prompt_manifest(ctx),
     })
 
 
-def prompt_manifest(plan: RunPlan) -> dict[str, Any]:
+def prompt_manifest(ctx: RunContext) -> dict[str, Any]:
     """How the run's prompts were made: the chat template's keyword arguments and hash, warnings about the drafts,
     and per workload each measured prompt's row, hash, length and construction (context rows, first answer)."""
-    setup = plan.setup
+    setup = ctx.plan.setup
     return {
         "chat_template": setup.template if setup else None,
         "chat_template_sha256": setup.template_sha256 if setup else None,
@@ -44,5 +46,5 @@ def prompt_manifest(plan: RunPlan) -> dict[str, Any]:
                              "label": setup.generator.label} if setup and setup.generator else None,
         "workloads": {key: [{"index": p.index, "sha256": p.sha256, "tokens": len(p.ids), **p.workload_fields(),
                              **p.construction} for p in measured]
-                      for key, (measured, _) in plan.prompts.items()},
+                      for key, (measured, _) in ctx.prompts.items()},
     }

@@ -1,9 +1,10 @@
 """The run plan: everything a matrix run needs, resolved once before the first unit runs, and printable
 (`matrix --plan`): the cells with their final ids and model files, the run folder and what it holds already, the
 prompts every cell shares, the units (a cell on a dataset's workload — its prompts, at a context length, or at a
-turn — at a serving level for a serving engine), the groups that load together, and the families of checks that
-follow them (the drift recheck and the tie pass). A second turn's prompts wait for the first answers when the run
-folder does not hold them yet (benchmarks/run/turns.py)."""
+turn — at a serving level for a serving engine), the stages that run before the units they feed, the groups that
+load together, and the families of checks that follow them (the drift recheck and the tie pass). A second turn whose
+first answers the run folder does not hold yet waits on a stage that generates them (`Stage`,
+benchmarks/run/turns.py); the plan itself never changes during the run."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,6 +34,7 @@ from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 
 Family = tuple[Cell, list[Cell]]  # a baseline and the speculative cells compared with it
+Prompts = tuple[list[Prompt], list[Prompt]]  # a workload's (measured, warm-up) prompts
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,22 @@ class Unit:
         if self.concurrency is None:
             return self.workload_key
         return level_key(self.workload_key, self.concurrency, self.request_rate)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What the executor runs before the units that wait on it, handing them its output: the first answers of a
+    dataset's conversations, generated once by the generator cell (greedy, untimed; benchmarks/run/turns.py), make the
+    prompts of its second turn (`second_turn_prompts`)."""
+
+    generator: Cell
+    workload: Workload  # the second turn it feeds
+    first: list[Prompt]  # the first turn's prompts it answers, measured then warm-up
+    units: list[Unit]  # the workload's units, which wait on it
+
+    @property
+    def name(self) -> str:
+        return f"first answers of {self.workload.dataset}"
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,7 @@ class PromptSetup:
 @dataclass(frozen=True)
 class RunPlan:
     """A matrix resolved for one run. `prompts` maps a workload key to its (measured, warm-up) prompts; a second turn
-    whose first answers are not in the run folder yet has none until they are generated (`awaiting_answers`)."""
+    whose first answers are not in the run folder yet has none: a stage makes them (`stages`, `awaiting_answers`)."""
 
     matrix: Matrix
     cells: list[Cell]
@@ -91,7 +109,7 @@ class RunPlan:
     run_dir: Path
     target: str
     tokenizer: Any
-    prompts: dict[str, tuple[list[Prompt], list[Prompt]]]
+    prompts: dict[str, Prompts]
     skipped: dict[str, dict[str, Any]]  # workload key -> rows passed over as too long (manifest `prompts_skipped`)
     units: list[Unit]
     groups: list[list[Cell]]
@@ -103,24 +121,22 @@ class RunPlan:
     workloads: list[Workload] = field(default_factory=list)
     setup: PromptSetup | None = None
     redo: list[tuple[str, str]] = field(default_factory=list)  # done units measured on other prompt ids: run again
-
-    def pending(self, cell: Cell) -> list[Unit]:
-        """The cell's units still to measure."""
-        return [u for u in self.units if u.cell == cell and (cell.cell_id, u.store_key) not in self.done]
+    stages: list[Stage] = field(default_factory=list)  # run before the units, in this order
 
     def awaiting_answers(self) -> list[Workload]:
-        """The second turns whose prompts wait for first answers."""
-        return [w for w in self.workloads if w.key not in self.prompts]
+        """The second turns whose prompts wait for a stage's first answers."""
+        return [s.workload for s in self.stages]
 
     def workload_lines(self) -> list[str]:
         """One line per workload: its prompts' lengths and how they were made."""
         out = []
+        staged = {s.workload.key: s.generator for s in self.stages}
         for w in self.workloads:
-            if w.key not in self.prompts:
-                gen = self.setup.generator if self.setup else None
+            if w.key in staged:
+                gen = staged[w.key]
                 out.append(f"{w.key}: second turn, after the first answers that {gen.engine} {gen.label} generates "
                            f"once before the units run (greedy, untimed; cached in "
-                           f"{answers_path(self.run_dir, w.dataset)})" if gen else f"{w.key}: no generator cell")
+                           f"{answers_path(self.run_dir, w.dataset)})")
                 continue
             measured = self.prompts[w.key][0]
             lengths = [len(p.ids) for p in measured]
@@ -136,8 +152,19 @@ class RunPlan:
             out.append(f"{w.key}: {len(measured)} prompts of {min(lengths)}-{max(lengths)} tokens ({how})")
         return out
 
+    def stage_lines(self) -> list[str]:
+        """One line per stage: what it makes, who makes it, and the units that wait on it."""
+        out = []
+        for s in self.stages:
+            todo = sum((u.cell.cell_id, u.store_key) not in self.done for u in s.units)
+            out.append(f"- {s.name}: {s.generator.engine} {s.generator.label} answers {len(s.first)} first turns "
+                       f"(greedy, untimed; cached in {answers_path(self.run_dir, s.workload.dataset)}); they make the "
+                       f"prompts of {s.workload.key}, whose {len(s.units)} unit(s) wait on them ({todo} to run)")
+        return out
+
     def describe(self) -> str:
-        """What would run and what is already done, unit by unit, and the checks that follow."""
+        """What would run and what is already done: the stages first, then unit by unit, and the checks that
+        follow."""
         redo = set(self.redo)
         body = [[u.cell.engine, u.cell.label + (f" B={u.cell.batch_size}" if u.cell.batch_size > 1 else ""),
                  f"{u.cell.temperature:g}", u.workload_key,
@@ -165,6 +192,7 @@ class RunPlan:
             *[f"prompts: {line}" for line in (self.setup.lines() if self.setup else [])],
             *[f"prompts: {line}" for line in self.workload_lines()],
             *[f"prompts: {line}" for line in skipped_lines(self.skipped)],
+            *(["", "stages before the units:", *self.stage_lines()] if self.stages else []),
             "", table(["engine", "method", "T", "workload", "concurrency", "status", "cell"], body),
             "", "checks after the units:", *checks])
 
@@ -237,16 +265,16 @@ def prompt_limit(matrix: Matrix, target_config: dict[str, Any] | None) -> int | 
 
 
 def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads: list[Workload],
-                    answers: dict[str, dict[str, list[int]]] | None = None
-                    ) -> tuple[dict[str, tuple[list[Prompt], list[Prompt]]], dict[str, dict[str, Any]]]:
+                    answers: dict[str, dict[str, list[int]]]
+                    ) -> tuple[dict[str, Prompts], dict[str, dict[str, Any]], dict[str, list[Prompt]]]:
     """Each workload's (measured, warm-up) prompts, rendered once with the target's tokenizer and chat template for
     every cell, and the rows passed over because they would not fit `limit` prompt tokens (by workload key, where
     there are any: the limit and [row index, prompt tokens] of each). A context workload precedes each prompt with
     many-shot context (raises ConfigError when a prompt cannot hold it within the limit, naming the largest context
     that fits); a second turn is resolved when `answers` (dataset -> first prompt sha256 -> answer ids) hold every
-    first answer, else left out."""
+    first answer, else left out and returned with the first turn's prompts it waits on (by workload key)."""
     template = matrix.chat_template
-    prompts, skipped = {}, {}
+    prompts, skipped, waiting = {}, {}, {}
     n = matrix.num_prompts + matrix.warmup_prompts
     for d in matrix.datasets:
         chosen = ds.select_prompts(d.name, n, matrix.seed, tokenizer, d.path, limit, template)
@@ -260,23 +288,37 @@ def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads
         pool = (ds.Shots(d.name, chosen.rows, tokenizer, template)
                 if any(w.context_tokens is not None for w in own) else None)
         for w in own:
-            if w.context_tokens is not None:
-                built = with_context(first, pool, w, limit if limit is not None else w.context_tokens, matrix,
-                                     tokenizer)
-            elif w.turn == 2:
-                built = second_turns(first, (answers or {}).get(d.name, {}), tokenizer, template)
-                if built is None:
+            if w.turn == 2:
+                known = answers.get(d.name, {})
+                if any(p.sha256 not in known for p in first):
+                    waiting[w.key] = first
                     continue
-                fit = [p for p in built if limit is None or len(p.ids) <= limit]
-                if len(fit) < len(built):
-                    skipped[w.key] = {"max_prompt_tokens": limit, "instead": "not replaced (the first turn fixes the "
-                                      "conversations)", "rows": [[p.index, len(p.ids)] for p in built if p not in fit]}
-                built = fit
-            else:
-                built = first
-            measured = {p.index for p in first[:matrix.num_prompts]}
-            prompts[w.key] = ([p for p in built if p.index in measured], [p for p in built if p.index not in measured])
-    return prompts, skipped
+                prompts[w.key], passed = second_turn_prompts(matrix, tokenizer, limit, first, known)
+                if passed:
+                    skipped[w.key] = passed
+                continue
+            built = first if w.context_tokens is None else with_context(
+                first, pool, w, limit if limit is not None else w.context_tokens, matrix, tokenizer)
+            prompts[w.key] = measured_first(built, first, matrix.num_prompts)
+    return prompts, skipped, waiting
+
+
+def measured_first(built: list[Prompt], first: list[Prompt], num_prompts: int) -> Prompts:
+    """A workload's (measured, warm-up) prompts: those built on the first `num_prompts` of `first` are measured."""
+    measured = {p.index for p in first[:num_prompts]}
+    return [p for p in built if p.index in measured], [p for p in built if p.index not in measured]
+
+
+def second_turn_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, first: list[Prompt],
+                        answers: dict[str, list[int]]) -> tuple[Prompts, dict[str, Any] | None]:
+    """A second turn's (measured, warm-up) prompts after the first turn's `answers` (first prompt sha256 -> answer
+    ids, one for each of `first`), and the rows passed over as longer than `limit` tokens (None where none were)."""
+    built = second_turns(first, answers, tokenizer, matrix.chat_template)
+    fit = [p for p in built if limit is None or len(p.ids) <= limit]
+    passed = None if len(fit) == len(built) else {
+        "max_prompt_tokens": limit, "instead": "not replaced (the first turn fixes the conversations)",
+        "rows": [[p.index, len(p.ids)] for p in built if p not in fit]}
+    return measured_first(fit, first, matrix.num_prompts), passed
 
 
 def with_context(first: list[Prompt], pool: ds.Shots, w: Workload, limit: int, matrix: Matrix,
@@ -343,7 +385,9 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
     setup = prompt_setup(matrix, cells, tokenizer, prompt_limit(matrix, models[matrix.target].get("config")))
     answers = {w.dataset: cached_answers(run_dir, w.dataset, setup.generator)
                for w in workloads if w.turn == 2 and setup.generator is not None}
-    prompts, skipped = resolve_prompts(matrix, tokenizer, setup.max_prompt_tokens, workloads, answers)
+    prompts, skipped, waiting = resolve_prompts(matrix, tokenizer, setup.max_prompt_tokens, workloads, answers)
+    stages = [Stage(setup.generator, w, waiting[w.key], [u for u in units if u.workload == w])
+              for w in workloads if w.key in waiting and setup.generator is not None]
     redo = measured_on_other_ids(units, done, prompts, store)
     done = done - set(redo)
     return RunPlan(
@@ -352,7 +396,7 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
         groups=[cells] if matrix.interleave else [[c] for c in cells], drift_families=drift_families,
         tie_families=tie_families, done=done,
         stale=redo + stale_checks([w.key for w in workloads], done, drift_families, tie_families),
-        progress=progress, workloads=workloads, setup=setup, redo=redo)
+        progress=progress, workloads=workloads, setup=setup, redo=redo, stages=stages)
 
 
 def batch_problem(matrix: Matrix, cells: list[Cell], models: dict[str, dict[str, Any]], platform: str) -> str | None:
@@ -387,8 +431,8 @@ def trained_lengths(target: str) -> dict[str, Any] | None:
             "source": f"{path.parent.name}/training.json"}
 
 
-def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]],
-                          prompts: dict[str, tuple[list[Prompt], list[Prompt]]], store: RunStore
+def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]], prompts: dict[str, Prompts],
+                          store: RunStore
                           ) -> list[tuple[str, str]]:
     """Done units whose requests were sent other prompt ids than the plan's for their workload (another context,
     chat template or first answer): they are measured again, so that every cell of a workload pairs on the same ids."""

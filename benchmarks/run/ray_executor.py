@@ -124,7 +124,7 @@ def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
             engine = engines.get(cell_id)
             return (engine.node.get("node_ip") if engine else None) or "no node"
 
-        total = sum(len(ctx.plan.pending(c)) for g in groups for c in g)
+        total = sum(len(ctx.pending(c)) for g in groups for c in g)
         store = SharedStore(ctx.store.run_dir, node_of, total, ctx.plan.progress, ctx.store.point_latest_on_write)
         tqdm.write(f"executor ray: {len(groups)} group(s), {total} unit(s) to run, {resources} per cell, on "
                    f"{len([n for n in ray.nodes() if n['Alive']])} node(s)")

@@ -36,7 +36,7 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
     dataset whose baseline and at least one speculative cell are done and whose recheck is not; return the number of
     failed rechecks."""
     store, matrix = ctx.store, ctx.plan.matrix
-    todo = [w.key for w in ctx.plan.workloads
+    todo = [w.key for w in ctx.workloads()
             if store.is_done(baseline.cell_id, w.key) and not store.is_done(baseline.cell_id, recheck_key(w.key))
             and any(store.is_done(c.cell_id, w.key) for c in followers)]
     if not todo:
@@ -51,7 +51,7 @@ def run_recheck(ctx: RunContext, baseline: Cell, followers: list[Cell]) -> int:
     failed = 0
     try:
         for name in todo:
-            measured, warmup = ctx.plan.prompts[name]
+            measured, warmup = ctx.prompts[name]
             records = recheck_records(run_dataset([(engine, baseline)], name, spread(measured, n), warmup,
                                                    ctx.plan.progress)[baseline.cell_id])
             store.write_unit(baseline.cell_id, recheck_key(name), records, pid)

@@ -107,14 +107,14 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     def error(unit: Unit, exc: BaseException) -> ErrorLine:
         return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency)
 
-    store, plan = ctx.store, ctx.plan
+    store, plan, prompts = ctx.store, ctx.plan, ctx.prompts
     tokenizer = plan.tokenizer
     texts = {name: ([sent_text(p, tokenizer) for p in measured], [sent_text(p, tokenizer) for p in warmup])
-             for name, (measured, warmup) in plan.prompts.items()}  # the chat-templated prompts the server is sent
+             for name, (measured, warmup) in prompts.items()}  # the chat-templated prompts the server is sent
     first_level = plan.matrix.concurrency[0]
     failed = 0
     for cell in group:
-        pending = plan.pending(cell)
+        pending = ctx.pending(cell)
         if not pending:
             continue
         who = f"{catalog.engine(cell.engine).base} server"
@@ -130,7 +130,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                 pid = ctx.provenance(cell, server)
                 for unit in pending:
                     name, c = unit.workload_key, unit.concurrency
-                    measured = plan.prompts[name][0]
+                    measured = prompts[name][0]
                     measured_texts, warmup_texts = texts[name]
                     load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, unit.request_rate,
                                 cell.seed)

@@ -63,7 +63,7 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
     cell's tie unit; return the number of tie units that failed."""
     if not offers(engine, base.engine, "token_scores"):
         return 0
-    prompts = {p.sha256: p for p in ctx.plan.prompts[dataset][0]}
+    prompts = {p.sha256: p for p in ctx.prompts[dataset][0]}
     failed = 0
     for spec in specs:
         todo = due(ctx.store, base, spec, dataset)
@@ -96,7 +96,7 @@ def run_loaded_ties(ctx: RunContext, started: list[tuple[Any, Cell]], pids: dict
 def run_family_ties(ctx: RunContext, base: Cell, followers: list[Cell]) -> int:
     """Load `base` again when any follower has divergences due on any dataset, score them, close it; return the
     number of failed tie units (a baseline that does not start fails each one due)."""
-    todo = {w.key: [c for c in followers if due(ctx.store, base, c, w.key)] for w in ctx.plan.workloads}
+    todo = {w.key: [c for c in followers if due(ctx.store, base, c, w.key)] for w in ctx.workloads()}
     todo = {name: cells for name, cells in todo.items() if cells}
     if not todo:
         return 0

@@ -13,6 +13,7 @@ from benchmarks.core.datasets import sent_text, tokens
 from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
 from benchmarks.core.store import RunStore
 from benchmarks.run import engine_start
+from benchmarks.run.context import RunContext, StageOutput
 from benchmarks.run.execute import execute
 from benchmarks.run.plan import build_plan
 from benchmarks.run.serving import level_records
@@ -157,6 +158,47 @@ def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path
     # resumed: the cached answers resolve the second turn in the plan, nothing is generated again
     again = build_plan(m, tmp_path / "run")
     assert not again.awaiting_answers() and len(again.done) == len(again.units)
+
+
+def test_a_second_turn_waits_on_a_stage_of_the_plan_whose_output_its_units_read(random_pair, tmp_path):
+    plan = build_plan(matrix(random_pair, datasets=["mt-bench"], turns=[1, 2]), tmp_path / "run")
+    [stage] = plan.stages
+    assert stage.name == "first answers of mt-bench" and stage.generator.label == "baseline"
+    assert stage.workload.key == "mt-bench@turn2" and [u.workload_key for u in stage.units] == ["mt-bench@turn2"] * 2
+    assert [p.ids for p in stage.first] == [p.ids for p in plan.prompts["mt-bench"][0] + plan.prompts["mt-bench"][1]]
+    assert "mt-bench@turn2" not in plan.prompts
+    assert ("stages before the units:\n- first answers of mt-bench: vllm baseline answers 3 first turns (greedy, "
+            "untimed; cached in") in plan.describe()
+    assert "they make the prompts of mt-bench@turn2, whose 2 unit(s) wait on them (2 to run)" in plan.describe()
+    ctx = RunContext(plan, RunStore(plan.run_dir), lambda cell: Recorder())
+    base = stage.generator
+    assert [u.workload_key for u in ctx.pending(base)] == ["mt-bench"] and "mt-bench@turn2" not in ctx.prompts
+    turn2 = (plan.prompts["mt-bench"][0], [])
+    ctx.staged["mt-bench@turn2"] = StageOutput(turn2, {"max_prompt_tokens": 1, "rows": []})
+    assert ctx.prompts["mt-bench@turn2"] == turn2 and ctx.skipped["mt-bench@turn2"]["max_prompt_tokens"] == 1
+    assert [u.workload_key for u in ctx.pending(base)] == ["mt-bench", "mt-bench@turn2"]
+    assert [w.key for w in ctx.workloads()] == ["mt-bench", "mt-bench@turn2"]
+    ctx.staged["mt-bench@turn2"] = None  # the stage failed: its units leave the run
+    assert [u.workload_key for u in ctx.pending(base)] == ["mt-bench"] and [w.key for w in ctx.workloads()] == [
+        "mt-bench"]
+
+
+def test_a_second_turn_measured_on_other_first_answers_is_measured_again_after_its_stage(random_pair, tmp_path):
+    m = matrix(random_pair, datasets=["mt-bench"], turns=[1, 2])
+    run_dir, _ = run_matrix(m, tmp_path / "run")
+    store = RunStore(run_dir)
+    base = next(c for c, cell in store.manifest()["cells"].items() if cell["method"] == "baseline")
+    store.write_unit(base, "mt-bench@turn2", [dataclasses.replace(r, prompt_sha256="0" * 64)
+                                              if r.kind == "request" else r
+                                              for r in store.unit(base, "mt-bench@turn2")])
+    answers_path(run_dir, "mt-bench").unlink()  # as if the answers had come from another generator
+    plan = build_plan(m, run_dir)
+    assert len(plan.done) == len(plan.units) and "(0 to run)" in plan.describe()  # its ids are known after the stage
+    Recorder.calls, Recorder.loads = [], []
+    assert execute(plan).failed == 0
+    assert Recorder.loads == ["baseline", "baseline"] and len(sent("baseline")) == 3 + 3 and not sent("dflash-k3")
+    rows = {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
+    assert rows[("dflash-k3", "mt-bench@turn2")]["identical_frac"] == 1.0
 
 
 def test_first_answers_that_fail_fail_the_second_turn_only(random_pair, tmp_path):
