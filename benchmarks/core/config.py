@@ -19,7 +19,7 @@ from benchmarks.core.matrix_schema import KEY, KEYS, MATRIX_KEYS, PRESET_KEYS, D
 from benchmarks.core.model_files import draft_block_size
 from benchmarks.core.numbers import is_finite
 from benchmarks.core.paths import PRESETS_DIR
-from benchmarks.core.placement import check_executor, check_flag, check_seconds, parse_resources
+from benchmarks.core.placement_keys import check_executor, check_flag, check_seconds, parse_resources
 from benchmarks.core.yaml_files import read_yaml
 
 TURNS = (1, 2)
