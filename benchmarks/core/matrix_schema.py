@@ -15,13 +15,7 @@ from benchmarks.core.cells import METHODS
 from benchmarks.core.dataset_registry import DATASETS
 from benchmarks.core.numbers import MISSING
 from benchmarks.core.placement_keys import DEFAULT_RESOURCES, EXECUTORS, LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S
-
-# The lowest temperature above 0 that samples as asked (docs/matrices.md, "Temperatures and seeds"): vLLM raises any
-# lower one to it, and a float32 softmax of logits/T below it is greedy but for near ties, then inf/nan.
-MIN_TEMPERATURE = 0.01
-# The largest seed: seeds are uint32 in the JAX engine's PRNG keys, and the harness adds offsets of up to 2^31 to it
-# (per arm, engine and prompt row), which must stay in range.
-MAX_SEED = 2**31 - 1
+from benchmarks.core.run_keys import MAX_SEED, MIN_TEMPERATURE, DatasetEntry
 
 
 @dataclass(frozen=True)
@@ -141,12 +135,6 @@ def key_table() -> str:
             + f" | {k.doc} |" for k in KEYS]
     head = ["| key | takes | default | run id | `make bench` | what it does |", "|---|---|---|---|---|---|"]
     return "\n".join(head + rows) + "\n"
-
-
-@dataclass(frozen=True)
-class DatasetEntry:
-    name: str
-    path: str | None = None  # a local JSONL file; None means the registry's source
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.core import catalog
-from benchmarks.core.matrix_checks import fail
+from benchmarks.core.matrix_checks import Parser, Parsing, fail
 from benchmarks.core.numbers import is_finite
 
 REQUEST_TIMEOUT_S = 600.0
@@ -52,3 +52,24 @@ def check_seconds(source: str, key: str, value: Any, default: float) -> float:
     if not is_finite(value) or value <= 0:
         raise fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {value!r}")
     return float(value)
+
+
+def flag(key: str) -> Parser:
+    """The parser of `interleave` or `workers` (`check_flag`)."""
+    return lambda p: check_flag(p.source, key, p.get(key), p.parsed["engine"])
+
+
+def seconds(key: str) -> Parser:
+    """The parser of a worker's time limit (`check_seconds`)."""
+    return lambda p: check_seconds(p.source, key, p.get(key), p.defaults[key])
+
+
+def resources(p: Parsing) -> dict[str, float] | None:
+    """A Ray cell's resources; None for the platform's default (`DEFAULT_RESOURCES`)."""
+    value = p.get("resources")
+    return parse_resources(p.source, value) if value is not None else None
+
+
+def executor(p: Parsing) -> str:
+    """The executor (`check_executor`)."""
+    return check_executor(p.source, p.get("executor"), p.parsed["engine"])
