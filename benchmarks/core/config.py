@@ -1,6 +1,6 @@
 """Loading and parsing a matrix (its preset merged in): one parser per key or group of keys, run in the order of
-`PARSERS`, each raising one ConfigError that names the file, the key and what is allowed. The keys themselves are
-declared in `benchmarks.core.matrix_schema`; their parsers live in `benchmarks.core.run_keys`, `engine_option_keys`,
+`PARSE_ORDER`, each raising one ConfigError that names the file, the key and what is allowed. The keys and their parsers
+are declared in `benchmarks.core.matrix_schema`; the parsers live in `benchmarks.core.run_keys`, `engine_option_keys`,
 `workload_keys` and `placement_keys`."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import catalog, engine_option_keys, placement_keys, run_keys, workload_keys
-from benchmarks.core.matrix_checks import ConfigError, Parser, Parsing, at_least, check_name, fail
-from benchmarks.core.matrix_schema import KEYS, MATRIX_KEYS, PRESET_KEYS, Matrix
+from benchmarks.core import catalog
+from benchmarks.core.matrix_checks import ConfigError, Parser, Parsing, check_name, fail
+from benchmarks.core.matrix_schema import KEY, KEYS, MATRIX_KEYS, PRESET_KEYS, Matrix
 from benchmarks.core.paths import PRESETS_DIR
 from benchmarks.core.yaml_files import read_yaml
 
@@ -72,32 +72,20 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
     return Matrix(source=source, raw=raw, **{k.attr: p.parsed[k.name] for k in KEYS if k.attr})
 
 
-# Each parser with the keys it fills, in the order they are checked (a parser reads the values parsed before it).
-PARSERS: tuple[tuple[tuple[str, ...], Parser], ...] = (
-    (("engine",), run_keys.engines),
-    (("target",), run_keys.target),
-    (("methods",), run_keys.methods),
-    (("drafts",), run_keys.drafts),
-    (("k",), run_keys.k),
-    (("block_size",), run_keys.block_size),
-    (("datasets",), run_keys.datasets),
-    (("temperature",), run_keys.temperatures),
-    (("engine_options",), engine_option_keys.engine_options),
-    (("interleave",), placement_keys.flag("interleave")),
-    (("workers",), placement_keys.flag("workers")),
-    (("request_timeout_s",), placement_keys.seconds("request_timeout_s")),
-    (("load_timeout_s",), placement_keys.seconds("load_timeout_s")),
-    (("concurrency", "request_rate"), workload_keys.load),
-    (("executor",), placement_keys.executor),
-    (("resources",), placement_keys.resources),
-    (("name",), run_keys.name),
-    (("max_new_tokens",), run_keys.max_new_tokens),
-    (("context_tokens",), workload_keys.context_tokens),
-    (("turns",), workload_keys.turns),
-    (("chat_template",), workload_keys.chat_template),
-    (("num_prompts",), at_least("num_prompts", 1)),
-    (("warmup_prompts",), at_least("warmup_prompts", 0)),
-    (("seed",), run_keys.seed),
-    (("drift_prompts",), at_least("drift_prompts", 0)),
-    (("batch_size",), workload_keys.batch_size),
-)
+# The keys whose parsers run, in the order they run: a parser reads the values parsed before it (`Parsing.parsed`).
+PARSE_ORDER = ("engine", "target", "methods", "drafts", "k", "block_size", "datasets", "temperature", "engine_options",
+               "interleave", "workers", "request_timeout_s", "load_timeout_s", "concurrency", "executor", "resources",
+               "name", "max_new_tokens", "context_tokens", "turns", "chat_template", "num_prompts", "warmup_prompts",
+               "seed", "drift_prompts", "batch_size")
+
+
+def _parser(name: str) -> tuple[tuple[str, ...], Parser]:
+    """Key `name`'s declared parser, with the keys it fills: its own, then those declared `parsed_with` it."""
+    parse = KEY[name].parse
+    if parse is None:
+        raise ValueError(f"matrix key {name!r} has no parser of its own to run")
+    return (name, *(k.name for k in KEYS if k.parsed_with == name)), parse
+
+
+# Each parser with the keys it fills, in PARSE_ORDER.
+PARSERS = tuple(map(_parser, PARSE_ORDER))
