@@ -15,6 +15,10 @@ from benchmarks.core.matrix_schema import KEY, KEYS, Matrix, key_table
 from benchmarks.core.paths import ROOT
 
 SMOKE = "configs/matrices/smoke.yaml"
+# A value for each `bench` option that sets a matrix key (--executor is the run's), and what the key then holds.
+BENCH_VALUES = {"--dataset": ("humaneval", ["humaneval"]), "--preset": ("tiny", "tiny"), "--engine": ("jax", "jax"),
+                "--methods": ("baseline,dflash", ["baseline", "dflash"]), "--k": ("3,7", [3, 7]),
+                "--n": ("2", 2), "--max-new-tokens": ("32", 32), "--temperature": ("0.5", 0.5), "--seed": ("7", 7)}
 
 
 def test_every_declared_key_fills_its_matrix_field_and_has_one_parser():
@@ -56,6 +60,18 @@ def test_make_bench_variables_and_bench_options_are_the_declared_ones():
 
     own = options(bench.add_cli_args) - options(add_run_args)
     assert own | {"--executor"} == {k.bench for k in KEYS if k.bench}
+
+
+def test_each_bench_option_sets_its_key(monkeypatch):
+    monkeypatch.setenv("PLATFORM", "cpu")
+    option_of = {k.bench: k.name for k in KEYS if k.bench and k.bench != "--executor"}
+    assert set(BENCH_VALUES) == set(option_of)
+    ap = argparse.ArgumentParser()
+    bench.add_cli_args(ap)
+    matrix = bench.bench_matrix(ap.parse_args([word for option, (text, _) in BENCH_VALUES.items()
+                                               for word in (option, text)]))
+    assert {option_of[o]: matrix.raw[option_of[o]] for o in BENCH_VALUES} == {
+        option_of[o]: value for o, (_, value) in BENCH_VALUES.items()}
 
 
 def test_run_id_leaves_out_path_wording_and_placement(tmp_path, monkeypatch):
