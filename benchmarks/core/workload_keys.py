@@ -18,8 +18,8 @@ TEMPLATE_RESERVED = ("conversation", "messages", "tools", "documents", "chat_tem
 
 
 def load(p: Parsing) -> tuple[list[int], float | None]:
-    """The serving load axis: distinct concurrency levels (>= 1) and an optional request rate, only on engines
-    that serve (a batch-1 engine takes the default concurrency [1] and no rate)."""
+    """The serving load axis, as (concurrency, request_rate): distinct concurrency levels (>= 1) and an optional
+    request rate, only on engines that serve (a batch-1 engine takes the default concurrency [1] and no rate)."""
     source, levels = p.source, as_list(p.get("concurrency"))
     if not levels:
         raise fail(source, "concurrency", "empty; give an int >= 1 or a list of them")
