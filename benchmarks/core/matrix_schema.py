@@ -84,7 +84,7 @@ class Matrix:
     """A validated matrix: everything needed to expand into cells (one field per declared key that fills one, in the
     order docs/matrices.md lists the keys), its file and its mapping as given."""
 
-    source: str
+    source: str  # the file it was read from, or what stands for one (`bench --dataset <name>`)
     name: str = field(metadata=key(
         "name", "a safe name (letters, digits, '.', '_', '-')", "a short name for the run; the run folder is "
         "`<name>-<8 hex>`", run_keys.name, shown="the file's stem", in_preset=False))
