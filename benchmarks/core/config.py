@@ -1,7 +1,7 @@
 """Loading and parsing a matrix (its preset merged in): one parser per key or group of keys, run in the order of
-`PARSE_ORDER`, each raising one ConfigError that names the file, the key and what is allowed. The keys and their parsers
-are declared in `benchmarks.core.matrix_schema`; the parsers live in `benchmarks.core.run_keys`, `engine_option_keys`,
-`workload_keys` and `placement_keys`."""
+`PARSERS`, each raising one ConfigError that names the file, the key and what is allowed. The keys, their parsers and
+the order they run in are declared in `benchmarks.core.matrix_schema`; the parsers live in `benchmarks.core.run_keys`,
+`engine_option_keys`, `workload_keys` and `placement_keys`."""
 from __future__ import annotations
 
 import difflib
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import catalog
-from benchmarks.core.matrix_checks import ConfigError, Parser, Parsing, check_name, fail
-from benchmarks.core.matrix_schema import KEY, KEYS, MATRIX_KEYS, PRESET_KEYS, Matrix
+from benchmarks.core.matrix_checks import ConfigError, Parsing, check_name, fail
+from benchmarks.core.matrix_schema import KEYS, MATRIX_KEYS, PARSERS, PRESET_KEYS, Matrix
 from benchmarks.core.paths import PRESETS_DIR
 from benchmarks.core.yaml_files import read_yaml
 
@@ -70,22 +70,3 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
         value = parse(p)
         p.parsed.update(zip(keys, value) if len(keys) > 1 else [(keys[0], value)])
     return Matrix(source=source, raw=raw, **{k.attr: p.parsed[k.name] for k in KEYS if k.attr})
-
-
-# The keys whose parsers run, in the order they run: a parser reads the values parsed before it (`Parsing.parsed`).
-PARSE_ORDER = ("engine", "target", "methods", "drafts", "k", "block_size", "datasets", "temperature", "engine_options",
-               "interleave", "workers", "request_timeout_s", "load_timeout_s", "concurrency", "executor", "resources",
-               "name", "max_new_tokens", "context_tokens", "turns", "chat_template", "num_prompts", "warmup_prompts",
-               "seed", "drift_prompts", "batch_size")
-
-
-def _parser(name: str) -> tuple[tuple[str, ...], Parser]:
-    """Key `name`'s declared parser, with the keys it fills: its own, then those declared `parsed_with` it."""
-    parse = KEY[name].parse
-    if parse is None:
-        raise ValueError(f"matrix key {name!r} has no parser of its own to run")
-    return (name, *(k.name for k in KEYS if k.parsed_with == name)), parse
-
-
-# Each parser with the keys it fills, in PARSE_ORDER.
-PARSERS = tuple(map(_parser, PARSE_ORDER))

@@ -3,9 +3,9 @@
 A key's declaration (a `Key`, in its field's metadata: `field(metadata=key(...))`) says what it takes, its parser,
 its default, one line of documentation, whether it is part of the run identity (what changes a measurement,
 `benchmarks.core.matrix.run_id_for`) and which `make bench` variable and `bench` option set it. The keys that fill no
-field are declared on `raw`, the mapping as given, which is where they stay. Parsing (`benchmarks.core.config`), the
-unknown-key error, presets, the run id and the key table of docs/matrices.md (`key_table`, checked by
-tests/core/test_matrix_schema.py) all read `KEYS`.
+field are declared on `raw`, the mapping as given, which is where they stay. `PARSE_ORDER` says in which order the
+parsers run (`PARSERS`, run by `benchmarks.core.config`). The unknown-key error, presets, the run id and the key table
+of docs/matrices.md (`key_table`, checked by tests/core/test_matrix_schema.py) all read `KEYS`.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Key:
     name: str
     takes: str  # the values it accepts, as the docs say them
     doc: str  # what it does
-    parse: Parser | None = None  # its parser (benchmarks.core.config.PARSE_ORDER says when it runs)
+    parse: Parser | None = None  # its parser (PARSE_ORDER says when it runs)
     parsed_with: str | None = None  # the key whose parser returns this key's value too, after its own
     default: Any = None
     shown: str | None = None  # the default in words, where it is not a plain value
@@ -204,6 +204,24 @@ MATRIX_KEYS = tuple(KEY)
 # A preset supplies models and defaults; any matrix key it may give.
 PRESET_KEYS = tuple(k.name for k in KEYS if k.in_preset)
 IDENTITY_FIELDS = tuple(k.attr for k in KEYS if k.identity and k.attr)
+
+# The keys whose parsers run, in the order they run: a parser reads the values parsed before it (`Parsing.parsed`).
+PARSE_ORDER = ("engine", "target", "methods", "drafts", "k", "block_size", "datasets", "temperature", "engine_options",
+               "interleave", "workers", "request_timeout_s", "load_timeout_s", "concurrency", "executor", "resources",
+               "name", "max_new_tokens", "context_tokens", "turns", "chat_template", "num_prompts", "warmup_prompts",
+               "seed", "drift_prompts", "batch_size")
+
+
+def _parser(name: str) -> tuple[tuple[str, ...], Parser]:
+    """Key `name`'s declared parser, with the keys it fills: its own, then those declared `parsed_with` it."""
+    parse = KEY[name].parse
+    if parse is None:
+        raise ValueError(f"matrix key {name!r} has no parser of its own to run")
+    return (name, *(k.name for k in KEYS if k.parsed_with == name)), parse
+
+
+# Each parser with the keys it fills, in PARSE_ORDER.
+PARSERS = tuple(map(_parser, PARSE_ORDER))
 
 
 def key_table() -> str:

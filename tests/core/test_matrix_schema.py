@@ -11,7 +11,7 @@ from benchmarks.cli.run import add_run_args
 from benchmarks.core import config
 from benchmarks.core.config import load_matrix, parse_matrix
 from benchmarks.core.matrix import IDENTITY_VERSION, identity, run_id_for
-from benchmarks.core.matrix_schema import KEY, KEYS, Matrix, key_table
+from benchmarks.core.matrix_schema import KEY, KEYS, PARSE_ORDER, Matrix, key_table
 from benchmarks.core.paths import ROOT
 
 SMOKE = "configs/matrices/smoke.yaml"
@@ -33,7 +33,7 @@ def test_each_key_that_fills_a_field_has_one_parser_and_a_place_in_the_parse_ord
         own, other = k.parse is not None, k.parsed_with is not None
         assert own != other if k.attr else not (own or other), k.name  # a key that fills no field has no parser
         assert k.parsed_with is None or KEY[k.parsed_with].parse is not None, k.name
-    assert sorted(config.PARSE_ORDER) == sorted(k.name for k in KEYS if k.parse)
+    assert sorted(PARSE_ORDER) == sorted(k.name for k in KEYS if k.parse)
 
 
 def test_docs_key_table_is_the_generated_one():
