@@ -10,7 +10,7 @@ from benchmarks.cli import bench
 from benchmarks.cli.run import add_run_args
 from benchmarks.core import config
 from benchmarks.core.config import load_matrix, parse_matrix
-from benchmarks.core.matrix import IDENTITY_VERSION, identity, run_id_for
+from benchmarks.core.matrix import IDENTITY_VERSION, identity, legacy_run_id, run_id_for
 from benchmarks.core.matrix_schema import KEY, KEYS, PARSE_ORDER, Matrix, key_table
 from benchmarks.core.paths import ROOT
 
@@ -88,6 +88,16 @@ def test_run_id_leaves_out_path_wording_and_placement(tmp_path, monkeypatch):
     for change in ({"seed": 1}, {"num_prompts": 2}, {"chat_template": {"enable_thinking": True}}):
         assert run_id_for(parse_matrix({**raw, **change}, "x.yaml")) != run_id_for(relative), change
     assert identity(dataclasses.asdict(relative))["identity_version"] == IDENTITY_VERSION
+
+
+def test_a_key_added_since_leaves_the_legacy_run_id_as_it_was_while_unset(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    smoke = load_matrix(SMOKE)
+    wider = dataclasses.make_dataclass("Wider", [("added_since", float | None, dataclasses.field(default=None))],
+                                       bases=(Matrix,))
+    fields = {f.name: getattr(smoke, f.name) for f in dataclasses.fields(Matrix)}
+    assert legacy_run_id(wider(**fields)) == legacy_run_id(smoke)
+    assert legacy_run_id(wider(**fields, added_since=0.9)) != legacy_run_id(smoke)
 
 
 def test_a_local_prompt_file_counts_by_where_it_is_not_how_it_is_named(tmp_path, monkeypatch):
