@@ -10,8 +10,8 @@ from benchmarks.core import catalog
 from benchmarks.core.config import Matrix, parse_matrix
 from benchmarks.core.matrix_schema import KEYS
 
-# The keys whose `bench` option bench_matrix reads itself; every other one's option (its value under the key's name)
-# is the key's value as given. --executor is the run's (`run_and_report`).
+# The keys whose `bench` option bench_matrix reads itself; every other one's option given (its value under the key's
+# name) is the key's value. --executor is the run's (`run_and_report`).
 READ_HERE = ("datasets", "preset", "methods", "executor")
 
 
@@ -59,8 +59,8 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
     raw["interleave"] = bench_interleaves(args.engine or catalog.DEFAULT_ENGINE)
     if args.methods is not None:
         raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
-    raw |= {k.name: getattr(args, k.name) for k in KEYS
-            if k.bench and k.name not in READ_HERE and getattr(args, k.name) is not None}
+    given = {name: value for name, value in vars(args).items() if value is not None}
+    raw |= {k.name: given[k.name] for k in KEYS if k.bench and k.name not in READ_HERE and k.name in given}
     return parse_matrix(raw, source=f"bench --dataset {shown(args.dataset)}")
 
 
