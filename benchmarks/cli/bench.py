@@ -8,6 +8,11 @@ from benchmarks.cli import shown
 from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.core import catalog
 from benchmarks.core.config import Matrix, parse_matrix
+from benchmarks.core.matrix_schema import KEYS
+
+# The keys whose `bench` option bench_matrix reads itself; every other one's option given (its value under the key's
+# name) is the key's value. --executor is the run's (`run_and_report`).
+READ_HERE = ("datasets", "preset", "methods", "executor")
 
 
 def k_list(text: str) -> list[int]:
@@ -19,6 +24,8 @@ def k_list(text: str) -> list[int]:
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    """`bench`'s options: one per matrix key it sets (the key's declared `bench` option, read into the key's name
+    but for --dataset), then the run's."""
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--preset", help="configs/presets/<name>.yaml (default: tiny on CPU, qwen3-4b elsewhere)")
     ap.add_argument("--engine", choices=catalog.batch())
@@ -49,16 +56,11 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
     """The one-dataset shortcut as a matrix."""
     raw: dict[str, Any] = {"name": f"bench-{args.dataset}", "preset": args.preset or default_preset(),
                            "datasets": [args.dataset]}
-    if args.engine:
-        raw["engine"] = args.engine
     raw["interleave"] = bench_interleaves(args.engine or catalog.DEFAULT_ENGINE)
     if args.methods is not None:
         raw["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if args.k is not None:
-        raw["k"] = args.k
-    for key in ("num_prompts", "max_new_tokens", "temperature", "seed"):
-        if getattr(args, key) is not None:
-            raw[key] = getattr(args, key)
+    given = {name: value for name, value in vars(args).items() if value is not None}
+    raw |= {k.name: given[k.name] for k in KEYS if k.bench and k.name not in READ_HERE and k.name in given}
     return parse_matrix(raw, source=f"bench --dataset {shown(args.dataset)}")
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from benchmarks.core.config import Matrix
 from benchmarks.core.exit_codes import Exit, worst
-from benchmarks.core.matrix_schema import EXECUTORS
-from benchmarks.core.placement import check_executor
+from benchmarks.core.placement_keys import EXECUTORS, check_executor
 
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.config import Matrix, max_model_lens
+from benchmarks.core.config import Matrix
 from benchmarks.core.datasets import DATASETS, DatasetUnavailable, load_rows, select_prompts
+from benchmarks.core.engine_option_keys import max_model_lens
 from benchmarks.core.model_checks import draft_problems, hub_problem, target_tokenizer
 from benchmarks.core.model_refs import HUB_ID
 from benchmarks.core.paths import ROOT, resolve_model_ref

@@ -14,7 +14,9 @@ from benchmarks.core.matrix_schema import IDENTITY_FIELDS, Matrix
 
 IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
 _LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
-_LEGACY_WORKLOAD = ("context_tokens", "turns", "chat_template", "batch_size")  # keys left out while unset
+# The fields of that time that the legacy id hashes unset too; any other unset field (a workload key of that time, or
+# a key added since) is left out, as if it were not there.
+_LEGACY_UNSET_HASHED = ("block_size", "request_rate")
 
 
 def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -71,10 +73,11 @@ def config_id(config: dict[str, Any]) -> str:
 
 def legacy_run_id(matrix: Matrix) -> str:
     """The run id before IDENTITY_VERSION 1, which names the run folders written then: a hash of every field (the
-    file's path and raw mapping too) but the placement keys and unset workload keys of that time."""
+    file's path and raw mapping too) but the placement keys of that time and the unset fields of no weight then (its
+    unset workload keys, any key added since)."""
     config = dataclasses.asdict(matrix)
     return _hashed(config["name"], {k: v for k, v in config.items() if k not in _LEGACY_PLACEMENT
-                                    and not (k in _LEGACY_WORKLOAD and v is None)})
+                                    and (v is not None or k in _LEGACY_UNSET_HASHED)})
 
 
 def _hashed(name: str, fields: dict[str, Any]) -> str:

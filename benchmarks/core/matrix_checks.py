@@ -1,9 +1,12 @@
-"""The error a matrix or preset raises, and the value checks every key's parser shares (one message per problem,
-naming the file and the key)."""
+"""The error a matrix or preset raises, the matrix being parsed as every key's parser reads it, and the value checks
+the parsers share (one message per problem, naming the file and the key)."""
 from __future__ import annotations
 
+import copy
 import re
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
 
 from benchmarks.core.exit_codes import BadInput
 
@@ -47,3 +50,28 @@ def check_int(source: str, key: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise fail(source, key, f"expected an int >= {minimum}, got {value!r}")
     return value
+
+
+@dataclass
+class Parsing:
+    """One matrix being parsed: its file, the folder its relative paths start from, its keys merged over its
+    preset's, each key's default, and the values parsed so far (by key)."""
+
+    source: str
+    base_dir: Path | None
+    merged: dict[str, Any]
+    defaults: dict[str, Any]
+    parsed: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        """The key's value as given, else its declared default."""
+        return self.merged[key] if key in self.merged else copy.deepcopy(self.defaults[key])
+
+
+# A key's parser: its value (or, for keys parsed together, their values) from the matrix being parsed.
+Parser = Callable[[Parsing], Any]
+
+
+def at_least(key: str, minimum: int) -> Parser:
+    """The parser of an int key of at least `minimum`."""
+    return lambda p: check_int(p.source, key, p.get(key), minimum)

@@ -1,52 +1,9 @@
-"""Where and how a matrix's cells run: the executor, a Ray cell's resources, interleaving, worker processes and
-their time limits, and whether the cells can share this machine's device."""
+"""Where a matrix's cells run, decided from its placement keys (parsed in `benchmarks.core.placement_keys`): in
+worker processes or the run's own, and whether they can share this machine's device."""
 from __future__ import annotations
 
-from typing import Any
-
 from benchmarks.core import catalog
-from benchmarks.core.matrix_checks import fail
-from benchmarks.core.matrix_schema import EXECUTORS, Matrix
-from benchmarks.core.numbers import is_finite
-
-
-def check_executor(source: str, executor: Any, engines: list[str]) -> str:
-    """The executor, if it exists and can run every engine of the matrix."""
-    if executor not in EXECUTORS:
-        raise fail(source, "executor", f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
-    if executor == "ray" and any(e in catalog.serving() for e in engines):
-        raise fail(source, "executor", f"ray runs engines one request at a time in actors; a serving engine "
-                                       f"({', '.join(catalog.serving())}) runs its server on the driver's host: drop "
-                                       f"the ray executor for this matrix")
-    return executor
-
-
-def parse_resources(source: str, value: Any) -> dict[str, float]:
-    """A cell's Ray resources: a non-empty mapping of resource name (CPU, GPU, TPU, memory or a custom one) to an
-    amount > 0."""
-    if not isinstance(value, dict) or not value:
-        raise fail(source, "resources", f"expected a mapping such as {{TPU: 4}} or {{GPU: 1}}, got {value!r}")
-    for key, amount in value.items():
-        if not isinstance(key, str) or not is_finite(amount) or amount <= 0:
-            raise fail(source, "resources", f"{key!r}: {amount!r}: expected a resource name and an amount > 0")
-    return {key: float(amount) for key, amount in value.items()}
-
-
-def check_flag(source: str, key: str, value: Any, engines: list[str]) -> bool:
-    """`interleave` or `workers`: a bool, false for a serving engine (a server per cell, one cell at a time)."""
-    if not isinstance(value, bool):
-        raise fail(source, key, f"expected true or false, got {value!r}")
-    if value and any(e in catalog.serving() for e in engines):
-        raise fail(source, key, f"a serving engine ({', '.join(catalog.serving())}) runs a server per cell, one "
-                                f"cell at a time, with a load of many requests: drop '{key}'")
-    return value
-
-
-def check_seconds(source: str, key: str, value: Any, default: float) -> float:
-    """A worker's time limit: a finite number of seconds > 0."""
-    if not is_finite(value) or value <= 0:
-        raise fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {value!r}")
-    return float(value)
+from benchmarks.core.matrix_schema import Matrix
 
 
 def in_worker(matrix: Matrix, engine: str) -> bool:

@@ -19,9 +19,10 @@ from benchmarks.core import catalog, provenance
 from benchmarks.core import datasets as ds
 from benchmarks.core.batch_memory import batch_memory_problem, device_memory_bytes
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import ConfigError, Matrix, engine_max_model_len
+from benchmarks.core.config import ConfigError, Matrix
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
+from benchmarks.core.engine_option_keys import engine_max_model_len
 from benchmarks.core.inputs import check_inputs
 from benchmarks.core.markdown import table
 from benchmarks.core.matrix import config_id, legacy_run_id, run_id_for

@@ -22,8 +22,8 @@ from tqdm import tqdm
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError
-from benchmarks.core.matrix_schema import DEFAULT_RESOURCES
 from benchmarks.core.paths import ROOT
+from benchmarks.core.placement_keys import DEFAULT_RESOURCES
 from benchmarks.core.records import ErrorLine, Line
 from benchmarks.core.store import RunStore
 from benchmarks.engines import implementation
