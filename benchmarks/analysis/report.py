@@ -1,5 +1,6 @@
-"""report.md and summary.csv of a run, with its figures, all rendered from the run summarised once
-(analysis/summary.py: records.jsonl + manifest.json): the sections are rendered by the modules beside this one."""
+"""report.md, summary.csv and speculation_profile.json of a run, with its figures, all rendered from the run
+summarised once (analysis/summary.py: records.jsonl + manifest.json): the sections are rendered by the modules beside
+this one."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +14,7 @@ from benchmarks.analysis.drift import drift_lines
 from benchmarks.analysis.engines_report import engines_markdown
 from benchmarks.analysis.environments import cell_order, provenance_lines
 from benchmarks.analysis.floors import floor_lines, timing_error_lines
+from benchmarks.analysis.profile_report import failed_check_lines, profile_json
 from benchmarks.analysis.published_report import comparison_markdown
 from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.analysis.summary import Summary, summarize_run
@@ -71,6 +73,7 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
         *(["", "## Workloads", workloads] if (workloads := workload_markdown(s)) else []),
         "", "## Baseline drift", "\n".join(drift_lines(rows, config)),
         "", "## Per-position acceptance", acceptance_table(rows),
+        *[f"\n{line}" for line in failed_check_lines(s.speculation_profiles)],
         *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],
         "", "## Lossless check (greedy)",
         "\n".join([verdicts.greedy, *(["", *(f"- {line}" for line in verdicts.lines)] if verdicts.lines else [])]),
@@ -97,10 +100,11 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
 
 
 def write_reports(run_dir: Path) -> Summary:
-    """Recompute summary.csv, figures/ and report.md of a run from its records, the run summarised once; return the
-    summary (its rows and verdicts)."""
+    """Recompute summary.csv, speculation_profile.json, figures/ and report.md of a run from its records, the run
+    summarised once; return the summary (its rows and verdicts)."""
     summary = summarize_run(RunStore(run_dir))
     atomic_write_text(run_dir / "summary.csv", summary_csv(summary.rows))
+    atomic_write_text(run_dir / "speculation_profile.json", profile_json(summary.speculation_profiles))
     figures = plots.run_figures(summary, run_dir / "figures") if summary.rows else []
     atomic_write_text(run_dir / "report.md", render_report(summary, figures, run_dir))
     return summary

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from benchmarks.analysis import cost_model, strongest
+from benchmarks.analysis import cost_model, speculation_profile, strongest
 from benchmarks.analysis.columns import row
 from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
 from benchmarks.core.manifest import Manifest
@@ -162,6 +162,11 @@ class Summary:
                 key = environment_key(self.provenances[r.provenance_id]["environment"])
                 out.setdefault(content_id(key), (key, set()))[1].add(f"{r.label} on {r.workload}")
         return out
+
+    @cached_property
+    def speculation_profiles(self) -> list[speculation_profile.Profile]:
+        """Each speculative row's speculation profile, in the rows' order (speculation_profile.json)."""
+        return [p for u in self.units if (p := speculation_profile.profile(u.key, u.cell, u.lines))]
 
     @cached_property
     def cost_groups(self) -> list[cost_model.Group]:

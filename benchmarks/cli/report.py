@@ -1,4 +1,5 @@
-"""`report`: recompute a run's summary.csv, report.md and figures from its records (any old run)."""
+"""`report`: recompute a run's summary.csv, speculation_profile.json, report.md and figures from its records (any
+old run)."""
 from __future__ import annotations
 
 import argparse

@@ -91,7 +91,7 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     latest = latest_link()
     here = latest.is_symlink() and latest.resolve() == result.run_dir.resolve()
-    print(f"\nrun folder: {result.run_dir}\n  summary.csv, report.md, figures/"
+    print(f"\nrun folder: {result.run_dir}\n  summary.csv, speculation_profile.json, report.md, figures/"
           + (f" ({latest} points here)" if here else " (latest not moved: the run holds no unit)"))
     if result.failed:
         print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. {retry_advice(verdicts.failed)}",

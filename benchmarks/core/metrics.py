@@ -88,6 +88,13 @@ def acceptance(c: SpecCounters) -> Acceptance:
     )
 
 
+def conditional_acceptance(c: SpecCounters) -> list[float]:
+    """c_i = P(≥ i accepted | ≥ i − 1 accepted) for i = 1..K from (diffed) counters: the steps with ≥ i accepted
+    drafts over those with ≥ i − 1 (c_1 = p_1); NaN where the condition never held."""
+    at_least = [c.num_drafts, *c.accepted_per_pos]
+    return [n / before if before > 0 else math.nan for before, n in zip(at_least, at_least[1:])]
+
+
 def accepted_within(accepted: list[int], n_out: int) -> list[int]:
     """Per-step accepted drafts counted within a request's n_out tokens: the first token comes from prefill and each
     verify step commits accepted + 1, so a step that would commit past n_out counts only the drafts still wanted, and
