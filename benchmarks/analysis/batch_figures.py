@@ -65,21 +65,21 @@ def pareto_figure(summary: pd.DataFrame) -> Figure | None:
     if rows.empty:
         return None
     rows = rows[pd.to_numeric(rows["tok_per_s_total"], errors="coerce").notna()
-                & pd.to_numeric(rows["tok_per_s_user"], errors="coerce").notna()]
+                & pd.to_numeric(rows["tok_per_s_user_p50"], errors="coerce").notna()]
     if rows.empty:
         return None
     fig = new_figure()
     ax = fig.subplots()
     for i, (name, sub) in enumerate(rows.groupby("series", sort=False)):
         color = f"C{i % 10}"
-        x, y = sub["tok_per_s_total"].astype(float).to_numpy(), sub["tok_per_s_user"].astype(float).to_numpy()
+        x, y = sub["tok_per_s_total"].astype(float).to_numpy(), sub["tok_per_s_user_p50"].astype(float).to_numpy()
         ax.scatter(x, y, color=color, s=18, alpha=0.6)
         for xi, yi, b in zip(x, y, sub["batch_size"]):
             ax.annotate(f"B={b}", (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6, color=color)
         front = pareto_front(list(zip(x, y)))
         ax.plot([p[0] for p in front], [p[1] for p in front], marker="o", color=color, label=name)
-    ax.set_xlabel("tokens/s in total (output tokens of all batches / their decode time)")
-    ax.set_ylabel("tokens/s per user (mean of 1000 / TPOT)")
+    ax.set_xlabel("tokens/s in total (output tokens of all batches' decode spans / those spans)")
+    ax.set_ylabel("tokens/s per user (median of each request's own decode rate)")
     ax.set_title(f"Pareto front: per-user speed against total throughput, one point per batch size\n"
                  f"{subtitle(summary)}", fontsize=9)
     ax.legend(fontsize=7)

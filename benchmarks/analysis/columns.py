@@ -8,7 +8,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.analysis.row_records import RowRecords, level_server_tpot, level_throughput, prompts_sha256
+from benchmarks.analysis.row_records import (
+    RowRecords,
+    level_server_tpot,
+    level_throughput,
+    no_interval,
+    prompts_sha256,
+)
 from benchmarks.core import metrics
 from benchmarks.core.records import LoadLine
 
@@ -127,19 +133,26 @@ COLUMNS: tuple[Column, ...] = (
            SERVING, term="TPOT"),
     Column("ttft_ms_mean", "ms", "mean time to first token", lambda u: metrics.mean([r.ttft_ms for r in u.reqs]),
            RESULTS, term="TTFT"),
-    Column("output_tok_per_s", "tok/s", "output tokens / decode time, summed over requests",
-           lambda u: metrics.output_tok_per_s(sum(r.n_out for r in u.reqs), sum(r.decode_s for r in u.reqs)),
+    Column("output_tok_per_s", "tok/s", "output tokens of the decode spans (each request's after its first) / decode "
+           "time, summed over requests",
+           lambda u: metrics.output_tok_per_s(sum(r.n_out - 1 for r in u.reqs if r.n_out > 1),
+                                              sum(r.decode_s for r in u.reqs if r.n_out > 1)),
            RESULTS, term="tok/s"),
     Column("speedup", "×", "geometric mean over paired prompts of TPOT_AR / TPOT_M", _maybe("speedup", "geomean"),
            RESULTS, term="Speedup"),
     Column("speedup_ci_low", "×", "lower bound of the speedup's Student-t 95 % CI", _maybe("speedup", "ci_low"),
            RESULTS, term="CI"),
-    Column("speedup_ci_high", "×", "upper bound of the speedup's Student-t 95 % CI", _maybe("speedup", "ci_high"),
+    Column("speedup_ci_high", "×", "upper bound of the speedup's Student-t 95 % CI (over the units of independence: "
+           "prompts at batch 1, batches at B > 1, waves of C requests at C > 1)", _maybe("speedup", "ci_high"),
            RESULTS, term="CI"),
     Column("speedup_mean_ratio", "×", "mean TPOT_AR / mean TPOT_M over the paired prompts",
            _maybe("speedup", "mean_ratio"), RESULTS, term="Speedup"),
     Column("n_pairs", "", "prompts in the speedup (same prompt hash in both cells, with a TPOT)",
            _maybe("speedup", "n"), RESULTS),
+    Column("speedup_units", "", "the independent units behind the speedup's interval (prompts, batches or waves)",
+           _maybe("speedup", "units")),
+    Column("speedup_ci_note", "", "why the speedup has no interval (fewer than two units, or no spread between them)",
+           _spec(lambda u: no_interval(u.speedup, u.units)), RESULTS),
     Column("identical_frac", "", "fraction of prompts whose greedy tokens equal AR's (lossless check, C = 1)",
            lambda u: u.lossless.identical_frac if u.lossless and u.alone else None, RESULTS),
     Column("first_divergence_min", "tokens", "the earliest token index where a prompt's output differs from AR's",
@@ -156,6 +169,11 @@ COLUMNS: tuple[Column, ...] = (
            LOSSLESS),
     Column("tie_margin_max_ulps", "ulps", "the widest tie margin in ulps of the dtype",
            _item("ties", "tie_margin_max_ulps"), RESULTS),
+    Column("n_outliers", "", "requests whose TPOT lies far from the row's (modified z-score of ln TPOT above 3.5 and "
+           "1.5× or more from its median); report.md names them after Results", lambda u: len(u.outliers) if u.reqs
+           else None),
+    Column("outlier_prompts", "json", "those requests as [prompt index, TPOT ms]",
+           lambda u: json.dumps([[i, round(t, 4)] for i, t in u.outliers]) if u.outliers else None),
     Column("error", "", "the unit's errors, joined by '; '",
            lambda u: "; ".join(e.error for e in u.lines.errors) or None, FAILED),
     Column("tau_prompt_mean", "tokens/step", "mean over prompts of each prompt's τ (z-lab's statistic)",
@@ -210,6 +228,14 @@ COLUMNS: tuple[Column, ...] = (
            term="requests/s"),
     Column("throughput_speedup", "×", "aggregate tok/s of the method / the AR baseline's at the same C",
            _ratio_to_base(level_throughput, metrics.throughput_speedup), SERVING, term="throughput speedup"),
+    Column("throughput_speedup_ci_low", "×", "lower bound of its 95 % CI, the width from the level's waves of C "
+           "requests paired with AR's (delta method)", _maybe("level_speedup", "ci_low"), SERVING,
+           term="throughput speedup"),
+    Column("throughput_speedup_ci_high", "×", "upper bound of that CI", _maybe("level_speedup", "ci_high"), SERVING,
+           term="throughput speedup"),
+    Column("throughput_ci_note", "", "why a throughput speedup has no interval",
+           lambda u: no_interval(u.level_speedup if u.level is not None else u.batch_speedup,
+                                 "waves" if u.level is not None else "batches"), BATCH),
     Column("identical_frac_batched", "", "at C > 1 or B > 1: fraction of prompts whose greedy tokens equal AR's at "
            "that C or B", lambda u: u.lossless.identical_frac if u.lossless and not u.alone else None, SERVING),
     Column("n_burst", "", "requests whose stream reached the client in one burst (no decode timing)",
@@ -241,12 +267,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("tok_per_s_total", "tok/s", "tokens/s in total: output tokens of every batch / the sum of their decode "
            "spans (first token of any request to the last of any)", lambda u: u.tok_per_s_total, BATCH,
            term="tok/s in total"),
-    Column("tok_per_s_user", "tok/s", "tokens/s per user: the mean over requests of 1000 / TPOT (TPOT as the batch "
-           "gave it)", lambda u: metrics.user_tok_per_s(u.tpots) if u.batch is not None else None, BATCH,
+    Column("tok_per_s_user_p50", "tok/s", "tokens/s per user: the median over requests of each request's own decode "
+           "rate, its tokens after the first / its first-to-last-token span", lambda u: _user_rate(u, 50), BATCH,
            term="tok/s per user"),
-    Column("batch_speedup", "×", "throughput speedup at this B: geometric mean over paired batches of tok/s_M / "
-           "tok/s_AR (same prompts, same B)", _maybe("batch_speedup", "geomean"), BATCH, term="throughput speedup"),
-    Column("batch_speedup_ci_low", "×", "lower bound of its Student-t 95 % CI (one log ratio per batch)",
+    Column("tok_per_s_user_p10", "tok/s", "the 10th percentile of the same (the slower users)",
+           lambda u: _user_rate(u, 10), BATCH, term="tok/s per user"),
+    Column("tok_per_s_user_estimated", "", "the per-user rates are estimated: the engine times a static batch as a "
+           "whole (JAX), so a request's end is the batch's first token plus its own steps times the batch's step time",
+           lambda u: u.user_rates[1] if u.batch is not None else None),
+    Column("batch_speedup", "×", "throughput speedup at this B, wall-clock: output tokens over decode time in total, "
+           "the method's / AR's, on the same batches (same prompts, same B)", _maybe("batch_speedup", "geomean"),
+           BATCH, term="throughput speedup"),
+    Column("batch_speedup_ci_low", "×", "lower bound of its 95 % CI over the paired batches (delta method, Student-t "
+           "with batches − 1 degrees of freedom)",
            _maybe("batch_speedup", "ci_low"), BATCH, term="throughput speedup"),
     Column("batch_speedup_ci_high", "×", "upper bound of its Student-t 95 % CI", _maybe("batch_speedup", "ci_high"),
            BATCH, term="throughput speedup"),
@@ -254,18 +287,30 @@ COLUMNS: tuple[Column, ...] = (
     Column("wasted_row_steps", "row-steps", "steps the batch's rows rode along finished, padding rows included, "
            "summed over batches (JAX engine)", lambda u: u.wasted_row_steps, BATCH),
     # the strongest baseline of the run (analysis/engines_report.py), on runs with baselines on two or more engines
-    Column("strongest_baseline", "", "the engine whose baseline has the lowest AR TPOT on this dataset and T",
-           lambda u: u.manifest.cells[u.strongest[0]].engine if u.strongest else None),
-    Column("speedup_vs_strongest", "×", "geometric mean over paired prompts of TPOT of the strongest baseline / TPOT_M",
+    Column("strongest_baseline", "", "the engine whose baseline has the lowest AR TPOT on this dataset and T, on one "
+           "third of the prompts every engine's baseline measured",
+           lambda u: u.manifest.cells[u.strongest[0].cell_id].engine if u.strongest else None),
+    Column("speedup_vs_strongest", "×", "geometric mean over the other prompts of TPOT of the strongest "
+           "baseline / TPOT_M",
            _maybe("over_strongest", "geomean")),
     Column("speedup_vs_strongest_ci_low", "×", "lower bound of its Student-t 95 % CI",
            _maybe("over_strongest", "ci_low")),
     Column("speedup_vs_strongest_ci_high", "×", "upper bound of its Student-t 95 % CI",
            _maybe("over_strongest", "ci_high")),
-    Column("slower_than_strongest", "", "the cell is slower than the strongest baseline (speedup_vs_strongest < 1)",
-           lambda u: None if u.over_strongest is None else bool(u.over_strongest.geomean < 1)),
+    Column("slower_than_strongest", "", "the cell is shown slower than the strongest baseline: its speedup over it "
+           "below 1 with one-sided p < 0.025 / m, m the baselines it was chosen from (Bonferroni)",
+           lambda u: u.strongest[0].slower(u.over_strongest) if u.strongest else None),
+    Column("n_vs_strongest", "", "prompts the comparison with the strongest baseline uses (those it was not "
+           "chosen on)", _maybe("over_strongest", "n")),
+    Column("vs_strongest_apart", "", "the cell ran apart from the strongest baseline (another engine, not "
+           "interleaved): a change of the host's speed between them is not seen", lambda u: u.apart_from_strongest
+           if u.strongest else None),
 )
 NAMES: list[str] = [c.name for c in COLUMNS]
+
+
+def _user_rate(u: RowRecords, q: int) -> float | None:
+    return metrics.percentile(u.user_rates[0], q) if u.batch is not None else None
 
 
 def row(u: RowRecords) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from benchmarks.analysis.published_report import comparison_markdown
 from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.analysis.summary_csv import summary_csv, summary_frame
-from benchmarks.analysis.tables import acceptance_table, results_table, settings_table
+from benchmarks.analysis.tables import acceptance_table, outlier_lines, results_table, settings_table
 from benchmarks.analysis.workloads import template_lines, workload_markdown
 from benchmarks.core.datasets import skipped_lines
 from benchmarks.core.store import RunStore, atomic_write_text
@@ -30,7 +30,9 @@ DEFINITIONS = """\
 - **τ** = committed tokens per verify step = 1 + accepted/drafts (includes the bonus token); **α** = accepted/drafted.
 - **p_i** = fraction of verify steps with ≥ i accepted drafts. Warm-up prompts are excluded from everything.
 - **speedup** = geometric mean over prompts of TPOT_AR/TPOT_M on identical prompts, with its 95 % CI: Student-t on
-  the per-prompt log ratios, exp(mean ± t · sd/√n) (none at n = 1, very wide at n = 2; docs/statistics.md);
+  the log ratios of the independent units, exp(mean ± t · sd/√n), the units prompts at batch 1, batches at B > 1 and
+  waves of C requests at C > 1 (none with one unit or no spread between them, and the table says why; very wide at
+  n = 2; docs/statistics.md);
   **mean-ratio** = mean TPOT_AR / mean TPOT_M (the form the published tables use); **pairs** = prompts in the speedup
   (measured by both cells on the same prompt hash, with a TPOT); fewer than n means prompts dropped from the pairing.
 - **identical** = fraction of prompts whose greedy tokens equal AR's (lossless check); **same/tie/viol.** = prompts
@@ -68,7 +70,7 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
         *(["", "Settings that change a number, as each engine described itself:", "", settings] if settings else []),
         "", "## Provenance", "\n".join(origin),
         "", "## Definitions", DEFINITIONS,
-        "", "## Results", results_table(rows),
+        "", "## Results", results_table(rows), *outlier_lines(rows),
         *(["", "## Engines side by side", engines] if (engines := engines_markdown(s)) else []),
         *(["", "## Workloads", workloads] if (workloads := workload_markdown(s)) else []),
         "", "## Baseline drift", "\n".join(drift_lines(rows, config)),
@@ -82,10 +84,10 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
         "", "## Physical floor", "\n".join(floor_lines(rows, manifest, provenances)
                                             + timing_error_lines(s.timing_errors)),
     ]
-    serving = serve_markdown(rows)
+    serving = serve_markdown(rows, s.serve_crossovers)
     if serving:
         parts += ["", "## Serving under load", serving]
-    batched = batch_markdown(rows)
+    batched = batch_markdown(rows, s.batch_crossovers)
     if batched:
         parts += ["", "## Batch", batched]
     if errors:

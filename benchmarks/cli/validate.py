@@ -15,7 +15,7 @@ from benchmarks.core.config import load_matrix
 from benchmarks.core.engine_options import vllm_release_checked
 from benchmarks.core.exit_codes import BadInput, Exit
 from benchmarks.core.inputs import check_inputs
-from benchmarks.core.matrix import expand
+from benchmarks.core.matrix import expand, matrix_warnings
 from benchmarks.core.placement import interleave_problem
 from benchmarks.core.provenance import detect_platform
 
@@ -45,4 +45,6 @@ def main(args: argparse.Namespace) -> int:
             release, why = vllm_release_checked()
             against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
         print(f"{path}: ok, {len(cells)} cells{against}")
+        for line in matrix_warnings(matrix):
+            print(f"warning: {path}: {line}", file=sys.stderr)
     return Exit.BAD_INPUT if bad else Exit.OK

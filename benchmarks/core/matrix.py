@@ -83,3 +83,23 @@ def legacy_run_id(matrix: Matrix) -> str:
 def _hashed(name: str, fields: dict[str, Any]) -> str:
     blob = json.dumps(fields, sort_keys=True, default=str)
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
+MIN_BATCHES = 4  # independent batches at the largest batch size below which its interval is too wide to decide
+
+
+def matrix_warnings(matrix: Matrix) -> list[str]:
+    """What a valid matrix will measure too thinly: a largest batch size with fewer than MIN_BATCHES batches of the
+    measured prompts (at B > 1 a batch, not a prompt, is the unit of independence)."""
+    if not matrix.batch_size:
+        return []
+    top = max(matrix.batch_size)
+    n = matrix.num_prompts // top
+    if n >= MIN_BATCHES:
+        return []
+    thin = (f"no interval at B = {top}, whose crossover is then inconclusive" if n < 2
+            else f"a very wide interval at B = {top}")
+    return [f"batch_size {top} makes {n} batch{'es' if n != 1 else ''} of the {matrix.num_prompts} measured prompts: "
+            f"{thin}; num_prompts: {MIN_BATCHES * top} gives {MIN_BATCHES} batches (study crossover-power estimates "
+            f"the power)"]
+

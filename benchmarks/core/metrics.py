@@ -7,10 +7,12 @@ vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy.special import stdtrit
+from scipy.special import stdtr, stdtrit
 
 from benchmarks.core.engine_io import SpecCounters
 
@@ -47,13 +49,6 @@ def throughput_speedup(tok_s_base: float, tok_s_method: float) -> float:
     if not (tok_s_base > 0 and tok_s_method > 0):
         return math.nan
     return tok_s_method / tok_s_base
-
-
-def crossover(levels: list[tuple[int, float]]) -> int | None:
-    """The smallest concurrency whose throughput speedup is below 1.0, from (concurrency, speedup) pairs; None when
-    no measured level falls below it (NaN levels are skipped)."""
-    below = [c for c, s in levels if not math.isnan(s) and s < 1.0]
-    return min(below) if below else None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -119,11 +114,20 @@ def tau_prompt_mean(accept_lengths: list[list[int] | None]) -> float:
 
 @dataclass(frozen=True)
 class Speedup:
-    geomean: float
-    ci_low: float  # 95 % CI of the geometric mean (Student-t on the log ratios); NaN at n = 1
+    geomean: float  # the point estimate: the geometric mean of the ratios (or, `ratio_of_sums`, the wall-clock ratio)
+    ci_low: float  # 95 % CI, Student-t over the independent units; NaN with fewer than two units or no spread
     ci_high: float
     mean_ratio: float
-    n: int
+    n: int  # pairs behind the estimate (prompts, or batches for a throughput)
+    units: int = 0  # independent units behind the interval: prompts at batch 1, batches at B > 1, waves at C > 1
+    p_below: float = math.nan  # one-sided p-value of "the ratio is 1 or above" (t over the units); NaN without CI
+
+    @property
+    def has_interval(self) -> bool:
+        return not math.isnan(self.ci_low)
+
+
+NO_SPEEDUP = Speedup(math.nan, math.nan, math.nan, math.nan, 0)
 
 
 def log_mean_interval(logs: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,51 +143,125 @@ def log_mean_interval(logs: np.ndarray, level: float = 0.95) -> tuple[np.ndarray
     return mean, mean - half, mean + half
 
 
-def paired_ratio(numerator: list[float], denominator: list[float]) -> Speedup:
+def _t_summary(logs: np.ndarray, se: float, n_units: int) -> tuple[float, float, float]:
+    """The 95 % Student-t interval of a log estimate from its standard error over n_units (n_units − 1 degrees of
+    freedom), and the one-sided p-value of "the ratio is 1 or above"; NaN bounds with fewer than two units, or with no
+    spread between them (a zero-width interval would claim a certainty the units cannot give)."""
+    est = float(logs)
+    if n_units < 2 or not se > 1e-12:  # no spread (to rounding): no interval, rather than one of zero width
+        return math.nan, math.nan, math.nan
+    half = stdtrit(n_units - 1, 0.975) * se
+    return est - half, est + half, float(stdtr(n_units - 1, est / se))
+
+
+def paired_ratio(numerator: list[float], denominator: list[float], clusters: list[Hashable] | None = None
+                 ) -> Speedup:
     """numerator / denominator on pairs matched by position (the caller pairs them): the geometric mean of the
-    ratios with its 95 % CI (`log_mean_interval`) and the ratio of means; pairs without two positive finite values
-    are dropped."""
-    pairs = [(a, b) for a, b in zip(numerator, denominator, strict=True)
+    ratios with its 95 % CI and the ratio of means; pairs without two positive finite values are dropped.
+
+    `clusters` names each pair's unit of independence (its static batch, its serving wave); by default every pair is
+    its own. The estimate is the mean over units of each unit's mean log ratio, its interval Student-t over the units
+    (`log_mean_interval` on the unit means): pairs of one unit share its noise, so only units are independent."""
+    keys = list(range(len(numerator))) if clusters is None else list(clusters)
+    pairs = [(a, b, c) for a, b, c in zip(numerator, denominator, keys, strict=True)
              if a > 0 and b > 0 and not (math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b))]
     if not pairs:
-        return Speedup(math.nan, math.nan, math.nan, math.nan, 0)
-    top = np.array([p[0] for p in pairs])
-    bottom = np.array([p[1] for p in pairs])
-    mean, low, high = log_mean_interval(np.log(top / bottom))
-    return Speedup(
-        geomean=float(np.exp(mean)),
-        ci_low=float(np.exp(low)),
-        ci_high=float(np.exp(high)),
-        mean_ratio=float(top.mean() / bottom.mean()),
-        n=len(pairs),
-    )
+        return NO_SPEEDUP
+    by_unit: dict[Hashable, list[float]] = {}
+    for a, b, c in pairs:
+        by_unit.setdefault(c, []).append(math.log(a / b))
+    units = np.array([np.mean(v) for v in by_unit.values()])
+    mean = float(units.mean())
+    se = float(units.std(ddof=1) / math.sqrt(len(units))) if len(units) > 1 else math.nan
+    low, high, p = _t_summary(np.float64(mean), se, len(units))
+    top, bottom = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    return Speedup(geomean=math.exp(mean), ci_low=math.exp(low), ci_high=math.exp(high),
+                   mean_ratio=float(top.mean() / bottom.mean()), n=len(pairs), units=len(units), p_below=p)
 
 
-def paired_speedup(tpot_base: list[float], tpot_method: list[float]) -> Speedup:
+def ratio_of_sums(tokens_m: list[float], spans_m: list[float], tokens_b: list[float], spans_b: list[float],
+                  center: float | None = None) -> Speedup:
+    """The wall-clock throughput speedup over paired units (a method's batch and the baseline's batch of the same
+    prompts): (Σ tokens_M / Σ span_M) / (Σ tokens_AR / Σ span_AR), with a 95 % interval by the delta method over the
+    units: log of the ratio ± t_{n−1} · sd(u)/√n, u_i the unit's linearised contribution (its shares of the four
+    sums). Units with a non-positive value are dropped; `mean_ratio` is the mean of the units' own ratios. `center`:
+    another estimate of the same ratio (a serving level's aggregate), given the interval's width from the units."""
+    rows = np.array([r for r in zip(tokens_m, spans_m, tokens_b, spans_b, strict=True)
+                     if all(x > 0 and math.isfinite(x) for x in r)], dtype=float).reshape(-1, 4)
+    n = len(rows)
+    if not n:
+        return NO_SPEEDUP
+    means = rows.mean(axis=0)
+    log_r = math.log(means[0] / means[1]) - math.log(means[2] / means[3]) if center is None else math.log(center)
+    u = (rows - means) / means @ np.array([1.0, -1.0, -1.0, 1.0])
+    se = float(u.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    low, high, p = _t_summary(np.float64(log_r), se, n)
+    own = (rows[:, 0] / rows[:, 1]) / (rows[:, 2] / rows[:, 3])
+    return Speedup(geomean=math.exp(log_r), ci_low=math.exp(low), ci_high=math.exp(high),
+                   mean_ratio=float(own.mean()), n=n, units=n, p_below=p)
+
+
+def paired_speedup(tpot_base: list[float], tpot_method: list[float], clusters: list[Hashable] | None = None
+                   ) -> Speedup:
     """Speedup on prompts paired by position in the two lists (the caller pairs them by prompt hash): the geometric
-    mean of TPOT_AR / TPOT_M with its 95 % CI (`log_mean_interval`), and the ratio of mean TPOTs."""
-    return paired_ratio(tpot_base, tpot_method)
+    mean of TPOT_AR / TPOT_M with its 95 % CI over the units of independence (`paired_ratio`), and the ratio of mean
+    TPOTs."""
+    return paired_ratio(tpot_base, tpot_method, clusters)
 
 
-def user_tok_per_s(tpots_ms: list[float]) -> float:
-    """Tokens/s per user: the mean over requests of 1000 / TPOT, each request's decode rate as its batch gave it;
-    NaN without a request that has a TPOT."""
-    rates = [1000.0 / t for t in tpots_ms if t is not None and t > 0 and not math.isnan(t)]
-    return float(np.mean(rates)) if rates else math.nan
+def request_tok_per_s(n_out: int, decode_s: float) -> float:
+    """One request's own decode rate: the tokens after its first over the span from its first to its last token
+    (the tokens of the span it divides by); NaN with fewer than two tokens or no span."""
+    return (n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else math.nan
 
 
-def paired_throughput_speedup(tok_s_base: list[float], tok_s_method: list[float]) -> Speedup:
-    """The throughput speedup at one batch size, on batches paired by position (the caller pairs a method's batch
-    with the baseline's batch of the same prompts): the geometric mean of tok/s_M / tok/s_AR, one log ratio per batch,
-    with its Student-t 95 % CI, and the ratio of mean batch throughputs."""
-    return paired_ratio(tok_s_method, tok_s_base)
+def outliers(values: list[float], z: float = 3.5, factor: float = 1.5) -> list[int]:
+    """Indexes of values far from the others in log space: a modified z-score 0.6745·|ln x − median|/MAD above `z`
+    (Iglewicz and Hoaglin's rule, robust to the outliers themselves) and at least `factor` times from the median
+    (so that identical values with one slight straggler, MAD 0, are not flagged). NaN and non-positive values are
+    left out; fewer than three values give none."""
+    logs = [(i, math.log(v)) for i, v in enumerate(values) if v is not None and v > 0 and math.isfinite(v)]
+    if len(logs) < 3:
+        return []
+    x = np.array([v for _, v in logs])
+    center = float(np.median(x))
+    mad = float(np.median(np.abs(x - center)))
+    far = [i for i, v in logs if abs(v - center) >= math.log(factor)]
+    return [i for i in far if mad == 0 or 0.6745 * abs(dict(logs)[i] - center) / mad > z]
 
 
-def batch_crossover(points: list[tuple[int, float]]) -> int | None:
-    """The smallest batch size at which a method's throughput speedup interval lies below 1 (its upper bound < 1),
-    from (batch size, CI upper bound) pairs; None when no measured batch size's does (NaN bounds are skipped)."""
-    below = [b for b, high in points if high is not None and not math.isnan(high) and high < 1.0]
-    return min(below) if below else None
+@dataclass(frozen=True)
+class Crossover:
+    """Where a method's speedup falls below 1 along a load axis (batch size or concurrency), decided from the levels'
+    intervals: `level` the smallest level shown below 1 (Holm over the levels with an interval, one-sided, family-wise
+    level FAMILY_ALPHA), None when none is; `inconclusive` the levels without an interval (fewer than two units)."""
+
+    level: int | None
+    tested: list[int]
+    inconclusive: list[int]
+    adjusted: dict[int, float]  # each tested level's Holm-adjusted one-sided p-value
+
+
+FAMILY_ALPHA = 0.025  # one-sided: a single level is shown below 1 exactly when its 95 % interval lies below 1
+
+
+def holm(p_values: dict[Any, float]) -> dict[Any, float]:
+    """Holm's step-down adjusted p-values (monotone, capped at 1)."""
+    out, running, m = {}, 0.0, len(p_values)
+    for i, (key, p) in enumerate(sorted(p_values.items(), key=lambda kv: kv[1])):
+        running = max(running, min(1.0, (m - i) * p))
+        out[key] = running
+    return out
+
+
+def crossover(levels: list[tuple[int, Speedup]], alpha: float = FAMILY_ALPHA) -> Crossover:
+    """The smallest level whose speedup is shown below 1 by its interval over its units, the family of levels
+    scanned Holm-corrected; levels without an interval are inconclusive, never counted as "not below 1"."""
+    tested = {level: s.p_below for level, s in levels if s.has_interval and not math.isnan(s.p_below)}
+    adjusted = holm(tested)
+    below = [level for level, p in adjusted.items() if p < alpha]
+    return Crossover(min(below) if below else None, sorted(tested),
+                     sorted(level for level, _ in levels if level not in tested), adjusted)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,11 @@ OUTPUTS = [[1, 2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13, 14, 15]]
 ACCEPTED = {3: [[3, 3], [1, 2], [0, 0, 1, 1]], 2: [[2, 2], [2, 1], [1, 2, 2, 1]]}
 
 
+def jitter(cid: str, i: int) -> float:
+    """A cell's own wobble on prompt i (within ±4 %), so that paired ratios have a spread and intervals a width."""
+    return 1 + 0.02 * ((i + 1) * (sum(map(ord, cid)) % 7 + 3) % 5 - 2)
+
+
 def request(cid: str, dataset: str, i: int, tpot: float, ids: list[int], **extra: Any) -> dict[str, Any]:
     cell = ALL[cid]
     step = {"step_s": tpot / 1000 * 2.5, "decode_steps": 4, "draft_s": 0.001 * (i + 1), "verify_s": 0.004,
@@ -44,7 +49,8 @@ def request(cid: str, dataset: str, i: int, tpot: float, ids: list[int], **extra
     return {"kind": "request", "cell_id": cid, "label": LABELS[cid], "engine": cell["engine"],
             "method": cell["method"], "k": cell["k"], "dataset": dataset, "prompt_index": i,
             "prompt_sha256": f"{dataset}-{i}", "n_prompt_tokens": 10 + 3 * i, "n_out": len(ids),
-            "ttft_ms": 20.0 + i, "tpot_ms": tpot * (1 + 0.07 * i), "decode_s": tpot * (len(ids) - 1) / 1000,
+            "ttft_ms": 20.0 + i, "tpot_ms": tpot * (1 + 0.07 * i) * jitter(cid, i),
+            "decode_s": tpot * jitter(cid, i) * (len(ids) - 1) / 1000,
             "output_ids": ids, "accept_lengths": None if cell["method"] == "baseline" else ACCEPTED[cell["k"]][i],
             "extra": step, **extra}
 
@@ -140,7 +146,8 @@ def write_run(run_dir: Path, batches: bool = True) -> Path:
                      + samples("sbase", 1))
     store.write_unit_json("sdfl", "gsm8k", [request("sdfl", "gsm8k", i, 6.0, ids) for i, ids in enumerate(OUTPUTS)]
                      + [spec("sdfl", "gsm8k")] + samples("sdfl", 2))
-    store.write_unit_json("seag", "gsm8k", [request("seag", "gsm8k", i, 7.0, ids) for i, ids in enumerate(OUTPUTS)])
+    store.write_unit_json("seag", "gsm8k", [request("seag", "gsm8k", i, 7.0 * (3 if i == 2 else 1), ids)
+                                            for i, ids in enumerate(OUTPUTS)])  # prompt 2 stalled
     other = [OUTPUTS[0], OUTPUTS[1][:1] + [77, 76, 75], OUTPUTS[2]]
     for c, (tb, td, sb, sd, out) in {1: (10.0, 5.0, 100, 180, OUTPUTS), 4: (12.0, 9.0, 300, 240, other)}.items():
         rate = 2.0 if c > 1 else None

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.analysis.batch_figures import batch_figures, pareto_front
-from benchmarks.analysis.batch_report import batch_markdown, crossovers
+from benchmarks.analysis.batch_report import batch_markdown
 from benchmarks.analysis.columns import NAMES as COLUMNS
 from benchmarks.analysis.figure_style import save_figure
 from tests.typed_runs import summary_json
@@ -35,7 +35,7 @@ def records() -> list[dict]:
             for j in range(N // b):
                 wobble = 1 + 0.01 * (j % 2) * cid.startswith("df")  # DFlash's batches differ: the CI has a width
                 tokens = 8 * b
-                span = tokens / (rate * wobble)
+                span = (tokens - b) / (rate * wobble)  # the tokens after each request's first, over the span
                 for i in range(j * b, (j + 1) * b):
                     r = {"kind": "request", "cell_id": cid, "label": "baseline" if cid.startswith("ar") else
                          "dflash-k3", "engine": "jax", "method": cells()[cid]["method"], "k": cells()[cid]["k"],
@@ -52,10 +52,15 @@ def records() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
+def summary():
     manifest = {"run_id": "batches", "cells": cells(), "config": {"batch_size": [1, 2, 4]}, "platform": "cpu",
                 "hardware": {"device": "Test CPU"}}
-    return summary_json(records(), manifest).rows
+    return summary_json(records(), manifest)
+
+
+@pytest.fixture(scope="module")
+def rows(summary) -> list[dict]:
+    return summary.rows
 
 
 def test_rows_carry_each_batch_size_s_throughput_and_speedup(rows):
@@ -67,19 +72,19 @@ def test_rows_carry_each_batch_size_s_throughput_and_speedup(rows):
         assert spec["batch_speedup"] == pytest.approx(df / ar, rel=0.03)
         assert spec["batch_speedup_ci_low"] < spec["batch_speedup"] < spec["batch_speedup_ci_high"]
         assert spec["tok_per_s_total"] == pytest.approx(df, rel=0.05)
-        assert spec["tok_per_s_user"] == pytest.approx(7 / (8 * b / df), rel=0.05)
+        assert spec["tok_per_s_user_p50"] == pytest.approx(df / b, rel=0.05)
         assert spec["wasted_row_steps"] == (N // b if b > 1 else None)
     assert by[("dflash", 2)]["identical_frac"] is None and by[("dflash", 2)]["identical_frac_batched"] == 1.0
     assert by[("dflash", 1)]["identical_frac"] == 1.0 and by[("dflash", 2)]["not_checked"] is None
 
 
-def test_section_names_the_crossover_and_labels_the_axis(rows):
-    [(engine, dataset, label, b, low, top)] = crossovers(rows)
-    assert (engine, dataset, label, b, low, top) == ("jax", "humaneval", "dflash-k3", 4, 1, 4)
-    text = batch_markdown(rows)
-    assert "offline batch size" in text and "the speedup interval lies below 1 from B = 4" in text
+def test_section_names_the_crossover_and_labels_the_axis(summary, rows):
+    [c] = summary.batch_crossovers
+    assert (c.engine, c.workload, c.label, c.result.level, c.levels) == ("jax", "humaneval", "dflash-k3", 4, [1, 2, 4])
+    text = batch_markdown(rows, summary.batch_crossovers)
+    assert "offline batch size" in text and "the speedup is shown below 1 from B = 4" in text
     assert text.count("| jax | humaneval | dflash-k3 |") == 3
-    assert batch_markdown([{**r, "batch_size": 1} for r in rows if r["batch_size"] == 1]) is None
+    assert batch_markdown([{**r, "batch_size": 1} for r in rows if r["batch_size"] == 1], []) is None
 
 
 def test_pareto_front_keeps_the_undominated_points():

@@ -1,5 +1,6 @@
-"""The static-batch metrics: tokens/s per user, the throughput speedup paired over batches with the same Student-t
-interval as the TPOT speedup, and the crossover batch size (a batch's tokens/s is output_tok_per_s over its span)."""
+"""The static-batch metrics: each request's own decode rate, the wall-clock throughput speedup over paired batches
+with its delta-method interval, and the crossover rule (one-sided, Holm over the levels, no interval =
+inconclusive)."""
 import math
 
 import numpy as np
@@ -9,34 +10,51 @@ from scipy import stats
 from benchmarks.core import metrics
 
 
-def test_tokens_per_second_per_user_is_the_mean_decode_rate():
-    assert metrics.user_tok_per_s([10.0, 20.0, math.nan]) == pytest.approx((100 + 50) / 2)
-    assert math.isnan(metrics.user_tok_per_s([math.nan]))
+def test_a_request_s_decode_rate_counts_the_tokens_of_its_span():
+    assert metrics.request_tok_per_s(33, 0.32) == pytest.approx(100.0)  # 32 tokens after the first, in 0.32 s
+    assert math.isnan(metrics.request_tok_per_s(1, 0.5)) and math.isnan(metrics.request_tok_per_s(5, 0.0))
 
 
-def test_throughput_speedup_pairs_batches_and_uses_the_student_t_interval():
-    base = [100.0, 120.0, 90.0, 110.0]
-    meth = [150.0, 150.0, 120.0, 170.0]
-    s = metrics.paired_throughput_speedup(base, meth)
-    logs = np.log(np.array(meth) / np.array(base))
-    half = stats.t.ppf(0.975, 3) * logs.std(ddof=1) / 2
-    assert s.n == 4
-    assert s.geomean == pytest.approx(math.exp(logs.mean()))
-    assert (s.ci_low, s.ci_high) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)))
-    assert s.mean_ratio == pytest.approx(np.mean(meth) / np.mean(base))
-    # the TPOT speedup is the same ratio of the inverse quantity
-    tpot = metrics.paired_speedup([1 / b for b in base], [1 / m for m in meth])
-    assert (tpot.geomean, tpot.ci_low, tpot.ci_high) == pytest.approx((s.geomean, s.ci_low, s.ci_high))
+def test_throughput_speedup_is_the_ratio_of_sums_with_a_delta_method_interval():
+    tokens = [64.0, 64.0, 64.0, 64.0]
+    base, meth = [1.0, 1.2, 0.9, 1.1], [0.6, 0.7, 0.65, 0.62]
+    s = metrics.ratio_of_sums(tokens, meth, tokens, base)
+    assert s.geomean == pytest.approx(sum(base) / sum(meth)) and s.n == s.units == 4
+    rows = np.array([tokens, meth, tokens, base]).T
+    u = (rows - rows.mean(axis=0)) / rows.mean(axis=0) @ np.array([1.0, -1.0, -1.0, 1.0])
+    half = stats.t.ppf(0.975, 3) * u.std(ddof=1) / 2
+    assert (s.ci_low, s.ci_high) == pytest.approx((s.geomean * math.exp(-half), s.geomean * math.exp(half)))
+    assert s.p_below == pytest.approx(stats.t.cdf(math.log(s.geomean) / (half / stats.t.ppf(0.975, 3)), 3))
+    centred = metrics.ratio_of_sums(tokens, meth, tokens, base, center=1.5)
+    assert centred.geomean == 1.5 and centred.ci_high / centred.ci_low == pytest.approx(s.ci_high / s.ci_low)
 
 
-def test_one_batch_has_no_interval_and_unusable_pairs_are_dropped():
-    one = metrics.paired_throughput_speedup([100.0], [80.0])
-    assert one.geomean == pytest.approx(0.8) and math.isnan(one.ci_low) and math.isnan(one.ci_high)
-    kept = metrics.paired_throughput_speedup([100.0, math.nan, 0.0], [80.0, 50.0, 40.0])
+def test_one_batch_has_no_interval_and_unusable_batches_are_dropped():
+    one = metrics.ratio_of_sums([64.0], [0.5], [64.0], [1.0])
+    assert one.geomean == pytest.approx(2.0) and not one.has_interval and math.isnan(one.p_below)
+    kept = metrics.ratio_of_sums([64.0, 64.0, 64.0], [0.5, math.nan, 0.4], [64.0, 64.0, 0.0], [1.0, 1.0, 1.0])
     assert kept.n == 1
 
 
-def test_crossover_is_the_smallest_batch_whose_interval_lies_below_one():
-    assert metrics.batch_crossover([(1, 2.1), (2, 1.4), (4, 0.95), (8, 0.8)]) == 4
-    assert metrics.batch_crossover([(8, 0.7), (4, 0.9), (16, math.nan)]) == 4
-    assert metrics.batch_crossover([(1, 1.3), (2, 1.0), (4, math.nan)]) is None  # an upper bound of 1 is not below
+def test_clustered_speedup_counts_units_not_requests():
+    """Eight requests in two batches: the interval is over the 2 batch means, with 1 degree of freedom."""
+    base = [10.0] * 8
+    meth = [5.0] * 4 + [4.0] * 4
+    s = metrics.paired_speedup(base, meth, [0] * 4 + [1] * 4)
+    logs = np.log([2.0, 2.5])
+    half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / math.sqrt(2)
+    assert s.units == 2 and s.n == 8
+    assert (s.ci_low, s.ci_high) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)))
+
+
+def test_the_crossover_is_decided_by_holm_over_levels_with_an_interval():
+    def level(ratio: float, n: int = 6) -> metrics.Speedup:
+        base = [1.0 + 0.02 * (i % 3) for i in range(n)]
+        return metrics.ratio_of_sums([64.0] * n, [b / ratio * (1 + 0.01 * (i % 2)) for i, b in enumerate(base)],
+                                     [64.0] * n, base)
+
+    found = metrics.crossover([(1, level(2.1)), (2, level(1.4)), (4, level(0.9)), (8, level(0.8))])
+    assert found.level == 4 and found.inconclusive == []
+    assert metrics.crossover([(1, level(1.3)), (2, level(1.0)), (4, metrics.NO_SPEEDUP)]).inconclusive == [4]
+    assert metrics.crossover([(1, level(1.3)), (2, level(1.0))]).level is None  # 1 is not below 1
+    assert metrics.holm({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx({"a": 0.03, "b": 0.06, "c": 0.06})

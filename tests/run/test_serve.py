@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from benchmarks.analysis.serve_figures import serve_figures
-from benchmarks.analysis.serve_report import crossovers, serve_markdown
+from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.cli import main as cli_main
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
@@ -191,12 +191,15 @@ def _serve_run():
             "engine_options": {}}
     manifest = {"run_id": "r", "cells": {"B": {**cell, "method": "baseline", "draft": None, "k": 0},
                                          "D": {**cell, "method": "dflash", "draft": "d", "k": 3}}}
+    return summary_json(_serve_records(), manifest).rows, manifest
+
+
+def _serve_records() -> list[dict]:
     same, other = [[1, 2], [3, 4]], [[1, 2], [3, 5]]
-    records = (_level("B", "baseline", "baseline", 1, 10.0, 100, same)
-               + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, same)
-               + _level("B", "baseline", "baseline", 4, 12.0, 300, same)
-               + _level("D", "dflash-k3", "dflash", 4, 9.0, 240, other))
-    return summary_json(records, manifest).rows, manifest
+    return (_level("B", "baseline", "baseline", 1, 10.0, 100, same)
+            + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, same)
+            + _level("B", "baseline", "baseline", 4, 12.0, 300, same)
+            + _level("D", "dflash-k3", "dflash", 4, 9.0, 240, other))
 
 
 def test_summary_has_a_row_per_level_paired_with_the_baseline_at_the_same_concurrency():
@@ -223,16 +226,25 @@ def test_divergence_at_concurrency_one_is_still_a_lossless_violation():
     assert any(line.startswith("LOSSLESS VIOLATION") for line in verdict_lines(summary_json(records, manifest).rows))
 
 
-def test_crossover_is_the_first_level_below_one_or_not_reached():
-    assert metrics.crossover([(1, 1.8), (4, 1.1), (16, 0.9), (64, 0.7)]) == 16
-    assert metrics.crossover([(1, 1.2), (4, math.nan)]) is None
-    rows, _ = _serve_run()
-    assert crossovers(rows) == [("vllm-serve", "humaneval", "dflash-k3", 4, 1, 4)]
-    text = serve_markdown(rows)
-    assert "falls below 1.0 at concurrency 4" in text and "not a lossless violation" in text
-    only_one = [r for r in rows if r["concurrency"] == 1]
-    assert "crossover not reached" in serve_markdown(only_one)
-    assert serve_markdown([{**r, "concurrency": None} for r in rows]) is None
+def _waves(ratio: float, n: int = 6) -> metrics.Speedup:
+    """A level's throughput speedup over n paired waves, the method's spans 1/ratio of AR's with a little noise."""
+    base = [1.0 + 0.02 * (i % 3) for i in range(n)]
+    return metrics.ratio_of_sums([64.0] * n, [b / ratio * (1 + 0.01 * (i % 2)) for i, b in enumerate(base)],
+                                 [64.0] * n, base)
+
+
+def test_crossover_is_decided_from_intervals_and_a_level_without_one_is_inconclusive():
+    found = metrics.crossover([(1, _waves(1.8)), (4, _waves(1.1)), (16, _waves(0.9)), (64, _waves(0.7))])
+    assert found.level == 16 and found.tested == [1, 4, 16, 64] and found.inconclusive == []
+    assert found.adjusted[16] < metrics.FAMILY_ALPHA <= found.adjusted[4]
+    unsure = metrics.crossover([(1, _waves(1.2)), (4, metrics.NO_SPEEDUP), (8, _waves(0.7, n=1))])
+    assert unsure.level is None and unsure.tested == [1] and unsure.inconclusive == [4, 8]
+    rows, manifest = _serve_run()  # 2 prompts: C = 4 is one wave; C = 1's two waves have the same ratio (no spread)
+    [c] = summary_json(_serve_records(), manifest).serve_crossovers
+    assert (c.engine, c.label, c.result.level, c.result.inconclusive) == ("vllm-serve", "dflash-k3", None, [1, 4])
+    text = serve_markdown(rows, [c])
+    assert "C = 1, 4 inconclusive" in text and "not a lossless violation" in text
+    assert serve_markdown([{**r, "concurrency": None} for r in rows], []) is None
 
 
 def test_serving_figures_are_drawn_per_level():
@@ -259,7 +271,7 @@ def test_a_stream_delivered_in_one_burst_has_no_tpot_and_is_counted():
                                                        "max_new_tokens": 8, "seed": 0, "engine_options": {}}}}
     [row] = summary_json(recs, manifest).rows
     assert row["n_burst"] == 1 and row["tpot_ms_p50"] == pytest.approx(100.0) and row["itl_ms_p50"] == 100.0
-    assert "1 of 2" in serve_markdown([row])
+    assert "1 of 2" in serve_markdown([row], [])
 
 
 def test_a_request_without_tpot_leaves_the_paired_speedup():
