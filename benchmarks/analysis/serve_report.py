@@ -93,7 +93,7 @@ def serve_markdown(rows: list[dict[str, Any]]) -> str | None:
                                  f"(no gain to lose under load)")
         else:
             cross.append(where + f"throughput speedup falls below 1.0 at concurrency {c}")
-    rate = {r.get("request_rate") for r in served} - {None}
+    rate = {r["request_rate"] for r in served if r.get("request_rate") is not None}
     arrivals = (f"Poisson arrivals at {', '.join(f'{x:g}' for x in sorted(rate))} requests/s under the cap"
                 if rate else "every request sent at once, at most C in flight")
     return "\n".join([EXPLAIN, "", f"Load: {arrivals}.", "", *lines, "", "Crossover concurrency:", *cross])

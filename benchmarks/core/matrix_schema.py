@@ -19,7 +19,7 @@ REQUEST_TIMEOUT_S = 600.0
 LOAD_TIMEOUT_S = 1800.0
 EXECUTORS = ("local", "ray")
 # What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.core.provenance.detect_platform).
-DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
+DEFAULT_RESOURCES: dict[str, dict[str, float]] = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
 # The lowest temperature above 0 that samples as asked (docs/matrices.md, "Temperatures and seeds"): vLLM raises any
 # lower one to it, and a float32 softmax of logits/T below it is greedy but for near ties, then inf/nan.
 MIN_TEMPERATURE = 0.01

@@ -189,7 +189,7 @@ class Drift:
     n: int
 
 
-def baseline_drift(tpot_before: list[float], tpot_after: list[float]) -> Drift:
+def baseline_drift(tpot_before: list[float | None], tpot_after: list[float | None]) -> Drift:
     """How far the baseline moved between its measurement and its recheck, on prompts paired by position (the caller
     pairs them by prompt hash), with the CI of that move; pairs without a positive TPOT on both sides are dropped."""
     pairs = [(b, a) for b, a in zip(tpot_before, tpot_after, strict=True)
@@ -209,8 +209,10 @@ def drift_flag(d: Drift, ci_low: float | None, ci_high: float | None) -> bool | 
     |ln(1 + drift)| beyond half the speedup CI's width in log space: a baseline that moved by the factor 1 + drift
     moves the speedup by the same factor, out of its interval. False when either condition fails; None when either
     interval is unknown (fewer than two prompts on either side)."""
+    if ci_low is None or ci_high is None:
+        return None
     values = (d.drift, d.ci_low, d.ci_high, ci_low, ci_high)
-    if any(x is None or math.isnan(x) for x in values) or ci_low <= 0:
+    if any(math.isnan(x) for x in values) or ci_low <= 0:
         return None
     if d.ci_low <= 0.0 <= d.ci_high:
         return False
