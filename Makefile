@@ -58,9 +58,11 @@ test: setup lint
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not heavy and not vllm and not jax and not llamacpp" tests $$PYTEST_ARGS
 
-# ruff (pinned in requirements.txt, configured in pyproject.toml) over the whole tree.
+# ruff over the whole tree, then mypy over the two packages (both pinned in requirements.txt, configured in
+# pyproject.toml; mypy keeps its cache in .mypy_cache: ~15 s cold on 2 cores, ~1 s after).
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy -p benchmarks -p verification
 
 bench: setup
 	@$(FRESH_CHECK)
@@ -148,5 +150,5 @@ parity-tpu-inference:
 	JAX_PLATFORMS=cpu "$$TPU_VENV/bin/python" -m benchmarks study tpu-parity $$PARITY_TPU_ARGS
 
 clean:
-	rm -rf "$$VENV" "$$TPU_VENV" .cache results/runs results/figures/runs .pytest_cache
+	rm -rf "$$VENV" "$$TPU_VENV" .cache results/runs results/figures/runs .pytest_cache .mypy_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -118,7 +118,9 @@ def row_ties(pairs: list[tuple[str, list[int], list[int]]], checks: list[TieChec
     """The verdict over (prompt sha256, baseline tokens, speculative tokens) pairs, given the row's tie-check
     records; a check counts only for the divergence and tokens it was made for."""
     by_key = {check_key(c.prompt_sha256, c.divergence, c.baseline_token, c.spec_token): c for c in checks}
-    identical, ties, violations = 0, [], []
+    identical = 0
+    ties: list[tuple[int, Verdict]] = []
+    violations: list[tuple[int, Verdict]] = []
     for sha, base, spec in pairs:
         key = divergence_key(sha, base, spec)
         if key is None:
@@ -126,7 +128,7 @@ def row_ties(pairs: list[tuple[str, list[int], list[int]]], checks: list[TieChec
             continue
         v = classify(by_key.get(key))
         (ties if v.tie else violations).append((key[1], v))
-    widest = max((v for _, v in ties), key=lambda v: v.margin, default=None)
+    widest = max((v for _, v in ties), key=lambda v: v.margin or 0.0, default=None)  # a tie's margin is set
     return RowTies(identical, len(ties), len(violations), widest.margin if widest else None,
                    widest.margin_ulps if widest else None, violations)
 

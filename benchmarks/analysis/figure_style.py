@@ -29,8 +29,9 @@ def new_figure(width: float = 9.0, height: float = 5.0) -> Figure:
 
 def fit_text(fig: Figure) -> Figure:
     """Let the figure's titles and axis labels wrap at its edges (a long one breaks into lines, never runs off)."""
-    titles: list[Text | None] = [fig._suptitle, *(t for ax in fig.axes for t in (ax.title, ax.xaxis.label,
-                                                                               ax.yaxis.label))]
+    suptitle: Text | None = fig._suptitle  # type: ignore[attr-defined]  # matplotlib's hints leave this private out
+    titles: list[Text | None] = [suptitle, *(t for ax in fig.axes for t in (ax.title, ax.xaxis.label,
+                                                                          ax.yaxis.label))]
     for text in titles:
         if text is not None:
             text.set_wrap(True)
@@ -73,7 +74,7 @@ def series_names(rows: pd.DataFrame, with_k: bool = True) -> pd.Series:
     names = rows["label"].astype(str) if with_k else rows["method"].astype(str)
     for col in ("engine", "target", "temperature"):
         if col in rows and rows[col].nunique(dropna=False) > 1:
-            names = names + " · " + rows[col].map(short_model if col == "target" else lambda v, c=col: f"{c} {v}")
+            names = names + " · " + rows[col].map(short_model if col == "target" else lambda v: f"{col} {v}")
     return names
 
 

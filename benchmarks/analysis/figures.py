@@ -95,7 +95,7 @@ def temperature_figure(summary: pd.DataFrame) -> Figure | None:
     ax_tau, ax_sp = fig.subplots(1, 2)
     markers = "osD^vP*X"
     groups = rows.groupby(["engine", "label", "dataset"], sort=False)
-    ring_label = "failed distribution check"
+    ring_label: str | None = "failed distribution check"
     for i, ((engine, label, dataset), sub) in enumerate(groups):
         sub = sub.sort_values("temperature")
         name = f"{engine} · {label} · {dataset}"

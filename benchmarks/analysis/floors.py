@@ -52,7 +52,7 @@ def floor_lines(rows: list[dict[str, Any]], manifest: Manifest,
     bw_source = f", {hw['bandwidth_source']}" if hw.get("bandwidth_source") else ""
     lines = [f"Target weights {weight_bytes / 1e6:.1f} MB ({source}) at {bw:.0f} GB/s{bw_source} "
              f"→ AR TPOT floor {floor:.3f} ms."]
-    cache = hw.get("cache_bytes")
+    cache = hw.get("cache_bytes") or 0
     binding = not (cache and weight_bytes <= cache)
     if not binding:
         lines.append(f"The weights fit the {cache / 2**20:.0f} MiB CPU cache, so the DRAM floor does not bind here; "

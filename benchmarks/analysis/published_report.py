@@ -141,9 +141,9 @@ def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
                 "mean of per-prompt ratios with its Student-t 95 % CI is in summary.csv. τ is ours computed with "
                 "the statistic the published table used (pooled over all verify steps, or the mean over prompts "
                 "of each prompt's τ; results/reference/README.md says where the publication does not).", ""]
-        for name, (published, checks, rows) in matched_tables.items():
+        for name, (published, matched, rows) in matched_tables.items():
             notes = [f"published source: {published['source']}, {published['source_ref']}"]
-            unstated = _describe(checks, "unstated")
+            unstated = _describe(matched, "unstated")
             if unstated:
                 notes.append(f"not stated by the publication (matched on the rest): {unstated}")
             if published["tau_statistic_basis"] == "inferred":

@@ -73,7 +73,7 @@ def serve_markdown(rows: list[dict[str, Any]], found: list[SeriesCrossover]) -> 
     if bursts:
         lines += ["", "**Requests without decode timing** (their stream reached the client in one burst, so TPOT, "
                       "ITL and the TPOT speedup leave them out; throughput keeps them): " + "; ".join(bursts) + "."]
-    rate = {r.get("request_rate") for r in served} - {None}
+    rate = {r["request_rate"] for r in served if r.get("request_rate") is not None}
     arrivals = (f"Poisson arrivals at {', '.join(f'{x:g}' for x in sorted(rate))} requests/s under the cap"
                 if rate else "every request sent at once, at most C in flight")
     return "\n".join([EXPLAIN, "", f"Load: {arrivals}.", "", *lines, "",

@@ -26,7 +26,7 @@ def alone_requests(requests: Iterable[RequestLine]) -> dict[tuple[str, str], Req
 
 
 def _geomean_tpot(reqs: Requests, prompts: set[str]) -> float:
-    values = [reqs[s].tpot_ms for s in prompts if reqs[s].tpot_ms]
+    values = [t for s in prompts if (t := reqs[s].tpot_ms)]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 

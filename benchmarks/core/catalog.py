@@ -19,12 +19,13 @@ CAPABILITIES = ("sample_many", "token_scores", "score_many", "generate_batch")
 ALL_CAPABILITIES = frozenset(CAPABILITIES)
 
 # The JAX engine's options and their defaults (benchmarks/engines/jax/engine.py reads them from its row).
-JAX_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
-               "ignore_eos": False}
+JAX_OPTIONS: dict[str, Any] = {"dtype": "auto", "max_model_len": 2048, "breakdown": False, "draft_queries": "block",
+                               "ignore_eos": False}
 # The llama.cpp engine's options and their defaults (benchmarks/engines/llamacpp.py): the GGUF type the checkpoints are
 # converted to, the context per slot, CPU threads (0: every CPU this process may use), flash attention, and the n-gram
 # length the ngram method looks up (5: vLLM's default prompt lookup; llama.cpp's own default, 12, rarely matches).
-LLAMACPP_OPTIONS = {"dtype": "auto", "max_model_len": 2048, "threads": 0, "flash_attn": "on", "ngram_n": 5}
+LLAMACPP_OPTIONS: dict[str, Any] = {"dtype": "auto", "max_model_len": 2048, "threads": 0, "flash_attn": "on",
+                                    "ngram_n": 5}
 
 
 @dataclass(frozen=True)

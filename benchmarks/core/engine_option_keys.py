@@ -38,13 +38,13 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
                                               f"{', '.join(map(str, allowed))}")
                 continue
             close = difflib.get_close_matches(key, sorted(known), n=3)
-            allowed = (f"did you mean {', '.join(close)}?" if close
-                       else f"{e} accepts {', '.join(sorted(known))}" if len(known) <= 12 else f"see {e}'s engine "
-                       f"arguments")
+            hint = (f"did you mean {', '.join(close)}?" if close
+                    else f"{e} accepts {', '.join(sorted(known))}" if len(known) <= 12 else f"see {e}'s engine "
+                    f"arguments")
             scope = (f"a shared option goes to every engine of the matrix ({', '.join(engines)}): put it under "
                      f"'engine_options: {{<engine>: {{{key}: ...}}}}' for the engine that takes it, or drop it; "
                      if where == "engine_options" else "")
-            raise fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{allowed}")
+            raise fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{hint}")
 
 
 def engine_max_model_len(engine: str, options: dict[str, Any]) -> int | None:

@@ -42,7 +42,10 @@ class Manifest:
                 raise ValueError(f"{where}: `{name}` is {text!r:.40}, not text")
         run_id = value.get("run_id")
         return cls(run_id=run_id if isinstance(run_id, str) else "", cells=cells, config=value["config"],
-                   **sections, **texts)
+                   platform=texts["platform"], hardware=sections["hardware"], packages=sections["packages"],
+                   models=sections["models"], prompts=sections["prompts"],
+                   prompts_skipped=sections["prompts_skipped"], config_path=texts["config_path"],
+                   created_utc=texts["created_utc"], git_sha=texts["git_sha"])
 
     @property
     def target(self) -> str:

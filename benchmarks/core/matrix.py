@@ -36,16 +36,16 @@ def expand(m: Matrix) -> list[Cell]:
     for engine in m.engines:
         for temperature in m.temperatures:
             for batch_size in m.batch_size or [1]:
-                common = dict(engine=engine, target=m.target, temperature=temperature,
-                              max_new_tokens=m.max_new_tokens, seed=m.seed,
-                              engine_options=options_for(engine, m.engine_options), batch_size=batch_size)
+                baseline = Cell(engine=engine, target=m.target, method="baseline", draft=None, k=0,
+                                temperature=temperature, max_new_tokens=m.max_new_tokens, seed=m.seed,
+                                engine_options=options_for(engine, m.engine_options), batch_size=batch_size)
                 if "baseline" in m.methods:
-                    cells.append(Cell(method="baseline", draft=None, k=0, **common))
+                    cells.append(baseline)
                 for method in m.methods:
                     if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
                         continue
                     for k in m.k[method]:
-                        cells.append(Cell(method=method, draft=m.drafts.get(method), k=k, **common))
+                        cells.append(dataclasses.replace(baseline, method=method, draft=m.drafts.get(method), k=k))
     return cells
 
 
@@ -54,7 +54,7 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     declared identity keys that are set (an unset one leaves the id as it was before the key existed), a local
     prompt file by its absolute path, and IDENTITY_VERSION. Never the matrix file's path, wording or description,
     nor where and how its cells run (the placement keys)."""
-    fields = {f: config.get(f) for f in IDENTITY_FIELDS if config.get(f) is not None}
+    fields: dict[str, Any] = {f: config.get(f) for f in IDENTITY_FIELDS if config.get(f) is not None}
     fields["datasets"] = [{**d, "path": os.path.abspath(d["path"]) if d.get("path") else None}
                           for d in fields.get("datasets", [])]
     return {"identity_version": IDENTITY_VERSION, **fields}

@@ -113,14 +113,14 @@ def measure_read_bytes_per_s(nbytes: int = BUFFER_BYTES, repeats: int = 10) -> f
     import jax.numpy as jnp
 
     x = np.ones(nbytes // 4, np.float32)
-    rates = [x.nbytes / best_seconds(lambda t=t: on_threads(t, lambda lo, hi: np.add.reduce(x[lo:hi]), len(x)),
+    rates = [x.nbytes / best_seconds(lambda: on_threads(t, lambda lo, hi: np.add.reduce(x[lo:hi]), len(x)),
                                      repeats) for t in range(1, cpu_threads() + 1)]
     y = jnp.asarray(x)
     w = y.reshape(-1, 4096)
     v = jnp.ones((1, 4096), jnp.float32)
     for fn, args in ((jax.jit(jnp.sum), (y,)), (jax.jit(linear("oi")), (v, w))):
         fn(*args).block_until_ready()
-        rates.append(y.nbytes / best_seconds(lambda fn=fn, args=args: fn(*args).block_until_ready(), repeats))
+        rates.append(y.nbytes / best_seconds(lambda: fn(*args).block_until_ready(), repeats))
     return max(rates)
 
 
@@ -172,7 +172,7 @@ def measure_matmul_seconds(rows: list[int], n_in: int, n_out: int, dtype: str, l
     times: dict[int, list[float]] = {r: [] for r in rows}
     for _ in range(repeats):  # the row counts in turn, so that a busy spell falls on all of them alike
         for r, x in xs.items():
-            times[r].append(best_seconds(lambda x=x: fn(x, weights).block_until_ready(), 1) / len(weights))
+            times[r].append(best_seconds(lambda: fn(x, weights).block_until_ready(), 1) / len(weights))
     return {r: float(np.median(t)) for r, t in times.items()}
 
 
@@ -195,7 +195,7 @@ def matmul_table(shapes: Iterable[tuple[int, int, int]], dtype: str, layout: str
     for (n_in, n_out), rows in todo.items():
         measured = measure_matmul_seconds(rows, n_in, n_out, dtype, layout, resident)
         for r in rows:
-            cached(key(r, n_in, n_out), lambda r=r: measured[r])
+            cached(key(r, n_in, n_out), lambda: measured[r])
     figures = _figures(cache_file())
     return {s: float(figures[key(*s)]) for s in shapes}
 

@@ -143,11 +143,10 @@ def log_mean_interval(logs: np.ndarray, level: float = 0.95) -> tuple[np.ndarray
     return mean, mean - half, mean + half
 
 
-def _t_summary(logs: np.ndarray, se: float, n_units: int) -> tuple[float, float, float]:
+def _t_summary(est: float, se: float, n_units: int) -> tuple[float, float, float]:
     """The 95 % Student-t interval of a log estimate from its standard error over n_units (n_units − 1 degrees of
     freedom), and the one-sided p-value of "the ratio is 1 or above"; NaN bounds with fewer than two units, or with no
     spread between them (a zero-width interval would claim a certainty the units cannot give)."""
-    est = float(logs)
     if n_units < 2 or not se > 1e-12:  # no spread (to rounding): no interval, rather than one of zero width
         return math.nan, math.nan, math.nan
     half = stdtrit(n_units - 1, 0.975) * se
@@ -173,7 +172,7 @@ def paired_ratio(numerator: list[float], denominator: list[float], clusters: lis
     units = np.array([np.mean(v) for v in by_unit.values()])
     mean = float(units.mean())
     se = float(units.std(ddof=1) / math.sqrt(len(units))) if len(units) > 1 else math.nan
-    low, high, p = _t_summary(np.float64(mean), se, len(units))
+    low, high, p = _t_summary(mean, se, len(units))
     top, bottom = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     return Speedup(geomean=math.exp(mean), ci_low=math.exp(low), ci_high=math.exp(high),
                    mean_ratio=float(top.mean() / bottom.mean()), n=len(pairs), units=len(units), p_below=p)
@@ -195,7 +194,7 @@ def ratio_of_sums(tokens_m: list[float], spans_m: list[float], tokens_b: list[fl
     log_r = math.log(means[0] / means[1]) - math.log(means[2] / means[3]) if center is None else math.log(center)
     u = (rows - means) / means @ np.array([1.0, -1.0, -1.0, 1.0])
     se = float(u.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    low, high, p = _t_summary(np.float64(log_r), se, n)
+    low, high, p = _t_summary(log_r, se, n)
     own = (rows[:, 0] / rows[:, 1]) / (rows[:, 2] / rows[:, 3])
     return Speedup(geomean=math.exp(log_r), ci_low=math.exp(low), ci_high=math.exp(high),
                    mean_ratio=float(own.mean()), n=n, units=n, p_below=p)
@@ -274,7 +273,7 @@ class Drift:
     n: int
 
 
-def baseline_drift(tpot_before: list[float], tpot_after: list[float]) -> Drift:
+def baseline_drift(tpot_before: list[float | None], tpot_after: list[float | None]) -> Drift:
     """How far the baseline moved between its measurement and its recheck, on prompts paired by position (the caller
     pairs them by prompt hash), with the CI of that move; pairs without a positive TPOT on both sides are dropped."""
     pairs = [(b, a) for b, a in zip(tpot_before, tpot_after, strict=True)
@@ -294,8 +293,10 @@ def drift_flag(d: Drift, ci_low: float | None, ci_high: float | None) -> bool | 
     |ln(1 + drift)| beyond half the speedup CI's width in log space: a baseline that moved by the factor 1 + drift
     moves the speedup by the same factor, out of its interval. False when either condition fails; None when either
     interval is unknown (fewer than two prompts on either side)."""
+    if ci_low is None or ci_high is None:
+        return None
     values = (d.drift, d.ci_low, d.ci_high, ci_low, ci_high)
-    if any(x is None or math.isnan(x) for x in values) or ci_low <= 0:
+    if any(math.isnan(x) for x in values) or ci_low <= 0:
         return None
     if d.ci_low <= 0.0 <= d.ci_high:
         return False

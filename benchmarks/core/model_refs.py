@@ -6,7 +6,7 @@ import dataclasses
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from benchmarks.core import provenance
 from benchmarks.core.cells import Cell
@@ -16,6 +16,14 @@ from benchmarks.core.paths import CACHE_DIR, resolve_model_ref
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 BUILTIN_MODELS = {"builtin:tiny-random": CACHE_DIR / "tiny-random"}
+
+
+@overload
+def materialize(ref: str) -> str: ...
+
+
+@overload
+def materialize(ref: str | None) -> str | None: ...
 
 
 def materialize(ref: str | None) -> str | None:

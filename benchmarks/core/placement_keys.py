@@ -12,7 +12,7 @@ REQUEST_TIMEOUT_S = 600.0
 LOAD_TIMEOUT_S = 1800.0
 EXECUTORS = ("local", "ray")
 # What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.core.provenance.detect_platform).
-DEFAULT_RESOURCES = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
+DEFAULT_RESOURCES: dict[str, dict[str, float]] = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
 
 
 def check_executor(source: str, executor: Any, engines: list[str]) -> str:

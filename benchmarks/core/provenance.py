@@ -218,12 +218,12 @@ def weight_size(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
         if total:
             return {"weight_bytes": int(total), "parameters": None, "weight_dtype": None,
                     "weight_bytes_source": "safetensors index total_size"}
-    params = config_parameters(cfg)
+    counted = config_parameters(cfg)
     dtype = str(cfg.get("dtype") or cfg.get("torch_dtype") or "")
-    if params and dtype in DTYPE_BYTES:
-        return {"weight_bytes": params * DTYPE_BYTES[dtype], "parameters": params, "weight_dtype": dtype,
+    if counted and dtype in DTYPE_BYTES:
+        return {"weight_bytes": counted * DTYPE_BYTES[dtype], "parameters": counted, "weight_dtype": dtype,
                 "weight_bytes_source": f"config parameter count × {DTYPE_BYTES[dtype]} bytes ({dtype})"}
-    return {"weight_bytes": None, "parameters": params, "weight_dtype": dtype or None,
+    return {"weight_bytes": None, "parameters": counted, "weight_dtype": dtype or None,
             "weight_bytes_source": "unknown: no safetensors, index or usable config"}
 
 

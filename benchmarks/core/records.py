@@ -35,13 +35,23 @@ def optional() -> Any:
 
 
 class Prompt(Protocol):
-    """What a line names of its prompt (`datasets.Prompt`, which imports the store that reads these lines)."""
+    """What a line names of its prompt (`datasets.Prompt`, which imports the store that reads these lines); read-only,
+    as the frozen dataclass's fields are."""
 
-    index: int
-    ids: list[int]
-    sha256: str
-    context_tokens: int | None
-    turn: int | None
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def ids(self) -> list[int]: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def context_tokens(self) -> int | None: ...
+
+    @property
+    def turn(self) -> int | None: ...
 
     @property
     def key(self) -> str: ...
@@ -109,8 +119,9 @@ class Line:
                 values[f.name] = record[_json_name(f)]
             elif f.default is dataclasses.MISSING:
                 raise RecordError(f"{where}: {cls.kind} record lacks the field `{_json_name(f)}`")
+        declared: type = cls  # as `type`: mypy checks a type[L] for Hashable through its instances' __hash__
         for name, value in values.items():
-            want = _hints(cls)[name]
+            want = _hints(declared)[name]
             if not _fits(value, want):
                 raise RecordError(f"{where}: {cls.kind} record's `{name}` is {value!r:.60}, not {_shown(want)}")
         return cls(**values)
@@ -142,8 +153,6 @@ def _fits(value: Any, hint: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if dataclasses.is_dataclass(hint):
-        return isinstance(value, hint)
     return isinstance(value, hint)
 
 

@@ -47,7 +47,9 @@ class Shots:
 
     def __init__(self, name: str, rows: list[dict[str, Any]], tokenizer: Any, template: dict[str, Any] | None) -> None:
         self.spec, self.source, self.tokenizer, self.template = DATASETS[name], rows, tokenizer, template
-        self.rows = [i for i, row in enumerate(rows) if str(self.spec.answer(row) or "").strip()]
+        assert self.spec.answer is not None  # the matrix check gives context only to datasets with answers
+        self.answer = self.spec.answer
+        self.rows = [i for i, row in enumerate(rows) if str(self.answer(row) or "").strip()]
         self._probe = [{"role": "user", "content": "?"}]
         self._alone = len(tokens(render_messages(self._probe, tokenizer, template), tokenizer))
         self._added: dict[int, int] = {}
@@ -55,7 +57,7 @@ class Shots:
     def pair(self, i: int) -> list[dict[str, str]]:
         row = self.source[i]
         return [{"role": "user", "content": self.spec.render(row)},
-                {"role": "assistant", "content": str(self.spec.answer(row))}]
+                {"role": "assistant", "content": str(self.answer(row))}]
 
     def added(self, i: int) -> int:
         """The tokens row i's pair adds before a question (exact for templates that render turn by turn)."""

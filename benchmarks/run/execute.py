@@ -127,6 +127,7 @@ def first_answers_stage(ctx: RunContext, stage: Stage) -> StageOutput:
     """The first answers of a second turn (cached, or generated now by the generator cell) and the prompts they make;
     its units measured on other prompt ids, and the checks that would no longer follow them, are retired."""
     plan, gen, w = ctx.plan, stage.generator, stage.workload
+    assert plan.setup is not None  # a plan's stages come from its prompt setup
     answers = first_answers(plan.run_dir, w.dataset, gen, plan.target, stage.first, plan.matrix.max_new_tokens,
                             ctx.make_engine, plan.tokenizer)
     tqdm.write(f"[{gen.label}] {w.dataset}: first answers of {len(answers)} conversations ready (greedy, "

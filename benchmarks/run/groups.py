@@ -5,15 +5,16 @@ only. A cell that raises is recorded with its error and the others go on. After 
 the lossless check's untimed tie pass for its loaded speculative cells (benchmarks/run/tie_pass.py)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from tqdm import tqdm
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
-from benchmarks.core.engine_io import SamplingParams
+from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.placement import start_side_by_side
 from benchmarks.core.records import ErrorLine, Line, cause, error_line, request_line, spec_line
+from benchmarks.engines import Engine, GenerateBatch
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import Loading, start_engine
 from benchmarks.run.sampling import cell_samples
@@ -27,25 +28,31 @@ def batches(prompts: list[Prompt], size: int) -> list[list[Prompt]]:
     return [prompts[i:i + size] for i in range(0, len(prompts), size)]
 
 
-def run_batch(engine: Any, cell: Cell, prompts: list[Prompt], params: SamplingParams,
+def batched(engine: Engine) -> GenerateBatch:
+    """The engine of a cell of batch size B > 1 as the `generate_batch` it has: the matrix check admits batch sizes
+    only for engines whose catalog row declares it."""
+    return cast(GenerateBatch, engine)
+
+
+def run_batch(engine: Engine, cell: Cell, prompts: list[Prompt], params: SamplingParams,
               index: int | None) -> list[Line]:
     """One turn of a cell: a prompt alone (batch 1, `index` None), or a static batch through `generate_batch`."""
     if index is None:
         return [request_line(cell, prompts[0], engine.generate(prompts[0].ids, params))]
-    outputs = engine.generate_batch([p.ids for p in prompts], params)
+    outputs = batched(engine).generate_batch([p.ids for p in prompts], params)
     return [request_line(cell, p, out, batch_index=index) for p, out in zip(prompts, outputs, strict=True)]
 
 
-def warm_up(engine: Any, cell: Cell, warmup: list[Prompt], params: SamplingParams) -> None:
+def warm_up(engine: Engine, cell: Cell, warmup: list[Prompt], params: SamplingParams) -> None:
     """A cell's warm-up: each prompt alone, or one batch of its size filled with the warm-up prompts in turn."""
     if cell.batch_size == 1:
         for p in warmup:
             engine.generate(p.ids, params)
     elif warmup:
-        engine.generate_batch([warmup[i % len(warmup)].ids for i in range(cell.batch_size)], params)
+        batched(engine).generate_batch([warmup[i % len(warmup)].ids for i in range(cell.batch_size)], params)
 
 
-def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
+def run_dataset(started: list[tuple[Engine, Cell]], name: str, prompts: list[Prompt], warmup: list[Prompt],
                 progress: bool) -> dict[str, list[Line]]:
     """One dataset's workload (`name`, its key) through started (engine, cell) pairs: each cell's warm-up, then prompt
     by prompt (batch by batch for a cell of batch size B > 1), every cell in turn.
@@ -53,7 +60,7 @@ def run_dataset(started: list[tuple[Any, Cell]], name: str, prompts: list[Prompt
     Returns the records by cell id. A cell that raises gets one error record instead and leaves the rotation.
     """
     out: dict[str, list[Line]] = {}
-    live: dict[str, tuple[Any, Cell, SamplingParams, Any]] = {}
+    live: dict[str, tuple[Engine, Cell, SamplingParams, SpecCounters | None]] = {}
 
     def fail(cell: Cell, exc: BaseException) -> None:  # called from an except block: the traceback is exc's
         out[cell.cell_id] = [error_line(cell, name, exc)]
@@ -92,7 +99,7 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     the number of failed units. A cell that fails to start fails its pending units with the cause."""
     store = ctx.store
     pending = {c.cell_id: [u.workload_key for u in ctx.pending(c)] for c in group}
-    started: list[tuple[Any, Cell]] = []
+    started: list[tuple[Engine, Cell]] = []
     pids: dict[str, str] = {}
     failed = 0
     cells = [c for c in group if pending[c.cell_id]]
@@ -100,7 +107,7 @@ def run_group(ctx: RunContext, group: list[Cell]) -> int:
     loading = {c.cell_id: Loading(ctx, c) for c in cells} if side_by_side else {}
     try:
         for cell in cells:
-            done = start_engine(ctx, cell, lambda exc, cell=cell: [
+            done = start_engine(ctx, cell, lambda exc: [
                 (cell, name, error_line(cell, name, exc)) for name in pending[cell.cell_id]], say_ready=True,
                 loading=loading.get(cell.cell_id))
             if isinstance(done, int):

@@ -261,8 +261,8 @@ def prompt_limit(matrix: Matrix, target_config: dict[str, Any] | None) -> int | 
     max_model_len its engines get (the target's max_position_embeddings where an engine takes the model's own)."""
     own = (target_config or {}).get("max_position_embeddings")
     lens = [engine_max_model_len(e, matrix.engine_options) or own for e in matrix.engines]
-    lens = [n for n in lens if n]
-    return min(lens) - matrix.max_new_tokens if lens else None
+    known = [n for n in lens if n]
+    return min(known) - matrix.max_new_tokens if known else None
 
 
 def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads: list[Workload],
@@ -284,8 +284,9 @@ def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads
         own = [w for w in workloads if w.dataset == d.name]
         first = chosen.prompts
         if any(w.turn == 2 for w in own):
-            spec = ds.DATASETS[d.name]
-            first = [dataclasses.replace(p, turn=1, follow_up=spec.second_turn(chosen.rows[p.index])) for p in first]
+            follow_up = ds.DATASETS[d.name].second_turn
+            assert follow_up is not None  # the matrix check gives turns only to datasets with a second turn
+            first = [dataclasses.replace(p, turn=1, follow_up=follow_up(chosen.rows[p.index])) for p in first]
         pool = (ds.Shots(d.name, chosen.rows, tokenizer, template)
                 if any(w.context_tokens is not None for w in own) else None)
         for w in own:
@@ -298,8 +299,12 @@ def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads
                 if passed:
                     skipped[w.key] = passed
                 continue
-            built = first if w.context_tokens is None else with_context(
-                first, pool, w, limit if limit is not None else w.context_tokens, matrix, tokenizer)
+            if w.context_tokens is None:
+                built = first
+            else:
+                assert pool is not None  # made above for every context workload
+                built = with_context(first, pool, w, limit if limit is not None else w.context_tokens, matrix,
+                                     tokenizer)
             prompts[w.key] = measured_first(built, first, matrix.num_prompts)
     return prompts, skipped, waiting
 
@@ -325,6 +330,7 @@ def second_turn_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, first
 def with_context(first: list[Prompt], pool: ds.Shots, w: Workload, limit: int, matrix: Matrix,
                  tokenizer: Any) -> list[Prompt]:
     """The prompts of a context workload; ConfigError when one cannot hold its context within `limit` tokens."""
+    assert w.context_tokens is not None
     out = [ds.with_context(p, pool, w.context_tokens, limit, matrix.seed, tokenizer, matrix.chat_template)
            for p in first]
     missing = [p for p, q in zip(first, out) if q is None]

@@ -5,7 +5,7 @@ prompt and flags a speedup by `metrics.drift_flag` (docs/statistics.md). Under R
 and nothing is rechecked; report.md says so."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from tqdm import tqdm
 
@@ -17,15 +17,17 @@ from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine
 from benchmarks.run.groups import run_dataset
 
+T = TypeVar("T")
 
-def recheck_records(records: list[Line]) -> list[Line]:
+
+def recheck_records(records: list[Line]) -> list[RecheckLine | ErrorLine]:
     """A recheck's requests as kind "recheck" (never a baseline measurement), then its errors, all of them labelled
     as the recheck."""
     return ([recheck_of(r) for r in records if isinstance(r, RequestLine)]
             + [recheck_of(r) for r in records if isinstance(r, ErrorLine)])
 
 
-def spread(items: list[Any], n: int) -> list[Any]:
+def spread(items: list[T], n: int) -> list[T]:
     """n of `items` evenly spaced from the first, in order (all of them when n >= len): the recheck's prompts, spread
     over the baseline's measurement so that a host that changed at any point of it shows."""
     return items if n >= len(items) else [items[i * len(items) // n] for i in range(n)]

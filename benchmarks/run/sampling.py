@@ -15,7 +15,7 @@ skips that test.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from tqdm import tqdm
 
@@ -23,8 +23,11 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.records import ErrorLine, Line, cause, error_line, samples_line
-from benchmarks.engines import offers
+from benchmarks.engines import Engine, SampleMany, ScoreMany, offers
 from verification import distribution
+
+if TYPE_CHECKING:
+    from benchmarks.engines.server import Server
 
 SEED_BASE = {True: 2_000_000, False: 1_000_000}  # speculative arm, baseline arm: disjoint ranges
 
@@ -35,35 +38,37 @@ def seeds(cell: Cell, prompt_index: int, n: int) -> list[int]:
     return list(range(start, start + n))
 
 
-def draw(engine: Any, cell: Cell, prompt_ids: list[int], params: SamplingParams,
+def draw(engine: Engine | Server, cell: Cell, prompt_ids: list[int], params: SamplingParams,
          seed_list: list[int]) -> list[list[int]]:
-    """Samples with the given seeds: the engine's batched `sample_many` when it offers one, else one request each."""
+    """Samples with the given seeds: the engine's batched `sample_many` when it offers one, else one request each (a
+    batch engine's `generate`; a server has none, so one without `sample_many` fails here)."""
     if offers(engine, cell.engine, "sample_many"):
-        return engine.sample_many(prompt_ids, params, seed_list)
-    return [list(engine.generate(prompt_ids, SamplingParams(params.temperature, params.max_new_tokens, s)).output_ids)
+        return cast(SampleMany, engine).sample_many(prompt_ids, params, seed_list)
+    generate = cast(Engine, engine).generate
+    return [list(generate(prompt_ids, SamplingParams(params.temperature, params.max_new_tokens, s)).output_ids)
             for s in seed_list]
 
 
-def collect(engine: Any, cell: Cell, dataset: str, prompts: list[Prompt],
+def collect(engine: Engine | Server, cell: Cell, dataset: str, prompts: list[Prompt],
             concurrency: int | None = None) -> list[Line]:
     """`samples` records of one (cell, dataset) (of a serving level's `concurrency`), scored by the engine's
     `score_many` when it offers one; empty for greedy cells."""
     if cell.temperature <= 0:
         return []
     params = SamplingParams(cell.temperature, distribution.LENGTH, cell.seed)
-    scored = offers(engine, cell.engine, "score_many")
+    scorer = cast(ScoreMany, engine) if offers(engine, cell.engine, "score_many") else None
     out: list[Line] = []
     for p in prompts[: distribution.PROMPTS]:
         seed_list = seeds(cell, p.index, distribution.SAMPLES)
         samples = draw(engine, cell, p.ids, params, seed_list)
         out.append(samples_line(cell, dataset, p, distribution.LENGTH,
                                 seed_list if getattr(engine, "samples_seeded", True) else None, samples,
-                                engine.score_many(p.ids, samples) if scored else None,
-                                distribution.SCORING if scored else None, concurrency))
+                                scorer.score_many(p.ids, samples) if scorer is not None else None,
+                                distribution.SCORING if scorer is not None else None, concurrency))
     return out
 
 
-def cell_samples(engine: Any, cell: Cell, name: str, prompts: list[Prompt], records: list[Line],
+def cell_samples(engine: Engine | Server, cell: Cell, name: str, prompts: list[Prompt], records: list[Line],
                  concurrency: int | None = None) -> list[Line]:
     """The distribution check's samples of a cell at T > 0 whose measured prompts all ran (at a serving level's
     `concurrency`); an error record when drawing or scoring them failed."""

@@ -130,6 +130,7 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                 pid = ctx.provenance(cell, server)
                 for unit in pending:
                     name, c = unit.workload_key, unit.concurrency
+                    assert c is not None  # a serving unit is a level
                     measured = prompts[name][0]
                     measured_texts, warmup_texts = texts[name]
                     load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, unit.request_rate,
@@ -151,8 +152,9 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
                         tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result.completed} requests in "
                                    f"{result.duration:.1f} s")
                     except Exception as exc:
-                        records = [error(unit, server.explain(exc))]
-                        tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {records[0].error}")
+                        failure = error(unit, server.explain(exc))
+                        records = [failure]
+                        tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {failure.error}")
                     store.write_unit(cell.cell_id, unit.store_key, records, pid)
                     written.add(unit.store_key)
                     failed += any(isinstance(r, ErrorLine) for r in records)

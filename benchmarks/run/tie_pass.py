@@ -12,7 +12,8 @@ unit is to be measured again is retired first (the run plan's `stale_checks`) an
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import cast
 
 from tqdm import tqdm
 
@@ -20,9 +21,9 @@ from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
-from benchmarks.core.records import Line, RequestLine, cause, error_line, tie_check_line
+from benchmarks.core.records import Line, RequestLine, TieCheckLine, cause, error_line, tie_check_line
 from benchmarks.core.store import RunStore, ties_key
-from benchmarks.engines import offers
+from benchmarks.engines import Engine, ScoreTokens, offers
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine
 from verification.ties import divergence_key, row_ties
@@ -48,8 +49,8 @@ def due(store: RunStore, base: Cell, spec: Cell, dataset: str) -> list[tuple[str
     return [k for k in keys if k is not None and None not in k]
 
 
-def score(engine: Any, spec: Cell, dataset: str, prompts: dict[str, Prompt], base_out: dict[str, list[int]],
-          todo: list[tuple[str, int, int, int]]) -> list[Line]:
+def score(engine: ScoreTokens, spec: Cell, dataset: str, prompts: dict[str, Prompt], base_out: dict[str, list[int]],
+          todo: list[tuple[str, int, int, int]]) -> list[TieCheckLine]:
     """One tie-check record per divergence: the baseline engine's `token_scores` there."""
     out = []
     for sha, d, base_token, spec_token in todo:
@@ -58,11 +59,12 @@ def score(engine: Any, spec: Cell, dataset: str, prompts: dict[str, Prompt], bas
     return out
 
 
-def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cell], dataset: str) -> int:
+def run_ties(ctx: RunContext, engine: Engine, pid: str, base: Cell, specs: list[Cell], dataset: str) -> int:
     """With `base`'s engine loaded: score the due divergences of each of `specs` on a dataset and write each
     cell's tie unit; return the number of tie units that failed."""
     if not offers(engine, base.engine, "token_scores"):
         return 0
+    scorer = cast(ScoreTokens, engine)
     prompts = {p.sha256: p for p in ctx.prompts[dataset][0]}
     failed = 0
     for spec in specs:
@@ -70,22 +72,24 @@ def run_ties(ctx: RunContext, engine: Any, pid: str, base: Cell, specs: list[Cel
         if not todo:
             continue
         base_out = _requests(ctx.store, base, dataset)
+        records: Sequence[Line]
         try:
-            records = score(engine, spec, dataset, prompts, base_out, todo)
+            ties = score(scorer, spec, dataset, prompts, base_out, todo)
         except Exception as exc:
             records = [error_line(spec, dataset, exc, message=f"tie check: {cause(exc)}")]
             failed += 1
             tqdm.write(f"[{spec.label}] {dataset} tie check FAILED: {cause(exc)}")
         else:
+            records = ties
             spec_out = _requests(ctx.store, spec, dataset)
-            v = row_ties([(sha, base_out[sha], spec_out[sha]) for sha in spec_out if sha in base_out], records)
+            v = row_ties([(sha, base_out[sha], spec_out[sha]) for sha in spec_out if sha in base_out], ties)
             tqdm.write(f"[{spec.label}] {dataset} tie check of {len(todo)} divergent prompt(s) on the baseline "
                        f"engine: {v.n_ties} numerical tie(s), {v.n_violations} violation(s)")
         ctx.store.write_unit(spec.cell_id, ties_key(dataset), records, pid)
     return failed
 
 
-def run_loaded_ties(ctx: RunContext, started: list[tuple[Any, Cell]], pids: dict[str, str], dataset: str) -> int:
+def run_loaded_ties(ctx: RunContext, started: list[tuple[Engine, Cell]], pids: dict[str, str], dataset: str) -> int:
     """The pass of a group whose engines are loaded: each loaded baseline scores its loaded followers' divergences
     (at batch size 1: a static batch's identity is a measurement, not a verdict)."""
     engines = {c.cell_id: e for e, c in started}

@@ -16,6 +16,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt, ids_sha256, second_turn
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.store import atomic_write_json
+from benchmarks.engines import Engine
 from benchmarks.run.model_files import with_model_files
 
 ANSWERS_DIR = "turns"
@@ -47,7 +48,7 @@ def second_turns(first: list[Prompt], answers: dict[str, list[int]], tokenizer: 
 
 
 def first_answers(run_dir: Path, dataset: str, generator: Cell, target: str, prompts: list[Prompt],
-                  max_new_tokens: int, make_engine: Callable[[Cell], Any], tokenizer: Any) -> dict[str, list[int]]:
+                  max_new_tokens: int, make_engine: Callable[[Cell], Engine], tokenizer: Any) -> dict[str, list[int]]:
     """The first answers of `prompts`: the cached ones, the rest generated now by one load of the generator's batch
     engine (greedy, `max_new_tokens`), then cached with the text each decodes to."""
     have = cached_answers(run_dir, dataset, generator)

@@ -2,10 +2,14 @@
 description (or the failure that stopped it)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.records import cause
+
+if TYPE_CHECKING:
+    from benchmarks.engines import Engine
+    from benchmarks.engines.server import Server
 
 
 def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str, Any]],
@@ -16,7 +20,7 @@ def unit_provenance(env: dict[str, Any], cell: Cell, models: dict[str, dict[str,
             "describe": describe, "load_error": load_error}
 
 
-def describe_engine(engine: Any) -> dict[str, Any]:
+def describe_engine(engine: Engine | Server) -> dict[str, Any]:
     try:
         return engine.describe()
     except Exception as exc:  # a description that fails must not cost the measurement

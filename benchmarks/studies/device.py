@@ -43,8 +43,9 @@ BACKENDS = {"gpu": ("gpu", "cuda", "rocm"), "tpu": ("tpu",), "cpu": ("cpu",)}
 PARTS = ("ar", "dflash", "verify")
 ORACLE_TOKEN = 10
 # Shallow stand-ins for the CPU pre-flight: the code path of a named shape at a size 2 cores run in seconds.
-STANDINS = {"llama3-tiny": ("llama3.1-8b", dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_layers=6,
-                                                 num_heads=2, num_kv_heads=1))}
+STANDINS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama3-tiny": ("llama3.1-8b", dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_layers=6,
+                                        num_heads=2, num_kv_heads=1))}
 
 
 @dataclass(frozen=True)
@@ -207,9 +208,9 @@ def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dic
         rounds.append((1000.0 * (g.last_token_s - g.ttft_s) / len(g.accept_lengths or g.tokens[1:]),
                        1000.0 * (full_s - fixed_s) / steps, 1000.0 * (counted_s - fixed_s) / steps,
                        1000.0 * dispatch_s, 1000.0 * fixed_s, steps))
-    loop_ms, device_ms, counted_ms, dispatch_ms, fixed_ms, steps = (float(np.median(x)) for x in zip(*rounds))
+    loop_ms, device_ms, counted_ms, dispatch_ms, fixed_ms, median_steps = (float(np.median(x)) for x in zip(*rounds))
     return {"loop_ms": loop_ms, "device_ms": device_ms, "host_ms": loop_ms - device_ms, "counted_ms": counted_ms,
-            "dispatch_ms": dispatch_ms, "fixed_ms": fixed_ms, "steps": steps}
+            "dispatch_ms": dispatch_ms, "fixed_ms": fixed_ms, "steps": median_steps}
 
 
 def split_line(sp: dict[str, float]) -> str:
@@ -364,7 +365,10 @@ class Study:
                              dcfg.block_size)
         gens = [dec.generate(p, s.new_tokens) for p in self.prompts(s.requests)]
         figures = request_figures(gens, dec)
-        accepted = [n for g in gens[1:] for n in g.accept_lengths]
+        accepted: list[int] = []
+        for g in gens[1:]:
+            assert g.accept_lengths is not None  # a speculative decoder's
+            accepted += g.accept_lengths
         tau = float(np.mean(accepted)) + 1.0
         figures |= {"k": s.k, "draft_layers": dcfg.layers.num_layers, "block_size": dcfg.block_size, "tau": tau}
         figures |= self.check("DFlash step", figures["step_ms"], dec.step_cost(dec.span(s.prompt_len)))
@@ -404,7 +408,8 @@ class Study:
                             self.hw.bandwidth_source if applies else why)
         ar = self.result.get("ar")
         need = ar["compile_s"] / 2 if ar else 0.0  # about one forward's compile
-        points, compiles = [], {}
+        points: list[kflat.Point] = []
+        compiles: dict[int, float] = {}
         for i, k in enumerate(s.ks):
             if i and self.left() < need:
                 self.drop(f"verify K={','.join(map(str, s.ks[i:]))}", need)

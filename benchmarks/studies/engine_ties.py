@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmarks.core import catalog, metrics
 from benchmarks.core.cells import Cell
@@ -65,7 +65,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from benchmarks.core.config import load_matrix
-    from benchmarks.engines import create_engine, offers
+    from benchmarks.engines import ScoreTokens, create_engine, offers
     from benchmarks.run.model_files import with_model_files
     from benchmarks.run.plan import build_plan
 
@@ -86,8 +86,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         if not offers(engine, args.scorer, "token_scores"):
             raise BadInput(f"engine {args.scorer} offers no token_scores to classify with")
+        scorer = cast(ScoreTokens, engine)
         prompts = {p.sha256: p for name, (measured, _) in plan.prompts.items() for p in measured}
-        rows = [(name, d, verdict(None if None in d["tokens"] else engine.token_scores(
+        rows = [(name, d, verdict(None if None in d["tokens"] else scorer.token_scores(
             prompts[d["prompt"]].ids, d["prefix"], list(d["tokens"]), TOP_N), d["tokens"])) for name, d in found]
     finally:
         engine.close()

@@ -124,9 +124,11 @@ def agreement(rows: list[dict[str, Any]], tolerance: float = TOLERANCE) -> Agree
 
 
 def fmt(value: str | None, digits: int = 2) -> str:
+    if value is None:
+        return MISSING
     try:
-        return f"{float(value):.{digits}f}"  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return f"{float(value):.{digits}f}"
+    except ValueError:
         return value or MISSING
 
 

@@ -107,7 +107,7 @@ def rows_from_points(points: Sequence[Point], floor: Floor, predicted: dict[tupl
                      engine: str = "jax", batch: int | None = None) -> list[dict[str, Any]]:
     """CSV rows: median and CI, measured and predicted time normalised to K=0 (a point below its floor keeps its
     ratio: the verdict flags it), the floor and a verdict; a "batch" column where `batch` is given."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p in points:
         med, lo, hi = median_ci(p.samples_ms)
         floor_ms = floor.ms(p.k, p.context_len)

@@ -82,7 +82,7 @@ def run_engine(cell: Cell, prompts: list[list[int]], params: SamplingParams,
         before = engine.spec_counters()
         records = [engine.generate(p, params) for p in prompts]
         after = engine.spec_counters()
-        counters = None if after is None else after - before
+        counters = None if after is None or before is None else after - before
         return EngineRun(cell.engine, [r.output_ids for r in records], [r.accept_lengths for r in records], counters,
                          [metrics.tpot_ms(r.ttft_s, r.last_token_s, len(r.output_ids)) for r in records])
     finally:

@@ -355,7 +355,7 @@ def layers_in_place(shape_name: str, depth: int, repeats: int = 7) -> dict[tuple
         "stacked, lax.scan": (jax.jit(lambda x, st: jax.lax.scan(lambda c, lp: (layer(c, lp), None), x, st)[0]),
                               stacked),
     }
-    out = {}
+    out: dict[tuple[str, int], float] = {}
     for rows in (1, 8):
         x = jnp.full((rows, h), 0.01, jnp.float32)
         for fn, weights in variants.values():

@@ -272,6 +272,7 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
                 t.reset(len(prompt.ids) + new + 2 * dcfg.block_size)
             decoder = Decoder(tcfg, tparams, len(prompt.ids) + new + 1, dtype, dcfg, dparams, k=dcfg.block_size - 1)
             engine = decoder.generate(prompt.ids, new)
+            assert engine.accept_lengths is not None  # a speculative decoder's
             out: list[int] = []
             accepted: list[int] = []
             for step in trajectory(tcfg, tparams, dcfg, dparams, prompt.ids, new, dtype, out, accepted):

@@ -21,7 +21,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmarks.core.exit_codes import Exit, worst
 from verification import distribution as D
@@ -159,15 +159,16 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures:
     from benchmarks.core.engine_io import SamplingParams
     from benchmarks.core.matrix import expand
     from benchmarks.core.model_refs import materialize
-    from benchmarks.engines import create_engine
+    from benchmarks.engines import SampleMany, create_engine
     from benchmarks.run.sampling import seeds
 
     cell = next(c for c in expand(m) if c.engine == engine_name and c.method == method and c.temperature > 0)
     engine = create_engine(engine_name)
     engine.load(dataclasses.replace(cell, target=target, draft=materialize(cell.draft)))
+    sampler = cast(SampleMany, engine)  # vllm's and jax's catalog rows, the engines sampled here, declare it
     try:
-        return {t: [D.Samples(p.sha256, engine.sample_many(p.ids, SamplingParams(t, D.POSITIONS, cell.seed),
-                                                           seeds(cell, p.index, D.SAMPLES)), length=D.POSITIONS)
+        return {t: [D.Samples(p.sha256, sampler.sample_many(p.ids, SamplingParams(t, D.POSITIONS, cell.seed),
+                                                            seeds(cell, p.index, D.SAMPLES)), length=D.POSITIONS)
                     for p in prompts] for t in temperatures}
     finally:
         engine.close()
@@ -205,8 +206,8 @@ def status(arms: list[Arm]) -> Exit:
 def lines(arms: list[Arm]) -> list[str]:
     """One line per arm: method, T, variant, verdict, the smallest Holm-adjusted p and its test; then the diagnosis."""
     out = [f"{a.method:7} T={a.temperature:<4g} {a.variant:8} {'pass' if a.check.passed else 'FAIL':4}  "
-           f"p {a.check.p_min:.3g} ({min(a.check.p_values, key=a.check.p_values.get, default='-')}: the smallest "
-           f"Holm-adjusted of {a.check.n_tests} tests, n {a.check.n_base}/{a.check.n_method})"
+           f"p {a.check.p_min:.3g} ({min(a.check.p_values, key=a.check.p_values.__getitem__, default='-')}: the "
+           f"smallest Holm-adjusted of {a.check.n_tests} tests, n {a.check.n_base}/{a.check.n_method})"
            + ("" if a.applied else f"  NOT PATCHED: {a.patch}") for a in arms]
     out += sorted({f"patch: {a.patch}" for a in arms if a.variant == "patched" and a.applied})
     shipped_fail = [a for a in arms if a.variant == "shipped" and not a.check.passed]

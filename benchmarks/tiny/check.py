@@ -43,6 +43,7 @@ def run_method(target: Path, method: str, draft: Path | None, k: int, prompts: l
 
 def summarise(base: EngineRun, run: EngineRun, method: str, k: int) -> dict:
     """τ, per-position acceptance, identity with AR and paired speedup of `run` over `base` (see metrics)."""
+    assert run.counters is not None  # a speculative method's
     acc = metrics.acceptance(run.counters)
     same = metrics.lossless(base.outputs, run.outputs)
     speedup = metrics.paired_speedup(base.tpot_ms, run.tpot_ms)

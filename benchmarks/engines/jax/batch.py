@@ -79,8 +79,8 @@ def batch_loop(body: Any, carry: tuple, keys: jax.Array, span: int) -> tuple:
 @partial(jax.jit, static_argnames=("tcfg", "span"), donate_argnames=("state", "tcache"))
 def ar_batch_steps(tparams, state, tcache, keys, temperature, *, tcfg, span):
     """AR steps of a batch on the device over one cache span (`batch_loop`): (state, cache)."""
-    return batch_loop(lambda c, key: decode.ar_body(tparams, *c, key, temperature, tcfg, span), (state, tcache), keys,
-                      span)
+    return batch_loop(lambda c, key: decode.ar_body(tparams, c[0], c[1], key, temperature, tcfg, span), (state, tcache),
+                      keys, span)
 
 
 @partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"),
@@ -88,8 +88,8 @@ def ar_batch_steps(tparams, state, tcache, keys, temperature, *, tcfg, span):
 def spec_batch_steps(tparams, dparams, state, tcache, dcache, keys, temperature, *, dcfg, tcfg, k, num_queries,
                      span):
     """DFlash steps of a batch on the device over one cache span (`batch_loop`): (state, caches)."""
-    return batch_loop(lambda c, key: decode.spec_body(tparams, dparams, *c, key, temperature, dcfg, tcfg, k,
-                                                      num_queries, span), (state, tcache, dcache), keys, span)
+    return batch_loop(lambda c, key: decode.spec_body(tparams, dparams, c[0], c[1], c[2], key, temperature, dcfg,
+                                                      tcfg, k, num_queries, span), (state, tcache, dcache), keys, span)
 
 
 @dataclass
@@ -176,7 +176,7 @@ class BatchDecoder:
             self.caches = None  # the last size's caches go before the new ones are allocated
             rows, dtype = d.tcache["k"][0].shape[1], d.tcache["k"][0].dtype
             self.caches = (size, batch_cache(d.tcfg, rows, dtype, size),
-                           batch_cache(d.dcfg.layers, rows, dtype, size) if d.speculative else None)
+                           batch_cache(d.dcfg.layers, rows, dtype, size) if d.dcfg is not None else None)
         first, state, tcache, dcache = prefill_rows(
             d.tparams, d.dparams, tokens, length, limit, eos, self.caches[1], self.caches[2], keys, temperature,
             tcfg=d.tcfg, dcfg=d.dcfg, k=d.k, width=d.width)
@@ -185,6 +185,7 @@ class BatchDecoder:
 
     def _steps(self, state: decode.State, inputs: tuple, span: int) -> decode.State:
         """Dispatch the batch's loop over one span (returns at once; the state stays on the device)."""
+        assert self.caches is not None  # allocated by _prefill
         d, (size, tcache, dcache) = self.decoder, self.caches
         keys, temperature = inputs[4], inputs[5]
         if d.speculative:

@@ -166,7 +166,7 @@ def _loop(body: Any, carry: tuple, span: int, count: int) -> tuple:
 @partial(jax.jit, static_argnames=("tcfg", "span", "count"), donate_argnames=("state", "tcache"))
 def ar_steps(tparams, state, tcache, key, temperature, *, tcfg, span, count=0):
     """AR steps on the device until the request is done or its context outgrows `span` (`_loop`): (state, cache)."""
-    return _loop(lambda c: ar_body(tparams, *c, key, temperature, tcfg, span), (state, tcache), span, count)
+    return _loop(lambda c: ar_body(tparams, c[0], c[1], key, temperature, tcfg, span), (state, tcache), span, count)
 
 
 @partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span", "count"),
@@ -175,8 +175,8 @@ def spec_steps(tparams, dparams, state, tcache, dcache, key, temperature, *, dcf
                count=0):
     """DFlash steps on the device until the request is done or its context outgrows `span` (`_loop`): (state,
     caches)."""
-    return _loop(lambda c: spec_body(tparams, dparams, *c, key, temperature, dcfg, tcfg, k, num_queries, span),
-                 (state, tcache, dcache), span, count)
+    return _loop(lambda c: spec_body(tparams, dparams, c[0], c[1], c[2], key, temperature, dcfg, tcfg, k,
+                                     num_queries, span), (state, tcache, dcache), span, count)
 
 
 @partial(jax.jit, static_argnames=("tcfg", "dcfg"))
@@ -308,7 +308,7 @@ class Decoder:
     def step_cost(self, context: int) -> step_cost.Step:
         """What one decode step of this decoder reads and computes after `context` cached positions."""
         itemsize = self.tcache["k"][0].dtype.itemsize
-        if not self.speculative:
+        if self.dcfg is None:
             return step_cost.ar_step(self.tcfg, context, itemsize)
         return step_cost.dflash_step(self.tcfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), self.k,
                                      self.num_queries, context, itemsize)
@@ -385,7 +385,7 @@ class Decoder:
             chunk = seeds[i: i + SAMPLE_CHUNK]
             keys = jax.vmap(jax.random.key)(jnp.asarray(chunk + [0] * (SAMPLE_CHUNK - len(chunk)), jnp.uint32))
             tcache = M.init_cache(self.tcfg, rows, dtype)
-            dcache = M.init_cache(self.dcfg.layers, rows, dtype) if self.speculative else None
+            dcache = M.init_cache(self.dcfg.layers, rows, dtype) if self.dcfg is not None else None
             first, tcache, dcache = _prefill_batch(self.tparams, self.dparams, jnp.asarray(tokens), np.int32(p),
                                                    tcache, dcache, keys, temp, tcfg=self.tcfg, dcfg=self.dcfg)
             got, count = jax.device_get(_sample_batch(
@@ -454,12 +454,14 @@ class Decoder:
 
     def _no_context(self) -> jax.Array:
         """Pending taps for the first step: zeros at positions >= the anchor's, which the draft never reads."""
+        assert self.dcfg is not None  # a speculative decoder's
         width = len(self.dcfg.target_layer_ids) * self.tcfg.hidden_size
         return jnp.zeros((self.k + 1, width), self.tcache["k"][0].dtype)
 
     def _step_timed(self, req: Request, pending: jax.Array, pending_start: int, anchor: np.int32, s: int,
                     span: int, times: dict[str, float]) -> tuple[jax.Array, jax.Array, jax.Array]:
         """One DFlash step as two synchronised calls, adding their times into `times`."""
+        assert self.dcfg is not None  # a speculative decoder's
         t = time.perf_counter()
         drafts, self.dcache = jax.block_until_ready(draft_step(
             self.dparams, self.tparams, pending, np.int32(pending_start), anchor, np.int32(s), self.dcache,

@@ -160,7 +160,8 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
     earlier = jnp.arange(span) < start
     causal = jnp.tril(jnp.ones((t, t), bool))
     h = params["embed"][tokens]
-    taps, new_cache = {}, {"k": [], "v": []}
+    taps: dict[int, jax.Array] = {}
+    new_cache: Cache = {"k": [], "v": []}
     for i, (lp, ck, cv) in enumerate(zip(params["layers"], cache["k"], cache["v"])):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
         attn = attend(q, ([(ck[:, :span], cv[:, :span], earlier)] if span else []) + [(k, v, causal)])
@@ -214,7 +215,7 @@ def init_cache(cfg: ModelConfig, max_len: int, dtype: Any = jnp.bfloat16) -> Cac
 def layer_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Weight shapes of one layer, by our key, in the config's layout."""
     h, f, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
-    shapes = {
+    shapes: dict[str, tuple[int, ...]] = {
         "qkv_proj": ((cfg.num_heads + 2 * cfg.num_kv_heads) * d, h), "o_proj": (h, cfg.num_heads * d),
         "gate_up_proj": (2 * f, h), "down_proj": (h, f),
     }
