@@ -6,13 +6,15 @@ throughput speedup paired over batches, the crossover batch size), and the physi
 vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.special import stdtr, stdtrit
+from scipy.stats import binom
 
 from benchmarks.core.engine_io import SpecCounters
 
@@ -54,6 +56,39 @@ def throughput_speedup(tok_s_base: float, tok_s_method: float) -> float:
 def percentile(values: list[float], q: float) -> float:
     clean = [v for v in values if not math.isnan(v)]
     return float(np.percentile(clean, q)) if clean else math.nan
+
+
+def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The q-quantile (0 < q < 1) of `values` (NaN left out; linear interpolation, as `percentile`) and its
+    distribution-free `confidence` interval from order statistics: [x_(l), x_(u)] (ranks from 1), l the largest rank
+    with P(B <= l - 1) <= a and u the smallest with P(B >= u) <= a, B ~ Binomial(n, q) the values below the true
+    quantile and a = (1 - confidence) / 2; it covers the quantile with probability >= confidence for independent
+    draws of any continuous distribution. A bound that no rank reaches is infinite (-inf, +inf): too few values
+    (`min_values_for_bound`). NaN everywhere without values."""
+    x = np.sort([v for v in values if not math.isnan(v)])
+    n = len(x)
+    if not n:
+        return math.nan, math.nan, math.nan
+    low, high = _quantile_ranks(n, q, confidence)
+    return (float(np.percentile(x, 100.0 * q)), float(x[low - 1]) if low else -math.inf,
+            float(x[high - 1]) if high <= n else math.inf)
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantile_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
+    """The ranks (from 1) of `quantile_interval`'s bounds among n values: 0 for no lower bound, n + 1 for no upper."""
+    a = (1.0 - confidence) / 2.0
+    cdf = binom.cdf(np.arange(n + 1), n, q)  # cdf[k] = P(B <= k)
+    lows = [r for r in range(1, n + 1) if cdf[r - 1] <= a]
+    highs = [r for r in range(1, n + 1) if 1.0 - cdf[r - 1] <= a]
+    return (lows[-1] if lows else 0), (highs[0] if highs else n + 1)
+
+
+def min_values_for_bound(q: float, confidence: float = 0.95) -> int:
+    """The fewest values whose `quantile_interval` of the q-quantile has a finite upper end: q^n <= (1 - confidence)
+    / 2 (the largest value must lie above the quantile with that probability); 368 for the 99th percentile, 36 for
+    the 90th, 6 for the median."""
+    return math.ceil(math.log((1.0 - confidence) / 2.0) / math.log(q) - 1e-9)
 
 
 def mean(values: list[float]) -> float:

@@ -87,20 +87,12 @@ def predicted_ms(shape: Any, ks: Sequence[int], contexts: Sequence[int], itemsiz
 
 
 def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Median and a distribution-free CI from order statistics (binomial(n, 1/2) ranks); min/max when n < 6."""
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = len(x)
-    if n == 0:
+    """Median and a distribution-free CI from order statistics (`metrics.quantile_interval`, binomial(n, 1/2)
+    ranks); min/max when n < 6, too few for a bound of that confidence."""
+    if not len(samples):
         return math.nan, math.nan, math.nan
-    # [x_(j), x_(n+1-j)] (1-based) covers the median with probability 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2):
-    # j is the smallest rank with P(B <= j) > (1 - confidence) / 2, and at least 1.
-    alpha = (1.0 - confidence) / 2.0
-    j, cdf = 0, math.comb(n, 0) / 2.0 ** n
-    while cdf <= alpha:
-        j += 1
-        cdf += math.comb(n, j) / 2.0 ** n
-    j = max(j, 1)
-    return float(np.median(x)), float(x[j - 1]), float(x[n - j])
+    med, low, high = metrics.quantile_interval(samples, 0.5, confidence)
+    return med, low if math.isfinite(low) else float(min(samples)), high if math.isfinite(high) else float(max(samples))
 
 
 def rows_from_points(points: Sequence[Point], floor: Floor, predicted: dict[tuple[int, int], float] | None = None,
