@@ -131,16 +131,19 @@ class Verdicts:
 def missing_rows(rows: list[dict[str, Any]], manifest: Manifest) -> list[dict[str, Any]]:
     """Stand-ins for the speculative (cell, dataset) units of the manifest that have no row at all (the run stopped
     before them, or their records are gone): a due check with nothing to check. A run without a single record is
-    one stand-in of its own."""
+    one stand-in of its own. A serving cell of a matrix with a capacity search and no fixed concurrency level has
+    no such unit: its probes measure load, not identity (docs/serving.md)."""
     config = manifest.config
     datasets = [w.key for w in workloads([d["name"] for d in config.get("datasets") or []],
                                          config.get("context_tokens"), config.get("turns"))]
     have = {(r["cell_id"], r["dataset"]) for r in rows}
+    search_only = bool(config.get("slo")) and not config.get("concurrency")
     out = [{"engine": c.engine, "label": c.label, "method": c.method, "dataset": d,
             "temperature": c.temperature, "not_checked": "its unit holds no records (the run stopped before it, "
                                                          "or its records are gone)"}
-           for cid, c in manifest.cells.items() if c.method != "baseline" for d in datasets if (cid, d) not in have]
-    if not rows and not out:
+           for cid, c in manifest.cells.items() if c.method != "baseline" and not search_only
+           for d in datasets if (cid, d) not in have]
+    if not rows and not out and not search_only:
         out.append({"engine": "every", "label": "cell", "method": "any", "dataset": "every dataset",
                     "temperature": 0.0, "not_checked": "the run holds no records"})
     return out

@@ -19,16 +19,18 @@ from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
 from benchmarks.core.manifest import Manifest
 from benchmarks.core.pairing import baseline_cell_id
 from benchmarks.core.provenance import content_id, environment_key
-from benchmarks.core.records import ByKind, Line, RequestLine, SamplesLine
+from benchmarks.core.records import PROBE_KINDS, ByKind, Line, RequestLine, SamplesLine
 from benchmarks.core.store import RunStore
 from verification import distribution
 from verification.lossless import Verdicts, judge
 
 
 def _group(records: list[Line]) -> dict[Key, ByKind]:
+    """The lines of each row; a capacity probe's feed the capacities, not a row."""
     groups: dict[Key, ByKind] = defaultdict(ByKind)
     for r in records:
-        groups[(r.cell_id, r.workload, r.level_of())].add(r)
+        if r.kind not in PROBE_KINDS:
+            groups[(r.cell_id, r.workload, r.level_of())].add(r)
     return groups
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Iterator, ParamSpec
 
-from benchmarks.core import catalog, engine_option_keys, placement_keys, run_keys, workload_keys
+from benchmarks.core import catalog, engine_option_keys, placement_keys, run_keys, slo_keys, workload_keys
+from benchmarks.core.capacity import AXES, BISECT, MODES
 from benchmarks.core.cells import METHODS
 from benchmarks.core.dataset_registry import DATASETS
 from benchmarks.core.matrix_checks import Parser, at_least
@@ -154,6 +155,30 @@ class Matrix:
         f"(consecutive measured prompts in the run's prompt order, chunks of B; each B a cell of its own); engines "
         f"{', '.join(catalog.batching())} only (a server's load is 'concurrency')", workload_keys.batch_size,
         shown="1", identity=True))
+    # None: no capacity search (and the slo_* keys below are None too)
+    slo: list[dict[str, float]] | None = field(metadata=key(
+        "slo", "mapping p<percentile>_<metric>_ms -> ms (percentile 50, 90, 95 or 99; metric ttft, tpot, itl "
+        "or e2el), or a list of them",
+        f"a latency target, every threshold met at once (e.g. {slo_keys.EXAMPLE}): each serving cell's capacity "
+        f"is searched, the largest load of slo_range that meets it (docs/serving.md); a list searches each; "
+        f"{_serving()}", slo_keys.slo, shown="no search"))
+    slo_load: str | None = field(metadata=key(
+        "slo_load", f"one of {', '.join(AXES)}", "the load a capacity search varies: requests in flight, or requests "
+        "per second (Poisson arrivals, every request of a round may be in flight)", parsed_with="slo",
+        default="concurrency"))
+    slo_range: list[float] | None = field(metadata=key(
+        "slo_range", "[low, high]", "the loads a capacity search covers (concurrency: ints >= 1)", parsed_with="slo",
+        shown="required with slo"))
+    slo_step: float | None = field(metadata=key(
+        "slo_step", "number > 0 (int on concurrency)", "the step between the loads of slo_range", parsed_with="slo",
+        default=1))
+    slo_requests: int | None = field(metadata=key(
+        "slo_requests", "int >= 1, at most num_prompts", "requests of one probe round at a load (the next of the "
+        "measured prompts each round); an uncertain load gets another round, pooled, while num_prompts last",
+        parsed_with="slo", shown="num_prompts", identity=True))
+    slo_search: str | None = field(metadata=key(
+        "slo_search", f"{' or '.join(MODES)}", "bisect: the bracketing search; sweep: every load of slo_range",
+        parsed_with="slo", default=BISECT))
     executor: str = field(metadata=key(
         "executor", f"one of {', '.join(EXECUTORS)}", "where engines run; ray makes each cell an actor on the Ray "
         "cluster at RAY_ADDRESS (else a local Ray) and runs groups of cells concurrently", placement_keys.executor,
@@ -209,7 +234,7 @@ IDENTITY_FIELDS = tuple(k.attr for k in KEYS if k.identity and k.attr)
 PARSE_ORDER = ("engine", "target", "methods", "drafts", "k", "block_size", "datasets", "temperature", "engine_options",
                "interleave", "workers", "request_timeout_s", "load_timeout_s", "concurrency", "executor", "resources",
                "name", "max_new_tokens", "context_tokens", "turns", "chat_template", "num_prompts", "warmup_prompts",
-               "seed", "drift_prompts", "batch_size")
+               "seed", "drift_prompts", "batch_size", "slo")
 
 
 def _parser(name: str) -> tuple[tuple[str, ...], Parser]:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import stdtr, stdtrit
-from scipy.stats import binom
+from scipy.special import bdtr, stdtr, stdtrit
 
 from benchmarks.core.engine_io import SpecCounters
 
@@ -78,7 +77,7 @@ def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.9
 def _quantile_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
     """The ranks (from 1) of `quantile_interval`'s bounds among n values: 0 for no lower bound, n + 1 for no upper."""
     a = (1.0 - confidence) / 2.0
-    cdf = binom.cdf(np.arange(n + 1), n, q)  # cdf[k] = P(B <= k)
+    cdf = bdtr(np.arange(n + 1), n, q)  # cdf[k] = P(B <= k)
     lows = [r for r in range(1, n + 1) if cdf[r - 1] <= a]
     highs = [r for r in range(1, n + 1) if 1.0 - cdf[r - 1] <= a]
     return (lows[-1] if lows else 0), (highs[0] if highs else n + 1)

@@ -253,6 +253,34 @@ class LoadLine(Line):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProbeRequestLine(RequestLine):
+    """One request of a capacity probe (a round of requests at one load of an SLO search): it feeds the search, never
+    a serving level's row."""
+
+    kind: ClassVar[str] = "probe_request"
+    round: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeLine(LoadLine):
+    """A capacity probe's round as a whole: the level's figures, its round at that load, and the server's
+    speculative counters diffed around it (speculative cells)."""
+
+    kind: ClassVar[str] = "probe"
+    round: int
+    num_drafts: int | None = optional()
+    num_draft_tokens: int | None = optional()
+    num_accepted_tokens: int | None = optional()
+    accepted_per_pos: list[int] | None = optional()
+
+    def counters(self) -> SpecCounters | None:
+        if self.num_drafts is None:
+            return None
+        return SpecCounters(self.num_drafts, self.num_draft_tokens or 0, self.num_accepted_tokens or 0,
+                            list(self.accepted_per_pos or []))
+
+
+@dataclass(frozen=True, kw_only=True)
 class SamplesLine(Line):
     """One prompt's samples at T > 0 for the distribution check, with their seeds and the target's log-likelihoods."""
 
@@ -289,7 +317,8 @@ class TieCheckLine(Line):
 
 
 KINDS: dict[str, type[Line]] = {c.kind: c for c in (RequestLine, ErrorLine, SpecLine, LoadLine, SamplesLine,
-                                                    TieCheckLine, RecheckLine)}
+                                                    TieCheckLine, RecheckLine, ProbeRequestLine, ProbeLine)}
+PROBE_KINDS = (ProbeRequestLine.kind, ProbeLine.kind)
 
 
 def json_fields(kind: type[Line]) -> list[tuple[str, bool]]:
@@ -375,6 +404,22 @@ def recheck_of(line: RequestLine | ErrorLine) -> RecheckLine | ErrorLine:
     return dataclasses.replace(line, label=label, error=f"drift recheck: {line.error}")
 
 
+def probe_of(lines: list[Line], at_round: int) -> list[Line]:
+    """A serving level's lines (`run.serving.level_records`) as a capacity probe's round: its requests as
+    `probe_request` records, its load record and speculative counters as one `probe` record."""
+    spec = next((line for line in lines if isinstance(line, SpecLine)), None)
+    counters = dataclasses.asdict(spec.counters()) if spec is not None else {}
+    out: list[Line] = []
+    for line in lines:
+        if isinstance(line, RequestLine):
+            out.append(ProbeRequestLine(**{f.name: getattr(line, f.name) for f in dataclasses.fields(line)},
+                                        round=at_round))
+        elif isinstance(line, LoadLine):
+            out.append(ProbeLine(**{f.name: getattr(line, f.name) for f in dataclasses.fields(line)},
+                                 round=at_round, **counters))
+    return out
+
+
 def error_line(cell: Cell, workload: str, exc: BaseException, *, message: str | None = None,
                concurrency: int | None = None) -> ErrorLine:
     """A failed unit's error (called in the except block: the traceback is exc's); `message` replaces its cause."""
@@ -437,11 +482,13 @@ class ByKind:
     errors: list[ErrorLine] = field(default_factory=list)
     samples: list[SamplesLine] = field(default_factory=list)
     tie_checks: list[TieCheckLine] = field(default_factory=list)
+    probe_requests: list[ProbeRequestLine] = field(default_factory=list)
+    probes: list[ProbeLine] = field(default_factory=list)
 
     def all(self) -> list[Line]:
         """Every line, kind by kind."""
         return [*self.requests, *self.rechecks, *self.specs, *self.loads, *self.errors, *self.samples,
-                *self.tie_checks]
+                *self.tie_checks, *self.probe_requests, *self.probes]
 
     def add(self, line: Line) -> None:
         getattr(self, _FIELD_OF_KIND[line.kind]).append(line)
@@ -455,4 +502,5 @@ class ByKind:
 
 
 _FIELD_OF_KIND = {"request": "requests", "recheck": "rechecks", "spec": "specs", "load": "loads", "error": "errors",
-                  "samples": "samples", "tie_check": "tie_checks"}
+                  "samples": "samples", "tie_check": "tie_checks", "probe_request": "probe_requests",
+                  "probe": "probes"}

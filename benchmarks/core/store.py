@@ -5,7 +5,8 @@
       provenance/<id>.json what one engine load was measured with; content-addressed, written before its units
       units/<cell>__<key>.jsonl   the records of one unit, each naming its `provenance_id`, in one atomic rename;
                            the key is the dataset, or it with an internal suffix ('@ctx<tokens>', '@turn2',
-                           '@recheck', '@ties', '@c<level>'); '@' never occurs in a dataset name
+                           '@recheck', '@ties', '@c<level>', '@c<level>@p<round>' for a capacity probe); '@' never
+                           occurs in a dataset name
       units/superseded/, units/foreign/   units that no longer hold; units copied in from another run (never merged)
       records.jsonl        all units concatenated; a run rebuilds it when out of step (the old one kept beside)
       .lock                held by the one run writing the folder (released when its process ends, however)
@@ -164,6 +165,11 @@ def level_key(dataset: str, concurrency: int, request_rate: float | None) -> str
     return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
 
 
+def probe_key(dataset: str, concurrency: int, request_rate: float | None, at_round: int) -> str:
+    """The unit key of one round of a capacity probe at a serving level of a dataset."""
+    return f"{level_key(dataset, concurrency, request_rate)}@p{at_round}"
+
+
 def workload_key(dataset: str, context_tokens: int | None = None, turn: int | None = None) -> str:
     """The key of a dataset's workload: `<dataset>@ctx<N>` at a context length, `<dataset>@turn2` for the second turn
     of its conversations, the dataset's own name otherwise (its plain prompts, or their first turn)."""
@@ -230,6 +236,11 @@ class RunStore:
         except OSError:
             sys.stderr.write(f"--- records of unit {name} (nowhere to save them) ---\n{text}--- end ---\n")
             return "its records were printed on stderr above, between '---' lines (no file could take them)"
+
+    def unit_keys(self, cell_id: str) -> list[str]:
+        """The keys of a cell's unit files, in name order."""
+        return sorted(p.name.removesuffix(".jsonl").split("__", 1)[1]
+                      for p in self.units_dir.glob(f"{cell_id}__*.jsonl"))
 
     def safe_units(self) -> list[str]:
         """The unit files written whole in the run folder."""

@@ -19,7 +19,10 @@ TEMPLATE_RESERVED = ("conversation", "messages", "tools", "documents", "chat_tem
 
 def load(p: Parsing) -> tuple[list[int], float | None]:
     """The serving load axis, as (concurrency, request_rate): distinct concurrency levels (>= 1) and an optional
-    request rate, only on engines that serve (a batch-1 engine takes the default concurrency [1] and no rate)."""
+    request rate, only on engines that serve (a batch-1 engine takes the default concurrency [1] and no rate). A
+    matrix with a capacity search (`slo`) measures fixed levels only where it gives `concurrency`: none by default."""
+    if "slo" in p.merged and "concurrency" not in p.merged:
+        return [], None
     source, levels = p.source, as_list(p.get("concurrency"))
     if not levels:
         raise fail(source, "concurrency", "empty; give an int >= 1 or a list of them")

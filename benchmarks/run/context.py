@@ -10,6 +10,7 @@ from benchmarks.core.datasets import Workload
 from benchmarks.core.records import cause
 from benchmarks.core.store import RunStore
 from benchmarks.engines import Engine
+from benchmarks.run.capacity_search import Search, paths
 from benchmarks.run.plan import Prompts, RunPlan, Unit
 from benchmarks.run.unit_provenance import describe_engine, unit_provenance
 
@@ -61,6 +62,11 @@ class RunContext:
         redo = {unit for out in self.staged.values() if out for unit in out.redo}
         return [u for u in self.plan.units if u.cell == cell and u.workload_key in keys
                 and ((cell.cell_id, u.store_key) not in self.plan.done or (cell.cell_id, u.store_key) in redo)]
+
+    def pending_searches(self, cell: Cell) -> list[Search]:
+        """The cell's capacity searches that still ask for a probe (each SLO's path replayed over the stored rounds)."""
+        return [s for s in self.plan.searches if s.cell == cell and s.workload.key in self.prompts
+                and any(p.pending is not None for p in paths(self.store, s))]
 
     def provenance(self, cell: Cell, engine: Engine | Server | None = None,
                    failure: BaseException | None = None) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from benchmarks.core import catalog, provenance
 from benchmarks.core import datasets as ds
 from benchmarks.core.batch_memory import batch_memory_problem, device_memory_bytes
+from benchmarks.core.capacity import space_of
 from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError, Matrix
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
@@ -31,7 +32,9 @@ from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
 from benchmarks.core.placement import interleave_problem
 from benchmarks.core.records import RequestLine
+from benchmarks.core.slo import slos_of
 from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
+from benchmarks.run.capacity_search import Search, capacity_line, on_other_prompts, paths
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 
 Family = tuple[Cell, list[Cell]]  # a baseline and the speculative cells compared with it
@@ -123,6 +126,33 @@ class RunPlan:
     setup: PromptSetup | None = None
     redo: list[tuple[str, str]] = field(default_factory=list)  # done units measured on other prompt ids: run again
     stages: list[Stage] = field(default_factory=list)  # run before the units, in this order
+    searches: list[Search] = field(default_factory=list)  # capacity searches, after each cell's levels
+
+    def server_sequences(self) -> int:
+        """The most requests a server will have in flight: the largest concurrency level, or of a capacity search
+        the largest concurrency it may probe (on the request-rate axis, a whole round)."""
+        space = self.searches[0].space if self.searches else None
+        top = [] if space is None else [int(max(space.grid))] if space.axis == "concurrency" else [space.requests]
+        return max([1, *self.matrix.concurrency, *top])
+
+    def search_lines(self) -> list[str]:
+        """A table of the capacity searches: each SLO's probes stored, and its capacity or its next probe."""
+        rows = []
+        for search in self.searches:
+            done = RunStore(self.run_dir)
+            for slo, path in zip(search.slos, paths(done, search)):
+                nxt = path.pending
+                rows.append([search.cell.engine, search.cell.label, search.workload.key, slo.text(),
+                             str(len(path.probes)),
+                             capacity_line(search.space, path) if nxt is None else
+                             f"to run: next {search.space.text(nxt.load)} round {nxt.round} ({nxt.why})"])
+        space = self.searches[0].space if self.searches else None
+        if space is None:
+            return []
+        loads = ", ".join(space.text(x) for x in (space.grid[0], space.grid[-1]))
+        return [f"capacity searches ({space.mode}) over {len(space.grid)} loads from {loads}, rounds of "
+                f"{space.requests} requests (at most {space.rounds} per load):", "",
+                table(["engine", "method", "workload", "SLO", "probes stored", "status"], rows)]
 
     def awaiting_answers(self) -> list[Workload]:
         """The second turns whose prompts wait for a stage's first answers."""
@@ -194,7 +224,9 @@ class RunPlan:
             *[f"prompts: {line}" for line in self.workload_lines()],
             *[f"prompts: {line}" for line in skipped_lines(self.skipped)],
             *(["", "stages before the units:", *self.stage_lines()] if self.stages else []),
-            "", table(["engine", "method", "T", "workload", "concurrency", "status", "cell"], body),
+            *(["", table(["engine", "method", "T", "workload", "concurrency", "status", "cell"], body)]
+              if body else []),
+            *(["", *self.search_lines()] if self.searches else []),
             "", "checks after the units:", *checks])
 
 
@@ -254,6 +286,15 @@ def units_of(matrix: Matrix, cells: list[Cell], workloads: list[Workload]) -> li
             else:
                 out.append(Unit(cell, w))
     return out
+
+
+def searches_of(matrix: Matrix, cells: list[Cell], workloads: list[Workload]) -> list[Search]:
+    """A capacity search per serving cell and workload, under the matrix's SLOs (none without `slo`)."""
+    space = space_of(vars(matrix))
+    if space is None:
+        return []
+    slos = tuple(slos_of(vars(matrix)))
+    return [Search(cell, w, slos, space) for cell in cells if catalog.engine(cell.engine).serves for w in workloads]
 
 
 def prompt_limit(matrix: Matrix, target_config: dict[str, Any] | None) -> int | None:
@@ -397,13 +438,16 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
               for w in workloads if w.key in waiting and setup.generator is not None]
     redo = measured_on_other_ids(units, done, prompts, store)
     done = done - set(redo)
+    searches = searches_of(matrix, cells, workloads)
+    redo += [(s.cell.cell_id, key) for s in searches if s.workload.key in prompts
+             for key in on_other_prompts(store, s, prompts[s.workload.key][0])]
     return RunPlan(
         matrix=matrix, cells=cells, models=models, env=env, run_dir=run_dir, target=target, tokenizer=tokenizer,
         prompts=prompts, skipped=skipped, units=units,
         groups=[cells] if matrix.interleave else [[c] for c in cells], drift_families=drift_families,
         tie_families=tie_families, done=done,
         stale=redo + stale_checks([w.key for w in workloads], done, drift_families, tie_families),
-        progress=progress, workloads=workloads, setup=setup, redo=redo, stages=stages)
+        progress=progress, workloads=workloads, setup=setup, redo=redo, stages=stages, searches=searches)
 
 
 def batch_problem(matrix: Matrix, cells: list[Cell], models: dict[str, dict[str, Any]], platform: str) -> str | None:
@@ -453,8 +497,13 @@ def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]], p
 
 
 def say_resuming(plan: RunPlan) -> None:
-    """One line when a run resumes a folder that holds measured units."""
-    if plan.done:
+    """One line when a run resumes a folder that holds measured units (or capacity probes)."""
+    store = RunStore(plan.run_dir)
+    probes = sum(store.is_done(c.cell_id, key) for c in {s.cell for s in plan.searches}
+                 for key in store.unit_keys(c.cell_id) if "@p" in key)
+    if plan.done or probes:
+        searches = f"; {probes} capacity probe(s) stored, which the searches walk again without measuring" \
+            if probes else ""
         print(f"resuming {plan.run_dir}: {len(plan.done)} of {len(plan.units)} (cell, dataset) units already done, "
-              f"not measured again ({len(plan.units) - len(plan.done)} to run); FRESH=1 (--fresh) measures everything "
-              f"again into a new run folder", file=sys.stderr)
+              f"not measured again ({len(plan.units) - len(plan.done)} to run){searches}; FRESH=1 (--fresh) measures "
+              f"everything again into a new run folder", file=sys.stderr)

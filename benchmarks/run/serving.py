@@ -2,11 +2,14 @@
 concurrency) level driven through it by the server's load generator.
 
 A unit of the run plan is (cell, dataset, concurrency[, request rate]); its store key is `store.level_key(...)`, so
-resume and atomic writes work as for batch-1 units. Per level the warm-up prompts go first and are thrown away; the
-measured prompts' results become the records the rest of the harness reads (`level_records`: one `request` record per
-prompt, one `spec` record of the /metrics diff, one `load` record). Before a dataset's first level, the server's own
-ids of every prompt text are compared with the harness's (`check_prompt_ids`): a prompt the server tokenises otherwise
-fails the level rather than pairing different prompts. At T > 0 the unit of the matrix's first concurrency level also
+resume and atomic writes work as for batch-1 units. A capacity search's probes are measured the same way, each
+round a unit of its own, in the order benchmarks/run/capacity_search.py decides.
+
+Per level the warm-up prompts go first and are thrown away; the measured prompts' results become the records the rest
+of the harness reads (`level_records`: one `request` record per prompt, one `spec` record of the /metrics diff, one
+`load` record). Before a dataset's first level, the server's own ids of every prompt text are compared with the
+harness's (`check_prompt_ids`): a prompt the server tokenises otherwise fails the level rather than pairing different
+prompts. At T > 0 the unit of the matrix's first concurrency level also
 holds the cell's distribution-check samples, drawn through the server (benchmarks/run/sampling.py). What each figure
 means: docs/serving.md.
 """
@@ -18,13 +21,26 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from benchmarks.core import catalog
+from benchmarks.core.capacity import Step
 from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt, sent_text
 from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
-from benchmarks.core.records import ErrorLine, Level, Line, cause, error_line, load_line, request_line, served_spec_line
+from benchmarks.core.records import (
+    ErrorLine,
+    Level,
+    Line,
+    cause,
+    error_line,
+    load_line,
+    probe_of,
+    request_line,
+    served_spec_line,
+)
 from benchmarks.core.store import StoreWriteError
+from benchmarks.run.capacity_search import Search, paths, run_search
 
 if TYPE_CHECKING:
+    from benchmarks.engines.server import Server
     from benchmarks.run.context import RunContext
     from benchmarks.run.plan import Unit
 
@@ -95,73 +111,114 @@ def level_records(cell: Cell, prompts: list[Prompt], result: LoadResult, tokeniz
 
 
 def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
-    """Serve each cell of the group that has pending levels: start its server (the catalog's class for the cell's
-    engine), run the levels, stop it. A server that does not start fails the cell's pending levels with its log tail
-    as the cause; returns failed units."""
+    """Serve each cell of the group that has pending levels or an unfinished capacity search: start its server (the
+    catalog's class for the cell's engine), run the levels, then the searches (benchmarks/run/capacity_search.py),
+    stop it. A server that does not start fails the cell's pending levels and its searches' next probes with its log
+    tail as the cause; returns failed units."""
     from benchmarks.engines import engine_class
-    from benchmarks.engines.server import Load, Server
     from benchmarks.run.engine_start import fail_units
     from benchmarks.run.model_files import with_model_files
-    from benchmarks.run.sampling import cell_samples
 
     def error(unit: Unit, exc: BaseException) -> ErrorLine:
         return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency)
 
-    store, plan, prompts = ctx.store, ctx.plan, ctx.prompts
-    tokenizer = plan.tokenizer
-    texts = {name: ([sent_text(p, tokenizer) for p in measured], [sent_text(p, tokenizer) for p in warmup])
-             for name, (measured, warmup) in prompts.items()}  # the chat-templated prompts the server is sent
-    first_level = plan.matrix.concurrency[0]
+    store, plan = ctx.store, ctx.plan
     failed = 0
     for cell in group:
-        pending = ctx.pending(cell)
-        if not pending:
+        pending, searches = ctx.pending(cell), ctx.pending_searches(cell)
+        if not pending and not searches:
             continue
         who = f"{catalog.engine(cell.engine).base} server"
         server: Server = engine_class(cell.engine)(with_model_files(cell, plan.target),
                                                    store.run_dir / "logs" / f"{cell.cell_id}.server.log",
-                                                   sequences=max(plan.matrix.concurrency))
-        work = store.run_dir / "serve" / cell.cell_id
-        written: set[str] = set()
-        ids_checked: set[str] = set()
+                                                   sequences=plan.server_sequences())
+        level = LevelRunner(ctx, cell, server)
         try:
             with server:
                 tqdm.write(f"[{cell.label}] {who} healthy on port {server.port}")
                 pid = ctx.provenance(cell, server)
-                for unit in pending:
-                    name, c = unit.workload_key, unit.concurrency
-                    assert c is not None  # a serving unit is a level
-                    measured = prompts[name][0]
-                    measured_texts, warmup_texts = texts[name]
-                    load = Load(measured_texts, cell.max_new_tokens, cell.temperature, c, unit.request_rate,
-                                cell.seed)
-                    try:
-                        if name not in ids_checked:
-                            check_prompt_ids(measured, [server.prompt_ids(t) for t in measured_texts])
-                            ids_checked.add(name)
-                        if warmup_texts:
-                            server.run_load(dataclasses.replace(load, prompts=warmup_texts), work,
-                                            f"{unit.store_key}.warmup")
-                        before = server.counters()
-                        result = server.run_load(load, work, unit.store_key)
-                        level = server.counters() - before
-                        records = level_records(cell, measured, result, tokenizer, c, unit.request_rate, level.spec,
-                                                level.tpot)
-                        if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
-                            records += cell_samples(server, cell, name, measured, records, c)
-                        tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result.completed} requests in "
-                                   f"{result.duration:.1f} s")
-                    except Exception as exc:
-                        failure = error(unit, server.explain(exc))
-                        records = [failure]
-                        tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {failure.error}")
-                    store.write_unit(cell.cell_id, unit.store_key, records, pid)
-                    written.add(unit.store_key)
-                    failed += any(isinstance(r, ErrorLine) for r in records)
+                failed += level.run_levels(pending, pid)
+                for search in searches:
+                    failed += not run_search(store, search, level.probe, pid)
         except StoreWriteError:
             raise
         except Exception as exc:  # the server did not start (or died between levels): the rest fail with its cause
-            failed += fail_units(ctx, cell, exc, [(cell, u.store_key, error(u, exc)) for u in pending
-                                                  if u.store_key not in written],
-                                 f"[{cell.label}] {who} FAILED: {cause(exc).splitlines()[0]}")
+            rest: list[tuple[Cell, str, Line]] = [(cell, u.store_key, error(u, exc)) for u in pending
+                                                  if u.store_key not in level.written]
+            for search in searches:
+                step = next((p.pending for p in paths(store, search) if p.pending is not None), None)
+                if step is not None and search.key(step) not in level.written:
+                    rest.append((cell, search.key(step), error_line(cell, search.workload.key, exc,
+                                                                    concurrency=search.level(step)[0])))
+            failed += fail_units(ctx, cell, exc, rest, f"[{cell.label}] {who} FAILED: {cause(exc).splitlines()[0]}")
     return failed
+
+
+class LevelRunner:
+    """One cell's server measuring serving levels and capacity probes: the load generator's pass over the warm-up
+    prompts (thrown away), then over the measured ones between two reads of the server's counters; a dataset's prompt
+    ids are checked against the server's before its first level or probe."""
+
+    def __init__(self, ctx: RunContext, cell: Cell, server: Server):
+        self.ctx, self.cell, self.server = ctx, cell, server
+        tokenizer = ctx.plan.tokenizer
+        self.texts = {name: ([sent_text(p, tokenizer) for p in measured], [sent_text(p, tokenizer) for p in warmup])
+                      for name, (measured, warmup) in ctx.prompts.items()}  # the chat-templated prompts sent
+        self.work = ctx.store.run_dir / "serve" / cell.cell_id
+        self.written: set[str] = set()
+        self.ids_checked: set[str] = set()
+
+    def measure(self, name: str, prompts: slice, concurrency: int, request_rate: float | None,
+                tag: str) -> tuple[list[Line], LoadResult]:
+        """One pass at a level over the workload's measured prompts `prompts` (after its warm-up prompts): its
+        records and the load generator's result."""
+        from benchmarks.engines.server import Load
+
+        cell, server = self.cell, self.server
+        measured, (texts, warmup_texts) = self.ctx.prompts[name][0][prompts], self.texts[name]
+        if name not in self.ids_checked:
+            check_prompt_ids(self.ctx.prompts[name][0], [server.prompt_ids(t) for t in texts])
+            self.ids_checked.add(name)
+        load = Load(texts[prompts], cell.max_new_tokens, cell.temperature, concurrency, request_rate, cell.seed)
+        if warmup_texts:
+            server.run_load(dataclasses.replace(load, prompts=warmup_texts), self.work, f"{tag}.warmup")
+        before = server.counters()
+        result = server.run_load(load, self.work, tag)
+        level = server.counters() - before
+        return level_records(cell, measured, result, self.ctx.plan.tokenizer, concurrency, request_rate, level.spec,
+                             level.tpot), result
+
+    def run_levels(self, pending: list[Unit], provenance_id: str) -> int:
+        """Measure the cell's pending serving levels, one unit each; returns those that failed."""
+        from benchmarks.run.sampling import cell_samples
+
+        ctx, cell, failed = self.ctx, self.cell, 0
+        first_level = ctx.plan.matrix.concurrency[0] if ctx.plan.matrix.concurrency else None
+        for unit in pending:
+            name, c = unit.workload_key, unit.concurrency
+            assert c is not None  # a serving unit is a level
+            try:
+                records, result = self.measure(name, slice(None), c, unit.request_rate, unit.store_key)
+                if c == first_level:  # a cell's samples once, with its first level (T > 0 only)
+                    records += cell_samples(self.server, cell, name, ctx.prompts[name][0], records, c)
+                tqdm.write(f"[{cell.label}] {name} at concurrency {c}: {result.completed} requests in "
+                           f"{result.duration:.1f} s")
+            except Exception as exc:
+                failure = error_line(cell, name, self.server.explain(exc), concurrency=c)
+                records = [failure]
+                tqdm.write(f"[{cell.label}] {name} at concurrency {c} FAILED: {failure.error}")
+            ctx.store.write_unit(cell.cell_id, unit.store_key, records, provenance_id)
+            self.written.add(unit.store_key)
+            failed += any(isinstance(r, ErrorLine) for r in records)
+        return failed
+
+    def probe(self, search: Search, step: Step) -> list[Line]:
+        """One capacity probe round: the round's prompts at the step's level, as probe records (a failure raises,
+        with the server's log tail when it is no longer running)."""
+        concurrency, rate = search.level(step)
+        try:
+            records, _ = self.measure(search.workload.key, search.space.round_prompts(step.round), concurrency, rate,
+                                      search.key(step))
+        except Exception as exc:
+            raise self.server.explain(exc) from exc
+        return probe_of(records, step.round)

@@ -21,6 +21,7 @@ from benchmarks.core.records import (
     error_line,
     json_fields,
     load_line,
+    probe_of,
     recheck_of,
     request_line,
     samples_line,
@@ -74,7 +75,12 @@ def test_every_kind_reads_back_as_written():
     recheck = recheck_of(request).to_json()
     assert recheck == {**request.to_json(), "kind": "recheck", "label": "dflash-k3 recheck"}
     assert recheck_of(error).error == "drift recheck: ValueError: boom"
-    assert {line.kind for line in lines} | {"recheck"} == set(KINDS)
+    probe = probe_of(lines, 1)  # a serving level's lines as a capacity probe's round
+    for line in probe:
+        assert type(line).from_json(line.to_json()) == line and line.round == 1
+    assert [line.kind for line in probe] == ["probe_request", "probe"]
+    assert probe[1].counters() == SpecCounters(1, 3, 2, [1, 1, 0]) and probe[1].duration_s == 2.0
+    assert {line.kind for line in lines + probe} | {"recheck"} == set(KINDS)
 
 
 def test_unknown_kinds_and_versions_are_named_and_old_lines_read(tmp_path):
