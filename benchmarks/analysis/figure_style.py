@@ -64,9 +64,12 @@ def short_model(name: Any) -> str:
 def subtitle(summary: pd.DataFrame) -> str:
     hardware = sorted({str(v) for v in summary["hardware"].dropna()})
     targets = sorted({short_model(v) for v in summary["target"].dropna()})
-    run_id = str(summary["run_id"].iloc[0])
-    named = run_id if run_id.lower().startswith("run") else f"run {run_id}"  # a folder named run: not "run run"
-    return " · ".join([named] + [", ".join(x) for x in (hardware, targets) if x])
+    return " · ".join([run_name(str(summary["run_id"].iloc[0]))] + [", ".join(x) for x in (hardware, targets) if x])
+
+
+def run_name(run_id: str) -> str:
+    """A run as a figure's subtitle names it: "run <id>" (a folder named run: not "run run")."""
+    return run_id if run_id.lower().startswith("run") else f"run {run_id}"
 
 
 def series_names(rows: pd.DataFrame, with_k: bool = True) -> pd.Series:

@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.analysis.batch_figures import batch_figures
+from benchmarks.analysis.capacity_figures import capacity_figures
 from benchmarks.analysis.engines_figure import engines_figure
 from benchmarks.analysis.figure_style import (
     CI_NOTE,
@@ -287,4 +288,5 @@ def run_figures(summary: Summary, out_dir: Path) -> list[Path]:
     figures.update(serve_figures(full))
     figures.update(batch_figures(full))
     figures["engines_vs_strongest"] = engines_figure(rows)
+    figures.update(capacity_figures(summary.capacities, summary.manifest))
     return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]

@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.analysis import figures as plots
 from benchmarks.analysis.batch_report import batch_markdown
+from benchmarks.analysis.capacity_report import capacity_json, capacity_markdown
 from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.analysis.cost_tables import cost_model_markdown
 from benchmarks.analysis.drift import drift_lines
@@ -87,6 +88,9 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
     serving = serve_markdown(rows, s.serve_crossovers)
     if serving:
         parts += ["", "## Serving under load", serving]
+    capacity = capacity_markdown(s.capacities)
+    if capacity:
+        parts += ["", "## Capacity at a latency target", capacity]
     batched = batch_markdown(rows, s.batch_crossovers)
     if batched:
         parts += ["", "## Batch", batched]
@@ -102,11 +106,14 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
 
 
 def write_reports(run_dir: Path) -> Summary:
-    """Recompute summary.csv, speculation_profile.json, figures/ and report.md of a run from its records, the run
-    summarised once; return the summary (its rows and verdicts)."""
+    """Recompute summary.csv, speculation_profile.json, figures/ and report.md of a run from its records (and
+    capacity.json of a run with a capacity search), the run summarised once; return the summary (its rows and
+    verdicts)."""
     summary = summarize_run(RunStore(run_dir))
     atomic_write_text(run_dir / "summary.csv", summary_csv(summary.rows))
     atomic_write_text(run_dir / "speculation_profile.json", profile_json(summary.speculation_profiles))
-    figures = plots.run_figures(summary, run_dir / "figures") if summary.rows else []
+    if summary.capacities:
+        atomic_write_text(run_dir / "capacity.json", capacity_json(summary.capacities))
+    figures = plots.run_figures(summary, run_dir / "figures") if summary.rows or summary.capacities else []
     atomic_write_text(run_dir / "report.md", render_report(summary, figures, run_dir))
     return summary

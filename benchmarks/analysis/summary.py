@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from benchmarks.analysis import cost_model, speculation_profile, strongest
+from benchmarks.analysis import capacities, cost_model, speculation_profile, strongest
 from benchmarks.analysis import side_by_side as beside
 from benchmarks.analysis.columns import row
 from benchmarks.analysis.crossovers import SeriesCrossover, crossovers
@@ -178,6 +178,11 @@ class Summary:
     @cached_property
     def serve_crossovers(self) -> list[SeriesCrossover]:
         return crossovers(self.units, "C")
+
+    @cached_property
+    def capacities(self) -> list[capacities.Decision]:
+        """A capacity run's decisions, per workload and SLO (analysis/capacities.py); none without an SLO."""
+        return capacities.decisions(self.records, self.manifest)
 
     @cached_property
     def cost_groups(self) -> list[cost_model.Group]:
