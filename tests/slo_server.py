@@ -2,7 +2,7 @@
 harness through one catalog row (`ROW`), as tests/catalog_server.py does. At C requests in flight (or, on the
 request-rate axis, at the rate) a baseline token takes 2 + 2·C ms and a dflash token 1 + 1·C ms (2 of K drafts
 accepted per step), spread over the requests evenly between 0.95 and 1.05 of that; TTFT is 5 ms per request in
-flight. So a p90 TPOT threshold of 21 ms is met up to C = 9 by the baseline and C = 19 by dflash. Each load it runs
+flight. So a p90 TPOT threshold of 20 ms is met up to C = 8 by the baseline and C = 18 by dflash. Each load it runs
 is appended to the file named by SLO_SERVER_LOG (its tag), and takes SLO_SERVER_SLEEP_S of wall time, if set."""
 from __future__ import annotations
 

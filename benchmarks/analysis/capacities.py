@@ -62,8 +62,10 @@ def _div(a: float, b: float) -> float:
 
 
 def ratio(c: Capacity, best: Capacity) -> Ratio:
+    """The point where both capacities have a load shown to meet (NaN otherwise), and the range their ranges allow."""
     (a, b), (x, y) = c.bounds, best.bounds
-    return Ratio(_div(a, x), _div(a, y), _div(b, x))
+    point = _div(a, x) if c.low is not None and best.low is not None else math.nan
+    return Ratio(point, _div(a, y), _div(b, x))
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,11 @@ def leaders(cells: Sequence[CellCapacity]) -> list[CellCapacity]:
     return [top] + [c for c in cells if c is not top and c.capacity.bounds[1] >= low and c.capacity.bounds[0] <= high]
 
 
+def _order(cell: Cell) -> tuple:
+    """Configurations as the report lists them: by engine, plain decoding first, then by method and K."""
+    return cell.engine, cell.temperature, cell.method != "baseline", cell.method, cell.k
+
+
 def decisions(records: ByKind, manifest: Manifest) -> list[Decision]:
     """Every (workload, SLO) decision of a run with a capacity search, in the order of its workloads and SLOs; none
     without an SLO or a probe."""
@@ -126,7 +133,7 @@ def decisions(records: ByKind, manifest: Manifest) -> list[Decision]:
     for i, slo in enumerate(slos_of(manifest.config)):
         for w in workloads:
             cells = []
-            for cell_id, cell in manifest.cells.items():
+            for cell_id, cell in sorted(manifest.cells.items(), key=lambda kv: _order(kv[1])):
                 if (cell_id, w) in lines:
                     stored = rounds_by_load(space, lines[(cell_id, w)])
                     cells.append(CellCapacity(cell_id, cell, replay(space, slo, stored), stored))

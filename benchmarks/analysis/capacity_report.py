@@ -36,7 +36,7 @@ def _ratio(d: Decision, c: CellCapacity) -> str:
     r = d.ratio(c)
     if r is None:
         return "–"
-    ends = f"{_ms(r.low)}–{_ms(r.high)}" if (r.low, r.high) != (r.point, r.point) else ""
+    ends = f"{_ms(r.low)}–{_ms(r.high)}" if not r.low == r.high == r.point else ""
     return _ms(r.point) + (f" [{ends}]" if ends else "")
 
 
@@ -77,6 +77,13 @@ def probe_log(d: Decision, c: CellCapacity) -> str:
     return "\n".join([f"{c.name}: {c.capacity.text(d.space)} ({_stopped(d, c)})", "",
                       table(["#", "load", "round", "requests", *heads, "verdict", "goodput req/s", "out tok/s",
                              "tok/s per user", "why"], probe_rows(d, c)), *([""] + notes if notes else [])])
+
+
+def capacity_lines(found: list[Decision]) -> list[str]:
+    """The decisions for the terminal: per workload and SLO, each configuration's capacity and the decision."""
+    return [f"capacity on {d.workload} under {d.slo.text()}: "
+            + "; ".join(f"{c.name} {c.capacity.text(d.space)}" for c in d.cells) + f" → {d.verdict()}"
+            for d in found]
 
 
 def capacity_markdown(found: list[Decision]) -> str | None:

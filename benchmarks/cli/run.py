@@ -64,6 +64,7 @@ def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
 def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     """Plan the matrix (its executor overridden by --executor), run it, write its reports, print the table and
     verdicts, and map them to the exit status."""
+    from benchmarks.analysis.capacity_report import capacity_lines
     from benchmarks.analysis.report import write_reports
     from benchmarks.analysis.tables import results_table
     from benchmarks.core.store import latest_link
@@ -86,12 +87,16 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
               f"{result.run_dir}` writes it once there is room", file=sys.stderr)
         return Exit.FAILED
     verdicts = report.verdicts
-    print(results_table(report.rows))
+    if report.rows or not report.capacities:
+        print(results_table(report.rows))
+    for line in capacity_lines(report.capacities):
+        print(line)
     for line in verdicts.lines:
         print(line, file=sys.stderr)
     latest = latest_link()
     here = latest.is_symlink() and latest.resolve() == result.run_dir.resolve()
     print(f"\nrun folder: {result.run_dir}\n  summary.csv, speculation_profile.json, report.md, figures/"
+          + (", capacity.json" if report.capacities else "")
           + (f" ({latest} points here)" if here else " (latest not moved: the run holds no unit)"))
     if result.failed:
         print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. {retry_advice(verdicts.failed)}",

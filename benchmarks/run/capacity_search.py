@@ -104,8 +104,8 @@ def run_search(store: RunStore, search: Search, measure: Measure, provenance_id:
             stored.setdefault(step.load, []).append(round_of(space, lines))
             reading = read_load(space, slo, stored[step.load])
             tqdm.write(f"{who}: probe {len(path.probes) + 1} at {space.text(step.load)}, round {step.round} "
-                       f"({len(reading.requests)} requests; {step.why}): {reading.judgment.text()} → "
-                       f"{reading.verdict}")
+                       f"({len(reading.requests)} requests; {step.why}): {reading.judgment.text()}; the SLO: "
+                       f"{reading.verdict.upper()}")
         tqdm.write(f"{who}: capacity under {slo.text()}: {capacity_line(space, path)}")
     return True
 

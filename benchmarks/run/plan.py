@@ -499,8 +499,8 @@ def measured_on_other_ids(units: list[Unit], done: frozenset[tuple[str, str]], p
 def say_resuming(plan: RunPlan) -> None:
     """One line when a run resumes a folder that holds measured units (or capacity probes)."""
     store = RunStore(plan.run_dir)
-    probes = sum(store.is_done(c.cell_id, key) for c in {s.cell for s in plan.searches}
-                 for key in store.unit_keys(c.cell_id) if "@p" in key)
+    probes = sum(store.is_done(cell_id, key) for cell_id in {s.cell.cell_id for s in plan.searches}
+                 for key in store.unit_keys(cell_id) if "@p" in key)
     if plan.done or probes:
         searches = f"; {probes} capacity probe(s) stored, which the searches walk again without measuring" \
             if probes else ""

@@ -50,7 +50,10 @@ def test_a_capacity_search_finds_the_planted_capacities_and_reports_them(slo_row
     assert "[baseline] humaneval: capacity under p90 TPOT ≤ 20 ms, p90 TTFT ≤ 500 ms: 8 after 7 probes (C = 8 " \
            "meets and C = 9 fails)" in out
     assert "[dflash-k3] humaneval: probe 6 at C = 18, round 0 (36 requests; bisect: C = 16 meets, C = 20 fails): " \
-           "p90 TPOT 19.8 ms [19.6, 19.9] vs ≤ 20: meets" in out
+           "p90 TPOT 19.8 ms [19.6, 19.9] vs ≤ 20: meets; p90 TTFT 90 ms [90, 90] vs ≤ 500: meets; the SLO: " \
+           "MEETS" in out
+    assert "capacity on humaneval under p90 TPOT ≤ 20 ms, p90 TTFT ≤ 500 ms: slo-scripted baseline 8; slo-scripted " \
+           "dflash-k3 18 → slo-scripted dflash-k3 holds the most (18)" in out
     store = RunStore(run)
     cells = {c.label: cid for cid, c in store.run_manifest().cells.items()}
     assert "humaneval@c8@p0" in store.unit_keys(cells["baseline"]) and len(store.unit_keys(cells["baseline"])) == 7
@@ -79,6 +82,7 @@ def test_a_capacity_search_finds_the_planted_capacities_and_reports_them(slo_row
 
     assert main(["matrix", str(path), "--run-dir", str(run)]) == 0  # a rerun replays every path: nothing measured
     assert len(loads_run(tmp_path)) == 14
+    assert "14 capacity probe(s) stored, which the searches walk again without measuring" in capsys.readouterr().err
 
 
 def test_a_second_slo_reuses_the_probes_the_first_measured(slo_row, tmp_path, capsys):
