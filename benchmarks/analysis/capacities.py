@@ -8,12 +8,23 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from benchmarks.core import metrics
-from benchmarks.core.capacity import Capacity, Path, Reading, Round, Space, capacity_from, replay, space_of
+from benchmarks.core.capacity import (
+    BISECT,
+    SWEEP,
+    Capacity,
+    Path,
+    Reading,
+    Round,
+    Space,
+    capacity_from,
+    replay,
+    space_of,
+)
 from benchmarks.core.cells import Cell
 from benchmarks.core.manifest import Manifest
 from benchmarks.core.probe_rounds import rounds_by_load
@@ -27,12 +38,14 @@ SCAN = np.geomspace(0.25, 4.0, 49)
 @dataclass(frozen=True)
 class CellCapacity:
     """One configuration's capacity under one SLO on one workload: its search's path over the stored probes, and its
-    throughput (output tokens/s of the probe at the capacity) and goodput there."""
+    throughput (output tokens/s of the probe at the capacity) and goodput there. Of a sweep, `bisect` is the
+    bracketing search walked over the sweep's probes: what it would have found, with how many of them."""
 
     cell_id: str
     cell: Cell
     path: Path
     stored: dict[float, list[Round]]
+    bisect: Path | None = None
 
     @property
     def capacity(self) -> Capacity:
@@ -136,7 +149,8 @@ def decisions(records: ByKind, manifest: Manifest) -> list[Decision]:
             for cell_id, cell in sorted(manifest.cells.items(), key=lambda kv: _order(kv[1])):
                 if (cell_id, w) in lines:
                     stored = rounds_by_load(space, lines[(cell_id, w)])
-                    cells.append(CellCapacity(cell_id, cell, replay(space, slo, stored), stored))
+                    bisect = replay(replace(space, mode=BISECT), slo, stored) if space.mode == SWEEP else None
+                    cells.append(CellCapacity(cell_id, cell, replay(space, slo, stored), stored, bisect))
             plain = [c for c in cells if c.cell.method == "baseline"]
             best = max(plain, key=lambda c: c.capacity.bounds) if plain else None
             out.append(Decision(w, i, slo, space, cells, best, leaders(cells)))

@@ -97,6 +97,9 @@ def pareto_figure(found: list[Decision], manifest: Manifest) -> Figure | None:
         if tpot is not None:
             ax.axhline(1000.0 / tpot.limit_ms, color="black", linestyle=":", linewidth=0.8,
                        label=f"SLO: {tpot.text()} (≥ {1000.0 / tpot.limit_ms:.3g} tok/s per user)")
+        users = [u for c in d.cells for r in c.path.readings.values() if (u := user_rate(r, d.slo)) > 0]
+        if users and max(users) > 8 * min(users):  # rates that span a decade: a log axis shows the low ones
+            ax.set_yscale("log")
         q = tpot.percentile if tpot else 50
         ax.set_xlabel("output tokens/s in total (probe's tokens / wall time)")
         ax.set_ylabel(f"tokens/s per user (the p{100 - q} request's own rate)")

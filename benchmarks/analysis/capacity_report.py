@@ -46,6 +46,13 @@ def _stopped(d: Decision, c: CellCapacity) -> str:
     return c.path.stopped or (f"incomplete: next {d.space.text(pending.load)}" if pending else "")
 
 
+def _bisect(d: Decision, c: CellCapacity) -> list[str]:
+    """Of a sweep: what the bracketing search finds over the same probes, and with how many."""
+    if c.bisect is None:
+        return []
+    return [f"{c.bisect.capacity.text(d.space)} ({len(c.bisect.probes)} probes)"]
+
+
 def decision_table(d: Decision) -> str:
     unit = "C" if d.space.axis == "concurrency" else "req/s"
     rows = []
@@ -54,9 +61,10 @@ def decision_table(d: Decision) -> str:
         rows.append([c.cell.engine, c.cell.label, c.capacity.text(d.space),
                      fmt(at.tok_per_s, 1) if at else "–",
                      fmt(good.requests_per_s) if good else "–", fmt(good.tok_per_s, 1) if good else "–",
-                     _ratio(d, c), str(len(c.path.probes)), _stopped(d, c)])
+                     _ratio(d, c), str(len(c.path.probes)), _stopped(d, c), *_bisect(d, c)])
+    sweep = ["bisect over these probes"] if any(c.bisect for c in d.cells) else []
     return table(["engine", "method", f"capacity ({unit})", "out tok/s there", "goodput req/s", "goodput tok/s",
-                  "× best plain [range]", "probes", "search stopped"], rows)
+                  "× best plain [range]", "probes", "search stopped", *sweep], rows)
 
 
 def probe_rows(d: Decision, c: CellCapacity) -> list[list[str]]:
@@ -79,6 +87,12 @@ def probe_log(d: Decision, c: CellCapacity) -> str:
                              "tok/s per user", "why"], probe_rows(d, c)), *([""] + notes if notes else [])])
 
 
+def _first(notes: tuple[str, ...], shown: int = 3) -> str:
+    """The first few findings, and how many more the probe log and capacity.json hold."""
+    more = len(notes) - shown
+    return "; ".join(notes[:shown]) + (f"; {more} more in its probe log" if more > 0 else "")
+
+
 def capacity_lines(found: list[Decision]) -> list[str]:
     """The decisions for the terminal: per workload and SLO, each configuration's capacity and the decision."""
     return [f"capacity on {d.workload} under {d.slo.text()}: "
@@ -96,7 +110,7 @@ def capacity_markdown(found: list[Decision]) -> str | None:
                           f"per load."]
     for d in found:
         parts += ["", f"### {d.workload} · {d.slo.text()}", "", decision_table(d), "", f"**Decision**: {d.verdict()}."]
-        parts += [f"- {c.name}: NOT MONOTONE ({'; '.join(c.path.non_monotone)})" for c in d.cells
+        parts += [f"- {c.name}: NOT MONOTONE ({_first(c.path.non_monotone)})" for c in d.cells
                   if c.path.non_monotone]
     parts += ["", "### Probe logs"]
     for d in found:
@@ -148,6 +162,9 @@ def capacity_json(found: list[Decision]) -> str:
                 "pending": None if c.path.pending is None else {"load": c.path.pending.load,
                                                                 "round": c.path.pending.round},
                 "non_monotone": list(c.path.non_monotone),
+                "bisect_over_these_probes": None if c.bisect is None else {
+                    "capacity": c.bisect.capacity.text(d.space), "probes": len(c.bisect.probes),
+                    "stopped": c.bisect.stopped},
                 "probes": [_probe_json(d, p) for p in c.path.probes]})
         out["decisions"].append({
             "workload": d.workload, "slo": {t.name: t.limit_ms for t in d.slo.thresholds}, "slo_text": d.slo.text(),

@@ -115,4 +115,6 @@ def capacity_line(space: Space, path: Path) -> str:
     of its assumption."""
     unit = "" if space.axis == "concurrency" else " req/s"
     return (f"{path.capacity.text(space)}{unit} after {len(path.probes)} probes ({path.stopped})"
-            + (f"; NOT MONOTONE: {'; '.join(path.non_monotone)}" if path.non_monotone else ""))
+            + (f"; NOT MONOTONE: {path.non_monotone[0]}" + (f" (and {len(path.non_monotone) - 1} more)"
+                                                              if len(path.non_monotone) > 1 else "")
+               if path.non_monotone else ""))

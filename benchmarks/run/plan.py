@@ -137,10 +137,9 @@ class RunPlan:
 
     def search_lines(self) -> list[str]:
         """A table of the capacity searches: each SLO's probes stored, and its capacity or its next probe."""
-        rows = []
+        rows, store = [], RunStore(self.run_dir)
         for search in self.searches:
-            done = RunStore(self.run_dir)
-            for slo, path in zip(search.slos, paths(done, search)):
+            for slo, path in zip(search.slos, paths(store, search)):
                 nxt = path.pending
                 rows.append([search.cell.engine, search.cell.label, search.workload.key, slo.text(),
                              str(len(path.probes)),
