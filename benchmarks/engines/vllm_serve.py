@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import SPEC_METHODS, Cell
 from benchmarks.core.engine_io import LoadResult, SamplingParams, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters, ServerProcess
 from benchmarks.engines.vllm_engine import engine_args
@@ -32,6 +32,12 @@ from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_m
 # (`vllm.LLM`) output feature (the server's /metrics counters carry τ and per-position rates), and the server logs
 # stats unless told `--disable-log-stats` (a plain switch, which has no `--no-` form).
 OFFLINE_ONLY_ARGS = ("per_request_spec_decode_metrics", "disable_log_stats")
+# What a served speculative cell lacks (its describe()'s `missing`, which report.md's caveat reads): the load generator
+# keeps no per-request acceptance, so τ, α and p_i are the server's /metrics counters, cut at no request's output.
+SERVED_LOSS = {"per_request_spec_decode_metrics": "per-request spec-decode metrics: `vllm bench serve` keeps none, "
+                                                  "so accept_lengths are None and tau, alpha and per-position rates "
+                                                  "are the server's /metrics counters, which count a last step in "
+                                                  "full, past max_new_tokens or EOS"}
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:
@@ -132,6 +138,7 @@ class VllmServer(ServerProcess):
         import vllm
 
         return {"engine": "vllm-serve", "vllm": vllm.__version__, "engine_args": self.args,
+                "missing": SERVED_LOSS if self.cell.method in SPEC_METHODS else {},
                 "command": self.command()[1:], "load_generator": "vllm.benchmarks.serve (vllm bench serve)",
                 "platform": {"machine": platform.platform(), "cpu_count": os.cpu_count(),
                              "vllm_cpu_kvcache_space_gib": self.env.get(KVCACHE_ENV)}}

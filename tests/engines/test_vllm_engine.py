@@ -5,6 +5,8 @@ process), runs every prompt it is needed for, and is closed before the next one 
 """
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.paths import ROOT
 from benchmarks.engines import create_engine, vllm_engine, vllm_features
 from benchmarks.engines.vllm_engine import VllmEngine
 from benchmarks.engines.vllm_features import features
@@ -183,14 +186,16 @@ def test_a_last_step_past_the_limit_counts_only_the_tokens_still_wanted(oracle_k
 
 @slow
 def test_random_draft_tau_is_one(random_dflash: Run) -> None:
-    """tau == 1: every step verifies K drafts and accepts none.
+    """tau == 1: every step verifies K drafts and accepts none; with per-request metrics the drafts counted are those
+    within the output, K a step but for the last steps (3, 2, 1 and 0 of the 4 drafted: metrics.drafted_within).
 
     A random draft could match the target's argmax by chance (1 in ~1000 per position); with these seeds and
     prompts none does, on float32 and bfloat16 alike, so the check is exact.
     """
     c = random_dflash.counters
     assert tau(c) == 1.0
-    assert c.num_draft_tokens == 4 * c.num_drafts
+    cut = (4 - 3) + (4 - 2) + (4 - 1) + (4 - 0) if PER_REQUEST else 0
+    assert c.num_draft_tokens == 4 * c.num_drafts - cut * len(random_dflash.records)
     assert_consistent(random_dflash, 4)
 
 
@@ -212,6 +217,42 @@ def test_other_methods_count_the_steps_that_made_the_output(request, run_name: s
         if every_step_drafts:
             assert decoded <= committed
     assert_consistent(run, k)
+
+
+@slow
+def test_a_request_ending_on_eos_mid_block_counts_within_its_output(tmp_path) -> None:
+    """The shipped tiny pair, greedy, K = 15, then again with a target whose generation_config adds an EOS id: the
+    second token of a step that accepted 3 or more drafts. vLLM counts that step's drafts past EOS (its own counters
+    too); the record, its draft lengths and the engine's counters count the one draft before EOS, so
+    τ = (n_out - 1) / steps and the step drafted 1 (every step's drafts past EOS are not counted)."""
+    from transformers import AutoTokenizer
+
+    tiny = ROOT / "models" / "tiny"
+    pair = {"target": tiny / "target", "dflash": tiny / "dflash"}
+    prompt = list(AutoTokenizer.from_pretrained(str(tiny / "target"))("def fibonacci(n):\n    ")["input_ids"])
+    [free] = run_cell(make_cell(pair, "dflash", 15), [prompt], [greedy(64)]).records
+    if not PER_REQUEST:
+        assert free.accept_lengths is None
+        return
+    starts = np.cumsum([1] + [a + 1 for a in free.accept_lengths])  # each step's first token
+    step, at = next((i, int(c) + 1) for i, (c, a) in enumerate(zip(starts, free.accept_lengths))
+                    if a >= 3 and free.output_ids[int(c) + 1] not in free.output_ids[:int(c) + 1])
+    target = tmp_path / "target"
+    shutil.copytree(tiny / "target", target)
+    config = json.loads((target / "generation_config.json").read_text())
+    config["eos_token_id"] = [free.output_ids[at], *config["eos_token_id"]]
+    (target / "generation_config.json").write_text(json.dumps(config))
+    run = run_cell(make_cell({**pair, "target": target}, "dflash", 15), [prompt], [greedy(64)])
+    [r] = run.records
+    want = free.accept_lengths[:step] + [1]
+    print(f"EOS at token {at + 1}: vLLM's accept lengths {r.extra['accept_lengths_reported']} -> {r.accept_lengths}")
+    assert r.output_ids == free.output_ids[:at + 1] and r.extra["finish_reason"] == "stop"
+    assert r.accept_lengths == want and r.extra["accept_lengths_reported"] == free.accept_lengths[:step + 1]
+    assert r.extra["draft_lengths"] == metrics.drafted_within(want, [15] * len(want), len(r.output_ids))
+    assert r.extra["draft_lengths"][-1] == 1  # the drafts before EOS: past it none counts
+    assert tau(run.counters) == pytest.approx((len(r.output_ids) - 1) / len(want))
+    assert run.counters == SpecCounters.from_accept_lengths(want, 15, r.extra["draft_lengths"])
+    assert run.engine_counters.num_accepted_tokens == sum(free.accept_lengths[:step + 1])  # past EOS
 
 
 @slow
