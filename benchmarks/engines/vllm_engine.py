@@ -10,6 +10,7 @@ Measurements behind these choices: docs/engine-findings.md.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gc
 import os
@@ -20,11 +21,12 @@ from typing import Any
 
 from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
-from benchmarks.core.engine_options import NGRAM_OPTIONS
+from benchmarks.core.engine_options import NGRAM_OPTIONS, PRELOAD_OPTION
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
 from benchmarks.core.metrics import accepted_within, drafted_within
 from benchmarks.engines.vllm_features import FEATURE_LOSS, features, option_names
 from benchmarks.engines.vllm_memory import apply_environment, cpu_memory_environment
+from benchmarks.engines.vllm_preload import Preload, engine_preload, preloaded
 from benchmarks.engines.vllm_start import OutputTail, start_error
 
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
@@ -72,6 +74,7 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
         raise ValueError(f"vllm engine: method {cell.method} needs K >= 1 speculative tokens, got k={cell.k}")
 
     options = dict(cell.engine_options)
+    options.pop(PRELOAD_OPTION, None)  # the harness's own: vllm_preload.engine_preload reads it
     ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
     if ngram and cell.method != "ngram":
         raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
@@ -117,6 +120,7 @@ class VllmEngine:
         self._args: dict[str, Any] = {}
         self._features: dict[str, bool] = {}
         self._within = SpecCounters()  # the timed requests' acceptance, each cut at its output (spec_counters)
+        self._preload: Preload | None = None
 
     def load(self, cell: Cell) -> None:
         global _live
@@ -127,19 +131,21 @@ class VllmEngine:
         if cell.method == "baseline" and cell.temperature == 0:  # what token_scores reads; no timed request asks
             args.setdefault("logprobs_mode", TOKEN_SCORES_MODE)
         _set_environment(cell)
+        preload = engine_preload(cell.engine_options)
         from vllm import LLM
 
         output = OutputTail()
         output.start()
         try:
-            self._llm = LLM(cell.target, **args)
+            with preloaded(preload) if preload else contextlib.nullcontext():
+                self._llm = LLM(cell.target, **args)
         except Exception as exc:
             output.restore()
             output.settle()
             raise start_error(exc, output) from exc
         finally:
             output.restore()
-        self._cell, self._args, self._within = cell, args, SpecCounters()
+        self._cell, self._args, self._within, self._preload = cell, args, SpecCounters(), preload
         _live = self
 
     @property
@@ -340,6 +346,7 @@ class VllmEngine:
                 "cpu_count": os.cpu_count(),
                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE"),
             },
+            "preload": self._preload.describe() if self._preload else None,
         }
 
     def close(self) -> None:

@@ -49,6 +49,23 @@ class Run:
     wall_s: list[float]
     description: dict
     engine_counters: SpecCounters | None = None  # vLLM's own, since load
+    mapped: list[set[str]] | None = None  # the shared libraries each of the engine's processes had mapped
+
+
+def mapped_libraries() -> list[set[str]]:
+    """The file names of the shared libraries mapped by each process this one started that loaded torch (vLLM's engine
+    core and worker; not multiprocessing's resource tracker)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            names = {Path(m.path).name for m in child.memory_maps() if m.path.startswith("/")}
+        except psutil.Error:
+            continue
+        if "libtorch_cpu.so" in names:
+            found.append(names)
+    return found
 
 
 def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams]) -> Run:
@@ -64,7 +81,8 @@ def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams])
             wall.append(time.monotonic() - start)
         after = engine.spec_counters()
         counters = None if after is None else after - before
-        return Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None)
+        return Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None,
+                   mapped_libraries())
     finally:
         engine.close()
 
@@ -358,6 +376,19 @@ def test_describe(oracle_k4: Run) -> None:
     assert d["resolved"]["speculative"]["num_speculative_tokens"] == 4
     assert set(d["missing"]) == {name for name, present in features().items() if not present}
     assert ("per_request_spec_decode_metrics" in d["engine_args"]) == PER_REQUEST
+
+
+@slow
+def test_engine_processes_start_with_the_preloads_this_process_has_not(oracle_k4: Run) -> None:
+    """Each library the provenance says was preloaded is mapped in vLLM's engine core and worker, and LD_PRELOAD of
+    this process is as it was (the preloads reach the engine's processes only)."""
+    import os
+
+    preload = oracle_k4.description["preload"]
+    assert preload["enabled"] and os.environ.get("LD_PRELOAD") == preload["inherited"]
+    files = {Path(lib["real_path"]).name for lib in preload["libraries"].values()}
+    assert len(oracle_k4.mapped) >= 2 and all(files <= names for names in oracle_k4.mapped)
+    assert "preload" not in oracle_k4.description["engine_args"]
 
 
 # --- what a release lacks -----------------------------------------------------------------------------------
