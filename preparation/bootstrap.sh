@@ -132,6 +132,13 @@ if [ "$PLATFORM" = cpu ]; then
   bash preparation/cpu_preload.sh "$VENV"
 fi
 
+# Bytecode for every module, written once here. uv writes none at install, so each process compiles what it imports,
+# and where PYTHONDONTWRITEBYTECODE is set it never keeps it: every vLLM engine start then compiled vLLM and torch
+# again in each of its three processes (docs/setup.md). compileall skips what is up to date; the few files that are
+# not Python 3 (templates and tests inside some packages) stay uncompiled, hence no failure on its status.
+step "compiling the venv's bytecode"
+"$VENV/bin/python" -m compileall -q -j 0 "$SITE" >/dev/null 2>&1 || true
+
 step "checking that the $PLATFORM engine imports"
 "$VENV/bin/python" preparation/check_engine.py "$PLATFORM" \
   || die "the $PLATFORM engine does not import (above); the environment is not usable."
