@@ -5,7 +5,8 @@ Its engine core runs in vLLM's default separate process: timestamps are taken th
 work overlaps the next step, as in a served deployment; `close` shuts the subprocesses down and returns their memory,
 so engines can be built one after another, one at a time (Prometheus counters live in one registry per process).
 What the installed release offers is detected (benchmarks/engines/vllm_features.py); why a start failed, read from
-the engine core's own output (vllm_start.py); the memory it reserves on CPU, sized to the run (vllm_memory.py).
+the engine core's own output (vllm_start.py); the memory it reserves on CPU, sized to the run (vllm_memory.py);
+the libraries its processes start with preloaded on CPU, as vLLM's CPU docs set them (vllm_preload.py).
 Measurements behind these choices: docs/engine-findings.md.
 """
 from __future__ import annotations
