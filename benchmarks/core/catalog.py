@@ -73,7 +73,8 @@ class EngineRow:
 # The largest batch the JAX engine compiles (benchmarks/engines/jax/batch.py BATCH_SIZES ends here).
 JAX_MAX_BATCH = 64
 # vLLM's `--dtype` choices; the JAX engine's dtypes and draft query counts (benchmarks/engines/jax/loader.py).
-VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32")})
+VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32"),
+                                 "preload": (True, False)})
 JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"), "draft_queries": ("block", "k+1"),
                                 "breakdown": (True, False), "ignore_eos": (True, False)})
 

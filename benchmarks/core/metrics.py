@@ -124,18 +124,33 @@ def conditional_acceptance(c: SpecCounters) -> list[float]:
     return [n / before if before > 0 else math.nan for before, n in zip(at_least, at_least[1:])]
 
 
-def accepted_within(accepted: list[int], n_out: int) -> list[int]:
-    """Per-step accepted drafts counted within a request's n_out tokens: the first token comes from prefill and each
-    verify step commits accepted + 1, so a step that would commit past n_out counts only the drafts still wanted, and
-    a step after the last token is not counted (τ counts only tokens within the limit, on every engine)."""
+def step_room(accepted: list[int], n_out: int) -> list[int]:
+    """The drafts each verify step of a request can count within its n_out tokens (its output, cut at EOS or the
+    token limit): the first token comes from prefill and each step commits accepted + 1, so a step that starts with
+    `committed` tokens can count n_out - committed - 1 drafts (its last token is its own); one entry per step that
+    starts before the last token (a step after it is not counted). A step with one token left has room 0."""
     out, committed = [], 1
     for a in accepted:
         if committed >= n_out:
             break
-        a = min(a, n_out - committed - 1)
-        out.append(a)
-        committed += a + 1
+        room = n_out - committed - 1
+        out.append(room)
+        committed += min(a, room) + 1
     return out
+
+
+def accepted_within(accepted: list[int], n_out: int) -> list[int]:
+    """Per-step accepted drafts counted within a request's n_out tokens (`step_room`): a step that would commit past
+    the output (EOS or the limit) counts only the drafts still wanted, a last one-token step counts as a verify step
+    that accepted 0, a step after the last token is not counted; so τ = (n_out - 1) / steps, on every engine."""
+    return [min(a, room) for a, room in zip(accepted, step_room(accepted, n_out))]
+
+
+def drafted_within(accepted: list[int], drafted: list[int], n_out: int) -> list[int]:
+    """Per-step drafted counts within a request's n_out tokens, step for step with `accepted_within`: a step counts
+    only its drafts for tokens before the output's last, min(drafted, room), so an engine that drafts K to the end and
+    one that caps its drafts at the tokens still wanted count alike (α too), and a last one-token step drafts 0."""
+    return [min(d, room) for d, room in zip(drafted, step_room(accepted, n_out))]
 
 
 def tau_prompt_mean(accept_lengths: list[list[int] | None]) -> float:

@@ -4,13 +4,13 @@ request at a time with the harness's token ids (`LlamaCppEngine`, the Engine pro
 Methods: baseline; dflash (`--spec-type draft-dflash`) and eagle3 (`draft-eagle3`), K = `--spec-draft-n-max`;
 ngram is `ngram-simple` (the last `ngram_n` tokens looked up in the request's history, drafting the K that followed:
 the nearest to vLLM's prompt lookup). Requests go to `/completion` as
-token ids, streamed, with `return_tokens` and `cache_prompt: false`; greedy is temperature 0, top-k 1 and the cell's
-seed. TTFT is the client's (the first token event's arrival); the decode span is the server's own
-(`timings.predicted_ms`, first to last token: the harness's TPOT on the server's clock, as vLLM's records use its
+token ids, streamed, with `return_tokens`, `timings_per_token` and `cache_prompt: false`; greedy is temperature 0,
+top-k 1 and the cell's seed. TTFT is the client's (the first token event's arrival); the decode span is the server's
+own (`timings.predicted_ms`, first to last token: the harness's TPOT on the server's clock, as vLLM's records use its
 engine core's), since a client descheduled on a busy CPU reads a whole stream at once (its own last-token time is
-kept in extra). τ comes from `/metrics` (verify steps, drafted, accepted, accepted per position), checked against
-the requests' own `draft_n` and `draft_n_accepted`; no per-step accept lengths are reported. What else it does
-differently: docs/engine-findings.md.
+kept in extra). Each request's verify steps come from its token events (llamacpp_steps.py), counted within its
+output as on every engine: the records' accept lengths and the engine's counters, which are checked against the
+server's `/metrics`. What else it does differently: docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounter
 from benchmarks.core.provenance import resolve_model
 from benchmarks.engines.llamacpp_build import PIN, Install, ensure_server
 from benchmarks.engines.llamacpp_gguf import Gguf, ensure_gguf
+from benchmarks.engines.llamacpp_steps import Mark, StreamSteps, mark, stream_steps
 from benchmarks.engines.server import ServerProcess, ServerStartError, log_tail
 
 SPEC_TYPES = {"dflash": "draft-dflash", "eagle3": "draft-eagle3", "ngram": "ngram-simple"}
@@ -65,14 +66,15 @@ def completion_body(prompt_ids: list[int], params: SamplingParams, stream: bool 
     greedy = params.temperature == 0
     return {"prompt": list(prompt_ids), "n_predict": params.max_new_tokens, "temperature": params.temperature,
             "top_k": 1 if greedy else 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0,
-            "seed": params.seed, "cache_prompt": False, "return_tokens": True, "stream": stream}
+            "seed": params.seed, "cache_prompt": False, "return_tokens": True, "timings_per_token": stream,
+            "stream": stream}
 
 
-def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter,
-                times: list[float] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
+def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter, times: list[float] | None = None,
+                marks: list[Mark] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
     """A /completion event stream: (output ids, first-token time, last-token time, the final event), times from
-    `t0`; `times` gets the time of every event that carries tokens. Raises on an error event or a stream that ends
-    without its final event."""
+    `t0`; `times` gets the time of every event that carries tokens, `marks` its totals (llamacpp_steps.mark). Raises
+    on an error event or a stream that ends without its final event."""
     ids: list[int] = []
     first = last = None
     for raw in lines:
@@ -87,6 +89,8 @@ def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter,
             ids += event["tokens"]
             if times is not None:
                 times.append(now)
+            if marks is not None:
+                marks.append(mark(event, len(ids)))
             first = now if first is None else first
             last = now
         if event.get("stop"):
@@ -151,11 +155,11 @@ def check_tokenizer(server: LlamaServer, target_dir: Path) -> int:
     return len(TOKENIZER_PROBES)
 
 
-def warm_up(server: LlamaServer, seed: int) -> None:
-    """Two untimed requests: a fresh speculative server's first request is 10-100x slower than the next."""
+def warm_up(server: LlamaServer, seed: int) -> list[dict[str, Any]]:
+    """Two untimed requests: a fresh speculative server's first request is 10-100x slower than the next. Returns
+    their final events."""
     ids = server.post("/tokenize", {"content": TOKENIZER_PROBES[0]})["tokens"]
-    for _ in range(2):
-        server.stream(completion_body(ids, SamplingParams(0.0, WARMUP_TOKENS, seed)))
+    return [server.stream(completion_body(ids, SamplingParams(0.0, WARMUP_TOKENS, seed)))[3] for _ in range(2)]
 
 
 class LlamaServer(ServerProcess):
@@ -201,10 +205,10 @@ class LlamaServer(ServerProcess):
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             return r.read().decode()
 
-    def stream(self, body: dict[str, Any],
-               times: list[float] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
+    def stream(self, body: dict[str, Any], times: list[float] | None = None,
+               marks: list[Mark] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
         """One streamed /completion: (ids, TTFT s, last-token s, final event), timed from just before the send;
-        `times` gets each token event's time."""
+        `times` gets each token event's time, `marks` its totals."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         try:
             data = json.dumps(body).encode()
@@ -214,9 +218,23 @@ class LlamaServer(ServerProcess):
             if response.status != 200:
                 raise RuntimeError(f"{self.who} refused a completion: HTTP {response.status}: "
                                    f"{response.read().decode(errors='replace')[:500]}")
-            return read_stream(response, t0, times=times)
+            return read_stream(response, t0, times=times, marks=marks)
         finally:
             conn.close()
+
+
+def metrics_holding(server: LlamaServer, want: SpecCounters) -> SpecCounters:
+    """The server's /metrics counters once they hold `want`'s drafted and accepted tokens (a slot's counts join the
+    totals as it is released, just after its final event)."""
+    counters = SpecCounters()
+    for _ in range(50):
+        counters = parse_metrics(server.metrics()) or SpecCounters()
+        drafted, accepted = counters.num_draft_tokens, counters.num_accepted_tokens
+        if drafted >= want.num_draft_tokens and accepted >= want.num_accepted_tokens:
+            return counters
+        time.sleep(0.05)
+    raise RuntimeError(f"llama.cpp /metrics counts {counters} behind the requests' own timings "
+                       f"({want.num_draft_tokens} drafted, {want.num_accepted_tokens} accepted)")
 
 
 class LlamaCppEngine:
@@ -227,7 +245,9 @@ class LlamaCppEngine:
     def __init__(self) -> None:
         self.server: LlamaServer | None = None
         self.cell: Cell | None = None
-        self._drafted = self._accepted = 0
+        self._within = SpecCounters()  # the requests' verify steps, each counted within its output (spec_counters)
+        self._reported = SpecCounters()  # the same steps as the server's /metrics counts them
+        self._base = SpecCounters()  # /metrics once the warm-up's counts joined it
         self._info: dict[str, Any] = {}
 
     def load(self, cell: Cell) -> None:
@@ -240,13 +260,19 @@ class LlamaCppEngine:
         server = LlamaServer(cell, log_path, install, target, draft, opts)
         t0 = time.perf_counter()
         server.__enter__()
-        self.server, self.cell, self._drafted, self._accepted = server, cell, 0, 0
+        self.server, self.cell = server, cell
+        self._within, self._reported, self._base = SpecCounters(), SpecCounters(), SpecCounters()
         try:
             start_s = time.perf_counter() - t0
             probes = check_tokenizer(server, target_dir)
             t0 = time.perf_counter()
-            warm_up(server, cell.seed)
+            finals = warm_up(server, cell.seed)
             warmup_s = time.perf_counter() - t0
+            if cell.method != "baseline":
+                timings = [f.get("timings") or {} for f in finals]
+                self._base = metrics_holding(server, SpecCounters(
+                    0, sum(int(t.get("draft_n", 0)) for t in timings),
+                    sum(int(t.get("draft_n_accepted", 0)) for t in timings)))
         except BaseException:
             self.close()
             raise
@@ -254,33 +280,41 @@ class LlamaCppEngine:
                       "start_s": start_s, "warmup_s": warmup_s}
 
     def generate(self, prompt_ids: list[int], params: SamplingParams) -> RequestRecord:
-        if self.server is None:
+        """One prompt; its accept lengths (and `draft_lengths` in extra) are its verify steps within its output, and
+        `accept_lengths_reported` in extra those the server counted, where they differ (llamacpp_steps.py)."""
+        if self.server is None or self.cell is None:
             raise RuntimeError("load() a cell first")
+        marks: list[Mark] = []
         try:
-            ids, ttft_s, last_s, final = self.server.stream(completion_body(prompt_ids, params))
+            ids, ttft_s, last_s, final = self.server.stream(completion_body(prompt_ids, params), marks=marks)
         except Exception as exc:
             raise self.server.explain(exc) from exc
         timings = final.get("timings") or {}
-        self._drafted += int(timings.get("draft_n", 0))
-        self._accepted += int(timings.get("draft_n_accepted", 0))
-        extra = {"server_timings": timings, "stop_type": final.get("stop_type"),
-                 "tokens_predicted": final.get("tokens_predicted"), "client_last_token_s": last_s}
+        extra: dict[str, Any] = {"server_timings": timings, "stop_type": final.get("stop_type"),
+                                 "tokens_predicted": final.get("tokens_predicted"), "client_last_token_s": last_s}
         if len(ids) > 1 and timings.get("predicted_ms") is not None:  # the decode span on the server's clock
             last_s = ttft_s + float(timings["predicted_ms"]) / 1000.0
-        return RequestRecord(ids, ttft_s, last_s, None, extra)
+        if self.cell.method == "baseline":
+            return RequestRecord(ids, ttft_s, last_s, None, extra)
+        steps: StreamSteps = stream_steps(marks, final, params.max_new_tokens)
+        self._within += steps.counters(self.cell.k)
+        self._reported += steps.server_counters(self.cell.k)
+        extra["draft_lengths"] = steps.drafted
+        if steps.reported != steps.accepted:
+            extra["accept_lengths_reported"] = steps.reported
+        return RequestRecord(ids, ttft_s, last_s, steps.accepted, extra)
 
     def spec_counters(self) -> SpecCounters | None:
-        """The server's cumulative counters, read once its totals include every finished request's timings."""
+        """The requests' verify steps since load, each counted within its output; checked first against the server's
+        /metrics, which must count the same steps (as the server counts them) since the warm-up."""
         if self.server is None or self.cell is None or self.cell.method == "baseline":
             return None
-        counters = None
-        for _ in range(50):  # a slot's counters join the totals as it is released, just after its final event
-            counters = parse_metrics(self.server.metrics()) or SpecCounters()
-            if counters.num_accepted_tokens >= self._accepted and counters.num_draft_tokens >= self._drafted:
-                return counters
-            time.sleep(0.05)
-        raise RuntimeError(f"llama.cpp /metrics counts {counters} behind the requests' own timings "
-                           f"({self._drafted} drafted, {self._accepted} accepted)")
+        want = self._base + self._reported
+        off = metrics_holding(self.server, want) - want
+        if off.num_drafts or off.num_draft_tokens or off.num_accepted_tokens or any(off.accepted_per_pos):
+            raise RuntimeError(f"llama.cpp /metrics counted {off + self._reported} since the warm-up; the requests' "
+                               f"own streams {self._reported}")
+        return self._within  # a new object after each +=, never changed in place
 
     def token_scores(self, prompt_ids: list[int], prefix_ids: list[int], token_ids: list[int],
                      top_n: int) -> TokenScores:

@@ -1,7 +1,8 @@
 """llama.cpp under load (`LlamaCppServer`, a `Server` of benchmarks/engines/server.py): one llama-server per cell
 with `--parallel` = the matrix's largest concurrency (continuous batching over its slots), driven by a load generator
 of our own that sends each prompt as token ids and returns, besides the per-request lists `vllm bench serve` saves,
-the output ids themselves (`output_ids`), so no output is tokenised again.
+the output ids themselves (`output_ids`), so no output is tokenised again, and each request's verify steps counted
+within its output (`accept_lengths`, `draft_lengths`: llamacpp_steps.py), which give the level's τ.
 
 The server, its options and its files are the batch engine's (benchmarks/engines/llamacpp.py): the same GGUF files,
 tokenizer check and warm-up. The slots share the context: each gets the cell's max_model_len.
@@ -17,15 +18,8 @@ from typing import Any
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import LoadResult, SamplingParams
-from benchmarks.engines.llamacpp import (
-    LlamaServer,
-    check_tokenizer,
-    completion_body,
-    options,
-    parse_metrics,
-    prepare,
-    warm_up,
-)
+from benchmarks.engines.llamacpp import LlamaServer, check_tokenizer, completion_body, options, prepare, warm_up
+from benchmarks.engines.llamacpp_steps import Mark, stream_steps
 from benchmarks.engines.server import Load, ServerCounters
 
 
@@ -53,9 +47,10 @@ class LlamaCppServer(LlamaServer):
         return list(self.post("/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"])
 
     def counters(self) -> ServerCounters:
-        """The /metrics speculative counters, and the (sum s, count) of the finished requests' TPOT on the server's
-        clock (each request's `timings.predicted_per_token_ms`; llama-server keeps no TPOT histogram)."""
-        return ServerCounters(parse_metrics(self.metrics()), (self.tpot_sum_s, self.tpot_count))
+        """The (sum s, count) of the finished requests' TPOT on the server's clock (each request's
+        `timings.predicted_per_token_ms`; llama-server keeps no TPOT histogram). No speculative counters: the load's
+        result carries each request's verify steps, which the level's records count (run/serving.level_records)."""
+        return ServerCounters(None, (self.tpot_sum_s, self.tpot_count))
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "load_generator": "benchmarks.engines.llamacpp_serve"}
@@ -68,6 +63,7 @@ class LlamaCppServer(LlamaServer):
         arrivals = _arrivals(len(ids), load.request_rate, load.seed)
         results: list[dict[str, Any]] = [{} for _ in ids]
         slots = threading.Semaphore(load.concurrency)
+        speculative = self.cell.method != "baseline"
         in_flight = peak = 0
         lock = threading.Lock()
         t0 = time.perf_counter()
@@ -81,17 +77,20 @@ class LlamaCppServer(LlamaServer):
                     peak = max(peak, in_flight)
                 start = time.perf_counter() - t0
                 times: list[float] = []
+                marks: list[Mark] = []
                 try:
-                    out, ttft, last, final = self.stream(completion_body(ids[i], params), times)
+                    out, ttft, last, final = self.stream(completion_body(ids[i], params), times, marks)
                     per_token = (final.get("timings") or {}).get("predicted_per_token_ms")
                     if len(out) > 1 and per_token:
                         with lock:
                             self.tpot_sum_s, self.tpot_count = self.tpot_sum_s + per_token / 1000.0, self.tpot_count + 1
+                    steps = stream_steps(marks, final, load.max_new_tokens) if speculative else None
                     results[i] = {"start": start, "ids": out, "ttft": ttft, "last": last, "times": times,
-                                  "error": ""}
+                                  "accepted": steps.accepted if steps else [],
+                                  "drafted": steps.drafted if steps else [], "error": ""}
                 except Exception as exc:  # a failed request is reported, the others go on
-                    results[i] = {"start": start, "ids": [], "ttft": 0.0, "last": 0.0, "times": [],
-                                  "error": f"{type(exc).__name__}: {exc}"}
+                    results[i] = {"start": start, "ids": [], "ttft": 0.0, "last": 0.0, "times": [], "accepted": [],
+                                  "drafted": [], "error": f"{type(exc).__name__}: {exc}"}
                 finally:
                     with lock:
                         in_flight -= 1
@@ -106,7 +105,9 @@ class LlamaCppServer(LlamaServer):
                           itls=[[b - a for a, b in zip(r["times"], r["times"][1:])] for r in results],
                           start_times=[r["start"] for r in results], input_lens=[len(x) for x in ids],
                           output_lens=[len(r["ids"]) for r in results], output_ids=[r["ids"] for r in results],
-                          errors=[r["error"] for r in results])
+                          errors=[r["error"] for r in results],
+                          accept_lengths=[r["accepted"] for r in results] if speculative else None,
+                          draft_lengths=[r["drafted"] for r in results] if speculative else None)
 
 
 def _arrivals(n: int, rate: float | None, seed: int) -> list[float]:

@@ -5,11 +5,13 @@ Its engine core runs in vLLM's default separate process: timestamps are taken th
 work overlaps the next step, as in a served deployment; `close` shuts the subprocesses down and returns their memory,
 so engines can be built one after another, one at a time (Prometheus counters live in one registry per process).
 What the installed release offers is detected (benchmarks/engines/vllm_features.py); why a start failed, read from
-the engine core's own output (vllm_start.py); the memory it reserves on CPU, sized to the run (vllm_memory.py).
+the engine core's own output (vllm_start.py); the memory it reserves on CPU, sized to the run (vllm_memory.py);
+the libraries its processes start with preloaded on CPU, as vLLM's CPU docs set them (vllm_preload.py).
 Measurements behind these choices: docs/engine-findings.md.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gc
 import os
@@ -20,11 +22,12 @@ from typing import Any
 
 from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
-from benchmarks.core.engine_options import NGRAM_OPTIONS
+from benchmarks.core.engine_options import NGRAM_OPTIONS, PRELOAD_OPTION
 from benchmarks.core.engine_options import VLLM_OWNED_ARGS as OWNED_ARGS
-from benchmarks.core.metrics import accepted_within
+from benchmarks.core.metrics import accepted_within, drafted_within
 from benchmarks.engines.vllm_features import FEATURE_LOSS, features, option_names
 from benchmarks.engines.vllm_memory import apply_environment, cpu_memory_environment
+from benchmarks.engines.vllm_preload import Preload, engine_preload, preloaded
 from benchmarks.engines.vllm_start import OutputTail, start_error
 
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
@@ -72,6 +75,7 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
         raise ValueError(f"vllm engine: method {cell.method} needs K >= 1 speculative tokens, got k={cell.k}")
 
     options = dict(cell.engine_options)
+    options.pop(PRELOAD_OPTION, None)  # the harness's own: vllm_preload.engine_preload reads it
     ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
     if ngram and cell.method != "ngram":
         raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
@@ -117,6 +121,7 @@ class VllmEngine:
         self._args: dict[str, Any] = {}
         self._features: dict[str, bool] = {}
         self._within = SpecCounters()  # the timed requests' acceptance, each cut at its output (spec_counters)
+        self._preload: Preload | None = None
 
     def load(self, cell: Cell) -> None:
         global _live
@@ -127,19 +132,21 @@ class VllmEngine:
         if cell.method == "baseline" and cell.temperature == 0:  # what token_scores reads; no timed request asks
             args.setdefault("logprobs_mode", TOKEN_SCORES_MODE)
         _set_environment(cell)
+        preload = engine_preload(cell.engine_options)
         from vllm import LLM
 
         output = OutputTail()
         output.start()
         try:
-            self._llm = LLM(cell.target, **args)
+            with preloaded(preload) if preload else contextlib.nullcontext():
+                self._llm = LLM(cell.target, **args)
         except Exception as exc:
             output.restore()
             output.settle()
             raise start_error(exc, output) from exc
         finally:
             output.restore()
-        self._cell, self._args, self._within = cell, args, SpecCounters()
+        self._cell, self._args, self._within, self._preload = cell, args, SpecCounters(), preload
         _live = self
 
     @property
@@ -282,8 +289,8 @@ class VllmEngine:
     def spec_counters(self) -> SpecCounters | None:
         """The cumulative spec-decode counters since load; None for the baseline. With per-request metrics, those of
         the timed requests (generate, generate_batch), each request's acceptance counted within its output; without
-        them, vLLM's engine-wide counters summed over engine labels, which count a last step's acceptance past
-        max_new_tokens."""
+        them, vLLM's engine-wide counters summed over engine labels, which count a last step in full, past
+        max_new_tokens or EOS."""
         if self._cell is None or self._cell.method not in SPEC_METHODS:
             return None
         if self._features.get("per_request_spec_decode_metrics"):
@@ -340,6 +347,7 @@ class VllmEngine:
                 "cpu_count": os.cpu_count(),
                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE"),
             },
+            "preload": self._preload.describe() if self._preload else None,
         }
 
     def close(self) -> None:
@@ -372,11 +380,12 @@ def _record(out: Any, origin: float) -> RequestRecord:
         "frontend_ttft_s": getattr(stats, "first_token_latency", None),
     }
     accepted = None
-    if spec is not None:  # a last step's acceptance past the output is not counted (metrics.accepted_within)
-        accepted = accepted_within(list(spec.per_step_accepted), len(completion.token_ids))
-        extra["draft_lengths"] = list(spec.per_step_drafted)[:len(accepted)]
-        if accepted != list(spec.per_step_accepted):
-            extra["accept_lengths_reported"] = list(spec.per_step_accepted)
+    if spec is not None:  # a step's acceptance and drafts past the output are not counted (metrics.accepted_within)
+        reported, n_out = list(spec.per_step_accepted), len(completion.token_ids)
+        accepted = accepted_within(reported, n_out)
+        extra["draft_lengths"] = drafted_within(reported, list(spec.per_step_drafted), n_out)
+        if accepted != reported:
+            extra["accept_lengths_reported"] = reported
     return RequestRecord(
         output_ids=list(completion.token_ids),
         ttft_s=stats.first_token_ts - origin,

@@ -14,7 +14,7 @@ FEATURE_LOSS = {
     "per_request_spec_decode_metrics": "per-request spec-decode metrics (the engine argument and "
                                        "CompletionOutput.spec_decode_metrics): accept_lengths and draft_lengths "
                                        "are None; tau and per-position rates still come from the engine-wide "
-                                       "counters, which count a last step's acceptance past max_new_tokens",
+                                       "counters, which count a last step in full, past max_new_tokens or EOS",
     "frontend_ttft": "RequestStateStats.first_token_latency: extra['frontend_ttft_s'] is None",
 }
 

@@ -22,16 +22,24 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import SPEC_METHODS, Cell
 from benchmarks.core.engine_io import LoadResult, SamplingParams, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters, ServerProcess
 from benchmarks.engines.vllm_engine import engine_args
 from benchmarks.engines.vllm_memory import KVCACHE_ENV, apply_environment, cpu_memory_environment
+from benchmarks.engines.vllm_preload import ENV as PRELOAD_ENV
+from benchmarks.engines.vllm_preload import engine_preload, set_preload
 
 # Arguments of the offline engine that the server does not take: per-request spec-decode metrics are an offline
 # (`vllm.LLM`) output feature (the server's /metrics counters carry τ and per-position rates), and the server logs
 # stats unless told `--disable-log-stats` (a plain switch, which has no `--no-` form).
 OFFLINE_ONLY_ARGS = ("per_request_spec_decode_metrics", "disable_log_stats")
+# What a served speculative cell lacks (its describe()'s `missing`, which report.md's caveat reads): the load generator
+# keeps no per-request acceptance, so τ, α and p_i are the server's /metrics counters, cut at no request's output.
+SERVED_LOSS = {"per_request_spec_decode_metrics": "per-request spec-decode metrics: `vllm bench serve` keeps none, "
+                                                  "so accept_lengths are None and tau, alpha and per-position rates "
+                                                  "are the server's /metrics counters, which count a last step in "
+                                                  "full, past max_new_tokens or EOS"}
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:
@@ -62,14 +70,17 @@ class VllmServer(ServerProcess):
         super().__init__(cell, log_path, startup_timeout_s, sequences)
         self.args = engine_args(cell, {"per_request_spec_decode_metrics": False, "frontend_ttft": True})
         apply_environment(cpu_memory_environment(cell, sequences), self.env)
+        self.preload = engine_preload(cell.engine_options)  # the server's process and those it starts
+        if self.preload is not None:
+            set_preload(self.preload, self.env)
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.cell.target,
                 "--host", "127.0.0.1", "--port", str(self.port), *server_flags(self.args)]
 
     def launch_line(self) -> str:
-        memory = f"{KVCACHE_ENV}={self.env[KVCACHE_ENV]} " if KVCACHE_ENV in self.env else ""
-        return memory + super().launch_line()
+        shown = " ".join(f"{key}={self.env[key]}" for key in (KVCACHE_ENV, PRELOAD_ENV) if key in self.env)
+        return (shown + " " if shown else "") + super().launch_line()
 
     def scrape(self) -> str:
         """The server's Prometheus exposition (/metrics): cumulative counters and histograms."""
@@ -132,9 +143,11 @@ class VllmServer(ServerProcess):
         import vllm
 
         return {"engine": "vllm-serve", "vllm": vllm.__version__, "engine_args": self.args,
+                "missing": SERVED_LOSS if self.cell.method in SPEC_METHODS else {},
                 "command": self.command()[1:], "load_generator": "vllm.benchmarks.serve (vllm bench serve)",
                 "platform": {"machine": platform.platform(), "cpu_count": os.cpu_count(),
-                             "vllm_cpu_kvcache_space_gib": self.env.get(KVCACHE_ENV)}}
+                             "vllm_cpu_kvcache_space_gib": self.env.get(KVCACHE_ENV)},
+                "preload": self.preload.describe() if self.preload else None}
 
     def run_load(self, load: Load, workdir: Path, tag: str) -> LoadResult:
         """Drive the server with vLLM's `bench serve` on `load`; return its saved result (per-request lists included).

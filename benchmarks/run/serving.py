@@ -74,7 +74,9 @@ def level_records(cell: Cell, prompts: list[Prompt], result: LoadResult, tokeniz
       tokenizer (`extra.output_ids_from = "text"`); a load generator that returns the ids (`output_ids`) gives them
       as they are (`"server"`). Identical texts give identical ids, so token identity between
       two serving cells is exact; the first-divergence index is in re-tokenised tokens;
-    - one `spec` record (the /metrics diff) for speculative cells;
+    - one `spec` record for speculative cells: the requests' verify steps, each counted within its output, where
+      the load generator sees them (`accept_lengths`, which the request records carry too: llama.cpp's), else `spec`,
+      the server's /metrics diff (vLLM's, which counts past each output: report.md's caveat);
     - one `load` record: the level's wall time, completed and failed requests, output tokens, and the server's own
       TPOT sum and count (engine-core clock, the offline engine's definition): the load generator sees only the
       client side, which on a starved host includes the server frontend's and its own scheduling delays.
@@ -98,12 +100,18 @@ def level_records(cell: Cell, prompts: list[Prompt], result: LoadResult, tokeniz
             text = (result.generated_texts or [])[i]
             output = RequestRecord(list(tokenizer(text, add_special_tokens=False)["input_ids"]), ttft_s, last_s,
                                    extra={"output_ids_from": "text", "output_text": text})
+        if result.accept_lengths is not None and result.draft_lengths is not None:  # its verify steps, as counted
+            output.accept_lengths = result.accept_lengths[i]
+            output.extra["draft_lengths"] = result.draft_lengths[i]
         line = request_line(cell, p, output, n_out=n_out, level=level, itl_ms=itl_ms,
                             start_s=result.start_times[i])
         if len(itl_ms) > 1 and sum(itl_ms) / len(itl_ms) < BURST_ITL_MS:  # a burst: no decode timing
             line = dataclasses.replace(line, tpot_ms=None, extra={**(line.extra or {}), "delivery_burst": True,
                                                                   "client_tpot_ms": line.tpot_ms})
         records.append(line)
+    if result.accept_lengths is not None and result.draft_lengths is not None:
+        spec = sum((SpecCounters.from_accept_lengths(a, cell.k, d)
+                    for a, d in zip(result.accept_lengths, result.draft_lengths)), SpecCounters())
     if spec is not None:
         records.append(served_spec_line(cell, prompts[0], level, spec))
     records.append(load_line(cell, prompts[0], level, result, server_tpot))

@@ -50,6 +50,10 @@ def write(tmp_path, data) -> Path:
     ({"engine": "jax", "engine_options": {"jax": {"draft_query": "k+1"}}}, "engine_options.jax",
      "did you mean draft_queries?"),
     ({"workers": 1}, "workers", "expected true or false"),
+    ({"engine_options": {"vllm": {"preload": "no"}}}, "engine_options.vllm",
+     "preload: 'no' is not a value the vllm engine takes; allowed: True, False"),
+    ({"engine": "jax", "engine_options": {"preload": False}}, "engine_options",
+     "'preload' is not an option of the jax engine"),
     ({"request_timeout_s": 0}, "request_timeout_s", "expected a number of seconds > 0"),
     ({"load_timeout_s": "long"}, "load_timeout_s", "expected a number of seconds > 0"),
     ({"name": "../../../tmp/x"}, "name", "'../../../tmp/x' becomes a file or folder name; use letters, digits"),
@@ -134,6 +138,11 @@ def test_engine_options_shared_and_per_engine():
                     "jax": {"max_model_len": 512, "breakdown": True}}
     with pytest.raises(ConfigError, match="'jax' must be a mapping"):
         parse_matrix({**BASE, "engine_options": {"jax": 3}})
+
+
+def test_vllm_takes_the_harnesss_preload_option():
+    [base, _] = expand(parse_matrix({**BASE, "engine_options": {"vllm": {"preload": False}}}))
+    assert base.engine_options == {"preload": False}
 
 
 def test_preset_engine_options_merge_per_engine():

@@ -234,6 +234,34 @@ def test_acceptance_is_counted_within_the_output():
     assert metrics.acceptance(counters).tau == 5.5  # the 11 tokens the two steps committed
 
 
+def test_every_engine_counts_steps_and_drafts_within_the_output_alike():
+    """One rule for τ and α: steps and drafts counted within the output (EOS or the limit), so τ = (n_out - 1)/steps.
+    An engine that drafts K to the end (JAX, vLLM) and one that caps its drafts at the tokens still wanted and takes
+    the one-token last step without drafting (llama.cpp) count the same steps, drafts and accepted drafts."""
+    from benchmarks.core.metrics import accepted_within, drafted_within
+
+    def counted(accepted: list[int], drafted: list[int], n_out: int) -> metrics.Acceptance:
+        return metrics.acceptance(SpecCounters.from_accept_lengths(
+            accepted_within(accepted, n_out), 15, drafted_within(accepted, drafted, n_out)))
+
+    # K = 15, accepted [15, 15, 12], EOS the 35th token: the third step's 12 count only as the 1 draft before EOS
+    assert accepted_within([15, 15, 12], 35) == [15, 15, 1]
+    assert drafted_within([15, 15, 12], [15] * 3, 35) == [15, 15, 1]
+    eos = counted([15, 15, 12], [15] * 3, 35)
+    assert eos.tau == pytest.approx(34 / 3) and eos.alpha == 1.0
+    # 18 tokens wanted: the 2nd step has one token left; JAX and vLLM draft 15 there, llama.cpp takes a plain step
+    drafts_to_the_end, plain_last_step = counted([15, 15], [15, 15], 18), counted([15, 0], [15, 0], 18)
+    assert drafts_to_the_end == plain_last_step and plain_last_step.tau == 17 / 2 and plain_last_step.alpha == 1.0
+    # 20 tokens wanted, a rejection near the end: llama.cpp drafts 2 where 3 tokens are left, JAX 15; both count 2,
+    # then the one-token step
+    assert drafted_within([15, 1, 15], [15, 15, 15], 20) == [15, 2, 0]
+    capped = counted([15, 1, 0], [15, 2, 0], 20)
+    assert counted([15, 1, 15], [15, 15, 15], 20) == capped and capped.tau == 19 / 3 and capped.alpha == 16 / 17
+    # drafts for positions past the output do not count, even in a step that rejected before them
+    assert drafted_within([2, 0, 3], [4, 4, 4], 7) == [4, 2, 1] and accepted_within([2, 0, 3], 7) == [2, 0, 1]
+    assert metrics.acceptance(SpecCounters.from_accept_lengths([2, 0, 1], 4, [4, 2, 1])).tau == (7 - 1) / 3
+
+
 def test_counters_add_and_subtract_per_position():
     a = SpecCounters.from_accept_lengths([3, 1], k=3)
     b = SpecCounters.from_accept_lengths([2], k=3, drafted=[2])

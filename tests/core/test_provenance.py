@@ -360,3 +360,19 @@ def test_tau_past_the_limit_is_said_only_where_vllm_lacked_per_request_metrics()
     assert past(["per_request_spec_decode_metrics"])
     assert not past([]) and not past(["frontend_ttft"])
     assert not past(["per_request_spec_decode_metrics"], method="baseline")
+
+
+def test_a_vllm_run_without_the_preloads_of_vllms_cpu_docs_says_so():
+    def said(preload, engine="vllm"):
+        p = tpu_provenance(platform="cpu", tpu_inference="0.26.0")
+        p["p"]["engine"] = engine
+        p["p"]["describe"] = {"preload": preload}
+        return [line for line in caveat_lines([], typed_manifest({}), p) if "LD_PRELOAD" in line]
+
+    full = {"enabled": True, "libraries": {"tcmalloc": {}, "iomp": {}}, "missing": {}}
+    lacking = {**full, "missing": {"tcmalloc": "lib/preload/libtcmalloc_minimal.so.4 does not exist"}}
+    assert not said(full) and not said(None)  # a run that recorded nothing (before the preloads) is not judged
+    [line] = said(lacking)
+    assert "without tcmalloc" in line and "does not exist" in line
+    assert said({"enabled": False, "missing": {"iomp": "turned off", "tcmalloc": "turned off"}}, engine="vllm-serve")
+    assert not said(lacking, engine="jax")

@@ -1,10 +1,13 @@
 """JAX decode loops: DFlash is lossless against AR, the oracle pair accepts everything, shapes stay static."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.engines import create_engine
@@ -119,7 +122,8 @@ def test_eos_stops_both_loops_at_the_same_token(pair, ar_outputs):
 
 
 def test_eos_inside_an_accepted_block_ends_the_request(pair, monkeypatch):
-    """A step that commits [.., EOS, ..] stops there: no further steps, EOS is the last token."""
+    """A step that commits [.., EOS, ..] stops there: no further steps, EOS is the last token, and the step counts
+    only the drafts before EOS (4 accepted, 2 within the output: metrics.accepted_within)."""
     tcfg, tp, dcfg, dp = pair
     eos = 2
 
@@ -134,7 +138,7 @@ def test_eos_inside_an_accepted_block_ends_the_request(pair, monkeypatch):
         got = Decoder(tcfg, tp, MAX_LEN, jnp.float32, dcfg, dp, 4).generate([9, 10, 11], NEW, eos_ids=(eos,))
     finally:
         decode.spec_steps.clear_cache()
-    assert got.tokens[1:] == [5, 6, eos] and got.accept_lengths == [4]
+    assert got.tokens[1:] == [5, 6, eos] and got.accept_lengths == [2]
 
 
 def test_sampling_keeps_the_prefix_rule(pair, ar_outputs):
@@ -174,6 +178,44 @@ def test_oracle_pair_accepts_every_draft(k, temperature, oracle_pair):
     assert tau == 1 + sum(want) / len(want)
     assert c.accepted_per_pos == SpecCounters.from_accept_lengths(want * 2, k).accepted_per_pos
     engine.close()
+
+
+def test_a_request_ending_on_eos_mid_block_counts_within_its_output():
+    """The shipped tiny pair, greedy, K = 15: EOS set to the second token of a step that accepted several drafts ends
+    the request there. Its accept lengths, at batch 1 and in a batch, and the engine's counters are cut at EOS: the
+    step counts the one draft before EOS, and τ = (n_out - 1) / steps."""
+    from benchmarks.core.metrics import drafted_within
+
+    tiny = Path(__file__).resolve().parents[2] / "models" / "tiny"
+    engine = create_engine("jax")
+    engine.load(Cell(engine="jax", target=str(tiny / "target"), method="dflash", draft=str(tiny / "dflash"), k=15,
+                     temperature=0.0, max_new_tokens=64, seed=0,
+                     engine_options={"dtype": "float32", "max_model_len": 256, "ignore_eos": True}))
+    params, prompt = SamplingParams(0.0, 64), tiny_prompt(tiny)
+    free = engine.generate(prompt, params)
+    starts = np.cumsum([1] + [a + 1 for a in free.accept_lengths])  # each step's first token
+    step, at = next((i, int(c) + 1) for i, (c, a) in enumerate(zip(starts, free.accept_lengths))
+                    if a >= 3 and free.output_ids[int(c) + 1] not in free.output_ids[:int(c) + 1])
+    engine.eos = (free.output_ids[at],)  # the step's second token, an accepted draft with more after it
+    before = engine.spec_counters()
+    rec = engine.generate(prompt, params)
+    [batched] = engine.generate_batch([prompt], params)
+    counters = engine.spec_counters() - before
+    want = free.accept_lengths[:step] + [1]
+    print(f"EOS at token {at + 1}: accept lengths {free.accept_lengths[:step + 1]} -> {rec.accept_lengths}")
+    assert rec.output_ids == batched.output_ids == free.output_ids[:at + 1]
+    assert rec.accept_lengths == batched.accept_lengths == want
+    n_out = len(rec.output_ids)
+    assert metrics.acceptance(counters).tau == (n_out - 1) / len(want) == 1 + sum(want) / len(want)
+    drafted = drafted_within(want, [15] * len(want), n_out)
+    assert counters == SpecCounters.from_accept_lengths(want * 2, 15, drafted * 2) and drafted[-1] == 1
+    engine.close()
+
+
+def tiny_prompt(tiny: Path) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return list(AutoTokenizer.from_pretrained(str(tiny / "target"))("def fibonacci(n):\n    ")["input_ids"])
 
 
 def test_engine_records_and_description(random_pair):

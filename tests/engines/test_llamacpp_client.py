@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.prompts import Prompt
@@ -24,29 +25,66 @@ from benchmarks.engines.llamacpp import (
 from benchmarks.engines.llamacpp_build import Install
 from benchmarks.engines.llamacpp_gguf import Gguf
 from benchmarks.engines.llamacpp_serve import LlamaCppServer, _arrivals
+from benchmarks.engines.llamacpp_steps import mark, stream_steps
 from benchmarks.engines.server import Load, ServerStartError
 from benchmarks.run.serving import level_records
 
-METRICS = """# HELP llamacpp:spec_decode_num_drafts_total Speculative: Total speculative decoding verification steps
-llamacpp:spec_decode_num_draft_tokens_total 30
-llamacpp:spec_decode_num_accepted_tokens_total 7
-llamacpp:spec_decode_num_drafts_total 10
-llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 5
-llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 2
-llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 0
-"""
+K = 3  # the scripted server's --spec-draft-n-max (the cells' k)
+EOS_PROMPT = 7  # a prompt that starts with it ends on EOS at its 6th token, inside the second verify step
+
+
+def decode(n_predict: int, eos_at: int | None) -> tuple[list[dict], dict, SpecCounters]:
+    """llama-server's speculative loop, scripted: a step drafts min(K, tokens left - 1) and accepts 2 of them (a step
+    with one token left drafts nothing: a plain step); its accepted drafts join the totals before its tokens are
+    emitted, and EOS (token `eos_at`) ends the stream where it falls. Returns the token events (ids 100, 101, ...;
+    `timings_per_token`), the final event and the verify steps as /metrics counts them."""
+    events, n, drafted, accepted, steps = [], 0, 0, 0, SpecCounters()
+
+    def emit(count: int) -> bool:
+        nonlocal n
+        for _ in range(count):
+            n += 1
+            timings = {"predicted_n": n} | ({"draft_n": drafted, "draft_n_accepted": accepted} if drafted else {})
+            events.append({"content": "x", "tokens": [99 + n], "stop": False, "tokens_predicted": n,
+                           "timings": timings})
+            if n == eos_at:
+                return False
+        return True
+
+    going = emit(1)  # the prefill's token
+    while going and n < n_predict:
+        d = min(K, n_predict - n - 1)
+        a = min(2, d)
+        drafted, accepted = drafted + d, accepted + a
+        steps += SpecCounters.from_accept_lengths([a], K) if d else SpecCounters()
+        going = emit(a + 1)
+    final = {"content": "", "tokens": [], "stop": True, "stop_type": "eos" if n == eos_at else "limit",
+             "tokens_predicted": n, "timings": {"predicted_n": n, "predicted_per_token_ms": 0.4,
+                                                "predicted_ms": 0.4 * (n - 1), "draft_n": drafted,
+                                                "draft_n_accepted": accepted}}
+    return events, final, steps
 
 
 class Scripted(BaseHTTPRequestHandler):
-    """Streams the prompt's ids + 100.. back as the output, one event per token, and a final event with timings."""
+    """Streams `decode`'s token events and final event for each request, and serves the verify steps of every request
+    so far on /metrics (none while `frozen`; `extra` adds steps no request made)."""
 
     bodies: list[dict] = []
+    counted = SpecCounters()
+    frozen = False
+    extra = SpecCounters()
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):
-        text = METRICS if self.path == "/metrics" else "{}"
+        c = Scripted.counted + Scripted.extra
+        text = "{}" if self.path != "/metrics" else "".join(
+            [f"llamacpp:spec_decode_num_drafts_total {c.num_drafts}\n",
+             f"llamacpp:spec_decode_num_draft_tokens_total {c.num_draft_tokens}\n",
+             f"llamacpp:spec_decode_num_accepted_tokens_total {c.num_accepted_tokens}\n"]
+            + [f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n'
+               for i, v in enumerate(c.accepted_per_pos)])
         self.send_response(200)
         self.end_headers()
         self.wfile.write(text.encode())
@@ -63,18 +101,15 @@ class Scripted(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        out = [100 + i for i in range(body["n_predict"])]
-        for t in out:
-            self.wfile.write(f"data: {json.dumps({'content': 'x', 'tokens': [t], 'stop': False})}\n\n".encode())
-        final = {"content": "", "tokens": [], "stop": True, "stop_type": "limit", "tokens_predicted": len(out),
-                 "timings": {"predicted_n": len(out), "predicted_per_token_ms": 0.4,
-                             "predicted_ms": 0.4 * (len(out) - 1), "draft_n": 30,
-                             "draft_n_accepted": 7}}
-        self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
+        events, final, steps = decode(body["n_predict"], 6 if body["prompt"][0] == EOS_PROMPT else None)
+        for event in [*events, final]:
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        if not Scripted.frozen:
+            Scripted.counted += steps
 
 
 def cell(method: str = "dflash") -> Cell:
-    return Cell("llama.cpp", "models/tiny/target", method, "models/tiny/dflash", 3, 0.0, 8, 0)
+    return Cell("llama.cpp", "models/tiny/target", method, "models/tiny/dflash", K, 0.0, 8, 0)
 
 
 @pytest.fixture
@@ -88,7 +123,7 @@ def scripted(tmp_path):
     LlamaServer.__init__(server, cell(), tmp_path / "log", Install(tmp_path, tmp_path / "llama-server", "key", {}),
                          gguf, gguf, {"threads": 2, "max_model_len": 64, "flash_attn": "on"}, sequences=2)
     server.port = http.server_address[1]
-    Scripted.bodies = []
+    Scripted.bodies, Scripted.counted, Scripted.frozen, Scripted.extra = [], SpecCounters(), False, SpecCounters()
     yield server
     http.shutdown()
 
@@ -108,15 +143,58 @@ def test_a_request_goes_as_token_ids_and_its_ids_and_timings_come_back(engine):
     [body] = Scripted.bodies
     assert body["prompt"] == [5, 6, 7] and body["return_tokens"] and body["cache_prompt"] is False
     assert (body["temperature"], body["top_k"], body["seed"], body["stream"]) == (0.0, 1, 3, True)
+    assert body["timings_per_token"]
 
 
-def test_the_counters_are_the_servers_once_they_hold_the_requests_timings(engine):
-    engine.generate([1], SamplingParams(0.0, 4))
+def test_the_last_one_token_step_is_a_verify_step_that_accepted_nothing(engine):
+    """8 tokens at K = 3: two steps accept 2 of 3 drafts (tokens 2-7), then one token is left and llama-server takes
+    a plain step, which /metrics does not count: the records and counters count it, τ = (8 - 1) / 3."""
+    r = engine.generate([5], SamplingParams(0.0, 8))
+    assert (r.accept_lengths, r.extra["draft_lengths"], r.extra["accept_lengths_reported"]) == ([2, 2, 0], [3, 3, 0],
+                                                                                             [2, 2])
     c = engine.spec_counters()
-    assert (c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, c.accepted_per_pos) == (10, 30, 7, [5, 2, 0])
-    engine.generate([1], SamplingParams(0.0, 4))  # the requests now hold 60 drafted; the server's totals say 30
+    assert c == SpecCounters(3, 6, 4, [2, 2, 0]) and metrics.acceptance(c).tau == pytest.approx((8 - 1) / 3)
+    assert metrics.tau_prompt_mean([r.accept_lengths]) == pytest.approx(metrics.acceptance(c).tau)
+
+
+def test_a_request_ending_on_eos_mid_step_counts_the_drafts_before_eos(engine):
+    """EOS is the 6th token, the second of the second step's 2 accepted drafts: the server counts both (and /metrics
+    with it); the record and the counters count the one before EOS, and the step's drafts past it not at all."""
+    r = engine.generate([EOS_PROMPT], SamplingParams(0.0, 64))
+    assert r.output_ids == list(range(100, 106)) and r.extra["stop_type"] == "eos"
+    assert r.extra["server_timings"]["draft_n_accepted"] == 4 and r.extra["accept_lengths_reported"] == [2, 2]
+    assert (r.accept_lengths, r.extra["draft_lengths"]) == ([2, 1], [3, 1])
+    c = engine.spec_counters()
+    assert c == SpecCounters(2, 4, 3, [2, 1, 0]) and metrics.acceptance(c).tau == (6 - 1) / 2
+    assert metrics.acceptance(c).alpha == 3 / 4
+
+
+def test_the_counters_are_checked_against_the_servers_metrics(engine):
+    engine.generate([1], SamplingParams(0.0, 8))
+    assert engine.spec_counters() == SpecCounters(3, 6, 4, [2, 2, 0])
+    Scripted.extra = SpecCounters.from_accept_lengths([1], K)  # a verify step no stream showed
+    with pytest.raises(RuntimeError, match="/metrics counted"):
+        engine.spec_counters()
+    Scripted.extra, Scripted.frozen = SpecCounters(), True
+    engine.generate([1], SamplingParams(0.0, 8))  # its counts never join the server's totals
     with pytest.raises(RuntimeError, match="behind the requests"):
         engine.spec_counters()
+
+
+def test_steps_whose_totals_are_not_the_final_events_raise():
+    events, final, _ = decode(8, None)
+    marks = [mark(e, i + 1) for i, e in enumerate(events)]
+    assert stream_steps(marks, final, 8).accepted == [2, 2, 0]
+    with pytest.raises(RuntimeError, match="per-token timings"):
+        stream_steps([(m[0], 0, 0) for m in marks], final, 8)  # a server that sent no per-token timings
+
+
+def test_an_ngram_step_that_drafts_nothing_is_no_verify_step():
+    """A plain step before the last (an n-gram lookup that found nothing) is not counted, as on vLLM; the positions
+    of the steps after it still are: EOS at token 6 cuts the last step's 2 accepted drafts to the 1 before it."""
+    marks = [(1, 0, 0), (2, 3, 1), (3, 3, 1), (4, 3, 1), (5, 6, 3), (6, 6, 3)]
+    steps = stream_steps(marks, {"timings": {"predicted_n": 6, "draft_n": 6, "draft_n_accepted": 3}}, 64)
+    assert (steps.accepted, steps.drafted, steps.reported, steps.reported_drafted) == ([1, 1], [3, 1], [1, 2], [3, 3])
 
 
 def test_the_baseline_has_no_counters_and_a_server_without_drafts_reads_none():
@@ -124,7 +202,11 @@ def test_the_baseline_has_no_counters_and_a_server_without_drafts_reads_none():
     e.cell = cell("baseline")
     assert e.spec_counters() is None
     assert parse_metrics("llamacpp:prompt_tokens_total 3\n") is None
-    assert parse_metrics(METRICS) == SpecCounters(10, 30, 7, [5, 2, 0])
+    assert parse_metrics(
+        "llamacpp:spec_decode_num_drafts_total 10\nllamacpp:spec_decode_num_draft_tokens_total 30\n"
+        "llamacpp:spec_decode_num_accepted_tokens_total 7\n"
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 5\n'
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 2\n') == SpecCounters(10, 30, 7, [5, 2])
 
 
 def test_a_stream_with_an_error_or_without_its_end_raises():
@@ -171,24 +253,32 @@ def test_a_port_in_use_is_one_clear_error(tmp_path):
 
 
 def test_a_load_sends_token_ids_and_its_records_carry_the_servers_ids(scripted, tmp_path):
-    texts = ["ab", "abc", "abcd"]
-    load = Load(texts, 5, 0.0, concurrency=2, request_rate=None, seed=0)
+    """Under load too, each request's verify steps come from its own stream, counted within its output (the third
+    ends on EOS mid-step), and they make the level's spec record: the server's /metrics is not read for τ."""
+    texts = ["ab", "abc", chr(EOS_PROMPT) + "bcd"]
+    load = Load(texts, 8, 0.0, concurrency=2, request_rate=None, seed=0)
     result = scripted.run_load(load, tmp_path, "tag")
     assert (result.completed, result.failed, result.max_concurrent_requests) == (3, 0, 2)
-    assert sorted(b["prompt"] for b in Scripted.bodies) == [[ord(c) for c in t] for t in texts]
-    assert result.output_ids == [list(range(100, 105))] * 3 and result.input_lens == [2, 3, 4]
-    assert all(len(itl) == 4 for itl in result.itls) and result.total_output_tokens == 15
+    assert sorted(b["prompt"] for b in Scripted.bodies) == sorted([ord(c) for c in t] for t in texts)
+    assert result.output_ids == [list(range(100, 108))] * 2 + [list(range(100, 106))]
+    assert result.input_lens == [2, 3, 4] and result.total_output_tokens == 22
+    assert [len(itl) for itl in result.itls] == [7, 7, 5]
+    assert result.accept_lengths == [[2, 2, 0], [2, 2, 0], [2, 1]]
+    assert result.draft_lengths == [[3, 3, 0], [3, 3, 0], [3, 1]]
     prompts = [Prompt("local", i, t, [ord(c) for c in t], f"sha{i}") for i, t in enumerate(texts)]
     counters = scripted.counters()
-    assert counters.tpot == (pytest.approx(3 * 0.4 / 1000), 3)  # each request's server-side TPOT
+    assert counters.tpot == (pytest.approx(3 * 0.4 / 1000), 3) and counters.spec is None  # server-side TPOT
     records = level_records(cell(), prompts, result, tokenizer=None, concurrency=2, request_rate=None,
                             spec=counters.spec, server_tpot=counters.tpot)
     records = [r.to_json() for r in records]
     requests = [r for r in records if r["kind"] == "request"]
-    assert [r["output_ids"] for r in requests] == [list(range(100, 105))] * 3
+    assert [r["output_ids"] for r in requests] == result.output_ids
+    assert [r["accept_lengths"] for r in requests] == result.accept_lengths
     assert {r["extra"]["output_ids_from"] for r in requests} == {"server"}
-    assert [r["kind"] for r in records[-2:]] == ["spec", "load"] and records[-2]["num_drafts"] == 10
-    assert records[-1]["server_tpot_count"] == 3
+    assert [r["kind"] for r in records[-2:]] == ["spec", "load"] and records[-1]["server_tpot_count"] == 3
+    spec = records[-2]
+    assert (spec["num_drafts"], spec["num_draft_tokens"], spec["num_accepted_tokens"]) == (8, 16, 11)
+    assert spec["accepted_per_pos"] == [6, 5, 0]  # per level: τ = (7 + 7 + 5) / 8 = 1 + 11 / 8
 
 
 def test_poisson_arrivals_are_seeded_and_increasing():

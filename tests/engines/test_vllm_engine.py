@@ -5,6 +5,8 @@ process), runs every prompt it is needed for, and is closed before the next one 
 """
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
+from benchmarks.core.paths import ROOT
 from benchmarks.engines import create_engine, vllm_engine, vllm_features
 from benchmarks.engines.vllm_engine import VllmEngine
 from benchmarks.engines.vllm_features import features
@@ -46,6 +49,23 @@ class Run:
     wall_s: list[float]
     description: dict
     engine_counters: SpecCounters | None = None  # vLLM's own, since load
+    mapped: list[set[str]] | None = None  # the shared libraries each of the engine's processes had mapped
+
+
+def mapped_libraries() -> list[set[str]]:
+    """The file names of the shared libraries mapped by each process this one started that loaded torch (vLLM's engine
+    core and worker; not multiprocessing's resource tracker)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            names = {Path(m.path).name for m in child.memory_maps() if m.path.startswith("/")}
+        except psutil.Error:
+            continue
+        if "libtorch_cpu.so" in names:
+            found.append(names)
+    return found
 
 
 def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams]) -> Run:
@@ -61,7 +81,8 @@ def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams])
             wall.append(time.monotonic() - start)
         after = engine.spec_counters()
         counters = None if after is None else after - before
-        return Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None)
+        return Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None,
+                   mapped_libraries())
     finally:
         engine.close()
 
@@ -183,14 +204,16 @@ def test_a_last_step_past_the_limit_counts_only_the_tokens_still_wanted(oracle_k
 
 @slow
 def test_random_draft_tau_is_one(random_dflash: Run) -> None:
-    """tau == 1: every step verifies K drafts and accepts none.
+    """tau == 1: every step verifies K drafts and accepts none; with per-request metrics the drafts counted are those
+    within the output, K a step but for the last steps (3, 2, 1 and 0 of the 4 drafted: metrics.drafted_within).
 
     A random draft could match the target's argmax by chance (1 in ~1000 per position); with these seeds and
     prompts none does, on float32 and bfloat16 alike, so the check is exact.
     """
     c = random_dflash.counters
     assert tau(c) == 1.0
-    assert c.num_draft_tokens == 4 * c.num_drafts
+    cut = (4 - 3) + (4 - 2) + (4 - 1) + (4 - 0) if PER_REQUEST else 0
+    assert c.num_draft_tokens == 4 * c.num_drafts - cut * len(random_dflash.records)
     assert_consistent(random_dflash, 4)
 
 
@@ -212,6 +235,42 @@ def test_other_methods_count_the_steps_that_made_the_output(request, run_name: s
         if every_step_drafts:
             assert decoded <= committed
     assert_consistent(run, k)
+
+
+@slow
+def test_a_request_ending_on_eos_mid_block_counts_within_its_output(tmp_path) -> None:
+    """The shipped tiny pair, greedy, K = 15, then again with a target whose generation_config adds an EOS id: the
+    second token of a step that accepted 3 or more drafts. vLLM counts that step's drafts past EOS (its own counters
+    too); the record, its draft lengths and the engine's counters count the one draft before EOS, so
+    τ = (n_out - 1) / steps and the step drafted 1 (every step's drafts past EOS are not counted)."""
+    from transformers import AutoTokenizer
+
+    tiny = ROOT / "models" / "tiny"
+    pair = {"target": tiny / "target", "dflash": tiny / "dflash"}
+    prompt = list(AutoTokenizer.from_pretrained(str(tiny / "target"))("def fibonacci(n):\n    ")["input_ids"])
+    [free] = run_cell(make_cell(pair, "dflash", 15), [prompt], [greedy(64)]).records
+    if not PER_REQUEST:
+        assert free.accept_lengths is None
+        return
+    starts = np.cumsum([1] + [a + 1 for a in free.accept_lengths])  # each step's first token
+    step, at = next((i, int(c) + 1) for i, (c, a) in enumerate(zip(starts, free.accept_lengths))
+                    if a >= 3 and free.output_ids[int(c) + 1] not in free.output_ids[:int(c) + 1])
+    target = tmp_path / "target"
+    shutil.copytree(tiny / "target", target)
+    config = json.loads((target / "generation_config.json").read_text())
+    config["eos_token_id"] = [free.output_ids[at], *config["eos_token_id"]]
+    (target / "generation_config.json").write_text(json.dumps(config))
+    run = run_cell(make_cell({**pair, "target": target}, "dflash", 15), [prompt], [greedy(64)])
+    [r] = run.records
+    want = free.accept_lengths[:step] + [1]
+    print(f"EOS at token {at + 1}: vLLM's accept lengths {r.extra['accept_lengths_reported']} -> {r.accept_lengths}")
+    assert r.output_ids == free.output_ids[:at + 1] and r.extra["finish_reason"] == "stop"
+    assert r.accept_lengths == want and r.extra["accept_lengths_reported"] == free.accept_lengths[:step + 1]
+    assert r.extra["draft_lengths"] == metrics.drafted_within(want, [15] * len(want), len(r.output_ids))
+    assert r.extra["draft_lengths"][-1] == 1  # the drafts before EOS: past it none counts
+    assert tau(run.counters) == pytest.approx((len(r.output_ids) - 1) / len(want))
+    assert run.counters == SpecCounters.from_accept_lengths(want, 15, r.extra["draft_lengths"])
+    assert run.engine_counters.num_accepted_tokens == sum(free.accept_lengths[:step + 1])  # past EOS
 
 
 @slow
@@ -317,6 +376,19 @@ def test_describe(oracle_k4: Run) -> None:
     assert d["resolved"]["speculative"]["num_speculative_tokens"] == 4
     assert set(d["missing"]) == {name for name, present in features().items() if not present}
     assert ("per_request_spec_decode_metrics" in d["engine_args"]) == PER_REQUEST
+
+
+@slow
+def test_engine_processes_start_with_the_preloads_this_process_has_not(oracle_k4: Run) -> None:
+    """Each library the provenance says was preloaded is mapped in vLLM's engine core and worker, and LD_PRELOAD of
+    this process is as it was (the preloads reach the engine's processes only)."""
+    import os
+
+    preload = oracle_k4.description["preload"]
+    assert preload["enabled"] and os.environ.get("LD_PRELOAD") == preload["inherited"]
+    files = {Path(lib["real_path"]).name for lib in preload["libraries"].values()}
+    assert len(oracle_k4.mapped) >= 2 and all(files <= names for names in oracle_k4.mapped)
+    assert "preload" not in oracle_k4.description["engine_args"]
 
 
 # --- what a release lacks -----------------------------------------------------------------------------------

@@ -150,6 +150,34 @@ def test_level_result_becomes_request_spec_and_load_records():
     assert level_key("humaneval", 4, None) == "humaneval@c4" and level_key("x", 1, 2.5) == "x@c1@r2.5"
 
 
+def test_a_served_vllm_level_counts_tau_from_metrics_and_the_report_says_it_counts_past_each_output(tmp_path):
+    """vLLM's load generator keeps no per-request acceptance: the level's τ is the server's /metrics diff, its
+    records carry no accept lengths (no τ prompt mean), the server's description names the loss, and report.md's
+    caveat says that τ counts past max_new_tokens and EOS; a served baseline has no such caveat."""
+    from benchmarks.analysis.caveats import caveat_lines
+    from benchmarks.engines.vllm_serve import VllmServer
+    from tests.typed_runs import manifest
+
+    prompts = _prompts(2)
+    recs = level_records(CELL, prompts, _result(prompts), WordTokenizer(), 1, None, SpecCounters(5, 15, 6, [4, 2, 0]))
+    lengths = [r.accept_lengths for r in recs if r.kind == "request"]
+    assert lengths == [None, None] and math.isnan(metrics.tau_prompt_mean(lengths))
+    assert recs[2].counters() == SpecCounters(5, 15, 6, [4, 2, 0])
+
+    def served(method: str) -> list[str]:
+        cell = Cell(engine="vllm-serve", target="org/target", method=method,
+                    draft="org/draft" if method == "dflash" else None, k=3 if method == "dflash" else 0,
+                    temperature=0.0, max_new_tokens=8, seed=0)
+        described = VllmServer(cell, tmp_path / "log").describe()
+        provenance = {"p": {"engine": "vllm-serve", "method": method, "cell_id": "c", "describe": described,
+                            "environment": {"platform": "cpu", "packages": {"vllm": "0.32.0"}}, "models": {}}}
+        return [line for line in caveat_lines([], manifest({}), provenance) if "past max_new_tokens" in line]
+
+    [line] = served("dflash")
+    assert "server gives its load generator" in line and "past EOS" in line and "no τ prompt mean" in line
+    assert not served("baseline")
+
+
 @pytest.mark.parametrize("over, fragment", [
     ({"errors": ["", "boom"]}, "1 of 2 requests failed; first: prompt 1: boom"),
     ({"input_lens": [5, 99]}, "counted by the server as 99 tokens, not the harness's 6"),

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.core.catalog import JAX_MAX_BATCH
+from benchmarks.core.metrics import accepted_within
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax import model as M
 
@@ -163,9 +164,11 @@ class BatchDecoder:
             raise RuntimeError("the batch's loops stopped before every request was done (a span was not dispatched)")
         own = got["steps"] if d.speculative else got["count"] - 1
         eos = set(eos_ids)
+        outs = [decode.truncate(list(map(int, got["out"][i, : got["count"][i]])), int(limits[i]), eos)
+                for i in range(n)]
         return BatchGeneration(
-            [decode.truncate(list(map(int, got["out"][i, : got["count"][i]])), int(limits[i]), eos) for i in range(n)],
-            [list(map(int, got["accepts"][i, : got["steps"][i]])) for i in range(n)] if d.speculative else None,
+            outs, [accepted_within(list(map(int, got["accepts"][i, : got["steps"][i]])), len(outs[i]))
+                   for i in range(n)] if d.speculative else None,
             ttft, end - t0, int((own + got["idle"]).max()), list(map(int, got["idle"][:n])), int(got["idle"].sum()),
             compile_s, size, bucket, 1)
 

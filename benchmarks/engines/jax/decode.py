@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.core import step_cost
+from benchmarks.core.metrics import accepted_within
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
 
@@ -123,8 +124,7 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
     verify  the target runs [anchor, d1..dK] at positions s..s+K and picks t_i at each row (argmax, or a sample)
     accept  n = leading i with d_i == t_{i-1}; commit t_0..t_n (= d1..dn and the bonus t_n); the new anchor is t_n
             at s+n+1; the new pending context is the K+1 verify taps (rows > n are never read); the accept length
-            recorded is n cut at the request's limit (the tokens still wanted, less the bonus): a last step's
-            acceptance past max_new_tokens is not counted (`accepts_within`)
+            recorded is n, which the host cuts at the request's output (EOS or the limit: metrics.accepted_within)
 
     Sampling keeps argmax drafts (a one-hot proposal), so "d_i == sampled t_{i-1}" is the exact acceptance rule. The
     token at position p+1 is drawn with the key fold_in(seed, p) in both loops, so DFlash and AR draw the same samples
@@ -138,11 +138,10 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
                                       dcfg.target_layer_ids, span)
     committed = jnp.arange(k + 1) <= n
     hit_eos = jnp.any(committed[:, None] & (picked[:, None] == state["eos"][None, :]))
-    counted = jnp.minimum(n, state["limit"] - count - 1)  # a last step counts the tokens still wanted only
     count = count + n + 1
     state = {**state, "out": jax.lax.dynamic_update_slice(state["out"], picked, (state["count"],)), "count": count,
              "pending": taps.astype(state["pending"].dtype), "pending_start": s,
-             "accepts": state["accepts"].at[state["steps"]].set(counted), "steps": state["steps"] + 1,
+             "accepts": state["accepts"].at[state["steps"]].set(n), "steps": state["steps"] + 1,
              "done": (count >= state["limit"]) | hit_eos}
     return state, tcache, dcache
 
@@ -361,7 +360,8 @@ class Decoder:
         if not got["done"]:
             raise RuntimeError("the decode loops stopped before the request was done (a span was not dispatched)")
         tokens = truncate(list(map(int, got["out"][: got["count"]])), int(req.limit), set(eos_ids))
-        accepts = list(map(int, got["accepts"][: got["steps"]])) if self.speculative else None
+        accepts = accepted_within(list(map(int, got["accepts"][: got["steps"]])), len(tokens)) \
+            if self.speculative else None
         return Generation(tokens, ttft, end - t0, accepts, compile_s, len(req.tokens), 1)
 
     def sample_batch(self, prompt: list[int], max_new_tokens: int, temperature: float, seeds: list[int],
@@ -444,12 +444,13 @@ class Decoder:
             t_host = time.perf_counter()
             n, committed = jax.device_get((n, picked))
             new = [int(x) for x in committed[: int(n) + 1]]
-            accepted.append(min(int(n), limit - len(out) - 1))  # spec_body's cut at the limit
+            accepted.append(int(n))
             out.extend(new)
             done = not eos.isdisjoint(new)
             anchor, pending_start, s = np.int32(new[-1]), s, s + len(new)
             times["host_s"] += time.perf_counter() - t_host
-        return Generation(truncate(out, limit, eos), ttft, time.perf_counter() - t0, accepted, compile_s,
+        tokens = truncate(out, limit, eos)
+        return Generation(tokens, ttft, time.perf_counter() - t0, accepted_within(accepted, len(tokens)), compile_s,
                           len(req.tokens), 2 * len(accepted), times)
 
     def _no_context(self) -> jax.Array:

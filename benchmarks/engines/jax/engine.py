@@ -21,6 +21,7 @@ from benchmarks.core import hardware, roofline
 from benchmarks.core.catalog import JAX_OPTIONS as OPTIONS
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
+from benchmarks.core.metrics import drafted_within
 
 
 def resolve_checkpoint(name: str) -> Path:
@@ -65,7 +66,7 @@ class JaxEngine:
         self.eos: tuple[int, ...] = ()
         self.hw: Any = None
         self.floor_applies = False
-        self._accepts: list[int] = []
+        self._within = SpecCounters()  # the requests' acceptance, each cut at its output (spec_counters)
         self._info: dict[str, Any] = {}
         self._batch: Any = None
 
@@ -110,7 +111,7 @@ class JaxEngine:
         self.decoder.generate([0] * 4, 2, breakdown=bool(opts["breakdown"]))  # the smallest bucket and the step
         warmup_s = time.perf_counter() - t0
 
-        self.opts, self._accepts, self._batch = opts, [], None
+        self.opts, self._within, self._batch = opts, SpecCounters(), None
         self.eos = () if opts["ignore_eos"] else eos_token_ids(target_path)
         self.hw = hardware.detect()
         weights = self.decoder.step_cost(0)
@@ -148,7 +149,7 @@ class JaxEngine:
                 extra["timing_error"] = error
         extra |= g.breakdown
         if g.accept_lengths is not None:
-            self._accepts += g.accept_lengths
+            self._count(g.accept_lengths, len(g.tokens))
         return RequestRecord(g.tokens, g.ttft_s, g.last_token_s, g.accept_lengths, extra)
 
     def generate_batch(self, prompts: list[list[int]],
@@ -180,15 +181,22 @@ class JaxEngine:
             accepts = g.accept_lengths[i] if g.accept_lengths is not None else None
             steps = len(accepts) if accepts is not None else len(tokens) - 1
             if accepts is not None:
-                self._accepts += accepts
+                self._count(accepts, len(tokens))
             records.append(RequestRecord(tokens, g.ttft_s, g.last_token_s, accepts,
                                          {**batch, "decode_steps": steps, "idle_steps": g.idle_steps[i]}))
         return records
 
+    def _count(self, accepts: list[int], n_out: int) -> None:
+        """Add a request's verify steps (accept lengths already cut at its n_out tokens) to the engine's counters: K
+        drafted per step, cut at the output by the same rule (metrics.drafted_within)."""
+        k = self.decoder.k
+        self._within += SpecCounters.from_accept_lengths(accepts, k, drafted_within(accepts, [k] * len(accepts), n_out))
+
     def spec_counters(self) -> SpecCounters | None:
+        """The cumulative counters of the requests since load, each counted within its output (EOS or the limit)."""
         if self.decoder is None or not self.decoder.speculative:
             return None
-        return SpecCounters.from_accept_lengths(self._accepts, self.decoder.k)
+        return self._within  # a new object after each +=, never changed in place
 
     samples_seeded = True  # sample_many honours its seeds
 
@@ -240,4 +248,4 @@ class JaxEngine:
 
     def close(self) -> None:
         self.decoder = self._batch = None
-        self._accepts = []
+        self._within = SpecCounters()
