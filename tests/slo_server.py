@@ -10,12 +10,11 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from benchmarks.core.catalog import EngineRow
-from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import LoadResult, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters
+from tests.catalog_server import CatalogServer
 
 ANSWER = " the answer is forty two and then some more words to decode"
 ROW = EngineRow("slo-scripted", "tests.slo_server:SloServer", ("baseline", "dflash"),
@@ -27,24 +26,7 @@ def token_ms(method: str, load: float) -> float:
     return 2.0 + 2.0 * load if method == "baseline" else 1.0 + 1.0 * load
 
 
-class SloServer:
-    def __init__(self, cell: Cell, log_path: Path, sequences: int = 1):
-        from transformers import AutoTokenizer
-
-        self.cell, self.sequences, self.port = cell, sequences, 0
-        self.tokenizer = AutoTokenizer.from_pretrained(cell.target)
-        self.lengths: list[int] = []
-
-    def __enter__(self) -> SloServer:
-        self.port = 1
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.port = 0
-
-    def prompt_ids(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
+class SloServer(CatalogServer):
     def counters(self) -> ServerCounters:
         spec = None if self.cell.method == "baseline" else SpecCounters.from_accept_lengths(self.lengths, self.cell.k)
         return ServerCounters(spec, None)
@@ -67,9 +49,3 @@ class SloServer:
                           generated_texts=[ANSWER] * n, errors=[""] * n, completed=n, failed=0,
                           total_output_tokens=n * n_out, max_concurrent_requests=min(n, load.concurrency),
                           duration=(ttft + max(step_s) * (n_out - 1)) * math.ceil(n / load.concurrency))
-
-    def explain(self, exc: BaseException) -> BaseException:
-        return exc
-
-    def describe(self) -> dict[str, Any]:
-        return {"engine": self.cell.engine, "sequences": self.sequences}
