@@ -102,8 +102,9 @@ def k(p: Parsing) -> dict[str, list[int]]:
 
 def block_size(p: Parsing) -> int | None:
     """The DFlash block size, given or read from a local draft; every dflash K must fit within it."""
-    source = p.source
-    block_size = p.merged.get("block_size") or draft_block_size(str(p.merged["drafts"].get("dflash") or "") or None)
+    source, block_size = p.source, p.merged.get("block_size")
+    if block_size is None:  # unset only: a 0 given is checked below, never taken as unset
+        block_size = draft_block_size(str(p.merged["drafts"].get("dflash") or "") or None)
     if block_size is not None:
         check_int(source, "block_size", block_size, 2)
         for kk in p.parsed["k"].get("dflash", []):

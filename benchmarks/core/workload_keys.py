@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.core import catalog
+from benchmarks.core.chat_template import DEFAULT_TEMPLATE
 from benchmarks.core.dataset_registry import DATASETS, has_answers
 from benchmarks.core.engine_option_keys import engine_max_model_len
 from benchmarks.core.matrix_checks import Parsing, as_list, check_distinct, check_int, fail
@@ -59,9 +60,9 @@ def _distinct_ints(p: Parsing, key: str, minimum: int) -> list[int] | None:
 
 def context_tokens(p: Parsing) -> list[int] | None:
     """The context lengths: distinct ints >= 0, on datasets with reference answers, each fitting every engine's
-    max_model_len with max_new_tokens."""
+    max_model_len with max_new_tokens. None for 0 alone, the default written out (the run id stays as it was)."""
     source, values = p.source, _distinct_ints(p, "context_tokens", 0)
-    if values is None:
+    if values is None or values == [0]:
         return None
     for d in p.parsed["datasets"]:
         if not has_answers(d.name, d.path):
@@ -82,7 +83,8 @@ def context_tokens(p: Parsing) -> list[int] | None:
 
 def turns(p: Parsing) -> list[int] | None:
     """The turns to measure: distinct values of TURNS; turn 2 only on two-turn datasets, with a baseline to write the
-    first answers, and not with a context axis."""
+    first answers, and not with a context axis. None for turn 1 alone, the default written out (the run id stays as
+    it was)."""
     source, value = p.source, p.get("turns")
     if value is None:
         return None
@@ -90,6 +92,8 @@ def turns(p: Parsing) -> list[int] | None:
     if not values or any(isinstance(t, bool) or t not in TURNS for t in values):
         raise fail(source, "turns", f"expected {TURNS[0]}, {TURNS[1]} or a list of them, got {value!r}")
     check_distinct(source, "turns", values)
+    if values == [1]:
+        return None
     if 2 in values:
         two_turn = sorted(n for n, spec in DATASETS.items() if spec.second_turn)
         for d in p.parsed["datasets"]:
@@ -105,7 +109,9 @@ def turns(p: Parsing) -> list[int] | None:
 
 
 def chat_template(p: Parsing) -> dict[str, Any] | None:
-    """The chat template's keyword arguments: a mapping of names, none that the harness sets itself."""
+    """The chat template's keyword arguments: a mapping of names, none that the harness sets itself. The arguments
+    that repeat DEFAULT_TEMPLATE are dropped, and None is left when nothing else remains: the default written out
+    renders the same prompts, so the run id stays as it was."""
     value = p.get("chat_template")
     if value is None:
         return None
@@ -115,7 +121,9 @@ def chat_template(p: Parsing) -> dict[str, Any] | None:
     reserved = sorted(set(value) & set(TEMPLATE_RESERVED))
     if reserved:
         raise fail(p.source, "chat_template", f"{', '.join(reserved)}: set by the harness, not a template argument")
-    return dict(value)
+    own = {k: v for k, v in value.items() if k not in DEFAULT_TEMPLATE or DEFAULT_TEMPLATE[k] != v
+           or isinstance(v, bool) != isinstance(DEFAULT_TEMPLATE[k], bool)}
+    return own or None
 
 
 def batch_size(p: Parsing) -> list[int] | None:

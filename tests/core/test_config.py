@@ -68,6 +68,7 @@ def write(tmp_path, data) -> Path:
     ({"methods": ["baseline", "dflash", "eagle3"], "drafts": {"dflash": "d", "eagle3": "e"},
       "k": {"dflash": [3], "eagle3": [2, 2]}}, "k", "lists 2 more than once for eagle3"),
     ({"engine": ["vllm", "vllm"]}, "engine", "lists vllm more than once"),
+    ({"block_size": 0}, "block_size", "expected an int >= 2, got 0"),
 ])
 def test_validation_errors_name_file_key_and_allowed(tmp_path, patch, key, fragment):
     path = write(tmp_path, {**BASE, **patch})
@@ -256,3 +257,22 @@ def test_workload_keys_parse_and_enter_the_run_id():
     assert not {"context_tokens", "turns", "chat_template"} & set(identity(dataclasses.asdict(plain)))
     thinking = parse_matrix({**BASE, "chat_template": {"enable_thinking": True}})
     assert len({run_id_for(x) for x in (plain, m, thinking)}) == 3
+
+
+@pytest.mark.parametrize("written_out", [
+    {"chat_template": {"enable_thinking": False}}, {"context_tokens": 0}, {"context_tokens": [0]}, {"turns": 1},
+    {"turns": [1]}, {"chat_template": {"enable_thinking": False}, "context_tokens": 0, "turns": 1},
+])
+def test_a_default_written_out_leaves_the_run_id_as_it_was(written_out):
+    plain = parse_matrix(BASE)
+    given = parse_matrix({**BASE, **written_out})
+    assert run_id_for(given) == run_id_for(plain)
+    assert given.chat_template is given.context_tokens is given.turns is None
+
+
+def test_a_template_argument_beside_the_default_keeps_only_its_own():
+    m = parse_matrix({**BASE, "chat_template": {"enable_thinking": False, "reasoning": "low"}})
+    assert m.chat_template == {"reasoning": "low"}
+    assert run_id_for(m) != run_id_for(parse_matrix(BASE))
+    # 0 is not false: a template told enable_thinking=0 is given what was written
+    assert parse_matrix({**BASE, "chat_template": {"enable_thinking": 0}}).chat_template == {"enable_thinking": 0}
