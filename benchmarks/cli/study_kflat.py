@@ -15,6 +15,9 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     problems = [f"--{name} {value}: expected an int >= {low}" for name, value, low in
                 (("repeats", args.repeats, 1), ("warmup", args.warmup, 0)) if value is not None and value < low]
     problems += [f"--batch {b}: expected an int >= 1" for b in args.batch or () if b < 1]
+    problems += [f"--{name} {value}: expected an int >= 0 (tokens{' proposed per step' if name == 'ks' else ''})"
+                 for name, values in (("ks", args.ks), ("contexts", args.contexts)) for value in values or ()
+                 if value < 0]
     if args.model is not None and not (args.model / "config.json").is_file():
         problems.append(f"--model {args.model}: not a model folder (no config.json); give an HF checkpoint folder")
     return problems

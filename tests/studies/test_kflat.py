@@ -89,3 +89,13 @@ def test_batch_floor_counts_every_request():
     four = kflat.Floor(SHAPES["qwen3-4b"], 2, 2765e9, True, "datasheet", batch=4)
     kv = 1000 * 3 * 256 * 147456 / 2765e9  # three more requests' KV rows; the weights are read once
     assert four.bound_ms(0, 256) == pytest.approx(one.bound_ms(0, 256) + kv, rel=1e-2)
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (["--ks", "0,-3"], "--ks -3: expected an int >= 0 (tokens proposed per step)"),
+    (["--contexts", "-5"], "--contexts -5: expected an int >= 0 (tokens)"),
+])
+def test_a_negative_k_or_context_is_one_line_before_anything_loads(option, fragment, capsys):
+    assert main(["study", "kflat", "--random-weights", "--quick", *option]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"error: {fragment}"]
