@@ -34,25 +34,30 @@ BIAS_ARGS ?=
 # RAY_ADDRESS (else a local Ray). The *_ARGS variables are split into words (several arguments), still never run.
 export VENV DATASET ENGINE METHODS K N PRESET TEMPERATURE MAX_NEW_TOKENS FRESH EXECUTOR CONFIG RUN RUN_DIR_TPU \
 	PYTEST_ARGS KFLAT_ARGS BIAS_ARGS PARITY_TPU_ARGS VLLM_CPU_VERSION VLLM_VENV TPU_VENV DEVICE_VENV ALL
-FRESH_WORD = $$(printf %s "$$FRESH" | tr A-Z a-z)
-FRESH_ARG = $$(case "$(FRESH_WORD)" in 1|yes|true|on) echo --fresh;; esac)
-FRESH_CHECK = case "$(FRESH_WORD)" in ""|0|no|false|off|1|yes|true|on) ;; *) echo "error: FRESH=$$FRESH: give \
-	FRESH=1 (or yes, true, on) to measure again into a new run folder, or leave it empty (0, no, false, off)" >&2; \
-	exit 2;; esac
+# A boolean variable (ALL, FRESH) is set by 1, yes, true or on and unset by nothing, 0, no, false or off, in any case;
+# `make bools` (a prerequisite of the targets that read one) refuses any other value with one line, before any work.
+BOOL_WORD = $$(printf %s "$$$(1)" | tr A-Z a-z)
+BOOL_ON = case "$(call BOOL_WORD,$(1))" in 1|yes|true|on) true;; *) false;; esac
+BOOL_CHECK = case "$(call BOOL_WORD,$(1))" in ""|0|no|false|off|1|yes|true|on) ;; *) echo "error: $(1)=$$$(1): give \
+	$(1)=1 (or yes, true, on) $(2), or leave it empty (0, no, false, off)" >&2; exit 2;; esac
+FRESH_ARG = $$($(call BOOL_ON,FRESH) && echo --fresh)
 EXECUTOR_ARG = $${EXECUTOR:+--executor "$$EXECUTOR"}
 BENCH_ARGS = --dataset "$$DATASET" $${ENGINE:+--engine "$$ENGINE"} $${METHODS:+--methods "$$METHODS"} \
 	$${K:+--k "$$K"} $${N:+--n "$$N"} $${PRESET:+--preset "$$PRESET"} $${TEMPERATURE:+--temperature "$$TEMPERATURE"} \
 	$${MAX_NEW_TOKENS:+--max-new-tokens "$$MAX_NEW_TOKENS"} $(FRESH_ARG) $(EXECUTOR_ARG)
 
-.PHONY: setup test test-fast lint bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat \
+.PHONY: bools setup test test-fast lint bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat \
 	device-check device-wheels device-preflight tpu-preflight locks parity-tpu-inference interleave-bias clean
 
 setup:
 	@VENV="$$VENV" bash preparation/bootstrap.sh
 
-test: setup lint
-	case "$$ALL" in 1|yes|true) $(PY) -m benchmarks.engines.llamacpp_build && DFLASH_REQUIRE_LLAMACPP=1 \
-		$(PY) -m pytest $$PYTEST_ARGS;; *) $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS;; esac
+bools:
+	@$(call BOOL_CHECK,ALL,to run the heavy tests too) && $(call BOOL_CHECK,FRESH,to measure again into a new run folder)
+
+test: bools setup lint
+	if $(call BOOL_ON,ALL); then $(PY) -m benchmarks.engines.llamacpp_build && DFLASH_REQUIRE_LLAMACPP=1 \
+		$(PY) -m pytest $$PYTEST_ARGS; else $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS; fi
 
 # Every test marked neither slow, heavy, vllm, jax nor llamacpp, across tests/ (engine-free: scripted engines only).
 test-fast: setup
@@ -64,12 +69,10 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy -p benchmarks -p verification
 
-bench: setup
-	@$(FRESH_CHECK)
+bench: bools setup
 	$(PY) -m benchmarks bench $(BENCH_ARGS)
 
-matrix: setup
-	@$(FRESH_CHECK)
+matrix: bools setup
 	$(PY) -m benchmarks matrix "$$CONFIG" $(FRESH_ARG) $(EXECUTOR_ARG)
 
 report: setup

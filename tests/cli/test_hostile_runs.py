@@ -199,16 +199,24 @@ def test_out_being_a_file_is_one_line(tmp_path, capsys):
     clear_error(["study", "kflat", "--random-weights", "--out", out], capsys, "is a file; give a folder")
 
 
-@pytest.mark.parametrize("value, fresh", [("TRUE", True), ("On", True), ("yes", True), ("1", True), ("", False),
-                                          ("0", False), ("OFF", False), ("No", False), ("maybe", None)])
-def test_make_fresh_takes_the_usual_spellings_and_refuses_others(value, fresh):
-    probe = 'probe: ; @$(FRESH_CHECK) && echo "[$(FRESH_ARG)]"'
-    proc = subprocess.run(["make", "-s", "--no-print-directory", "--eval", probe, "probe", f"FRESH={value}"],
+@pytest.mark.parametrize("variable", ["ALL", "FRESH"])
+@pytest.mark.parametrize("value, on", [("TRUE", True), ("On", True), ("yes", True), ("1", True), ("", False),
+                                       ("0", False), ("OFF", False), ("No", False), ("maybe", None), ("2", None)])
+def test_make_booleans_take_the_usual_spellings_and_refuse_others(variable, value, on):
+    # `bools` is what make test, bench and matrix check first; BOOL_ON is how their recipes read the variable
+    probe = f'probe: bools ; @$(call BOOL_ON,{variable}) && echo "[on]" || echo "[off]"'
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "--eval", probe, "probe", f"{variable}={value}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
-    if fresh is None:
-        assert proc.returncode != 0 and proc.stderr.startswith(f"error: FRESH={value}: give FRESH=1")
+    if on is None:
+        assert proc.returncode != 0 and proc.stderr.startswith(f"error: {variable}={value}: give {variable}=1")
     else:
-        assert proc.returncode == 0 and proc.stdout.strip() == ("[--fresh]" if fresh else "[]"), proc
+        assert proc.returncode == 0 and proc.stdout.strip() == ("[on]" if on else "[off]"), proc
+
+
+def test_make_test_all_on_runs_the_heavy_tests():
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "-o", "setup", "-o", "lint", "test", "ALL=on",
+                           "PY=echo", "PYTEST_ARGS="], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "not heavy" not in proc.stdout and "llamacpp_build" in proc.stdout, proc
 
 
 # --- 7. messages ----------------------------------------------------------------------------------------------------
