@@ -38,6 +38,8 @@ class EngineRow:
     options         the option names a cell may set (called at validation; data, no engine import)
     defaults        option defaults the engine applies itself
     choices         the values an option may take, where they are few
+    ranges          the int options and their range (lowest, highest); highest None for no bound of its own, or
+                    CONTEXT for below the cell's max_model_len
     worker          whether its cells run in worker processes when interleaved (one engine per process)
     serves          for a serving engine: the batch engine it serves behind HTTP, whose options it takes too;
                     its units run under the matrix's concurrency levels
@@ -53,6 +55,7 @@ class EngineRow:
     options: Callable[[], frozenset[str]]
     defaults: Mapping[str, Any] = field(default_factory=dict)
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[int, int | str | None]] = field(default_factory=dict)
     worker: bool = False
     serves: str | None = None
     capabilities: frozenset[str] = frozenset()
@@ -80,20 +83,28 @@ JAX_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float1
 
 LLAMACPP_CHOICES = MappingProxyType({"dtype": ("auto", "float32", "float16", "bfloat16"),
                                     "flash_attn": ("on", "off", "auto")})
+# The int options' ranges. An n-gram looked up must fit the context (CONTEXT: below the cell's max_model_len); 0
+# threads is every CPU the process may use.
+CONTEXT = "context"
+VLLM_RANGES = MappingProxyType({"prompt_lookup_min": (1, CONTEXT), "prompt_lookup_max": (1, CONTEXT),
+                                "max_num_seqs": (1, None), "tensor_parallel_size": (1, None)})
+LLAMACPP_RANGES = MappingProxyType({"ngram_n": (1, CONTEXT), "threads": (0, None)})
 
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
-    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, worker=True,
+    EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, ranges=VLLM_RANGES,
+              worker=True,
               capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization"),
     EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), lambda: frozenset(JAX_OPTIONS),
               defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES, capabilities=ALL_CAPABILITIES,
               max_batch=JAX_MAX_BATCH),
     EngineRow("vllm-serve", ".vllm_serve:VllmServer", METHODS, vllm_option_names, choices=VLLM_CHOICES,
-              serves="vllm", capabilities=frozenset({"sample_many", "score_many"})),
+              ranges=VLLM_RANGES, serves="vllm", capabilities=frozenset({"sample_many", "score_many"})),
     EngineRow("llama.cpp", ".llamacpp:LlamaCppEngine", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
               defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES,
-              capabilities=frozenset({"token_scores"})),
+              ranges=LLAMACPP_RANGES, capabilities=frozenset({"token_scores"})),
     EngineRow("llama.cpp-serve", ".llamacpp_serve:LlamaCppServer", METHODS, lambda: frozenset(LLAMACPP_OPTIONS),
-              defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES, serves="llama.cpp"),
+              defaults=MappingProxyType(LLAMACPP_OPTIONS), choices=LLAMACPP_CHOICES,
+              ranges=LLAMACPP_RANGES, serves="llama.cpp"),
 )}
 DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine
 

@@ -36,6 +36,8 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
                                             or value not in allowed):
                     raise fail(source, where, f"{key}: {value!r} is not a value the {e} engine takes; allowed: "
                                               f"{', '.join(map(str, allowed))}")
+                if key in row.ranges:
+                    _check_range(source, where, e, key, value, options)
                 continue
             close = difflib.get_close_matches(key, sorted(known), n=3)
             hint = (f"did you mean {', '.join(close)}?" if close
@@ -45,6 +47,23 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
                      f"'engine_options: {{<engine>: {{{key}: ...}}}}' for the engine that takes it, or drop it; "
                      if where == "engine_options" else "")
             raise fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{hint}")
+
+
+def _check_range(source: str, where: str, engine: str, key: str, value: Any, options: dict[str, Any]) -> None:
+    """An int option within its declared range (`EngineRow.ranges`): an int, at least its lowest, at most its
+    highest, or below the cell's max_model_len for an n-gram the context must hold."""
+    low, high = catalog.engine(engine).ranges[key]
+    context = engine_max_model_len(engine, options) if high == catalog.CONTEXT else None
+    top = context - 1 if context is not None else high if isinstance(high, int) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (top is not None and value > top):
+        span = f"an int from {low} to {top}" if top is not None else f"an int >= {low}"
+        why = f" (below max_model_len {context}: the n-gram must fit the context)" if context is not None else ""
+        raise fail(source, where, f"{key}: {value!r} is not a value the {engine} engine takes; expected {span}{why}")
+    lookup = {**options, **(options.get(engine) or {})}
+    if key == "prompt_lookup_max" and isinstance(lookup.get("prompt_lookup_min"), int) and \
+            lookup["prompt_lookup_min"] > value:
+        raise fail(source, where, f"prompt_lookup_max {value} is below prompt_lookup_min "
+                                  f"{lookup['prompt_lookup_min']}: give a min <= max")
 
 
 def engine_max_model_len(engine: str, options: dict[str, Any]) -> int | None:

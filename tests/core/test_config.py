@@ -276,3 +276,31 @@ def test_a_template_argument_beside_the_default_keeps_only_its_own():
     assert run_id_for(m) != run_id_for(parse_matrix(BASE))
     # 0 is not false: a template told enable_thinking=0 is given what was written
     assert parse_matrix({**BASE, "chat_template": {"enable_thinking": 0}}).chat_template == {"enable_thinking": 0}
+
+
+NGRAM = {**BASE, "methods": ["baseline", "ngram"], "k": {"ngram": 3}, "drafts": {}}
+
+
+@pytest.mark.parametrize("engine, options, fragment", [
+    *[("llama.cpp", {"llama.cpp": {"ngram_n": v}}, f"ngram_n: {v!r} is not a value the llama.cpp engine takes; "
+       "expected an int from 1 to 2047 (below max_model_len 2048") for v in (0, -3, 2.5, 100000, True, "5")],
+    ("llama.cpp", {"llama.cpp": {"ngram_n": 600, "max_model_len": 512}}, "an int from 1 to 511"),
+    ("llama.cpp-serve", {"llama.cpp": {"threads": -1}}, "threads: -1 is not a value the llama.cpp-serve engine takes; "
+     "expected an int >= 0"),
+    ("vllm", {"vllm": {"prompt_lookup_min": 0}}, "prompt_lookup_min: 0 is not a value the vllm engine takes"),
+    ("vllm", {"vllm": {"prompt_lookup_max": 2.5}}, "expected an int >= 1"),
+    ("vllm", {"vllm": {"prompt_lookup_min": 4, "prompt_lookup_max": 2}}, "prompt_lookup_max 2 is below "
+     "prompt_lookup_min 4"),
+    ("vllm", {"vllm": {"max_model_len": 1024, "prompt_lookup_max": 5000}}, "an int from 1 to 1023"),
+])
+def test_engine_options_out_of_their_declared_range_are_refused(engine, options, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_matrix({**NGRAM, "engine": engine, "engine_options": options, "max_new_tokens": 16}, "m.yaml")
+    assert fragment in str(err.value)
+
+
+def test_engine_options_within_their_range_pass():
+    m = parse_matrix({**NGRAM, "engine": "llama.cpp", "engine_options": {"llama.cpp": {"ngram_n": 4, "threads": 0}}})
+    assert m.engine_options == {"llama.cpp": {"ngram_n": 4, "threads": 0}}
+    v = parse_matrix({**NGRAM, "engine_options": {"vllm": {"prompt_lookup_min": 2, "prompt_lookup_max": 5}}})
+    assert v.engine_options["vllm"]["prompt_lookup_max"] == 5
