@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Union
 
-from benchmarks.core.exit_codes import TABLE, BadInput, Exit
+from benchmarks.core.exit_codes import TABLE, BadInput, Exit, Lacking
 
 Command = tuple[str, str]  # (module, one-line purpose)
 Group = dict[str, Command]
@@ -157,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing more to tell it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13  # as a shell reports a command ended by SIGPIPE
+    except Lacking as exc:
+        for line in exc.problems:
+            print(f"lacking: {clipped(line)}", file=sys.stderr)
+        return Exit.LACKING
     except BadInput as exc:
         for line in exc.problems:
             print(f"error: {clipped(line)}", file=sys.stderr)

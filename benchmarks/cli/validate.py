@@ -1,6 +1,9 @@
 """`validate`: check matrix files against the schema, the engines' options, this machine and the files and models
-they name (benchmarks/core/inputs.py: the same checks the run plan makes before it writes anything), without
-running; every file is checked, one line per problem.
+they name, then build each one's run plan (benchmarks/run/plan.py: the same checks a run makes before it writes
+anything, so that `validate` and the plan refuse the same things), without running; every file is checked, one line
+per problem. A matrix's own errors exit BAD_INPUT; what this machine lacks for a matrix that is otherwise right (a
+hub model or dataset neither cached nor in reach) is printed as `lacking:` with the command that fetches it, and
+exits LACKING (benchmarks/core/exit_codes.py).
 
 vLLM's option names are data (benchmarks/core/engine_options.py), so they are checked whether or not vLLM imports
 here; each line says which vLLM release's arguments a matrix with a vLLM engine was checked against."""
@@ -11,40 +14,57 @@ import sys
 from pathlib import Path
 
 from benchmarks.core import catalog
-from benchmarks.core.config import load_matrix
+from benchmarks.core.config import Matrix, load_matrix
 from benchmarks.core.engine_options import vllm_release_checked
-from benchmarks.core.exit_codes import BadInput, Exit
-from benchmarks.core.inputs import check_inputs
+from benchmarks.core.exit_codes import BadInput, Exit, Lacking, worst
+from benchmarks.core.inputs import InputProblems, check_inputs
 from benchmarks.core.matrix import expand, matrix_warnings
 from benchmarks.core.placement import interleave_problem
 from benchmarks.core.provenance import detect_platform
+from benchmarks.run.plan import build_plan
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("configs", type=Path, nargs="+", help="matrix files, e.g. configs/matrices/*.yaml")
+    ap.epilog = (f"exit status: {Exit.OK} every file valid; {Exit.BAD_INPUT} a file has errors of its own (error: "
+                 f"lines); {Exit.LACKING} no file has errors, but this machine lacks a model, draft or dataset one "
+                 f"names (lacking: lines, each with the command that fetches it)")
+
+
+def problems_of(path: Path, platform: str) -> tuple[InputProblems, Matrix | None, int]:
+    """A matrix file's problems (its own, and what this machine lacks for it), the matrix and its cell count."""
+    try:
+        matrix = load_matrix(path)
+        cells = expand(matrix)
+        problem = interleave_problem(matrix, [c.engine for c in cells], platform)
+        found = check_inputs(matrix)
+        found.wrong[:0] = [f"{problem} (on this {platform} machine)"] if problem else []
+        if not found.wrong and not found.lacking:
+            build_plan(matrix, progress=False)  # what only the plan finds: prompts that fit, the batch's memory
+    except Lacking as exc:
+        return InputProblems(lacking=exc.problems), None, 0
+    except BadInput as exc:
+        return InputProblems(wrong=exc.problems), None, 0
+    return found, matrix, len(cells)
 
 
 def main(args: argparse.Namespace) -> int:
     platform = detect_platform()
-    bad = False
+    status: int = Exit.OK
     for path in args.configs:
-        try:
-            matrix = load_matrix(path)
-            cells = expand(matrix)
-            problem = interleave_problem(matrix, [c.engine for c in cells], platform)
-            problems = ([f"{problem} (on this {platform} machine)"] if problem else []) + check_inputs(matrix)
-        except BadInput as exc:
-            problems = exc.problems
-        if problems:
-            bad = True
-            for line in problems:
-                print(f"error: {line}", file=sys.stderr)
+        found, matrix, cells = problems_of(path, platform)
+        for line in found.wrong:
+            print(f"error: {line}", file=sys.stderr)
+        for line in found.lacking:
+            print(f"lacking: {line}", file=sys.stderr)
+        if found.wrong or found.lacking or matrix is None:
+            status = worst(status, Exit.BAD_INPUT if found.wrong else Exit.LACKING)
             continue
         against = ""
         if any(catalog.engine(e).base == "vllm" for e in matrix.engines):
             release, why = vllm_release_checked()
             against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
-        print(f"{path}: ok, {len(cells)} cells{against}")
+        print(f"{path}: ok, {cells} cells{against}")
         for line in matrix_warnings(matrix):
             print(f"warning: {path}: {line}", file=sys.stderr)
-    return Exit.BAD_INPUT if bad else Exit.OK
+    return status

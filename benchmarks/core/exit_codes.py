@@ -14,6 +14,8 @@ class Exit(IntEnum):
     #                criterion failed (--allow-divergence accepts a run's violations; they are still reported)
     NOT_CHECKED = 4  # a check the run was due could not run (the reason is printed and in report.md);
     #                  --allow-unchecked accepts it
+    LACKING = 5  # the input is right as far as this machine can tell, but a model, draft or dataset it names is not
+    #              here and the hub is out of reach; each line names the command that fetches it
 
 
 class BadInput(ValueError):
@@ -24,10 +26,14 @@ class BadInput(ValueError):
         super().__init__("\n".join(self.problems))
 
 
+class Lacking(BadInput):
+    """Input that this machine lacks what it names for (exit LACKING): each line says what, and how to fetch it."""
+
+
 def worst(*codes: int) -> int:
-    """The status of a command that met several outcomes: VIOLATION > NOT_CHECKED > FAILED > OK (BAD_INPUT stops
-    a command before it measures anything, so it meets no other outcome)."""
-    order = [Exit.OK, Exit.FAILED, Exit.NOT_CHECKED, Exit.VIOLATION, Exit.BAD_INPUT]
+    """The status of a command that met several outcomes: BAD_INPUT > LACKING > VIOLATION > NOT_CHECKED > FAILED >
+    OK (BAD_INPUT and LACKING stop a run before it measures anything; `validate` meets them side by side)."""
+    order = [Exit.OK, Exit.FAILED, Exit.NOT_CHECKED, Exit.VIOLATION, Exit.LACKING, Exit.BAD_INPUT]
     return max(codes, key=lambda c: order.index(Exit(c)), default=Exit.OK)
 
 
@@ -37,4 +43,6 @@ TABLE = "\n".join(f"  {e.value}  {line}" for e, line in (
     (Exit.BAD_INPUT, "bad input (argument, matrix, dataset, model), one line per problem"),
     (Exit.VIOLATION, "a check failed: lossless/distribution violation, or a study's criterion (--allow-divergence)"),
     (Exit.NOT_CHECKED, "a due check could not run, with the reason (--allow-unchecked)"),
+    (Exit.LACKING, "this machine lacks a model, draft or dataset the input names (not cached, hub out of reach); "
+                   "each line names the command that fetches it"),
 ))

@@ -1,26 +1,51 @@
 """What a matrix's models must be for its run to start, checked before anything is written (by `validate` and the
-run plan): a hub id in reach (cached, or the hub online), a DFlash draft that is one and whose block holds every K,
-and a target tokenizer that loads and has a chat template."""
+run plan): a hub id in reach (cached, or the hub online; else what this machine lacks), a DFlash draft that is one
+and whose block holds every K, and a target tokenizer that loads and has a chat template."""
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from benchmarks.core.config import Matrix
 from benchmarks.core.model_refs import load_tokenizer, materialize
 from benchmarks.core.provenance import hub_offline
 
+HUB_TIMEOUT_S = 10  # how long the hub is given to answer whether it holds a repository
 DFLASH_ARCHITECTURE = "DFlashDraftModel"  # what the JAX loader and vLLM's model registry load as a DFlash draft
 
 
-def hub_problem(ref: str, role: str, source: str) -> str:
-    """The line for a hub id that is not in the local cache and that the run could not fetch either."""
-    if hub_offline():
-        return (f"{source}: {role} {ref!r} is not in the local Hugging Face cache, and HF_HUB_OFFLINE is set, so the "
-                f"run cannot fetch it: fetch it once with the hub in reach (`huggingface-cli download {ref}`), or give "
-                f"a local folder")
-    return (f"{source}: {role} {ref!r} is not in the local Hugging Face cache and could not be fetched from the hub "
-            f"(no network, or a misspelt or gated repository): check the id and the network (HF_TOKEN for a gated "
-            f"one), or give a local folder")
+def hub_out_of_reach(repo: str, repo_type: str = "model") -> str | None:
+    """Why the Hugging Face hub cannot give `repo` (HF_HUB_OFFLINE set, or no answer), or None where it answers (even
+    that there is no such repository: then the id is wrong, not the machine)."""
+    return "HF_HUB_OFFLINE is set" if hub_offline() else _hub_silence(repo, repo_type)
+
+
+@cache
+def _hub_silence(repo: str, repo_type: str) -> str | None:
+    """Why the hub gave no answer about `repo` (asked once a process), or None where it answered."""
+    from huggingface_hub import dataset_info, model_info
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        (dataset_info if repo_type == "dataset" else model_info)(repo, timeout=HUB_TIMEOUT_S)
+    except HfHubHTTPError:  # the hub answered: no such repository, gated, or another refusal
+        return None
+    except Exception as exc:  # no network, no DNS, a timeout: httpx, OSError and others
+        return f"the hub does not answer: {type(exc).__name__}"
+    return None
+
+
+def hub_problem(ref: str, role: str, source: str) -> tuple[str, bool]:
+    """The line for a hub id that is not in the local cache and that the run could not fetch either, and whether it
+    is what this machine lacks (the hub out of reach) rather than the matrix's own error (the hub answers that there
+    is no such repository, or a gated one)."""
+    why = hub_out_of_reach(ref)
+    if why is not None:
+        return (f"{source}: {role} {ref!r} is not in this machine's Hugging Face cache and the hub is out of reach "
+                f"({why}): fetch it where the hub is in reach with `hf download {ref}` (into the HF_HOME this "
+                f"machine reads), or give a local folder"), True
+    return (f"{source}: {role} {ref!r} is not in the local Hugging Face cache and the hub does not give it (a "
+            f"misspelt or gated repository?): check the id (HF_TOKEN for a gated one), or give a local folder"), False
 
 
 def draft_problems(matrix: Matrix, configs: dict[str, dict[str, Any]]) -> list[str]:

@@ -404,10 +404,8 @@ def stale_checks(datasets: list[str], done: frozenset[tuple[str, str]], drift_fa
 def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = False, reuse: bool = False,
                progress: bool = True) -> RunPlan:
     """Resolve a matrix for a run without creating anything; raises BadInput (ConfigError, DatasetUnavailable) for
-    what cannot run, one line per problem."""
-    problems = check_inputs(matrix)
-    if problems:
-        raise ConfigError(problems)
+    what cannot run, one line per problem, and Lacking where only what this machine lacks stops it."""
+    check_inputs(matrix).raise_any()
     cells, models = matrix_cells(matrix)  # once: fingerprinting reads every model file
     env = provenance.environment()
     problem = interleave_problem(matrix, [c.engine for c in cells], env["platform"]) or batch_problem(

@@ -2,8 +2,9 @@
 
 Each case builds its inputs in a folder of its own and runs one or more commands in this process (a scripted engine
 stands in for JAX and vLLM, so nothing compiles); `classify` names the outcome:
-- `clear error`: exit 2 (or the status the case expects), with a line holding the case's fragment, nothing else
-  that the case forbids, and no run folder left behind by a run that failed on its input;
+- `clear error`: exit 2 (or the status the case expects, 5 where the machine lacks a model or dataset), with a line
+  holding the case's fragment, nothing else that the case forbids, and no run folder left behind by a run that
+  failed on its input;
 - `ok`: valid input ran (or planned), exit 0;
 - `traceback`, `hang` (no end within HANG_S), `silent failure` (bad input passed with exit 0), `late error` (refused
   only after the run folder was made), `misleading` (an error that names the wrong cause, or a wrong status),
@@ -100,7 +101,7 @@ def classify(case: Case, folder: Path, outcomes: list[Outcome], run_dirs: list[P
             classes.append("ok" if o.rc == 0 else "refused valid input")
         elif o.rc == 0 and case.status != 0:
             classes.append("silent failure")
-        elif case.status == 2 and run_dir is not None and run_dir.exists():
+        elif case.status in (2, 5) and run_dir is not None and run_dir.exists():
             classes.append("late error")
         elif o.rc != case.status or case.fragment not in text or any(f in text for f in case.forbidden):
             classes.append("misleading")
@@ -385,11 +386,11 @@ CASES = [
     Case("models", "draft config that is not JSON",
          lambda f: with_matrix(drafts={"dflash": str(draft_config(f, "{oops"))})(f), "does not read as a JSON config"),
     Case("models", "hub draft id offline", with_matrix(drafts={"dflash": "z-lab/none-such-DFlash-b16"}),
-         "HF_HUB_OFFLINE is set", env=OFFLINE),
+         "HF_HUB_OFFLINE is set", status=5, env=OFFLINE),
     Case("models", "hub target id offline", with_matrix(target="none-such/Qwen3-404B"), "HF_HUB_OFFLINE is set",
-         env=OFFLINE),
-    Case("datasets", "hub dataset offline, not cached", with_matrix(datasets=["alpaca"]), "Offline options",
-         env=OFFLINE),
+         status=5, env=OFFLINE),
+    Case("datasets", "hub dataset offline, not cached", with_matrix(datasets=["alpaca"]), "`python -c \"import "
+         "datasets; datasets.load_dataset('tatsu-lab/alpaca'", status=5, env=OFFLINE),
     # what a run prints when a unit fails on its input
     Case("rerun advice", "a unit failing on its input", failing_run, "would fail the same way on a rerun", status=1,
          forbidden=("Rerun the same command to retry them",)),

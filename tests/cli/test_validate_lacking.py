@@ -1,0 +1,95 @@
+"""`validate` and the runs tell a matrix's own errors (exit 2) from what this machine lacks for it (exit 5, each line
+naming the command that fetches it), and `validate` refuses what the run plan refuses. Engine-free: the tiny models'
+tokenizer is read, nothing compiles; the hub is offline (tests/conftest.py) or stood in for."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.cli import main
+from benchmarks.core import model_checks
+from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.core.paths import ROOT
+
+TINY = {"preset": "tiny", "engine": "jax", "methods": ["baseline", "dflash"], "k": {"dflash": 7},
+        "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 2, "warmup_prompts": 0}
+
+
+def write(tmp_path: Path, name: str, **keys: object) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **keys}))
+    return str(path)
+
+
+def lines(capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
+    out = capsys.readouterr()
+    return out.out.splitlines(), out.err.splitlines()
+
+
+def test_a_hub_model_out_of_reach_is_lacking_with_its_fetch_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path / "runs"))
+    path = write(tmp_path, "hub", target="none-such/Qwen3-404B")
+    assert main(["validate", path]) == Exit.LACKING
+    _, err = lines(capsys)
+    assert err and all(line.startswith("lacking: ") for line in err)
+    assert "`hf download none-such/Qwen3-404B`" in err[0] and "HF_HUB_OFFLINE is set" in err[0]
+    assert main(["matrix", path, "--plan"]) == Exit.LACKING  # the run stops on the same line, before any folder
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_hub_dataset_out_of_reach_is_lacking(tmp_path, capsys):
+    assert main(["validate", write(tmp_path, "gsm", datasets=["gsm8k"])]) == Exit.LACKING
+    _, err = lines(capsys)
+    assert len(err) == 1 and "dataset 'gsm8k' (openai/gsm8k) is not in this machine's caches" in err[0]
+    assert "datasets.load_dataset('openai/gsm8k', 'main', split='test')" in err[0]
+
+
+def test_a_matrix_error_beside_a_lack_is_exit_2_and_both_are_told(tmp_path, capsys):
+    wrong = write(tmp_path, "wrong", block_size=0)
+    hub = write(tmp_path, "hub", target="none-such/Qwen3-404B")
+    good = write(tmp_path, "good")
+    assert main(["validate", good, hub, wrong]) == Exit.BAD_INPUT
+    out, err = lines(capsys)
+    assert out == [f"{good}: ok, 2 cells"]
+    assert [line.split(":")[0] for line in err] == ["lacking", "error"] and "'block_size'" in err[1]
+    assert worst(Exit.LACKING, Exit.BAD_INPUT) == Exit.BAD_INPUT and worst(Exit.LACKING, Exit.OK) == Exit.LACKING
+
+
+def test_a_repository_the_hub_does_not_have_is_the_matrix_error(tmp_path, capsys, monkeypatch):
+    # the hub in reach and answering: an id it does not hold is misspelt or gated, not missing from the machine
+    monkeypatch.setattr(model_checks, "hub_offline", lambda: False)
+    monkeypatch.setattr(model_checks, "_hub_silence", lambda repo, kind: None)
+    assert main(["validate", write(tmp_path, "typo", target="Qwen/Qwen3-4BB")]) == Exit.BAD_INPUT
+    _, err = lines(capsys)
+    assert len(err) == 1 and err[0].startswith("error: ") and "misspelt or gated" in err[0]
+
+
+def test_a_silent_hub_is_named_as_out_of_reach(monkeypatch):
+    monkeypatch.setattr(model_checks, "hub_offline", lambda: False)
+    monkeypatch.setattr(model_checks, "_hub_silence", lambda repo, kind: "the hub does not answer: ConnectError")
+    line, lacking = model_checks.hub_problem("Qwen/Qwen3-4B", "target", "m.yaml")
+    assert lacking and "the hub does not answer: ConnectError" in line and "`hf download Qwen/Qwen3-4B`" in line
+
+
+def test_validate_refuses_what_the_plan_refuses(tmp_path, capsys, monkeypatch):
+    # max_model_len 10 leaves 6 prompt tokens, which no HumanEval prompt fits: the plan refuses it, so must validate
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path / "runs"))
+    path = write(tmp_path, "short", engine_options={"max_model_len": 10}, max_new_tokens=4)
+    assert main(["validate", path]) == Exit.BAD_INPUT
+    _, err = lines(capsys)
+    assert main(["matrix", path, "--plan"]) == Exit.BAD_INPUT
+    _, plan_err = lines(capsys)
+    assert err == plan_err and "only 0 of 164 rows fit" in err[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_readme_example_exits_5_offline_never_2():
+    proc = subprocess.run(f"{sys.executable} -m benchmarks validate configs/matrices/*.yaml", shell=True, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=None)
+    assert proc.returncode == Exit.LACKING, proc.stderr[-3000:]
+    assert not [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert "configs/matrices/smoke.yaml: ok" in proc.stdout
+    assert "validate configs/matrices/*.yaml  # 0 all valid, 2 a matrix's own error, 5 a model or dataset not here" \
+        in (ROOT / "README.md").read_text()
