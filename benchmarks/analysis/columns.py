@@ -69,10 +69,15 @@ def _label(u: RowRecords) -> str:
     return u.reqs[0].label if u.reqs else u.cell.label
 
 
+BATCH_ONE = "at B=1"  # a static batch's row: its distribution verdict is the batch-1 row's
+
+
 def _dist_verdict(u: RowRecords) -> str | None:
     if u.dist:
         return u.dist["dist_verdict"]
-    return "unchecked" if u.speculative and u.cell.temperature > 0 else None
+    if not (u.speculative and u.cell.temperature > 0):
+        return None
+    return BATCH_ONE if (u.batch or 1) > 1 and u.batch_one else "unchecked"
 
 
 def _ttft_p(q: int) -> Callable[[RowRecords], Any]:
@@ -179,7 +184,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("tau_prompt_mean", "tokens/step", "mean over prompts of each prompt's τ (z-lab's statistic)",
            _spec(lambda u: metrics.tau_prompt_mean([r.accept_lengths for r in u.reqs])), RESULTS,
            term="tau_prompt_mean"),
-    Column("dist_verdict", "", "the distribution check at T > 0: pass, FAIL or unchecked", _dist_verdict,
+    Column("dist_verdict", "", f"the distribution check at T > 0: pass, FAIL, unchecked (why: not_checked), or "
+           f"{BATCH_ONE} at B > 1 (the verdict of the batch-1 row of the same cell)", _dist_verdict,
            DISTRIBUTION),
     Column("dist_p_min", "", "the smallest Holm-adjusted p-value", _item("dist", "dist_p_min"), DISTRIBUTION),
     Column("dist_p_values", "json", "every test's Holm-adjusted p-value", _item("dist", "dist_p_values")),

@@ -391,18 +391,25 @@ class RowRecords:
                 "dist_length": res.length, "dist_family": res.family, "dist_power_marginal": pw.marginal,
                 "dist_power_sequence": pw.sequence, "dist_shift_detected": pw.shift_detected}
 
+    @cached_property
+    def batch_one(self) -> bool:
+        """Whether the matrix has the batch-1 cell of this row's engine, method, K and temperature, whose verdicts
+        (greedy identity, the distribution check) stand for a static batch's row."""
+        return any(c.batch_size == 1 and all(getattr(c, k) == getattr(self.cell, k) for k in
+                                             ("engine", "method", "k", "temperature"))
+                   for c in self.manifest.cells.values())
+
     def not_checked(self) -> str | None:
         """Why a speculative row's due check could not run (greedy identity at T = 0 at concurrency 1, the
         distribution check at T > 0), or None when it ran or is not due."""
         t = self.cell.temperature
         no_base = (f"the run has no baseline cell on engine {self.cell.engine} at T={t:g} to compare with (add "
                    f"'baseline' to 'methods')")
+        if (self.batch or 1) > 1:  # a static batch is measured; the checks' verdicts are its batch-1 cell's
+            check = "greedy identity" if t == 0 else "the distribution check"
+            return None if self.batch_one else (f"{check} is a verdict at batch size 1 only, and the matrix has no "
+                                                f"batch-1 cell of this method at T={t:g}: add 1 to 'batch_size'")
         if t == 0:
-            if (self.batch or 1) > 1:  # a static batch's identity is a measurement; the verdict is batch 1's
-                same = [c for c in self.manifest.cells.values() if c.batch_size == 1 and all(
-                    getattr(c, k) == getattr(self.cell, k) for k in ("engine", "method", "k", "temperature"))]
-                return None if same else ("greedy identity is a verdict at batch size 1 only, and the matrix has no "
-                                          "batch-1 cell of this method: add 1 to 'batch_size'")
             if (self.level or 1) > 1:  # batched identity is a measurement; the verdict is the concurrency-1 level's
                 if 1 in self.levels or self.level != min(lv or 0 for lv in self.levels):
                     return None
@@ -415,7 +422,7 @@ class RowRecords:
             if not self.base_requests:
                 return f"its baseline has no measured requests on {self.workload} (its unit failed or has not run)"
             return "no baseline request was sent the same prompt (prompt hashes differ)"
-        if self.check is not None or (self.batch or 1) > 1:  # the distribution check is batch 1's
+        if self.check is not None:
             return None
         if self.base_id is None:
             return no_base

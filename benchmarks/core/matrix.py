@@ -89,17 +89,23 @@ MIN_BATCHES = 4  # independent batches at the largest batch size below which its
 
 
 def matrix_warnings(matrix: Matrix) -> list[str]:
-    """What a valid matrix will measure too thinly: a largest batch size with fewer than MIN_BATCHES batches of the
-    measured prompts (at B > 1 a batch, not a prompt, is the unit of independence)."""
+    """What a valid matrix will measure too thinly or leave unchecked: a largest batch size with fewer than
+    MIN_BATCHES batches of the measured prompts (at B > 1 a batch, not a prompt, is the unit of independence), and
+    batch sizes without 1, whose speculative cells' checks (a verdict of batch 1's) are then NOT CHECKED."""
     if not matrix.batch_size:
         return []
+    out = []
+    if 1 not in matrix.batch_size and any(m != "baseline" for m in matrix.methods):
+        out.append(f"batch_size {matrix.batch_size} has no 1: greedy identity and the distribution check are verdicts "
+                   f"of a batch-1 cell, so the speculative cells are NOT CHECKED and the run exits 4 (unless "
+                   f"--allow-unchecked); add 1 to 'batch_size'")
     top = max(matrix.batch_size)
     n = matrix.num_prompts // top
     if n >= MIN_BATCHES:
-        return []
+        return out
     thin = (f"no interval at B = {top}, whose crossover is then inconclusive" if n < 2
             else f"a very wide interval at B = {top}")
-    return [f"batch_size {top} makes {n} batch{'es' if n != 1 else ''} of the {matrix.num_prompts} measured prompts: "
-            f"{thin}; num_prompts: {MIN_BATCHES * top} gives {MIN_BATCHES} batches (study crossover-power estimates "
-            f"the power)"]
+    return out + [f"batch_size {top} makes {n} batch{'es' if n != 1 else ''} of the {matrix.num_prompts} measured "
+                  f"prompts: {thin}; num_prompts: {MIN_BATCHES * top} gives {MIN_BATCHES} batches (study "
+                  f"crossover-power estimates the power)"]
 

@@ -192,6 +192,24 @@ class RunPlan:
                        f"prompts of {s.workload.key}, whose {len(s.units)} unit(s) wait on them ({todo} to run)")
         return out
 
+    def sampling_lines(self) -> list[str]:
+        """What the plan promises of the distribution check: the batch-1 cells at T > 0 draw samples; a static
+        batch's cell draws none, its verdict being its batch-1 cell's (NOT CHECKED where the matrix has none)."""
+        sampled = [c for c in self.cells if c.temperature > 0]
+        one = [c for c in sampled if c.batch_size == 1]
+        keys = {(c.engine, c.method, c.k, c.temperature) for c in one}
+        batched = [c for c in sampled if c.batch_size > 1 and c.method != "baseline"]
+        orphans = [c for c in batched if (c.engine, c.method, c.k, c.temperature) not in keys]
+        lines = [f"- distribution samples drawn by {len(one)} cell(s) at T > 0 and batch size 1"] if one else []
+        if len(batched) > len(orphans):
+            lines.append(f"- {len(batched) - len(orphans)} speculative cell(s) at T > 0 and B > 1 draw none: a static "
+                         f"batch's distribution verdict is its batch-1 cell's (dist_verdict 'at B=1')")
+        if orphans:
+            lines.append(f"- NOT CHECKED: {len(orphans)} speculative cell(s) at T > 0 and B > 1 have no batch-1 cell "
+                         f"whose distribution check stands for them ({', '.join(sorted({c.label for c in orphans}))}; "
+                         f"add 1 to 'batch_size'): the run exits 4 unless --allow-unchecked")
+        return lines
+
     def describe(self) -> str:
         """What would run and what is already done: the stages first, then unit by unit, and the checks that
         follow."""
@@ -210,9 +228,7 @@ class RunPlan:
                                             "speculative cell") + ")",
                   f"- greedy divergences scored by {len(self.tie_families)} baseline engine(s) (tie pass)"
                   if self.tie_families else "- no tie pass (no greedy speculative cell)"]
-        sampled = [c.label for c in self.cells if c.temperature > 0]
-        if sampled:
-            checks.append(f"- distribution samples drawn by {len(sampled)} cell(s) at T > 0")
+        checks += self.sampling_lines()
         return "\n".join([
             f"run folder: {self.run_dir}",
             f"{len(self.cells)} cells × {len(self.workloads)} workloads of {len(m.datasets)} datasets: "
