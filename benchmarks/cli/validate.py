@@ -31,28 +31,29 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                  f"names (lacking: lines, each with the command that fetches it)")
 
 
-def problems_of(path: Path, platform: str) -> tuple[InputProblems, Matrix | None, int]:
-    """A matrix file's problems (its own, and what this machine lacks for it), the matrix and its cell count."""
+def problems_of(path: Path, platform: str) -> tuple[InputProblems, Matrix | None, int, list[str]]:
+    """A matrix file's problems (its own, and what this machine lacks for it), the matrix, its cell count and the
+    builds its run would start first (`RunPlan.builds`)."""
     try:
         matrix = load_matrix(path)
         cells = expand(matrix)
         problem = interleave_problem(matrix, [c.engine for c in cells], platform)
         found = check_inputs(matrix)
         found.wrong[:0] = [f"{problem} (on this {platform} machine)"] if problem else []
-        if not found.wrong and not found.lacking:
-            build_plan(matrix, progress=False)  # what only the plan finds: prompts that fit, the batch's memory
+        builds = build_plan(matrix, progress=False).builds if not found.wrong and not found.lacking else []
+        # the plan finds what only it can: prompts that fit, the batch's memory, a build cache that is a file
     except Lacking as exc:
-        return InputProblems(lacking=exc.problems), None, 0
+        return InputProblems(lacking=exc.problems), None, 0, []
     except BadInput as exc:
-        return InputProblems(wrong=exc.problems), None, 0
-    return found, matrix, len(cells)
+        return InputProblems(wrong=exc.problems), None, 0, []
+    return found, matrix, len(cells), builds
 
 
 def main(args: argparse.Namespace) -> int:
     platform = detect_platform()
     status: int = Exit.OK
     for path in args.configs:
-        found, matrix, cells = problems_of(path, platform)
+        found, matrix, cells, builds = problems_of(path, platform)
         for line in found.wrong:
             print(f"error: {line}", file=sys.stderr)
         for line in found.lacking:
@@ -65,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
             release, why = vllm_release_checked()
             against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
         print(f"{path}: ok, {cells} cells{against}")
+        for line in builds:
+            print(f"note: {path}: {line}", file=sys.stderr)
         for line in matrix_warnings(matrix):
             print(f"warning: {path}: {line}", file=sys.stderr)
     return status

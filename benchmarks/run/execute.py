@@ -48,6 +48,8 @@ def execute(plan: RunPlan) -> RunResult:
     store = RunStore(plan.run_dir, point_latest_on_write=not plan.done)
     with store.lock():
         say_resuming(plan)
+        for line in plan.builds:
+            tqdm.write(f"note: {line}")
         for line in plan.setup.warnings if plan.setup else []:
             tqdm.write(f"warning: {line}")
         if plan.done:

@@ -127,6 +127,7 @@ class RunPlan:
     redo: list[tuple[str, str]] = field(default_factory=list)  # done units measured on other prompt ids: run again
     stages: list[Stage] = field(default_factory=list)  # run before the units, in this order
     searches: list[Search] = field(default_factory=list)  # capacity searches, after each cell's levels
+    builds: list[str] = field(default_factory=list)  # what the run builds before its units, with the expected time
 
     def server_sequences(self) -> int:
         """The most requests a server will have in flight: the largest concurrency level, or of a capacity search
@@ -238,6 +239,7 @@ class RunPlan:
             *[f"prompts: {line}" for line in (self.setup.lines() if self.setup else [])],
             *[f"prompts: {line}" for line in self.workload_lines()],
             *[f"prompts: {line}" for line in skipped_lines(self.skipped)],
+            *(["", "builds before the units:", *[f"- {line}" for line in self.builds]] if self.builds else []),
             *(["", "stages before the units:", *self.stage_lines()] if self.stages else []),
             *(["", table(["engine", "method", "T", "workload", "concurrency", "status", "cell"], body)]
               if body else []),
@@ -428,6 +430,7 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
         matrix, cells, models, env["platform"])
     if problem:
         raise ConfigError(problem)
+    builds = builds_of(cells)
     run_dir = run_folder(matrix, run_dir, fresh)
     check_run_folder(run_dir, matrix, reuse)
     workloads = workloads_of(matrix)
@@ -460,7 +463,23 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
         groups=[cells] if matrix.interleave else [[c] for c in cells], drift_families=drift_families,
         tie_families=tie_families, done=done,
         stale=redo + stale_checks([w.key for w in workloads], done, drift_families, tie_families),
-        progress=progress, workloads=workloads, setup=setup, redo=redo, stages=stages, searches=searches)
+        progress=progress, workloads=workloads, setup=setup, redo=redo, stages=stages, searches=searches,
+        builds=builds)
+
+
+def builds_of(cells: list[Cell]) -> list[str]:
+    """The builds the run will start before its units, announced with their expected time: llama-server where a
+    llama.cpp cell runs and none is built. Raises ConfigError where its build cache cannot be a folder (every
+    llama.cpp cell would fail on it)."""
+    if not any(catalog.engine(c.engine).base == "llama.cpp" for c in cells):
+        return []
+    from benchmarks.engines import llamacpp_build
+
+    problem = llamacpp_build.cache_problem()
+    if problem:
+        raise ConfigError(problem)
+    line = llamacpp_build.build_announcement()
+    return [line] if line else []
 
 
 def batch_problem(matrix: Matrix, cells: list[Cell], models: dict[str, dict[str, Any]], platform: str) -> str | None:
