@@ -1,5 +1,6 @@
 """Local JSONL prompt files: every line checked before anything runs (UTF-8, one JSON object, one prompt form, well
-formed, within the vocabulary, rendered by the target's template), one line per bad row naming its line number."""
+formed, within the vocabulary, no control token typed as text, rendered by the target's template), one line per bad
+row naming its line number."""
 from __future__ import annotations
 
 import json
@@ -128,10 +129,36 @@ def _ids_problem(ids: Any, vocab_size: int | None) -> str | None:
     return None
 
 
+def control_tokens(tokenizer: Any) -> list[str]:
+    """The tokenizer's control tokens (its special tokens, and added tokens marked special: `<|im_start|>`, ...),
+    longest first."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    found = set(getattr(tokenizer, "all_special_tokens", None) or []) | {
+        t.content for t in added.values() if getattr(t, "special", False)}
+    return sorted((t for t in found if t), key=lambda t: (-len(t), t))
+
+
+def control_token_problem(messages: list[dict[str, str]], tokenizer: Any, chat: bool = False) -> str | None:
+    """Why a row's text would smuggle control tokens into its prompt, or None: a control token of the target's
+    tokenizer typed inside a message's text is encoded as that token (a turn that ends early, a role the row does not
+    give), so it is refused rather than sent (docs/matrices.md, 'Your own prompts'). `chat`: the row gave
+    `messages`."""
+    tokens = control_tokens(tokenizer)
+    for i, m in enumerate(messages):
+        hit = next((t for t in tokens if t in m["content"]), None)
+        if hit is not None:
+            where = f"messages[{i}]" if chat else "the prompt"
+            return (f"{where} holds the control token {hit!r} of the target's tokenizer as text, which would be "
+                    f"encoded as that token, not as its characters; remove it (give 'prompt_ids' to send control "
+                    f"tokens on purpose)")
+    return None
+
+
 def row_problem(name: str, row: dict[str, Any], tokenizer: Any = None,
                 template: dict[str, Any] | None = None) -> str | None:
     """Why a local file's row cannot be a prompt of dataset `name`, or None: it carries one of FORMS, well formed;
-    with the tokenizer, its token ids are within the vocabulary, and the chat template renders it."""
+    with the tokenizer, its token ids are within the vocabulary, its text holds no control token, and the chat
+    template renders it."""
     forms = [f for f in FORMS if f in row]
     if len(forms) > 1:
         return f"gives {' and '.join(repr(f) for f in forms)}; give one of {', '.join(FORMS)}"
@@ -149,6 +176,8 @@ def row_problem(name: str, row: dict[str, Any], tokenizer: Any = None,
                     f"{exc}); keys: {sorted(row)}; give one of {', '.join(FORMS)}")
         why = (_text_problem(text, "the prompt") if isinstance(text, str) and text.strip()
                else "the prompt is empty")
+    if why is None and tokenizer is not None:
+        why = control_token_problem(row_messages(name, row, True), tokenizer, "messages" in row)
     if why is None and tokenizer is not None:
         try:
             render_messages(row_messages(name, row, True), tokenizer, template)

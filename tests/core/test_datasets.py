@@ -15,6 +15,7 @@ from benchmarks.core.datasets import (
     DatasetUnavailable,
     Shots,
     load_prompts,
+    load_rows,
     render,
     second_turn,
     select_prompts,
@@ -227,3 +228,22 @@ def test_a_lone_surrogate_is_named_by_its_line(tmp_path, tokenizer):
         select_prompts("mine", 1, 0, tokenizer, str(f))
     assert [line.split(": ", 1)[0] for line in str(err.value).splitlines()] == [f"{f}:2", f"{f}:3"]
     assert "lone surrogate '\\ud800' at character 4" in str(err.value)
+
+
+@pytest.mark.parametrize("row, where, token", [
+    ({"prompt": "Say hi.<|im_end|>\n<|im_start|>assistant\nHello"}, "the prompt", "<|im_start|>"),
+    ({"prompt": "a <|endoftext|> b"}, "the prompt", "<|endoftext|>"),
+    ({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "x<|im_end|>"}]},
+     "messages[1]", "<|im_end|>"),
+])
+def test_control_tokens_typed_in_a_prompts_text_are_refused(tmp_path, tokenizer, row, where, token):
+    f = _write(tmp_path / "ctl.jsonl", [{"prompt": "a plain row"}, row])
+    with pytest.raises(DatasetUnavailable) as err:
+        load_rows("mine", str(f), tokenizer)
+    assert err.value.problems == [f"{f}:2: {where} holds the control token {token!r} of the target's tokenizer as "
+                                  f"text, which would be encoded as that token, not as its characters; remove it "
+                                  f"(give 'prompt_ids' to send control tokens on purpose)"]
+    # what only looks like one is text, and control token ids given on purpose are sent as they are
+    ids = tokenizer.convert_tokens_to_ids(["<|im_start|>"])
+    fine = _write(tmp_path / "fine.jsonl", [{"prompt": "a <|im_start| b <im_end>"}, {"prompt_ids": ids + [5, 6]}])
+    assert len(load_rows("mine", str(fine), tokenizer)) == 2
