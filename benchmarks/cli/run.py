@@ -13,6 +13,9 @@ from benchmarks.core.placement_keys import EXECUTORS, check_executor
 
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:
+    ap.epilog = ("exit status: 0 ran and every due check passed, 1 a unit failed, 2 bad input, 3 a check failed, 4 a "
+                 "due check could not run, 5 this machine lacks a model, draft or dataset the input names (each "
+                 "'lacking:' line names the command that fetches it); `python -m benchmarks --help` says more")
     ap.add_argument("--run-dir", type=Path, help="default: results/runs/<name>-<config hash>")
     ap.add_argument("--plan", action="store_true",
                     help="print what would run and what is already done in the run folder, and stop")
