@@ -223,12 +223,13 @@ class RunPlan:
                  u.cell.cell_id] for u in self.units]
         todo = sum(row[5].startswith("to run") for row in body)
         m = self.matrix
+        ties = [f for f in self.tie_families if f[0].temperature == 0]  # the tie pass scores greedy divergences only
         checks = [f"- {len(self.drift_families)} baseline(s) measured again on {min(m.drift_prompts, m.num_prompts)} "
                   f"prompts after their speculative cells (drift recheck)" if self.drift_families else
                   "- no drift recheck (" + ("cells interleaved" if m.interleave else "drift_prompts: 0 or no "
                                             "speculative cell") + ")",
-                  f"- greedy divergences scored by {len(self.tie_families)} baseline engine(s) (tie pass)"
-                  if self.tie_families else "- no tie pass (no greedy speculative cell)"]
+                  f"- greedy divergences scored by {len(ties)} baseline engine(s) (tie pass)"
+                  if ties else "- no tie pass (no greedy speculative cell)"]
         checks += self.sampling_lines()
         return "\n".join([
             f"run folder: {self.run_dir}",

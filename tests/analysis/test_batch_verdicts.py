@@ -73,3 +73,16 @@ def test_validate_warns_of_batch_sizes_without_1():
     without = matrix_warnings(parse_matrix({**base, "batch_size": [2, 4]}))
     assert len(without) == 1 and "has no 1" in without[0] and "exits 4" in without[0]
     assert matrix_warnings(parse_matrix({**base, "batch_size": [1, 4]})) == []
+
+
+def test_the_plan_promises_no_tie_pass_at_t_above_0(tmp_path, monkeypatch):
+    from benchmarks.core.config import parse_matrix
+    from benchmarks.run.plan import build_plan
+
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path))
+    tiny = {"preset": "tiny", "engine": "jax", "methods": ["baseline", "dflash"], "k": {"dflash": 7},
+            "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 2, "warmup_prompts": 0}
+    sampled = build_plan(parse_matrix({**tiny, "temperature": 0.7}, "m.yaml"), progress=False).describe()
+    assert "- no tie pass (no greedy speculative cell)" in sampled
+    greedy = build_plan(parse_matrix({**tiny, "temperature": [0.0, 0.7]}, "m.yaml"), progress=False).describe()
+    assert "- greedy divergences scored by 1 baseline engine(s) (tie pass)" in greedy
