@@ -107,7 +107,9 @@ FIXES = {errno.EACCES: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR)
          errno.ENOTDIR: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
          errno.EEXIST: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
          errno.EISDIR: "a folder stands where a file is needed: remove it or give another path",
-         errno.ELOOP: "a link loop or a link the harness will not write through: remove it or give another path"}
+         errno.ELOOP: "a link loop or a link the harness will not write through: remove it or give another path",
+         errno.ENAMETOOLONG: "a name too long for the file system: give a shorter path",
+         errno.ENXIO: "a named pipe or device stands where a file is needed: give a regular file"}
 
 
 LONG_WORD = re.compile(r"\S{121,}")
@@ -131,6 +133,22 @@ def readable_output() -> None:
             stream.reconfigure(errors="replace")
 
 
+def output_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """The output folders of a command (its options `names`, and DFLASH_RUNS_DIR when set) that it could not write,
+    one line each, checked before it does any work: a file, a FIFO or a link loop in the way, a name too long."""
+    from benchmarks.core.guarded import output_folder_problem
+
+    given = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in names]
+    if os.environ.get("DFLASH_RUNS_DIR"):
+        given.append(("DFLASH_RUNS_DIR", Path(os.environ["DFLASH_RUNS_DIR"])))
+    problems = []
+    for what, path in given:
+        problem = output_folder_problem(path) if isinstance(path, Path) else None
+        if problem:
+            problems.append(f"{what} {shown(path)} {problem}; give a folder that can be written")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     readable_output()
@@ -148,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(rest)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
-        out = getattr(args, "out", None)
-        if isinstance(out, Path) and out.exists() and not out.is_dir():
-            raise BadInput(f"{shown(out)} is a file; give a folder")
+        path_problems = output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)))
+        if path_problems:
+            raise BadInput(path_problems)
         status = int(module.main(args))
         sys.stdout.flush()  # here, where a closed pipe is caught below, not at the interpreter's exit
         return status

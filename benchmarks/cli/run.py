@@ -46,6 +46,18 @@ def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked:
     return exit_status(len(v.failed), v.violated, allow_divergence, bool(v.unchecked), allow_unchecked)
 
 
+def left_out_status(run_dir: Path) -> int:
+    """NOT_CHECKED, with a line on stderr, when unit files of a run's own cells were left out of its records
+    (damaged, each named above as it was read): what a command shows of the run lacks them. OK otherwise."""
+    from benchmarks.core.store import RunStore
+
+    left_out = RunStore(run_dir).damaged_units()
+    if left_out:
+        print(f"{len(left_out)} unit file(s) of {run_dir} left out of the records (named above): what is shown lacks "
+              f"them (exit {int(Exit.NOT_CHECKED)})", file=sys.stderr)
+    return Exit.NOT_CHECKED if left_out else Exit.OK
+
+
 def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
     """Whether rerunning the command would help the failed units (`records.rerun_may_help`): only those whose
     cause may pass on a retry are offered one; the rest are named as failing the same way again."""
