@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import io
 import os
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn, Union
+from typing import Any, NoReturn, Union
 
 from benchmarks.core.exit_codes import TABLE, BadInput, Exit
 
@@ -126,6 +127,41 @@ def clipped(line: str) -> str:
     return LONG_WORD.sub(lambda m: shown(m.group(), 80), line)
 
 
+class PipeSafe:
+    """An output stream whose reader may go away (`matrix ... | head -1`): the first write or flush that meets a
+    closed pipe points the stream's descriptor at /dev/null, and every later one is dropped. The command's printing
+    ends, not its run: it goes on and writes its files. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._went_away()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._went_away()
+
+    def _went_away(self) -> None:
+        self.gone = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())  # the interpreter's last flush too
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def readable_output() -> None:
     """Let stdout and stderr print any text: a character their encoding (ASCII, LANG=C) lacks is replaced."""
     for stream in (sys.stdout, sys.stderr):
@@ -152,6 +188,16 @@ def output_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[st
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     readable_output()
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)
+    try:
+        return command(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def command(argv: list[str]) -> int:
+    """Choose the command of `argv`, check its options and output folders, and run it: its exit status."""
     prog = "python -m benchmarks"
     name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
                          argv, QUICK_START)
@@ -170,11 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         if path_problems:
             raise BadInput(path_problems)
         status = int(module.main(args))
-        sys.stdout.flush()  # here, where a closed pipe is caught below, not at the interpreter's exit
+        sys.stdout.flush()  # here, through PipeSafe, not at the interpreter's exit
         return status
-    except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing more to tell it
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + 13  # as a shell reports a command ended by SIGPIPE
     except BadInput as exc:
         for line in exc.problems:
             print(f"error: {clipped(line)}", file=sys.stderr)
