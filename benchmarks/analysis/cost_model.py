@@ -19,12 +19,14 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.cells import Cell
+from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.numbers import is_number
 from benchmarks.core.pairing import baseline_cell_id
 from benchmarks.core.records import RequestLine
@@ -103,6 +105,28 @@ def breakdown(reqs: Sequence[RequestLine]) -> Breakdown | None:
         return None
     per_step = {key: 1000.0 * sum(e[key] for e in extras) / steps for key in ("draft_s", "verify_s", "host_s")}
     return Breakdown(per_step["draft_s"], per_step["verify_s"], per_step["host_s"], steps)
+
+
+KFLAT_NUMERIC = ("k", "context_len", "median_ms")  # the columns of a kflat.csv the model reads, with below_floor
+
+
+def read_kflat(path: Path) -> Any:
+    """A kflat.csv of `study kflat` as the model reads it (`guarded.read_csv_text`): its columns present, K >= 0,
+    context >= 1 and times > 0, every number finite; ValueError naming the file and the line otherwise."""
+
+    df = read_csv_text(path, KFLAT_NUMERIC)
+    missing = [c for c in (*KFLAT_NUMERIC, "below_floor") if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: not a kflat.csv of `study kflat` (no column {', '.join(missing)})")
+    if df.empty:
+        raise ValueError(f"{path} holds no rows")
+    for col, low, strict in (("k", 0, False), ("context_len", 1, False), ("median_ms", 0, True)):
+        for i, raw in enumerate(df[col]):
+            if not str(raw).strip() or (float(raw) <= low if strict else float(raw) < low):
+                raise ValueError(f"{path}:{i + 2}: {col} {raw!r} is not a number {'>' if strict else '>='} {low}")
+        df[col] = df[col].astype(float)
+    df["below_floor"] = df["below_floor"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+    return df
 
 
 def kflat_verify(kflat: Any, context_len: float, anchors: Mapping[int, float], ks: Sequence[int]) -> dict[int, float]:

@@ -110,8 +110,9 @@ def write_reports(run_dir: Path) -> Summary:
     capacity.json of a run with a capacity search), the run summarised once; return the summary (its rows and
     verdicts)."""
     summary = summarize_run(RunStore(run_dir))
-    atomic_write_text(run_dir / "summary.csv", summary_csv(summary.rows))
-    atomic_write_text(run_dir / "speculation_profile.json", profile_json(summary.speculation_profiles))
+    table, profile = summary_csv(summary.rows), profile_json(summary.speculation_profiles)  # rendered before writing
+    atomic_write_text(run_dir / "summary.csv", table)
+    atomic_write_text(run_dir / "speculation_profile.json", profile)
     if summary.capacities:
         atomic_write_text(run_dir / "capacity.json", capacity_json(summary.capacities))
     figures = plots.run_figures(summary, run_dir / "figures") if summary.rows or summary.capacities else []

@@ -206,5 +206,7 @@ def summarize(records: list[Line], manifest: Manifest, provenances: dict[str, di
 
 
 def summarize_run(store: RunStore) -> Summary:
-    """A run folder's records summarised (records read once, as typed lines)."""
-    return summarize(store.records(), store.run_manifest(), store.provenances())
+    """A run folder's records summarised (its manifest checked first, then its records read once, as typed
+    lines)."""
+    manifest = store.run_manifest()
+    return summarize(store.records(), manifest, store.provenances())

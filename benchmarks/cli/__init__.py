@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import io
 import os
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn, Union
+from typing import Any, NoReturn, Union
 
 from benchmarks.core.exit_codes import TABLE, BadInput, Exit, Lacking
 
@@ -107,7 +108,9 @@ FIXES = {errno.EACCES: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR)
          errno.ENOTDIR: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
          errno.EEXIST: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
          errno.EISDIR: "a folder stands where a file is needed: remove it or give another path",
-         errno.ELOOP: "a link loop or a link the harness will not write through: remove it or give another path"}
+         errno.ELOOP: "a link loop or a link the harness will not write through: remove it or give another path",
+         errno.ENAMETOOLONG: "a name too long for the file system: give a shorter path",
+         errno.ENXIO: "a named pipe or device stands where a file is needed: give a regular file"}
 
 
 LONG_WORD = re.compile(r"\S{121,}")
@@ -124,6 +127,41 @@ def clipped(line: str) -> str:
     return LONG_WORD.sub(lambda m: shown(m.group(), 80), line)
 
 
+class PipeSafe:
+    """An output stream whose reader may go away (`matrix ... | head -1`): the first write or flush that meets a
+    closed pipe points the stream's descriptor at /dev/null, and every later one is dropped. The command's printing
+    ends, not its run: it goes on and writes its files. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._went_away()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._went_away()
+
+    def _went_away(self) -> None:
+        self.gone = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())  # the interpreter's last flush too
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def readable_output() -> None:
     """Let stdout and stderr print any text: a character their encoding (ASCII, LANG=C) lacks is replaced."""
     for stream in (sys.stdout, sys.stderr):
@@ -131,9 +169,35 @@ def readable_output() -> None:
             stream.reconfigure(errors="replace")
 
 
+def output_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """The output folders of a command (its options `names`, and DFLASH_RUNS_DIR when set) that it could not write,
+    one line each, checked before it does any work: a file, a FIFO or a link loop in the way, a name too long."""
+    from benchmarks.core.guarded import output_folder_problem
+
+    given = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in names]
+    if os.environ.get("DFLASH_RUNS_DIR"):
+        given.append(("DFLASH_RUNS_DIR", Path(os.environ["DFLASH_RUNS_DIR"])))
+    problems = []
+    for what, path in given:
+        problem = output_folder_problem(path) if isinstance(path, Path) else None
+        if problem:
+            problems.append(f"{what} {shown(path)} {problem}; give a folder that can be written")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     readable_output()
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)
+    try:
+        return command(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def command(argv: list[str]) -> int:
+    """Choose the command of `argv`, check its options and output folders, and run it: its exit status."""
     prog = "python -m benchmarks"
     name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
                          argv, QUICK_START)
@@ -148,15 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(rest)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
-        out = getattr(args, "out", None)
-        if isinstance(out, Path) and out.exists() and not out.is_dir():
-            raise BadInput(f"{shown(out)} is a file; give a folder")
+        path_problems = output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)))
+        if path_problems:
+            raise BadInput(path_problems)
         status = int(module.main(args))
-        sys.stdout.flush()  # here, where a closed pipe is caught below, not at the interpreter's exit
+        sys.stdout.flush()  # here, through PipeSafe, not at the interpreter's exit
         return status
-    except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing more to tell it
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + 13  # as a shell reports a command ended by SIGPIPE
     except Lacking as exc:
         for line in exc.problems:
             print(f"lacking: {clipped(line)}", file=sys.stderr)

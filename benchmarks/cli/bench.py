@@ -23,6 +23,8 @@ def k_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 3,7,15, got {text!r}") from None
 
 
+OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     """`bench`'s options: one per matrix key it sets (the key's declared `bench` option, read into the key's name
     but for --dataset), then the run's."""

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from benchmarks.cli.report import run_folder
-from benchmarks.cli.run import exit_status
+from benchmarks.cli.run import exit_status, left_out_status
+from benchmarks.core.exit_codes import worst
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -17,7 +18,8 @@ def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.summary import summarize_run
     from benchmarks.core.store import RunStore
 
-    summary = summarize_run(RunStore(run_folder(args.run_dir)))
+    folder = run_folder(args.run_dir)
+    summary = summarize_run(RunStore(folder))
     rows, verdicts = summary.rows, summary.verdicts
     checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
     for line in verdicts.lines:
@@ -27,4 +29,5 @@ def main(args: argparse.Namespace) -> int:
     sampled = [r for r in rows if r.get("dist_verdict") in ("pass", "FAIL")]
     print(f"distribution: {len(sampled) - len(verdicts.distribution_failed)} of {len(sampled)} sampled (method, "
           f"dataset) rows pass")
-    return exit_status(len(verdicts.failed), verdicts.violated, unchecked=bool(verdicts.unchecked))
+    return worst(exit_status(len(verdicts.failed), verdicts.violated, unchecked=bool(verdicts.unchecked)),
+                 left_out_status(folder))

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from benchmarks.cli.report import run_folder
-from benchmarks.core.exit_codes import Exit
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -17,9 +16,11 @@ def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.published_report import comparison_markdown
     from benchmarks.analysis.summary import summarize_run
     from benchmarks.analysis.summary_csv import summary_frame
+    from benchmarks.cli.run import left_out_status
     from benchmarks.core.store import RunStore
 
-    summary = summarize_run(RunStore(run_folder(args.run_dir)))
-    print(f"# Published numbers vs run {summary.manifest.run_id or args.run_dir.name}\n")
+    folder = run_folder(args.run_dir)
+    summary = summarize_run(RunStore(folder))
+    print(f"# Published numbers vs run {summary.manifest.run_id or folder.name}\n")
     print(comparison_markdown(summary_frame(summary.rows), summary.manifest))
-    return Exit.OK
+    return left_out_status(folder)

@@ -146,13 +146,18 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(problems)
     if args.chip:
         return chip_main(args)
-    import pandas as pd
-
+    from benchmarks.analysis.cost_model import read_kflat
     from benchmarks.analysis.cost_tables import cost_model_markdown
     from benchmarks.analysis.summary import summarize_run
     from benchmarks.core.store import RunStore
 
-    summary = summarize_run(RunStore(run_folder(args.run_dir)))
-    kflat = pd.read_csv(args.kflat) if args.kflat else None
+    try:
+        kflat = read_kflat(args.kflat) if args.kflat else None
+    except ValueError as exc:
+        raise ConfigError(f"--kflat {exc}") from None
+    from benchmarks.cli.run import left_out_status
+
+    folder = run_folder(args.run_dir)
+    summary = summarize_run(RunStore(folder))
     print(cost_model_markdown(summary.rows, summary.cost_groups, kflat))
-    return Exit.OK
+    return left_out_status(folder)

@@ -8,6 +8,7 @@ A missing run is reported and the published figures are still made.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -28,23 +29,27 @@ def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.published_figures import published_figures
     from benchmarks.analysis.summary import summarize_run
     from benchmarks.cli.report import run_folder
+    from benchmarks.cli.run import left_out_status
     from benchmarks.core.store import RunStore
 
     default_run = RUNS_DIR / "latest"
     want_published = args.published or args.run is None
     run_dir = args.run if args.run is not None else None if args.published else default_run
-    status = Exit.OK
+    status: int = Exit.OK
+    latest = run_dir is not None and run_dir.absolute() == default_run.absolute()  # may not exist yet
+    folder = run_folder(run_dir) if run_dir is not None and not latest else None  # checked before any figure
     if want_published:
         for path in published_figures(args.out):
             print(path)
-    if run_dir is not None:
-        if not (run_dir / "manifest.json").is_file():
+    if latest and run_dir is not None:
+        if not os.path.lexists(run_dir / "manifest.json"):
             made = "made only the published figures" if want_published else "no figures made"
             print(f"figures: no summarised run at {run_dir} (no manifest.json to read its records by); {made}.",
                   file=sys.stderr)
-            status = Exit.OK if run_dir.absolute() == default_run.absolute() else Exit.BAD_INPUT
-        else:
-            folder = run_folder(run_dir)
-            for path in run_figures(summarize_run(RunStore(folder)), args.out / "runs" / folder.name):
-                print(path)
+            return status
+        folder = run_folder(run_dir)
+    if folder is not None:
+        for path in run_figures(summarize_run(RunStore(folder)), args.out / "runs" / folder.name):
+            print(path)
+        status = left_out_status(folder)
     return status

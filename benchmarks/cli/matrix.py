@@ -7,6 +7,7 @@ from pathlib import Path
 from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.core.config import load_matrix
 
+OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("config", type=Path, help="a matrix file, e.g. configs/matrices/smoke.yaml")

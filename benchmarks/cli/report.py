@@ -3,10 +3,13 @@ old run)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from benchmarks.cli import shown
 from benchmarks.core.config import ConfigError
+from benchmarks.core.guarded import file_problem
 from benchmarks.core.paths import RUNS_DIR
 
 
@@ -15,24 +18,31 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def run_folder(run_dir: Path | None) -> Path:
-    """A run folder given on the command line (default the latest), or a one-line error."""
-    try:
-        run_dir = (run_dir or RUNS_DIR / "latest").resolve()
-    except (RuntimeError, OSError):  # a link loop
-        raise ConfigError(f"{run_dir}: a link that loops back on itself; give a run folder") from None
-    if not (run_dir / "manifest.json").is_file():
-        raise ConfigError(f"{run_dir}: not a run folder (no manifest.json); give a folder under {RUNS_DIR} made by "
-                          f"`make bench` or `make matrix`")
-    return run_dir
+    """A run folder given on the command line (default the latest), resolved, or a one-line error naming what
+    stands there instead (`guarded.file_problem` of the folder and of its manifest.json)."""
+    given = run_dir or RUNS_DIR / "latest"
+    fix = f"give a folder under {RUNS_DIR} made by `make bench` or `make matrix`"
+    problem = file_problem(given)
+    if problem is None:
+        raise ConfigError(f"{shown(given)} is a file, not a run folder; {fix}")
+    if not problem.startswith("is a folder"):
+        raise ConfigError(f"{shown(given)} {problem}; {fix}")
+    manifest = given / "manifest.json"
+    problem = file_problem(manifest)
+    if problem:
+        raise ConfigError(f"{shown(manifest)} {problem}{': not a run folder' * (problem == 'does not exist')}; {fix}")
+    return Path(os.path.realpath(given))
 
 
 def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.report import write_reports
     from benchmarks.analysis.tables import results_table
-    from benchmarks.cli.run import verdict_status
+    from benchmarks.cli.run import left_out_status, verdict_status
+    from benchmarks.core.exit_codes import worst
 
-    report = write_reports(run_folder(args.run_dir))
+    folder = run_folder(args.run_dir)
+    report = write_reports(folder)
     print(results_table(report.rows))
     for line in report.verdicts.lines:
         print(line, file=sys.stderr)
-    return verdict_status(report)
+    return worst(verdict_status(report), left_out_status(folder))

@@ -49,6 +49,34 @@ def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked:
     return exit_status(len(v.failed), v.violated, allow_divergence, bool(v.unchecked), allow_unchecked)
 
 
+def left_out_status(run_dir: Path) -> int:
+    """NOT_CHECKED, with a line on stderr, when unit files of a run's own cells were left out of its records
+    (damaged, each named above as it was read): what a command shows of the run lacks them. OK otherwise."""
+    from benchmarks.core.store import RunStore
+
+    left_out = RunStore(run_dir).damaged_units()
+    if left_out:
+        print(f"{len(left_out)} unit file(s) of {run_dir} left out of the records (named above): what is shown lacks "
+              f"them (exit {int(Exit.NOT_CHECKED)})", file=sys.stderr)
+    return Exit.NOT_CHECKED if left_out else Exit.OK
+
+
+def latest_note(run_dir: Path) -> str:
+    """Where `latest` stands with respect to a finished run, as it is now: here, at another run that moved it since
+    (two runs at once in one runs folder), not a link the harness made, or not moved (the run holds no unit)."""
+    from benchmarks.core.store import RunStore, latest_link
+
+    latest = latest_link()
+    target = latest.resolve() if latest.is_symlink() else None
+    if target == run_dir.resolve():
+        return f"{latest} points here"
+    if not RunStore(run_dir).safe_units():
+        return f"{latest} not moved: the run holds no unit"
+    if target is None:
+        return f"{latest} not moved: it is {'not a link the harness made' if latest.exists() else 'missing'}"
+    return f"{latest} points at {target}: another run moved it since this one wrote its first unit"
+
+
 def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
     """Whether rerunning the command would help the failed units (`records.rerun_may_help`): only those whose
     cause may pass on a retry are offered one; the rest are named as failing the same way again."""
@@ -70,7 +98,6 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     from benchmarks.analysis.capacity_report import capacity_lines
     from benchmarks.analysis.report import write_reports
     from benchmarks.analysis.tables import results_table
-    from benchmarks.core.store import latest_link
     from benchmarks.run.execute import execute
     from benchmarks.run.plan import build_plan
 
@@ -96,11 +123,8 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
         print(line)
     for line in verdicts.lines:
         print(line, file=sys.stderr)
-    latest = latest_link()
-    here = latest.is_symlink() and latest.resolve() == result.run_dir.resolve()
     print(f"\nrun folder: {result.run_dir}\n  summary.csv, speculation_profile.json, report.md, figures/"
-          + (", capacity.json" if report.capacities else "")
-          + (f" ({latest} points here)" if here else " (latest not moved: the run holds no unit)"))
+          + (", capacity.json" if report.capacities else "") + f" ({latest_note(result.run_dir)})")
     if result.failed:
         print(f"{result.failed} (cell, dataset) unit(s) failed; see report.md. {retry_advice(verdicts.failed)}",
               file=sys.stderr)

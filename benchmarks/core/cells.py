@@ -10,6 +10,8 @@ METHODS = ("baseline", "dflash", "eagle3", "ngram")
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
 DRAFT_METHODS = ("dflash", "eagle3")  # the methods that load a draft model
 CELL_FIELDS = ("engine", "target", "method", "draft", "k", "temperature", "max_new_tokens", "seed")  # required
+# Bounds of a cell read from a file, beyond any run: K and the batch (2^16), tokens (2^24), a seed (2^31 - 1)
+MAX_K, MAX_TOKENS, MAX_SEED = 1 << 16, 1 << 24, 2**31 - 1
 
 
 def cell_label(method: str, k: int | None) -> str:
@@ -67,20 +69,21 @@ class Cell:
 
     def _problem(self) -> str | None:
         """What is wrong with a cell read from a file, or None."""
-        def is_int(x: Any, low: int) -> bool:
-            return isinstance(x, int) and not isinstance(x, bool) and x >= low
+        def is_int(x: Any, low: int, high: int) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
         checks = [
             (isinstance(self.engine, str) and isinstance(self.target, str), "engine and target must be text"),
             (self.method in METHODS, f"method {self.method!r} is not one of {', '.join(METHODS)}"),
             (self.draft is None or isinstance(self.draft, str), f"draft {self.draft!r} is not text or null"),
-            (is_int(self.k, 0), f"k {self.k!r} is not an int >= 0"),
+            (is_int(self.k, 0, MAX_K), f"k {self.k!r:.40} is not an int in 0..{MAX_K}"),
             (isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool)
-             and 0 <= self.temperature < float("inf"), f"temperature {self.temperature!r} is not a number >= 0"),
-            (is_int(self.max_new_tokens, 1), f"max_new_tokens {self.max_new_tokens!r} is not an int >= 1"),
-            (is_int(self.seed, 0), f"seed {self.seed!r} is not an int >= 0"),
+             and 0 <= self.temperature < float("inf"), f"temperature {self.temperature!r:.40} is not a number >= 0"),
+            (is_int(self.max_new_tokens, 1, MAX_TOKENS),
+             f"max_new_tokens {self.max_new_tokens!r:.40} is not an int in 1..{MAX_TOKENS}"),
+            (is_int(self.seed, 0, MAX_SEED), f"seed {self.seed!r:.40} is not an int in 0..{MAX_SEED}"),
             (isinstance(self.engine_options, dict), "engine_options is not a mapping"),
             (isinstance(self.weights, str), "weights is not text"),
-            (is_int(self.batch_size, 1), f"batch_size {self.batch_size!r} is not an int >= 1"),
+            (is_int(self.batch_size, 1, MAX_K), f"batch_size {self.batch_size!r:.40} is not an int in 1..{MAX_K}"),
         ]
         return next((why for ok, why in checks if not ok), None)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import catalog
+from benchmarks.core.guarded import file_problem
 from benchmarks.core.matrix_checks import ConfigError, Parsing, check_name, fail
 from benchmarks.core.matrix_schema import KEYS, MATRIX_KEYS, PARSERS, PRESET_KEYS, Matrix
 from benchmarks.core.paths import PRESETS_DIR
@@ -30,11 +31,18 @@ def load_preset(name: str) -> dict[str, Any]:
     return data
 
 
+MAX_MATRIX_BYTES = 4 << 20  # a matrix file: the shipped ones are a few kB
+
+
 def load_matrix(path: str | Path) -> Matrix:
-    """The matrix of a YAML file, validated (`parse_matrix`)."""
+    """The matrix of a YAML file, validated (`parse_matrix`); a path that is not a file is named for what it is
+    (`guarded.file_problem`)."""
     path = Path(path)
-    if not path.is_file():
+    problem = file_problem(path, MAX_MATRIX_BYTES)
+    if problem == "does not exist":
         raise ConfigError(f"{path}: no such matrix file; the shipped ones are in configs/matrices/")
+    if problem:
+        raise ConfigError(f"{path} {problem}; give a matrix file (the shipped ones are in configs/matrices/)")
     return parse_matrix(read_yaml(path), str(path), path.parent)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.core.cells import Cell
+from benchmarks.core.guarded import name_problem
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ class Manifest:
     @classmethod
     def from_json(cls, value: dict[str, Any], where: str) -> "Manifest":
         """The manifest a JSON object holds (a mapping with `cells` and `config` mappings, as `store.read_manifest`
-        checks); ValueError naming `where`, the cell and its field when a cell or a section is not what it should."""
+        checks); ValueError naming `where`, the cell and its field when a cell or a section is not what it should, or
+        when its run_id is not a plain name (a name read from a file may become part of a path)."""
         cells = {str(cid): Cell.from_json(c, f"{where}: cell {cid}") for cid, c in value["cells"].items()}
         sections = {name: value.get(name) or {} for name in ("hardware", "packages", "models", "prompts",
                                                              "prompts_skipped")}
@@ -41,7 +43,9 @@ class Manifest:
             if text is not None and not isinstance(text, str):
                 raise ValueError(f"{where}: `{name}` is {text!r:.40}, not text")
         run_id = value.get("run_id")
-        return cls(run_id=run_id if isinstance(run_id, str) else "", cells=cells, config=value["config"],
+        if run_id is not None and name_problem(run_id):
+            raise ValueError(f"{where}: run_id {name_problem(run_id)}")
+        return cls(run_id=run_id or "", cells=cells, config=value["config"],
                    platform=texts["platform"], hardware=sections["hardware"], packages=sections["packages"],
                    models=sections["models"], prompts=sections["prompts"],
                    prompts_skipped=sections["prompts_skipped"], config_path=texts["config_path"],

@@ -4,13 +4,12 @@ row naming its line number."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from benchmarks.core.chat_template import render_messages, render_text, row_messages
 from benchmarks.core.dataset_registry import DatasetUnavailable
+from benchmarks.core.guarded import file_problem, json_value
 
 FORMS = ("prompt", "messages", "prompt_ids")  # what a local file's row may carry: one of them
 ROLES = ("system", "user", "assistant")
@@ -22,9 +21,10 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
     """The rows of a local JSONL prompt file, every line checked: UTF-8, one JSON object, one prompt form the dataset
     can render (`row_problem`; with the tokenizer, rendered and its ids checked too). Raises DatasetUnavailable with
     one line per bad row, naming its line number."""
-    not_a_file = special_file_problem(path)
+    not_a_file = file_problem(path)  # found without opening it: a FIFO would wait for a writer, a device never end
     if not_a_file:
-        raise DatasetUnavailable(f"{name}: local prompt file {path} {not_a_file}")
+        raise DatasetUnavailable(f"{name}: local prompt file {path} {not_a_file}; give a JSONL file of prompts, one "
+                                 f"JSON object per line")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -36,13 +36,12 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
         if not raw.strip():
             continue
         try:
-            row = json.loads(raw.decode("utf-8"))
+            row = json_value(raw.decode("utf-8"), f"{path}:{number}", what="JSON line")
         except UnicodeDecodeError as exc:
             problems.append(f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})")
             continue
-        except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{number}: not a JSON line ({exc.msg} at column {exc.colno}); each line is one "
-                            f"object such as {{\"prompt\": \"...\"}}")
+        except ValueError as exc:
+            problems.append(f"{exc}; each line is one object such as {{\"prompt\": \"...\"}}")
             continue
         why = (f"a row must be a JSON object such as {{\"prompt\": \"...\"}}, got a JSON {type(row).__name__}"
                if not isinstance(row, dict) else row_problem(name, row, tokenizer, template))
@@ -62,26 +61,6 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
     if not rows:
         raise DatasetUnavailable(f"{name}: local prompt file {path} holds no rows")
     return rows
-
-
-def special_file_problem(path: Path) -> str | None:
-    """Why `path` is not a regular file to read prompts from (a folder, a FIFO, a device, a broken link, nothing),
-    found without opening it (opening a FIFO would wait for a writer, and a device may never end); None for a file."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        if path.is_symlink():
-            return f"is a link to {os.readlink(path)}, which does not exist; give a JSONL file"
-        return "does not exist"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror}); give a JSONL file"
-    if stat.S_ISREG(mode):
-        return None
-    kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a special file")
-    via = f" (a link to {path.resolve()})" if path.is_symlink() else ""
-    return f"is {kind}{via}, not a file; give a JSONL file of prompts, one JSON object per line"
 
 
 def prompt_key(name: str, row: dict[str, Any]) -> str:

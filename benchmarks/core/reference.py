@@ -12,6 +12,7 @@ import pandas as pd
 from benchmarks.core import metrics
 from benchmarks.core.cells import SPEC_METHODS
 from benchmarks.core.datasets import DATASETS
+from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.metrics import below_floor, tpot_floor_ms
 from benchmarks.core.paths import REFERENCE_DIR
 
@@ -70,21 +71,18 @@ def present(value: Any) -> bool:
 
 
 def _read_csv(path: Path, columns: tuple[str, ...], numeric: tuple[str, ...]) -> pd.DataFrame:
-    if not path.is_file():
-        raise ReferenceDataError(f"{path}: reference file is missing")
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    """A reference table read by the guarded CSV reader (`guarded.read_csv_text`: its numeric cells finite), its
+    columns exactly `columns`."""
+    try:
+        df = read_csv_text(path, numeric)
+    except ValueError as exc:
+        raise ReferenceDataError(str(exc)) from None
     if tuple(df.columns) != columns:
         missing = [c for c in columns if c not in df.columns]
         extra = [c for c in df.columns if c not in columns]
         raise ReferenceDataError(f"{path}: columns differ from the schema (missing {missing}, unexpected {extra}, "
                                  f"or out of order)")
     for col in numeric:
-        for i, raw in enumerate(df[col]):
-            if raw.strip():
-                try:
-                    float(raw)
-                except ValueError:
-                    raise ReferenceDataError(f"{path}:{i + 2}: '{col}' is not a number: {raw!r}") from None
         df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype(float)
     return df
 

@@ -7,7 +7,8 @@
                            the key is the dataset, or it with an internal suffix ('@ctx<tokens>', '@turn2',
                            '@recheck', '@ties', '@c<level>', '@c<level>@p<round>' for a capacity probe); '@' never
                            occurs in a dataset name
-      units/superseded/, units/foreign/   units that no longer hold; units copied in from another run (never merged)
+      units/superseded/, units/foreign/   units that no longer hold or were measured again (none is overwritten in
+                           place); units copied in from another run (never merged)
       records.jsonl        all units concatenated; a run rebuilds it when out of step (the old one kept beside)
       .lock                held by the one run writing the folder (released when its process ends, however)
 
@@ -31,9 +32,11 @@ from typing import Any
 
 from benchmarks.core import paths
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.guarded import MAX_JSON_BYTES, file_problem, json_value, read_json_file
 from benchmarks.core.manifest import Manifest
 from benchmarks.core.records import Line, checked, parse_lines
 
+FOREIGN = "not a unit of this run"  # the reason a unit file copied in from another run is left out
 WRITE_ATTEMPTS = 3
 WRITE_BACKOFF_S = 1.0  # before the second attempt; doubled before the third
 
@@ -78,13 +81,9 @@ def _jsonl(records: list[dict[str, Any]]) -> str:
 
 
 def json_object(line: str, where: str) -> dict[str, Any]:
-    """One JSONL line as a JSON object; ValueError naming `where` otherwise (a nesting too deep included)."""
-    try:
-        obj = json.loads(line)
-    except RecursionError:
-        raise ValueError(f"{where}: nested too deeply to read") from None
-    except ValueError as exc:
-        raise ValueError(f"{where}: not a JSON line ({exc})") from None
+    """One JSONL line as a JSON object (`guarded.json_value`: depth bounded, non-finite numbers refused); ValueError
+    naming `where` otherwise."""
+    obj = json_value(line, where, what="JSON line")
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: a record must be a JSON object, not {type(obj).__name__}")
     return obj
@@ -92,9 +91,13 @@ def json_object(line: str, where: str) -> dict[str, Any]:
 
 def read_jsonl(path: Path, check: bool = True) -> list[dict[str, Any]]:
     """The records of a JSONL file (none when it does not exist), of kinds and versions this harness reads unless
-    `check` is off; ValueError naming the first bad line."""
-    if not path.is_file():
+    `check` is off; ValueError naming the first bad line, or the path when something else than a file stands there
+    (a folder, a FIFO, a link to a device or to nothing)."""
+    if not os.path.lexists(path):
         return []
+    problem = file_problem(path, MAX_JSON_BYTES)
+    if problem:
+        raise ValueError(f"{path.name} {problem}")
     with open(path, encoding="utf-8") as f:
         records = [json_object(line, f"line {i}") for i, line in enumerate(f, 1) if line.strip()]
     return checked(records, path.name) if check else records
@@ -110,15 +113,13 @@ class RunFolderBusy(BadInput):
 
 
 def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> dict[str, Any]:
-    """A run's manifest.json, checked to be one this harness wrote (an object with the fields `need`, each an
-    object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
+    """A run's manifest.json (`guarded.read_json_file`), checked to be one this harness wrote (an object with the
+    fields `need`, each an object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
     fix = "give a run folder that `make bench` or `make matrix` wrote"
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise BadInput(f"{path} does not read as JSON ({type(exc).__name__}); {fix}") from None
-    except OSError as exc:
-        raise BadInput(f"{path} cannot be read ({exc.strerror}); {fix}") from None
+        manifest = read_json_file(path)
+    except ValueError as exc:
+        raise BadInput(f"{exc}; {fix}") from None
     if not (isinstance(manifest, dict) and all(isinstance(manifest.get(key), dict) for key in need)):
         raise BadInput(f"{path} is not a manifest of this harness (an object with {' and '.join(need) or 'fields'}); "
                        f"{fix}")
@@ -215,8 +216,12 @@ class RunStore:
             for line in lines])
 
     def write_unit_json(self, cell_id: str, key: str, records: list[dict[str, Any]]) -> None:
-        """Write one unit's records as JSON objects (`write_unit`; a unit copied or made by hand)."""
+        """Write one unit's records as JSON objects (`write_unit`; a unit copied or made by hand). A unit file already
+        there (measured again: failed, damaged, of a newer schema) is moved to units/superseded/ first, never
+        overwritten in place."""
         path, text = self._unit_path(cell_id, key), _jsonl(records)
+        if os.path.lexists(path):
+            self._supersede(path)
         try:
             retrying(lambda: atomic_write_text(path, text))
         except OSError as exc:
@@ -274,8 +279,13 @@ class RunStore:
         return True
 
     def _supersede(self, path: Path, folder: str = "superseded") -> None:
+        """Move a unit file (or whatever stands in its place) into units/<folder>/; one of the same name already
+        there is kept, the newcomer named with the time it was moved (ns)."""
         (self.units_dir / folder).mkdir(exist_ok=True)
-        os.replace(path, self.units_dir / folder / path.name)
+        target = self.units_dir / folder / path.name
+        if os.path.lexists(target):
+            target = target.with_name(f"{path.stem}.{time.time_ns()}{path.suffix}")
+        os.replace(path, target)
 
     def set_aside_foreign(self, cells: set[str], datasets: set[str]) -> list[str]:
         """Move the unit files of `cells` that do not belong to this run (`foreign_reason`: copied in from another
@@ -330,10 +340,16 @@ class RunStore:
                 damaged.append(f"{p.relative_to(self.run_dir)} ({type(exc).__name__}: {exc})")
                 continue
             if why:
-                damaged.append(f"{p.relative_to(self.run_dir)} (not a unit of this run: {why})")
+                damaged.append(f"{p.relative_to(self.run_dir)} ({FOREIGN}: {why})")
                 continue
             records += unit
         return records, damaged
+
+    def damaged_units(self) -> list[str]:
+        """The unit files of the run's own cells that do not read whole (damaged, a folder or a FIFO in a unit's
+        place, a non-finite number), each with its reason: what a reader of the run lacks. Foreign units are not
+        counted: they were never the run's."""
+        return [line for line in self.unit_records(self.manifest())[1] if f"({FOREIGN}:" not in line]
 
     def rebuild_records(self) -> None:
         """records.jsonl from units/, best effort (a run's own writes: `repair_records` checked it first)."""

@@ -143,7 +143,7 @@ def test_cost_model_for_a_chip_refuses_a_table_that_is_not_a_published_one(capsy
 
     other = tmp_path / "mine.csv"
     other.write_text("dataset,tau\nmath500,3.0\n")
-    for path, says in ((other, "columns differ from the schema"), (tmp_path / "none.csv", "is missing"),
+    for path, says in ((other, "columns differ from the schema"), (tmp_path / "none.csv", "does not exist"),
                        (REFERENCE_DIR / "k_flat.csv", "columns differ from the schema")):
         assert main(["cost-model", "--chip", "h200", "--tau-from", str(path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -280,7 +280,7 @@ def test_make_bench_runs_no_command_a_variable_holds(tmp_path):
 
 def test_figures_of_a_folder_that_is_not_a_run_is_bad_input(tmp_path, capsys):
     rc, _, err = run(["figures", "--run", tmp_path, "--out", tmp_path / "fig"], capsys)
-    assert rc == 2 and "no summarised run" in err
+    assert rc == 2 and "not a run folder" in err
 
 
 def test_outputs_take_the_umask_like_any_file(tmp_path, prompts, capsys):

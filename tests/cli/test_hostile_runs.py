@@ -357,3 +357,31 @@ def test_a_run_folder_that_cannot_be_written_is_one_line(tmp_path, prompts, monk
     monkeypatch.setattr(store.RunStore, "write_manifest", refused)
     clear_error(["matrix", matrix(tmp_path, prompts), "--run-dir", tmp_path / "run"], capsys,
                 "Permission denied; give a folder you may write")
+
+
+# --- units measured again, and `latest` -----------------------------------------------------------------------------
+
+def test_a_unit_of_a_newer_schema_is_measured_again_and_moved_aside(tmp_path, done_run, prompts, capsys):  # noqa: F811
+    unit = sorted((done_run / "units").glob("*.jsonl"))[0]
+    newer = "".join(json.dumps({**json.loads(line), "schema_version": 99}) + "\n"
+                    for line in unit.read_text().splitlines())
+    unit.write_text(newer)
+    assert run(["matrix", matrix(tmp_path, prompts), "--run-dir", done_run], capsys)[0] == 0
+    assert (done_run / "units" / "superseded" / unit.name).read_text() == newer  # kept whole, not overwritten
+    assert '"schema_version": 99' not in unit.read_text()  # measured again by this harness
+
+
+def test_each_of_two_runs_in_one_runs_folder_says_the_truth_about_latest(tmp_path, prompts, capsys):  # noqa: F811
+    from benchmarks.cli.run import latest_note
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert run(["matrix", matrix(tmp_path, prompts), "--run-dir", first], capsys)[0] == 0
+    assert latest_note(first).endswith("points here")
+    assert run(["matrix", matrix(tmp_path, prompts, name="n.yaml", seed=1), "--run-dir", second], capsys)[0] == 0
+    # the first run holds units; a run that started after it moved `latest`, as two runs at once do
+    assert latest_note(first) == f"{store.latest_link()} points at {second.resolve()}: another run moved it since " \
+                                 f"this one wrote its first unit"
+    assert latest_note(second).endswith("points here")
+    empty = tmp_path / "empty"
+    (empty / "units").mkdir(parents=True)
+    assert latest_note(empty).endswith("not moved: the run holds no unit")

@@ -201,8 +201,8 @@ def test_changed_weights_are_measured_again_and_unchanged_ones_resume(tmp_path, 
     run_matrix(m, tmp_path / "run", progress=False)
     third = cell_ids(run_dir)
     assert DescribedEngine.loads == ["baseline", "dflash-k3", "baseline"] and not third & (first | second)
-    # the replaced units, kept aside: both dflash units, the first baseline and its recheck (the latest of two)
-    assert len(list((run_dir / "units" / "superseded").glob("*.jsonl"))) == 4
+    # the replaced units, kept aside: both dflash units, the first baseline and both of its rechecks (none overwritten)
+    assert len(list((run_dir / "units" / "superseded").glob("*.jsonl"))) == 5
     assert set(RunStore(run_dir).manifest()["cells"]) == third
     write_reports(run_dir)
     assert "| local | vllm | dflash-k3 | 0 | 2 |" in (run_dir / "report.md").read_text()
