@@ -26,14 +26,33 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tau-from", type=Path,
                     help="--chip: the τ per dataset, from a published table (results/reference/*.csv) or a run folder")
     ap.add_argument("--shape", choices=sorted(SHAPES), help="--chip: the target's shape (default: the source's)")
-    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"), help="--chip: weights' dtype")
-    ap.add_argument("--context", type=int, default=256, help="--chip: context length of a step (its KV rows)")
-    ap.add_argument("--k", type=int, default=15, help="--chip: K where the source does not say it")
-    ap.add_argument("--block-size", type=int, default=16,
-                    help="--chip: the draft's block (its queries) where the source does not say it")
-    ap.add_argument("--overhead-ms", type=float, default=0.0,
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), help="--chip: weights' dtype (default bfloat16)")
+    ap.add_argument("--context", type=int,
+                    help=f"--chip: context length of a step (its KV rows; default {CHIP_DEFAULTS['context']})")
+    ap.add_argument("--k", type=int, help=f"--chip: K where the source does not say it (default {CHIP_DEFAULTS['k']})")
+    ap.add_argument("--block-size", type=int, help="--chip: the draft's block (its queries) where the source does not "
+                    f"say it (default {CHIP_DEFAULTS['block_size']})")
+    ap.add_argument("--overhead-ms", type=float,
                     help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
     ap.add_argument("--batch", type=_batches, help="--chip: batch sizes B to predict at, e.g. 1,2,4,...,64")
+    ap.add_argument("--schedule", action="store_true",
+                    help="the best K at each B (K = 0 allowed) with its margin, and the schedule as vLLM's, "
+                         "TensorRT-LLM's, SGLang's and this harness's config, written into the run folder "
+                         "(docs/k-schedule.md)")
+    ap.add_argument("--calibrate-from", type=Path,
+                    help="fit the per-pass overhead and the fraction of peak FLOP/s to a plain-decoding curve: a run "
+                         "folder's AR baselines at several B (this CPU without --chip), or a CSV of batch_size, "
+                         "tok_per_s_total (with --chip); then price every step with them")
+    ap.add_argument("--ar-draft-ms", type=float,
+                    help="--chip: an autoregressive drafter (EAGLE-3): its measured draft time per token and step, "
+                         "K of them per step in place of the block draft pass")
+    ap.add_argument("--cost-ks", type=_batches,
+                    help="RUN_DIR --schedule: take the step cost at (B, K) from these Ks' measured step times only "
+                         "(linear in between), so that the other Ks of the run are a held-out check")
+
+
+CHIP_DEFAULTS: dict[str, Any] = {"dtype": "bfloat16", "context": 256, "k": 15, "block_size": 16, "overhead_ms": 0.0}
+CHIP_ONLY = ("overhead_ms", "batch", "shape", "k", "context", "dtype", "block_size", "ar_draft_ms")
 
 
 def _batches(text: str) -> list[int]:
@@ -126,18 +145,33 @@ MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
 
 
 def option_problems(args: argparse.Namespace) -> list[str]:
-    """The options that cannot mean what they say, one line each: a length out of range, an overhead that is not a
-    finite time >= 0, an option of --chip given without it."""
+    """The options that cannot mean what they say, one line each: a length out of range, a time that is not a finite
+    time >= 0, options of --chip given without it (one line naming them all)."""
     problems = [f"--{name.replace('_', '-')} {value}: expected an int from {low} to {high}"
                 for name, value, low, high in (("context", args.context, 1, MAX_CONTEXT), ("k", args.k, 1, 1024),
                                                ("block_size", args.block_size, 1, 1024))
-                if not low <= value <= high]
-    if not (math.isfinite(args.overhead_ms) and args.overhead_ms >= 0):
-        problems.append(f"--overhead-ms {args.overhead_ms}: expected a finite time >= 0 (ms)")
+                if value is not None and not low <= value <= high]
+    for name in ("overhead_ms", "ar_draft_ms"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            problems.append(f"--{name.replace('_', '-')} {value}: expected a finite time >= 0 (ms)")
     if not args.chip and args.tau_from is not None:
         problems.append("--tau-from is read only with --chip (a prediction for that chip); give --chip, or drop "
                         "--tau-from to model the run given as RUN_DIR")
+    given = [f"--{name.replace('_', '-')}" for name in CHIP_ONLY if getattr(args, name) is not None]
+    if not args.chip and given:
+        problems.append(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} read only with --chip (a prediction "
+                        f"for that chip); give --chip X --tau-from RUN, or drop {' and '.join(given)} to model the "
+                        "run given as RUN_DIR")
+    if args.chip and args.cost_ks is not None:
+        problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
+                        "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")
     return problems
+
+
+def chip_options(args: argparse.Namespace) -> argparse.Namespace:
+    """args with --chip's defaults where its options are not given."""
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in CHIP_DEFAULTS.items() if getattr(args, k) is None}})
 
 
 def main(args: argparse.Namespace) -> int:
@@ -145,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise ConfigError(problems)
     if args.chip:
-        return chip_main(args)
+        return chip_main(chip_options(args))
     import pandas as pd
 
     from benchmarks.analysis.cost_tables import cost_model_markdown
