@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,8 @@ def chip_main(args: argparse.Namespace) -> int:
         raise ConfigError("--chip needs --tau-from: a published table (results/reference/*.csv) or a run folder")
     itemsize = 2 if args.dtype == "bfloat16" else 4
     device = chip_device(CHIPS[args.chip], args.dtype, args.overhead_ms / 1e3)
+    if args.schedule or args.calibrate_from:
+        return chip_schedule_main(args, device, itemsize)
     if args.tau_from.suffix == ".csv":
         from benchmarks.core.reference import ReferenceDataError, present, read_results_table
 
@@ -138,6 +141,210 @@ def chip_main(args: argparse.Namespace) -> int:
         print(batch_markdown(engine, device, taus, source, args.batch))
     else:
         print(chip_markdown(engine, device, taus, source))
+    return Exit.OK
+
+
+DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
+OUT_FOLDER = "k_schedule"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a schedule is derived from on one workload: τ(K) of its largest-K speculative cell, that cell and the
+    run's measured (B, K) grid."""
+
+    workload: str
+    engine: str
+    top: Cell
+    taus: dict[int, Any]
+    grid: dict[tuple[int, int], Any]
+
+
+def sources(summary: Any, where: Path) -> list[Source]:
+    """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
+    assumed not to depend on B) and the measured grid."""
+    from benchmarks.analysis import k_schedule as ksd
+
+    spec = [u for u in summary.units if u.speculative and u.level is None and u.reqs
+            and any(r.accept_lengths for r in u.reqs)]
+    out = []
+    for engine, workload in dict.fromkeys((u.cell.engine, u.workload) for u in spec):
+        mine = [u for u in spec if (u.cell.engine, u.workload) == (engine, workload)]
+        top = max(mine, key=lambda u: (u.cell.k, -(u.cell.batch_size or 1)))
+        out.append(Source(workload, engine, top.cell, ksd.taus(top.reqs), ksd.grid(summary.units, workload, engine)))
+    if not out:
+        raise ConfigError(f"{where}: no speculative row with accepted lengths to take τ(K) from; run a dflash (or "
+                          "eagle3) cell at the largest K of interest")
+    return out
+
+
+def _matrix_base(summary: Any, src: Source) -> dict[str, Any]:
+    """The run's own matrix settings that the schedule's matrix keeps (its model files, workload and budget)."""
+    keep = ("preset", "engine", "target", "drafts", "block_size", "temperature", "max_new_tokens", "num_prompts",
+            "warmup_prompts", "seed", "engine_options")
+    config = summary.manifest.config
+    base = {key: config[key] for key in keep if config.get(key) is not None}
+    return {"name": f"{summary.manifest.run_id or 'run'}-ksched"[:80], **base, "engine": src.engine,
+            "datasets": [src.workload]}
+
+
+def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:
+    """The schedule's configs and its tables written under folder/k_schedule/name/; returns the Markdown printed."""
+    from benchmarks.analysis.k_schedule import schedule_of
+    from benchmarks.analysis.k_schedule_tables import config_files, configs_markdown
+
+    files = config_files(schedule_of(choices), base, max_batch)
+    out = folder / OUT_FOLDER / name
+    out.mkdir(parents=True, exist_ok=True)
+    for file, body in files.items():
+        (out / file).write_text(body + "\n")
+    md = f"{text}\n\nWritten to {out}:\n\n{configs_markdown(files)}"
+    (out / "schedule.md").write_text(md + "\n")
+    return md
+
+
+def _calibration_points(summary: Any, engine: str) -> dict[int, float]:
+    """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.core.metrics import mean_interval
+
+    by_b: dict[int, list[float]] = {}
+    for u in summary.units:
+        if not u.speculative and u.level is None and u.cell.engine == engine and u.reqs:
+            by_b.setdefault(u.cell.batch_size or 1, []).extend(ksd.unit_step_ms(u.reqs))
+    return {b: mean_interval(v).value for b, v in sorted(by_b.items())}
+
+
+def _published_points(path: Path) -> dict[int, float]:
+    """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total): the AR step time (ms) per B."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+        return {int(r.batch_size): 1e3 * int(r.batch_size) / float(r.tok_per_s_total) for r in frame.itertuples()}
+    except (OSError, ValueError, AttributeError, pd.errors.ParserError) as err:
+        raise ConfigError(f"--calibrate-from {path}: expected a CSV with columns batch_size and tok_per_s_total "
+                          f"(plain decoding), or a run folder ({type(err).__name__}: {err})") from None
+
+
+def schedule_main(args: argparse.Namespace) -> int:
+    """A run's own schedule: τ(K) from its largest K, the step at (B, K) from its measured Ks (or the calibrated
+    model of --calibrate-from), beside the measured grid; configs written into the run folder."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis.k_schedule_tables import choices_markdown, grid_markdown
+    from benchmarks.analysis.summary import summarize_run
+    from benchmarks.core.store import RunStore
+
+    folder = run_folder(args.run_dir)
+    summary = summarize_run(RunStore(folder))
+    for src in sources(summary, folder):
+        batches = sorted({b for b, _ in src.grid}) or [1]
+        cal_text = ""
+        if args.calibrate_from:
+            cost, cal_text = _cpu_calibrated(args, summary, src)
+            how = f"the step at (B, K) from the AR curve of {args.calibrate_from} (calibrated roofline of this CPU)"
+        else:
+            cost = ksd.run_costs(src.grid, args.cost_ks)
+            ks = args.cost_ks or sorted({k for _, k in src.grid if k})
+            how = f"the step at (B, K) from the steps measured at K = {', '.join(map(str, ks))}, linear in between"
+        if not args.schedule:
+            print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
+            continue
+        choices = ksd.derive(batches, src.taus, cost)
+        if not choices or choices[0].batch != 1:
+            raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
+                              "starts there (run the cells at B = 1 too)")
+        about = (f"## {src.engine} on {src.workload}\n\nτ(K) from {src.top.method} K = {src.top.k} at B = "
+                 f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B); {how}. "
+                 f"Margin: the best K's tok/s over the next best's − 1, bounds from τ's and the steps' 95 % intervals "
+                 f"at their extremes.")
+        text = choices_markdown(choices, about)
+        grid_ks = sorted({k for _, k in src.grid})
+        if len(grid_ks) > 1:
+            check = ksd.derive(batches, src.taus, cost, grid_ks)
+            text += ("\n\nThe prediction among the Ks measured, beside the measured grid (tok/s of the batch with "
+                     "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
+                     "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, src.grid))
+        if cal_text:
+            text += "\n\n" + cal_text
+        name = f"{src.engine}-{src.workload}"
+        print(write_schedule(folder, name, choices, text, _matrix_base(summary, src), max(batches)))
+    return Exit.OK
+
+
+def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tuple[Any, str]:
+    """The step cost on this CPU from the roofline calibrated on the AR curve of --calibrate-from (a run folder),
+    and the calibration's table against the measured steps."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis.k_schedule_tables import calibration_markdown
+    from benchmarks.analysis.summary import summarize_run
+    from benchmarks.core import measure
+    from benchmarks.core.roofline import Device
+    from benchmarks.core.store import RunStore
+
+    if args.calibrate_from.suffix == ".csv":
+        raise ConfigError("--calibrate-from a published table needs --chip (whose peak it is a fraction of)")
+    other = summarize_run(RunStore(run_folder(args.calibrate_from)))
+    points = _calibration_points(other, src.engine)
+    if len(points) < 2:
+        raise ConfigError(f"--calibrate-from {args.calibrate_from}: AR baselines of {src.engine} at {len(points)} "
+                          "batch size(s); the fit needs two or more")
+    dtype = str(src.top.engine_options.get("dtype") or summary.manifest.config.get("engine_options", {}).get("dtype")
+                or "float32")
+    itemsize = 2 if dtype == "bfloat16" else 4
+    reqs = [r for u in summary.units if u.cell == src.top for r in u.reqs]
+    context = round(sum(r.n_prompt_tokens + r.n_out / 2 for r in reqs) / len(reqs)) if reqs else 256
+    ns = argparse.Namespace(shape=None, context=context, tau_from=args.calibrate_from)
+    engine = _run_engine([src.top], ns, itemsize)
+    cpu = Device("this CPU", measure.read_bytes_per_s(), measure.matmul_flops_per_s(dtype),
+                 "measured on this machine: read stream, a large XLA matmul")
+    cal = ksd.calibrate(points, engine, cpu)
+    cost = ksd.chip_cost(engine, cal.device(cpu))
+    return cost, calibration_markdown(cal, cost, src.grid)
+
+
+def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> int:
+    """The schedule on a chip: τ(K) from a run folder's largest K, the step at (B, K) from the chip's roofline
+    (calibrated on a published plain-decoding curve with --calibrate-from), configs written into that run folder."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis.k_schedule_tables import choices_markdown
+    from benchmarks.analysis.summary import summarize_run
+    from benchmarks.core import roofline
+    from benchmarks.core.store import RunStore
+
+    if args.tau_from.suffix == ".csv":
+        raise ConfigError(f"--tau-from {args.tau_from}: --schedule needs per-position acceptance (τ at every K); "
+                          "give a run folder with a dflash cell")
+    folder = run_folder(args.tau_from)
+    summary = summarize_run(RunStore(folder))
+    batches = args.batch or DEFAULT_BATCHES
+    if 1 not in batches:
+        raise ConfigError(f"--batch {','.join(map(str, batches))}: a schedule starts at B = 1; add 1")
+    for src in sources(summary, folder):
+        engine = _run_engine([src.top], args, itemsize)
+        cal_line = ""
+        if args.calibrate_from:
+            points = _published_points(args.calibrate_from)
+            cal = ksd.calibrate(points, engine, device)
+            device = cal.device(device)
+            cal_line = (f" Calibrated on {args.calibrate_from.name}: {cal.overhead_ms:.3f} ms per pass, "
+                        f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
+        cost = ksd.chip_cost(engine, device, args.ar_draft_ms)
+        choices = ksd.derive(batches, src.taus, cost)
+        bound = next((c.batch for c in choices if c.best.k and roofline.compute_bound(
+            ksd.step_at(engine, c.batch, c.best.k).passes[-1], device)), None)
+        draft = (f"an autoregressive draft of {args.ar_draft_ms} ms per token" if args.ar_draft_ms is not None else
+                 f"{engine.draft_layers.num_layers} draft layers, "
+                 f"{'K + 1' if engine.queries == engine.k + 1 else engine.queries} draft queries")
+        fall = ksd.first_fall(choices)
+        about = (f"## {args.chip}, {args.shape or 'the run' + chr(39) + 's target'}: {src.engine} on {src.workload}"
+                 f"\n\nPredicted on {device.name} ({device.source}) at the roofline plus "
+                 f"{device.overhead_s * 1e3:.3f} ms per forward pass; {draft}; context {engine.context}; τ(K) from "
+                 f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}).{cal_line} K first falls at "
+                 f"B = {fall or 'none asked'}; the verify at the best K is compute-bound from B = {bound or 'none'}.")
+        name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"
+        print(write_schedule(folder, name, choices, choices_markdown(choices, about), _matrix_base(summary, src),
+                             max(batches)))
     return Exit.OK
 
 
@@ -180,6 +387,8 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(problems)
     if args.chip:
         return chip_main(chip_options(args))
+    if args.schedule or args.calibrate_from:
+        return schedule_main(args)
     import pandas as pd
 
     from benchmarks.analysis.cost_tables import cost_model_markdown

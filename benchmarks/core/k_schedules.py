@@ -36,6 +36,10 @@ class Schedule:
                 return r.k
         raise ValueError(f"B={batch} is outside the schedule")
 
+    def ks(self) -> list[int]:
+        """The distinct speculative lengths it runs (K = 0 is plain decoding: the baseline's cell)."""
+        return sorted({r.k for r in self.ranges if r.k})
+
     def max_k(self) -> int:
         return max(r.k for r in self.ranges)
 
@@ -46,6 +50,19 @@ class Schedule:
     def as_mapping(self) -> dict[int, int]:
         """{first B: K}: the form a matrix's `k` takes."""
         return {r.first: r.k for r in self.ranges}
+
+
+def ks_of(value: "list[int] | Schedule") -> list[int]:
+    """The Ks of a matrix's parsed `k` for one method: its list, or a schedule's distinct Ks above 0."""
+    return value.ks() if isinstance(value, Schedule) else value
+
+
+def looks_like(value: Any) -> bool:
+    """Whether a matrix's `k` value (or one method's) is a schedule: a mapping keyed by batch sizes, or a list of
+    [first, last, K] triples."""
+    if isinstance(value, Mapping):
+        return bool(value) and all(isinstance(b, int) and not isinstance(b, bool) for b in value)
+    return isinstance(value, list) and bool(value) and all(isinstance(e, (list, tuple)) for e in value)
 
 
 def from_choices(choices: Mapping[int, int]) -> Schedule:
