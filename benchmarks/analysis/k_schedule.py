@@ -112,7 +112,8 @@ def taus(requests: Sequence[RequestLine], k_max: int | None = None) -> dict[int,
         counts = [sum(len(r.accept_lengths or []) + sum(metrics.accepted_at(r.accept_lengths or [], k)) for r in u)
                   for u in units.values()]
         steps = [sum(len(r.accept_lengths or []) for r in u) for u in units.values()]
-        out[k] = metrics.rate_interval(counts, steps)
+        t = metrics.rate_interval(counts, steps)
+        out[k] = Interval(t.value, max(t.low, 1.0), min(t.high, k + 1.0), t.units)  # 1 <= τ(K) <= K + 1
     return out
 
 

@@ -101,9 +101,10 @@ def config_files(schedule: k_schedules.Schedule, matrix_base: Mapping[str, objec
                  ) -> dict[str, str]:
     """Each engine's config of the schedule, by file name: vLLM's speculative_config entries, TensorRT-LLM's,
     SGLang's per-range settings, and the harness's matrix."""
-    return {"vllm.json": json.dumps(k_schedules.vllm_config(schedule, max_batch), indent=1),
-            "trtllm.json": json.dumps(k_schedules.trtllm_config(schedule), indent=1),
-            "sglang.json": json.dumps(k_schedules.sglang_config(schedule), indent=1),
+    sglang = ",\n ".join(json.dumps(r) for r in k_schedules.sglang_config(schedule))
+    return {"vllm.json": json.dumps(k_schedules.vllm_config(schedule, max_batch)),
+            "trtllm.json": json.dumps(k_schedules.trtllm_config(schedule, max_batch)),
+            "sglang.json": f"[{sglang}]",
             "matrix.yaml": yaml.safe_dump(k_schedules.matrix_config(schedule, matrix_base), sort_keys=False)}
 
 

@@ -331,8 +331,9 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
                         f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
         cost = ksd.chip_cost(engine, device, args.ar_draft_ms)
         choices = ksd.derive(batches, src.taus, cost)
-        bound = next((c.batch for c in choices if c.best.k and roofline.compute_bound(
-            ksd.step_at(engine, c.batch, c.best.k).passes[-1], device)), None)
+        k1 = choices[0].best.k if choices else 0
+        bound = next((c.batch for c in choices if k1 and roofline.compute_bound(
+            ksd.step_at(engine, c.batch, k1).passes[-1], device)), None)
         draft = (f"an autoregressive draft of {args.ar_draft_ms} ms per token" if args.ar_draft_ms is not None else
                  f"{engine.draft_layers.num_layers} draft layers, "
                  f"{'K + 1' if engine.queries == engine.k + 1 else engine.queries} draft queries")
@@ -341,7 +342,8 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
                  f"\n\nPredicted on {device.name} ({device.source}) at the roofline plus "
                  f"{device.overhead_s * 1e3:.3f} ms per forward pass; {draft}; context {engine.context}; τ(K) from "
                  f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}).{cal_line} K first falls at "
-                 f"B = {fall or 'none asked'}; the verify at the best K is compute-bound from B = {bound or 'none'}.")
+                 f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
+                 f"{bound or 'none asked'}.")
         name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"
         print(write_schedule(folder, name, choices, choices_markdown(choices, about), _matrix_base(summary, src),
                              max(batches)))

@@ -124,14 +124,15 @@ def vllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, A
                                                        r.k] for r in schedule.ranges]}
 
 
-def trtllm_config(schedule: Schedule) -> dict[str, Any]:
+def trtllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, Any]:
     """TensorRT-LLM's draft_len_schedule {last B: K}: every range up to the first K = 0, which its implicit "K = 0
-    above the largest key" covers (an open range of K > 0 is closed at OPEN_END). max_draft_len is the largest K."""
+    above the largest key" covers (an open range of K > 0 is closed at max_batch, or OPEN_END). max_draft_len is the
+    largest K."""
     out: dict[int, int] = {}
     for r in schedule.ranges:
         if r.k == 0:
             break
-        out[r.last if r.last is not None else OPEN_END] = r.k
+        out[r.last if r.last is not None else max(max_batch or OPEN_END, r.first)] = r.k
     return {"max_draft_len": schedule.max_k(), "draft_len_schedule": out}
 
 

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any
 
-from benchmarks.core import catalog, k_schedules
+from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 from benchmarks.core.k_schedules import Schedule
 from benchmarks.core.matrix_schema import IDENTITY_FIELDS, Matrix

@@ -103,3 +103,61 @@ def test_chip_cost_ar_drafter_adds_k_draft_tokens():
     assert ar(1, 0) == plain(1, 0)
     assert ar(1, 4).value - ar(1, 2).value == pytest.approx(
         1.0 + (ksd.chip_cost(engine, chip, 0.0)(1, 4).value - ksd.chip_cost(engine, chip, 0.0)(1, 2).value))
+
+
+def test_cost_model_schedule_on_a_run_writes_each_engines_config(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from benchmarks.cli import main
+    from benchmarks.core import k_schedules
+    from tests.analysis.synthetic_run import write_run
+
+    run = write_run(tmp_path / "run")
+    assert main(["cost-model", str(run), "--schedule"]) == 0
+    out = capsys.readouterr().out
+    assert "## jax on humaneval" in out and "| B | best K |" in out and "vllm.json" in out
+    folder = run / "k_schedule" / "jax-humaneval"
+    vllm = json.loads((folder / "vllm.json").read_text())
+    ranges = vllm["num_speculative_tokens_per_batch_size"]
+    assert ranges[0][0] == 1 and ranges[-1][1] == 2  # closed at the largest B priced
+    matrix = yaml.safe_load((folder / "matrix.yaml").read_text())
+    assert k_schedules.parse(matrix["k"]["dflash"]).ranges[0].first == 1 and 1 in matrix["batch_size"]
+    assert set(json.loads((folder / "trtllm.json").read_text())) == {"max_draft_len", "draft_len_schedule"}
+    assert (folder / "sglang.json").is_file() and (folder / "schedule.md").read_text().startswith("## jax")
+
+
+def _tiny_run(tmp_path):
+    """The synthetic run with the shipped tiny target and DFlash draft as its models (their config.json is read)."""
+    import json
+
+    from benchmarks.core.paths import ROOT
+    from tests.analysis.synthetic_run import write_run
+
+    run = write_run(tmp_path / "run")
+    path = run / "manifest.json"
+    m = json.loads(path.read_text())
+    for c in m["cells"].values():
+        c["target"] = str(ROOT / "models/tiny/target")
+        c["draft"] = str(ROOT / "models/tiny/dflash") if c["draft"] == "d" else c["draft"]
+    path.write_text(json.dumps(m))
+    return run
+
+
+def test_cost_model_chip_schedule_falls_and_calibrates_on_a_published_curve(tmp_path, capsys):
+    from benchmarks.cli import main
+
+    run = _tiny_run(tmp_path)
+    argv = ["cost-model", "--chip", "v5p", "--tau-from", str(run), "--shape", "qwen3-4b", "--schedule",
+            "--batch", "1,2,4,8,16,32,64,128,256,512"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "K first falls at B = " in out and (run / "k_schedule" / "v5p-qwen3-4b-humaneval" / "vllm.json").is_file()
+    table = tmp_path / "published.csv"
+    table.write_text("batch_size,tok_per_s_total\n1,100\n8,700\n64,3000\n")
+    assert main([*argv, "--calibrate-from", str(table)]) == 0
+    assert "Calibrated on published.csv" in capsys.readouterr().out
+    table.write_text("b,tps\n1,100\n")
+    assert main([*argv, "--calibrate-from", str(table)]) == 2
+    assert "expected a CSV with columns batch_size and tok_per_s_total" in capsys.readouterr().err
