@@ -64,9 +64,14 @@ class Choice:
         return self.runner_up is not None and self.margin.low > 0
 
 
-def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterable[int] | None = None) -> Choice | None:
+TauRatio = Callable[[int, int], Interval]  # (K_a, K_b) -> τ(K_a) / τ(K_b), paired over the same units
+
+
+def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterable[int] | None = None,
+           tau_ratio: TauRatio | None = None) -> Choice | None:
     """The best K at `batch` among `ks` (default: every K with a τ), K = 0 included where `taus` has it and the cost
-    source prices it; None where no K is priced."""
+    source prices it; None where no K is priced. The margin's bounds: τ's ratio paired over its units where
+    `tau_ratio` gives it (else each τ's bounds at their extremes), times the steps' ratio at its extremes."""
     points = []
     for k in sorted(taus if ks is None else ks):
         step = cost(batch, k)
@@ -77,18 +82,21 @@ def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterabl
     ranked = sorted(points, key=lambda p: -p.tok_per_s.value)
     best, nxt = ranked[0], (ranked[1] if len(ranked) > 1 else None)
     if nxt is None:
-        margin = Interval(math.nan, math.nan, math.nan, 0)
-    else:
-        margin = Interval(best.tok_per_s.value / nxt.tok_per_s.value - 1, best.tok_per_s.low / nxt.tok_per_s.high - 1,
-                          best.tok_per_s.high / nxt.tok_per_s.low - 1, best.tok_per_s.units)
+        return Choice(batch, best, None, Interval(math.nan, math.nan, math.nan, 0), points)
+    t = (tau_ratio(best.k, nxt.k) if tau_ratio is not None else
+         Interval(best.tau.value / nxt.tau.value, best.tau.low / nxt.tau.high, best.tau.high / nxt.tau.low,
+                  best.tau.units))
+    s = nxt.step_ms
+    margin = Interval(t.value * s.value / best.step_ms.value - 1, t.low * s.low / best.step_ms.high - 1,
+                      t.high * s.high / best.step_ms.low - 1, t.units)
     return Choice(batch, best, nxt, margin, points)
 
 
-def derive(batches: Sequence[int], taus: Mapping[int, Interval], cost: StepCost,
-           ks: Iterable[int] | None = None) -> list[Choice]:
+def derive(batches: Sequence[int], taus: Mapping[int, Interval], cost: StepCost, ks: Iterable[int] | None = None,
+           tau_ratio: TauRatio | None = None) -> list[Choice]:
     """`choose` at each B of `batches` (those where some K is priced)."""
     ks = None if ks is None else list(ks)
-    return [c for c in (choose(b, taus, cost, ks) for b in batches) if c is not None]
+    return [c for c in (choose(b, taus, cost, ks, tau_ratio) for b in batches) if c is not None]
 
 
 def schedule_of(choices: Sequence[Choice]) -> k_schedules.Schedule:
@@ -99,22 +107,43 @@ def schedule_of(choices: Sequence[Choice]) -> k_schedules.Schedule:
 # ---------------------------------------------------------------------------------------------------------------
 # τ(K) and step costs from a run
 
-def taus(requests: Sequence[RequestLine], k_max: int | None = None) -> dict[int, Interval]:
-    """τ(K) for K = 0..k_max (default: the requests' K) from their accepted lengths cut at each K, pooled over steps,
-    its interval over the independent units (a request at B = 1, its static batch above)."""
+@dataclass(frozen=True)
+class TauCurve:
+    """τ(K) for K = 0..k_max from accepted lengths cut at each K: per independent unit (a request at B = 1, its
+    static batch above) the tokens its steps commit at each K and its steps."""
+
+    counts: dict[int, list[float]]  # K -> per unit: Σ over its steps of 1 + min(a, K)
+    steps: list[float]
+
+    def at(self, k: int) -> Interval:
+        """τ(K) pooled over steps, its interval over the units, bounded by 1 and K + 1."""
+        t = metrics.rate_interval(self.counts[k], self.steps)
+        return Interval(t.value, max(t.low, 1.0), min(t.high, k + 1.0), t.units)
+
+    def taus(self) -> dict[int, Interval]:
+        return {k: self.at(k) if k else metrics.exact(1.0) for k in self.counts}
+
+    def ratio(self, a: int, b: int) -> Interval:
+        """τ(a) / τ(b) on the same units (the steps cancel): its interval paired over them."""
+        return metrics.rate_interval(self.counts[a], self.counts[b])
+
+
+def tau_curve(requests: Sequence[RequestLine], k_max: int | None = None) -> TauCurve:
+    """The TauCurve of requests run at K >= k_max (default: their K)."""
     k_max = k_max if k_max is not None else max(r.k for r in requests)
-    units: dict[object, list[RequestLine]] = {}
+    units: dict[object, list[list[int]]] = {}
     for r in requests:
         if r.accept_lengths:
-            units.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(r)
-    out = {0: metrics.exact(1.0)}
-    for k in range(1, k_max + 1):
-        counts = [sum(len(r.accept_lengths or []) + sum(metrics.accepted_at(r.accept_lengths or [], k)) for r in u)
-                  for u in units.values()]
-        steps = [sum(len(r.accept_lengths or []) for r in u) for u in units.values()]
-        t = metrics.rate_interval(counts, steps)
-        out[k] = Interval(t.value, max(t.low, 1.0), min(t.high, k + 1.0), t.units)  # 1 <= τ(K) <= K + 1
-    return out
+            units.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(r.accept_lengths)
+    steps = [float(sum(len(a) for a in u)) for u in units.values()]
+    counts = {k: [float(sum(len(a) + sum(metrics.accepted_at(a, k)) for a in u)) for u in units.values()]
+              for k in range(k_max + 1)}
+    return TauCurve(counts, steps)
+
+
+def taus(requests: Sequence[RequestLine], k_max: int | None = None) -> dict[int, Interval]:
+    """τ(K) for K = 0..k_max (`tau_curve`), τ(0) = 1 exactly."""
+    return tau_curve(requests, k_max).taus()
 
 
 def unit_step_ms(reqs: Sequence[RequestLine]) -> list[float]:

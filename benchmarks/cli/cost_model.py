@@ -156,8 +156,12 @@ class Source:
     workload: str
     engine: str
     top: Cell
-    taus: dict[int, Any]
+    curve: Any  # analysis.k_schedule.TauCurve
     grid: dict[tuple[int, int], Any]
+
+    @property
+    def taus(self) -> dict[int, Any]:
+        return self.curve.taus()
 
 
 def sources(summary: Any, where: Path) -> list[Source]:
@@ -171,7 +175,8 @@ def sources(summary: Any, where: Path) -> list[Source]:
     for engine, workload in dict.fromkeys((u.cell.engine, u.workload) for u in spec):
         mine = [u for u in spec if (u.cell.engine, u.workload) == (engine, workload)]
         top = max(mine, key=lambda u: (u.cell.k, -(u.cell.batch_size or 1)))
-        out.append(Source(workload, engine, top.cell, ksd.taus(top.reqs), ksd.grid(summary.units, workload, engine)))
+        out.append(Source(workload, engine, top.cell, ksd.tau_curve(top.reqs),
+                          ksd.grid(summary.units, workload, engine)))
     if not out:
         raise ConfigError(f"{where}: no speculative row with accepted lengths to take τ(K) from; run a dflash (or "
                           "eagle3) cell at the largest K of interest")
@@ -250,18 +255,18 @@ def schedule_main(args: argparse.Namespace) -> int:
         if not args.schedule:
             print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
             continue
-        choices = ksd.derive(batches, src.taus, cost)
+        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
         if not choices or choices[0].batch != 1:
             raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
                               "starts there (run the cells at B = 1 too)")
         about = (f"## {src.engine} on {src.workload}\n\nτ(K) from {src.top.method} K = {src.top.k} at B = "
                  f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B); {how}. "
-                 f"Margin: the best K's tok/s over the next best's − 1, bounds from τ's and the steps' 95 % intervals "
-                 f"at their extremes.")
+                 f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
+                 f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
         text = choices_markdown(choices, about)
         grid_ks = sorted({k for _, k in src.grid})
         if len(grid_ks) > 1:
-            check = ksd.derive(batches, src.taus, cost, grid_ks)
+            check = ksd.derive(batches, src.taus, cost, grid_ks, src.curve.ratio)
             text += ("\n\nThe prediction among the Ks measured, beside the measured grid (tok/s of the batch with "
                      "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
                      "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, src.grid))
@@ -330,7 +335,7 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
             cal_line = (f" Calibrated on {args.calibrate_from.name}: {cal.overhead_ms:.3f} ms per pass, "
                         f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
         cost = ksd.chip_cost(engine, device, args.ar_draft_ms)
-        choices = ksd.derive(batches, src.taus, cost)
+        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
         k1 = choices[0].best.k if choices else 0
         bound = next((c.batch for c in choices if k1 and roofline.compute_bound(
             ksd.step_at(engine, c.batch, k1).passes[-1], device)), None)

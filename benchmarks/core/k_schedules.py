@@ -125,14 +125,13 @@ def vllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, A
 
 
 def trtllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, Any]:
-    """TensorRT-LLM's draft_len_schedule {last B: K}: every range up to the first K = 0, which its implicit "K = 0
-    above the largest key" covers (an open range of K > 0 is closed at max_batch, or OPEN_END). max_draft_len is the
-    largest K."""
-    out: dict[int, int] = {}
-    for r in schedule.ranges:
-        if r.k == 0:
-            break
-        out[r.last if r.last is not None else max(max_batch or OPEN_END, r.first)] = r.k
+    """TensorRT-LLM's draft_len_schedule {last B: K}: every range up to the last with K > 0 (a K = 0 range between
+    them written as 0), the trailing K = 0 left to its implicit "K = 0 above the largest key"; an open range of K > 0
+    is closed at max_batch (or OPEN_END). max_draft_len is the largest K."""
+    ranges = list(schedule.ranges)
+    while ranges and ranges[-1].k == 0:
+        ranges.pop()
+    out = {(r.last if r.last is not None else max(max_batch or OPEN_END, r.first)): r.k for r in ranges}
     return {"max_draft_len": schedule.max_k(), "draft_len_schedule": out}
 
 

@@ -161,3 +161,19 @@ def test_cost_model_chip_schedule_falls_and_calibrates_on_a_published_curve(tmp_
     table.write_text("b,tps\n1,100\n")
     assert main([*argv, "--calibrate-from", str(table)]) == 2
     assert "expected a CSV with columns batch_size and tok_per_s_total" in capsys.readouterr().err
+
+
+def test_tau_ratio_paired_over_prompts_is_narrower_than_the_bounds_apart():
+    # prompts whose acceptance varies a lot, but whose τ(3)/τ(2) varies little: the pairing sees it
+    accepted = [[3, 3, 3, 3], [0, 0, 1, 0], [3, 2, 3, 3], [1, 0, 0, 0], [3, 3, 2, 3], [0, 1, 0, 0]]
+    reqs = lines([request(prompt_index=i, k=3, accept_lengths=a) for i, a in enumerate(accepted)])
+    curve = ksd.tau_curve(reqs)
+    t2, t3 = curve.at(2), curve.at(3)
+    paired = curve.ratio(3, 2)
+    assert paired.value == pytest.approx(t3.value / t2.value)
+    assert paired.high - paired.low < t3.high / t2.low - t3.low / t2.high
+    costs = {0: exact(10.0), 2: exact(10.0), 3: exact(10.0)}
+    c = ksd.choose(1, curve.taus(), lambda b, k: costs.get(k), tau_ratio=curve.ratio)
+    apart = ksd.choose(1, curve.taus(), lambda b, k: costs.get(k))
+    assert c.best.k == apart.best.k == 3 and c.runner_up.k == 2
+    assert c.decided and not apart.decided  # the same figures: decided once paired

@@ -43,6 +43,8 @@ def test_engine_configs():
     assert ks.trtllm_config(SCHEDULE) == {"max_draft_len": 7, "draft_len_schedule": {3: 7, 15: 3, 31: 1}}
     open_top = ks.trtllm_config(ks.parse({1: 4, 8: 2}))
     assert open_top["draft_len_schedule"] == {7: 4, ks.OPEN_END: 2}
+    plain_first = ks.trtllm_config(ks.parse({1: 0, 2: 7, 4: 4, 16: 0}), max_batch=64)
+    assert plain_first["draft_len_schedule"] == {1: 0, 3: 7, 15: 4}  # K = 0 above 15 is implicit
     sg = ks.sglang_config(SCHEDULE)
     assert sg[0] == {"batch_sizes": [1, 3], "speculative_num_steps": 7, "speculative_eagle_topk": 1,
                      "speculative_num_draft_tokens": 8}
