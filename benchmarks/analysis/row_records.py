@@ -399,8 +399,11 @@ class RowRecords:
                    f"'baseline' to 'methods')")
         if t == 0:
             if (self.batch or 1) > 1:  # a static batch's identity is a measurement; the verdict is batch 1's
+                # (a K schedule's: its batch-1 cell, whatever K it runs there)
+                scheduled = isinstance((self.manifest.config.get("k") or {}).get(self.cell.method), dict)
+                keys = ("engine", "method", "temperature") if scheduled else ("engine", "method", "k", "temperature")
                 same = [c for c in self.manifest.cells.values() if c.batch_size == 1 and all(
-                    getattr(c, k) == getattr(self.cell, k) for k in ("engine", "method", "k", "temperature"))]
+                    getattr(c, k) == getattr(self.cell, k) for k in keys)]
                 return None if same else ("greedy identity is a verdict at batch size 1 only, and the matrix has no "
                                           "batch-1 cell of this method: add 1 to 'batch_size'")
             if (self.level or 1) > 1:  # batched identity is a measurement; the verdict is the concurrency-1 level's

@@ -134,6 +134,10 @@ def test_k_as_a_schedule_gives_each_batch_size_its_k():
                        )["speculative_config"]
     assert spec["num_speculative_tokens"] == 7  # vLLM caps the schedule's K at it
     assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 7], [4, 4, 3]]
+    from benchmarks.core.pairing import baseline_cell_id
+    by_id = {c.cell_id: c for c in cells}
+    base = by_id[baseline_cell_id(b4, by_id)]  # the schedule is a speculative setting: the B = 4 baseline pairs
+    assert (base.engine, base.method, base.batch_size) == ("vllm", "baseline", 4)
     same = parse_matrix({**BASE, "k": [[1, 3, 7], [4, 15, 3], [16, 64, 0]], "batch_size": [1, 4]})
     assert same.k["dflash"] == m.k["dflash"]
     assert run_id_for(same) != run_id_for(parse_matrix({**BASE, "k": [7, 3], "batch_size": [1, 4]}))
