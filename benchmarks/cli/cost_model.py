@@ -185,12 +185,12 @@ def sources(summary: Any, where: Path) -> list[Source]:
 
 def _matrix_base(summary: Any, src: Source) -> dict[str, Any]:
     """The run's own matrix settings that the schedule's matrix keeps (its model files, workload and budget)."""
-    keep = ("preset", "engine", "target", "drafts", "block_size", "temperature", "max_new_tokens", "num_prompts",
-            "warmup_prompts", "seed", "engine_options")
+    keep = ("target", "drafts", "block_size", "max_new_tokens", "num_prompts", "warmup_prompts", "seed",
+            "engine_options")
     config = summary.manifest.config
     base = {key: config[key] for key in keep if config.get(key) is not None}
     return {"name": f"{summary.manifest.run_id or 'run'}-ksched"[:80], **base, "engine": src.engine,
-            "datasets": [src.workload]}
+            "datasets": [src.workload], "temperature": src.top.temperature}
 
 
 def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:
@@ -272,7 +272,8 @@ def schedule_main(args: argparse.Namespace) -> int:
                      "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, src.grid))
         if cal_text:
             text += "\n\n" + cal_text
-        name = f"{src.engine}-{src.workload}"
+        name = f"{src.engine}-{src.workload}" + (f"-cost-ks-{'-'.join(map(str, args.cost_ks))}" if args.cost_ks else
+                                                  "-calibrated" if args.calibrate_from else "")
         print(write_schedule(folder, name, choices, text, _matrix_base(summary, src), max(batches)))
     return Exit.OK
 

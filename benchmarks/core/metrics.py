@@ -2,7 +2,8 @@
 speculative (τ pooled and per prompt, α, per-position rates, the histogram of accepted lengths), the paired speedup
 with its Student-t interval and the ratio of mean TPOTs, the baseline drift and its flag, the cost model's τ(K), the
 serving figures (ITL, aggregate throughput, crossover, server TPOT), the static-batch figures (tokens/s per user, the
-throughput speedup paired over batches, the crossover batch size), and the physical floor. Their definitions, in the
+throughput speedup paired over batches, the crossover batch size), the intervals of a mean and of a rate over
+independent units (the K schedule's τ(K) and step times), and the physical floor. Their definitions, in the
 vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
