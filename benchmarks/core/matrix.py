@@ -54,10 +54,11 @@ def expand(m: Matrix) -> list[Cell]:
 def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: dict[str, Any]
            ) -> list[tuple[int, dict[str, Any]]]:
     """The (K, engine options) of a method's cells at one batch size: each K of a list; a schedule's K at that B (no
-    cell where it is 0), the schedule itself passed whole to an engine that takes one (closed at that B)."""
+    cell where it is 0, but at B = 1, which runs the schedule's largest K: the greedy-identity verdict its cells at
+    larger B take), the schedule itself passed whole to an engine that takes one (closed at that B)."""
     if not isinstance(ks, Schedule):
         return [(k, options) for k in ks]
-    k = ks.k_at(batch_size)
+    k = ks.k_at(batch_size) or (ks.max_k() if batch_size == 1 else 0)
     option = catalog.engine(engine).k_schedule
     if not k:
         return []

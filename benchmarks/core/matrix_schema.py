@@ -108,7 +108,8 @@ class Matrix:
     k: dict[str, list[int] | Schedule] = field(metadata=key(
         "k", "int, list of ints, a schedule {first B: K, ...} or [[first B, last B, K], ...], or mapping method -> "
         "any of these", "speculative tokens per step; a schedule gives each batch size's cell the K of its range "
-        "(none at K = 0; vLLM takes it as num_speculative_tokens_per_batch_size)", run_keys.k,
+        "(none at K = 0 but at B = 1, which runs the largest K as the identity reference; vLLM takes it whole as "
+        "num_speculative_tokens_per_batch_size)", run_keys.k,
         default=15, identity=True, make="K", bench="--k"))
     datasets: list[DatasetEntry] = field(metadata=key(
         "datasets", f"list of names from {', '.join(sorted(DATASETS))} or mappings {{name, path}} for a local JSONL",

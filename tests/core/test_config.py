@@ -138,6 +138,9 @@ def test_k_as_a_schedule_gives_each_batch_size_its_k():
     by_id = {c.cell_id: c for c in cells}
     base = by_id[baseline_cell_id(b4, by_id)]  # the schedule is a speculative setting: the B = 4 baseline pairs
     assert (base.engine, base.method, base.batch_size) == ("vllm", "baseline", 4)
+    plain_first = expand(parse_matrix({**BASE, "engine": "jax", "k": {1: 0, 2: 5}, "batch_size": [1, 2]}))
+    assert [(c.label, c.batch_size) for c in plain_first] == [("baseline", 1), ("dflash-k5", 1), ("baseline", 2),
+                                                             ("dflash-k5", 2)]  # B = 1's reference for the verdict
     same = parse_matrix({**BASE, "k": [[1, 3, 7], [4, 15, 3], [16, 64, 0]], "batch_size": [1, 4]})
     assert same.k["dflash"] == m.k["dflash"]
     assert run_id_for(same) != run_id_for(parse_matrix({**BASE, "k": [7, 3], "batch_size": [1, 4]}))
