@@ -47,6 +47,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--ar-draft-ms", type=float,
                     help="--chip: an autoregressive drafter (EAGLE-3): its measured draft time per token and step, "
                          "K of them per step in place of the block draft pass")
+    ap.add_argument("--check-against", type=Path,
+                    help="RUN_DIR --schedule: check the prediction against this run folder's measured K × B grid (a "
+                         "replicate) instead of the run's own")
     ap.add_argument("--cost-ks", type=_batches,
                     help="RUN_DIR --schedule: take the step cost at (B, K) from these Ks' measured step times only "
                          "(linear in between), so that the other Ks of the run are a held-out check")
@@ -264,16 +267,23 @@ def schedule_main(args: argparse.Namespace) -> int:
                  f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
                  f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
         text = choices_markdown(choices, about)
-        grid_ks = sorted({k for _, k in src.grid})
+        grid, where = src.grid, "the measured grid"
+        if args.check_against:
+            other = summarize_run(RunStore(run_folder(args.check_against)))
+            grid = next((o.grid for o in sources(other, args.check_against)
+                         if (o.engine, o.workload) == (src.engine, src.workload)), {})
+            where = f"the grid measured in {other.manifest.run_id or args.check_against}"
+        grid_ks = sorted({k for _, k in grid})
         if len(grid_ks) > 1:
             check = ksd.derive(batches, src.taus, cost, grid_ks, src.curve.ratio)
-            text += ("\n\nThe prediction among the Ks measured, beside the measured grid (tok/s of the batch with "
+            text += (f"\n\nThe prediction among the Ks measured, beside {where} (tok/s of the batch with "
                      "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
-                     "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, src.grid))
+                     "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, grid))
         if cal_text:
             text += "\n\n" + cal_text
         name = f"{src.engine}-{src.workload}" + (f"-cost-ks-{'-'.join(map(str, args.cost_ks))}" if args.cost_ks else
                                                   "-calibrated" if args.calibrate_from else "")
+        name += f"-checked-on-{args.check_against.name}" if args.check_against else ""
         print(write_schedule(folder, name, choices, text, _matrix_base(summary, src), max(batches)))
     return Exit.OK
 
@@ -378,6 +388,9 @@ def option_problems(args: argparse.Namespace) -> list[str]:
         problems.append(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} read only with --chip (a prediction "
                         f"for that chip); give --chip X --tau-from RUN, or drop {' and '.join(given)} to model the "
                         "run given as RUN_DIR")
+    if args.chip and args.check_against is not None:
+        problems.append("--check-against compares a run's own schedule with another run's grid: drop --chip, or drop "
+                        "--check-against")
     if args.chip and args.cost_ks is not None:
         problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
                         "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")

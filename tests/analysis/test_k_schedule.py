@@ -126,6 +126,10 @@ def test_cost_model_schedule_on_a_run_writes_each_engines_config(tmp_path, capsy
     assert k_schedules.parse(matrix["k"]["dflash"]).ranges[0].first == 1 and 1 in matrix["batch_size"]
     assert set(json.loads((folder / "trtllm.json").read_text())) == {"max_draft_len", "draft_len_schedule"}
     assert (folder / "sglang.json").is_file() and (folder / "schedule.md").read_text().startswith("## jax")
+    assert main(["cost-model", str(run), "--schedule", "--check-against", str(run)]) == 0
+    assert "beside the grid measured in synthetic" in capsys.readouterr().out
+    assert main(["cost-model", "--chip", "v5p", "--tau-from", str(run), "--check-against", str(run)]) == 2
+    assert "--check-against compares a run's own schedule" in capsys.readouterr().err
 
 
 def _tiny_run(tmp_path):
