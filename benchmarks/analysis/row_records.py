@@ -394,9 +394,11 @@ class RowRecords:
     @cached_property
     def batch_one(self) -> bool:
         """Whether the matrix has the batch-1 cell of this row's engine, method, K and temperature, whose verdicts
-        (greedy identity, the distribution check) stand for a static batch's row."""
-        return any(c.batch_size == 1 and all(getattr(c, k) == getattr(self.cell, k) for k in
-                                             ("engine", "method", "k", "temperature"))
+        (greedy identity, the distribution check) stand for a static batch's row; for a K schedule, its batch-1
+        cell whatever K it runs there."""
+        scheduled = isinstance((self.manifest.config.get("k") or {}).get(self.cell.method), dict)
+        keys = ("engine", "method", "temperature") if scheduled else ("engine", "method", "k", "temperature")
+        return any(c.batch_size == 1 and all(getattr(c, k) == getattr(self.cell, k) for k in keys)
                    for c in self.manifest.cells.values())
 
     def not_checked(self) -> str | None:

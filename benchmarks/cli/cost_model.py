@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +27,36 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tau-from", type=Path,
                     help="--chip: the τ per dataset, from a published table (results/reference/*.csv) or a run folder")
     ap.add_argument("--shape", choices=sorted(SHAPES), help="--chip: the target's shape (default: the source's)")
-    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"), help="--chip: weights' dtype")
-    ap.add_argument("--context", type=int, default=256, help="--chip: context length of a step (its KV rows)")
-    ap.add_argument("--k", type=int, default=15, help="--chip: K where the source does not say it")
-    ap.add_argument("--block-size", type=int, default=16,
-                    help="--chip: the draft's block (its queries) where the source does not say it")
-    ap.add_argument("--overhead-ms", type=float, default=0.0,
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), help="--chip: weights' dtype (default bfloat16)")
+    ap.add_argument("--context", type=int,
+                    help=f"--chip: context length of a step (its KV rows; default {CHIP_DEFAULTS['context']})")
+    ap.add_argument("--k", type=int, help=f"--chip: K where the source does not say it (default {CHIP_DEFAULTS['k']})")
+    ap.add_argument("--block-size", type=int, help="--chip: the draft's block (its queries) where the source does not "
+                    f"say it (default {CHIP_DEFAULTS['block_size']})")
+    ap.add_argument("--overhead-ms", type=float,
                     help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
     ap.add_argument("--batch", type=_batches, help="--chip: batch sizes B to predict at, e.g. 1,2,4,...,64")
+    ap.add_argument("--schedule", action="store_true",
+                    help="the best K at each B (K = 0 allowed) with its margin, and the schedule as vLLM's, "
+                         "TensorRT-LLM's, SGLang's and this harness's config, written into the run folder "
+                         "(docs/k-schedule.md)")
+    ap.add_argument("--calibrate-from", type=Path,
+                    help="fit the per-pass overhead and the fraction of peak FLOP/s to a plain-decoding curve: a run "
+                         "folder's AR baselines at several B (this CPU without --chip), or a CSV of batch_size, "
+                         "tok_per_s_total (with --chip); then price every step with them")
+    ap.add_argument("--ar-draft-ms", type=float,
+                    help="--chip: an autoregressive drafter (EAGLE-3): its measured draft time per token and step, "
+                         "K of them per step in place of the block draft pass")
+    ap.add_argument("--check-against", type=Path,
+                    help="RUN_DIR --schedule: check the prediction against this run folder's measured K × B grid (a "
+                         "replicate) instead of the run's own")
+    ap.add_argument("--cost-ks", type=_batches,
+                    help="RUN_DIR --schedule: take the step cost at (B, K) from these Ks' measured step times only "
+                         "(linear in between), so that the other Ks of the run are a held-out check")
+
+
+CHIP_DEFAULTS: dict[str, Any] = {"dtype": "bfloat16", "context": 256, "k": 15, "block_size": 16, "overhead_ms": 0.0}
+CHIP_ONLY = ("overhead_ms", "batch", "shape", "k", "context", "dtype", "block_size", "ar_draft_ms")
 
 
 def _batches(text: str) -> list[int]:
@@ -94,6 +117,8 @@ def chip_main(args: argparse.Namespace) -> int:
         raise ConfigError("--chip needs --tau-from: a published table (results/reference/*.csv) or a run folder")
     itemsize = 2 if args.dtype == "bfloat16" else 4
     device = chip_device(CHIPS[args.chip], args.dtype, args.overhead_ms / 1e3)
+    if args.schedule or args.calibrate_from:
+        return chip_schedule_main(args, device, itemsize)
     if args.tau_from.suffix == ".csv":
         from benchmarks.core.reference import ReferenceDataError, present, read_results_table
 
@@ -122,22 +147,259 @@ def chip_main(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
+OUT_FOLDER = "k_schedule"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a schedule is derived from on one workload: τ(K) of its largest-K speculative cell, that cell and the
+    run's measured (B, K) grid."""
+
+    workload: str
+    engine: str
+    top: Cell
+    curve: Any  # analysis.k_schedule.TauCurve
+    grid: dict[tuple[int, int], Any]
+
+    @property
+    def taus(self) -> dict[int, Any]:
+        return self.curve.taus()
+
+
+def sources(summary: Any, where: Path) -> list[Source]:
+    """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
+    assumed not to depend on B) and the measured grid."""
+    from benchmarks.analysis import k_schedule as ksd
+
+    spec = [u for u in summary.units if u.speculative and u.level is None and u.reqs
+            and any(r.accept_lengths for r in u.reqs)]
+    out = []
+    for engine, workload in dict.fromkeys((u.cell.engine, u.workload) for u in spec):
+        mine = [u for u in spec if (u.cell.engine, u.workload) == (engine, workload)]
+        top = max(mine, key=lambda u: (u.cell.k, -(u.cell.batch_size or 1)))
+        out.append(Source(workload, engine, top.cell, ksd.tau_curve(top.reqs),
+                          ksd.grid(summary.units, workload, engine)))
+    if not out:
+        raise ConfigError(f"{where}: no speculative row with accepted lengths to take τ(K) from; run a dflash (or "
+                          "eagle3) cell at the largest K of interest")
+    return out
+
+
+def _matrix_base(summary: Any, src: Source) -> dict[str, Any]:
+    """The run's own matrix settings that the schedule's matrix keeps (its model files, workload and budget)."""
+    keep = ("target", "drafts", "block_size", "max_new_tokens", "num_prompts", "warmup_prompts", "seed",
+            "engine_options")
+    config = summary.manifest.config
+    base = {key: config[key] for key in keep if config.get(key) is not None}
+    return {"name": f"{summary.manifest.run_id or 'run'}-ksched"[:80], **base, "engine": src.engine,
+            "datasets": [src.workload], "temperature": src.top.temperature}
+
+
+def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:
+    """The schedule's configs and its tables written under folder/k_schedule/name/; returns the Markdown printed."""
+    from benchmarks.analysis.k_schedule import schedule_of
+    from benchmarks.analysis.k_schedule_tables import config_files, configs_markdown
+
+    files = config_files(schedule_of(choices), base, max_batch)
+    out = folder / OUT_FOLDER / name
+    out.mkdir(parents=True, exist_ok=True)
+    for file, body in files.items():
+        (out / file).write_text(body + "\n")
+    md = f"{text}\n\nWritten to {out}:\n\n{configs_markdown(files)}"
+    (out / "schedule.md").write_text(md + "\n")
+    return md
+
+
+def _calibration_points(summary: Any, engine: str) -> dict[int, float]:
+    """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.core.metrics import mean_interval
+
+    by_b: dict[int, list[float]] = {}
+    for u in summary.units:
+        if not u.speculative and u.level is None and u.cell.engine == engine and u.reqs:
+            by_b.setdefault(u.cell.batch_size or 1, []).extend(ksd.unit_step_ms(u.reqs))
+    return {b: mean_interval(v).value for b, v in sorted(by_b.items())}
+
+
+def _published_points(path: Path) -> dict[int, float]:
+    """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total): the AR step time (ms) per B."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+        return {int(r.batch_size): 1e3 * int(r.batch_size) / float(r.tok_per_s_total) for r in frame.itertuples()}
+    except (OSError, ValueError, AttributeError, pd.errors.ParserError) as err:
+        raise ConfigError(f"--calibrate-from {path}: expected a CSV with columns batch_size and tok_per_s_total "
+                          f"(plain decoding), or a run folder ({type(err).__name__}: {err})") from None
+
+
+def schedule_main(args: argparse.Namespace) -> int:
+    """A run's own schedule: τ(K) from its largest K, the step at (B, K) from its measured Ks (or the calibrated
+    model of --calibrate-from), beside the measured grid; configs written into the run folder."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis.k_schedule_tables import choices_markdown, grid_markdown
+    from benchmarks.analysis.summary import summarize_run
+    from benchmarks.core.store import RunStore
+
+    folder = run_folder(args.run_dir)
+    summary = summarize_run(RunStore(folder))
+    for src in sources(summary, folder):
+        batches = sorted({b for b, _ in src.grid}) or [1]
+        cal_text = ""
+        if args.calibrate_from:
+            cost, cal_text = _cpu_calibrated(args, summary, src)
+            how = f"the step at (B, K) from the AR curve of {args.calibrate_from} (calibrated roofline of this CPU)"
+        else:
+            cost = ksd.run_costs(src.grid, args.cost_ks)
+            ks = args.cost_ks or sorted({k for _, k in src.grid if k})
+            how = f"the step at (B, K) from the steps measured at K = {', '.join(map(str, ks))}, linear in between"
+        if not args.schedule:
+            print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
+            continue
+        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
+        if not choices or choices[0].batch != 1:
+            raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
+                              "starts there (run the cells at B = 1 too)")
+        about = (f"## {src.engine} on {src.workload}\n\nτ(K) from {src.top.method} K = {src.top.k} at B = "
+                 f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B); {how}. "
+                 f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
+                 f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
+        text = choices_markdown(choices, about)
+        grid, where = src.grid, "the measured grid"
+        if args.check_against:
+            other = summarize_run(RunStore(run_folder(args.check_against)))
+            grid = next((o.grid for o in sources(other, args.check_against)
+                         if (o.engine, o.workload) == (src.engine, src.workload)), {})
+            where = f"the grid measured in {other.manifest.run_id or args.check_against}"
+        grid_ks = sorted({k for _, k in grid})
+        if len(grid_ks) > 1:
+            check = ksd.derive(batches, src.taus, cost, grid_ks, src.curve.ratio)
+            text += (f"\n\nThe prediction among the Ks measured, beside {where} (tok/s of the batch with "
+                     "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
+                     "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, grid))
+        if cal_text:
+            text += "\n\n" + cal_text
+        name = f"{src.engine}-{src.workload}" + (f"-cost-ks-{'-'.join(map(str, args.cost_ks))}" if args.cost_ks else
+                                                  "-calibrated" if args.calibrate_from else "")
+        name += f"-checked-on-{args.check_against.name}" if args.check_against else ""
+        print(write_schedule(folder, name, choices, text, _matrix_base(summary, src), max(batches)))
+    return Exit.OK
+
+
+def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tuple[Any, str]:
+    """The step cost on this CPU from the roofline calibrated on the AR curve of --calibrate-from (a run folder),
+    and the calibration's table against the measured steps."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis.k_schedule_tables import calibration_markdown
+    from benchmarks.analysis.summary import summarize_run
+    from benchmarks.core import measure
+    from benchmarks.core.roofline import Device
+    from benchmarks.core.store import RunStore
+
+    if args.calibrate_from.suffix == ".csv":
+        raise ConfigError("--calibrate-from a published table needs --chip (whose peak it is a fraction of)")
+    other = summarize_run(RunStore(run_folder(args.calibrate_from)))
+    points = _calibration_points(other, src.engine)
+    if len(points) < 2:
+        raise ConfigError(f"--calibrate-from {args.calibrate_from}: AR baselines of {src.engine} at {len(points)} "
+                          "batch size(s); the fit needs two or more")
+    dtype = str(src.top.engine_options.get("dtype") or summary.manifest.config.get("engine_options", {}).get("dtype")
+                or "float32")
+    itemsize = 2 if dtype == "bfloat16" else 4
+    reqs = [r for u in summary.units if u.cell == src.top for r in u.reqs]
+    context = round(sum(r.n_prompt_tokens + r.n_out / 2 for r in reqs) / len(reqs)) if reqs else 256
+    ns = argparse.Namespace(shape=None, context=context, tau_from=args.calibrate_from)
+    engine = _run_engine([src.top], ns, itemsize)
+    cpu = Device("this CPU", measure.read_bytes_per_s(), measure.matmul_flops_per_s(dtype),
+                 "measured on this machine: read stream, a large XLA matmul")
+    cal = ksd.calibrate(points, engine, cpu)
+    cost = ksd.chip_cost(engine, cal.device(cpu))
+    return cost, calibration_markdown(cal, cost, src.grid)
+
+
+def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> int:
+    """The schedule on a chip: τ(K) from a run folder's largest K, the step at (B, K) from the chip's roofline
+    (calibrated on a published plain-decoding curve with --calibrate-from), configs written into that run folder."""
+    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis.k_schedule_tables import choices_markdown
+    from benchmarks.analysis.summary import summarize_run
+    from benchmarks.core import roofline
+    from benchmarks.core.store import RunStore
+
+    if args.tau_from.suffix == ".csv":
+        raise ConfigError(f"--tau-from {args.tau_from}: --schedule needs per-position acceptance (τ at every K); "
+                          "give a run folder with a dflash cell")
+    folder = run_folder(args.tau_from)
+    summary = summarize_run(RunStore(folder))
+    batches = args.batch or DEFAULT_BATCHES
+    if 1 not in batches:
+        raise ConfigError(f"--batch {','.join(map(str, batches))}: a schedule starts at B = 1; add 1")
+    for src in sources(summary, folder):
+        engine = _run_engine([src.top], args, itemsize)
+        cal_line = ""
+        if args.calibrate_from:
+            points = _published_points(args.calibrate_from)
+            cal = ksd.calibrate(points, engine, device)
+            device = cal.device(device)
+            cal_line = (f" Calibrated on {args.calibrate_from.name}: {cal.overhead_ms:.3f} ms per pass, "
+                        f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
+        cost = ksd.chip_cost(engine, device, args.ar_draft_ms)
+        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
+        k1 = choices[0].best.k if choices else 0
+        bound = next((c.batch for c in choices if k1 and roofline.compute_bound(
+            ksd.step_at(engine, c.batch, k1).passes[-1], device)), None)
+        draft = (f"an autoregressive draft of {args.ar_draft_ms} ms per token" if args.ar_draft_ms is not None else
+                 f"{engine.draft_layers.num_layers} draft layers, "
+                 f"{'K + 1' if engine.queries == engine.k + 1 else engine.queries} draft queries")
+        fall = ksd.first_fall(choices)
+        about = (f"## {args.chip}, {args.shape or 'the run' + chr(39) + 's target'}: {src.engine} on {src.workload}"
+                 f"\n\nPredicted on {device.name} ({device.source}) at the roofline plus "
+                 f"{device.overhead_s * 1e3:.3f} ms per forward pass; {draft}; context {engine.context}; τ(K) from "
+                 f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}).{cal_line} K first falls at "
+                 f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
+                 f"{bound or 'none asked'}.")
+        name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"
+        print(write_schedule(folder, name, choices, choices_markdown(choices, about), _matrix_base(summary, src),
+                             max(batches)))
+    return Exit.OK
+
+
 MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
 
 
 def option_problems(args: argparse.Namespace) -> list[str]:
-    """The options that cannot mean what they say, one line each: a length out of range, an overhead that is not a
-    finite time >= 0, an option of --chip given without it."""
+    """The options that cannot mean what they say, one line each: a length out of range, a time that is not a finite
+    time >= 0, options of --chip given without it (one line naming them all)."""
     problems = [f"--{name.replace('_', '-')} {value}: expected an int from {low} to {high}"
                 for name, value, low, high in (("context", args.context, 1, MAX_CONTEXT), ("k", args.k, 1, 1024),
                                                ("block_size", args.block_size, 1, 1024))
-                if not low <= value <= high]
-    if not (math.isfinite(args.overhead_ms) and args.overhead_ms >= 0):
-        problems.append(f"--overhead-ms {args.overhead_ms}: expected a finite time >= 0 (ms)")
+                if value is not None and not low <= value <= high]
+    for name in ("overhead_ms", "ar_draft_ms"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            problems.append(f"--{name.replace('_', '-')} {value}: expected a finite time >= 0 (ms)")
     if not args.chip and args.tau_from is not None:
         problems.append("--tau-from is read only with --chip (a prediction for that chip); give --chip, or drop "
                         "--tau-from to model the run given as RUN_DIR")
+    given = [f"--{name.replace('_', '-')}" for name in CHIP_ONLY if getattr(args, name) is not None]
+    if not args.chip and given:
+        problems.append(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} read only with --chip (a prediction "
+                        f"for that chip); give --chip X --tau-from RUN, or drop {' and '.join(given)} to model the "
+                        "run given as RUN_DIR")
+    if args.chip and args.check_against is not None:
+        problems.append("--check-against compares a run's own schedule with another run's grid: drop --chip, or drop "
+                        "--check-against")
+    if args.chip and args.cost_ks is not None:
+        problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
+                        "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")
     return problems
+
+
+def chip_options(args: argparse.Namespace) -> argparse.Namespace:
+    """args with --chip's defaults where its options are not given."""
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in CHIP_DEFAULTS.items() if getattr(args, k) is None}})
 
 
 def main(args: argparse.Namespace) -> int:
@@ -145,7 +407,9 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise ConfigError(problems)
     if args.chip:
-        return chip_main(args)
+        return chip_main(chip_options(args))
+    if args.schedule or args.calibrate_from:
+        return schedule_main(args)
     from benchmarks.analysis.cost_model import read_kflat
     from benchmarks.analysis.cost_tables import cost_model_markdown
     from benchmarks.analysis.summary import summarize_run

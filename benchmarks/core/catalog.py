@@ -47,6 +47,8 @@ class EngineRow:
     gpu_share       the option that sets the share of a GPU's memory each of its processes reserves up front (None:
                     it allocates on demand); the rule for cells interleaved on a GPU reads it
     max_batch       the largest batch_size its generate_batch takes (None: no limit of its own)
+    k_schedule      the option through which it takes a matrix's K schedule whole, as [[first B, last B, K], ...]
+                    (None: each batch size's cell runs the K of its range)
     """
 
     name: str
@@ -61,6 +63,7 @@ class EngineRow:
     capabilities: frozenset[str] = frozenset()
     gpu_share: str | None = None
     max_batch: int | None = None
+    k_schedule: str | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(self.capabilities - ALL_CAPABILITIES)
@@ -75,6 +78,7 @@ class EngineRow:
 
 # The largest batch the JAX engine compiles (benchmarks/engines/jax/batch.py BATCH_SIZES ends here).
 JAX_MAX_BATCH = 64
+VLLM_K_SCHEDULE = "num_speculative_tokens_per_batch_size"  # a field of vLLM's speculative_config
 # vLLM's `--dtype` choices; the JAX engine's dtypes and draft query counts (benchmarks/engines/jax/loader.py).
 VLLM_CHOICES = MappingProxyType({"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32"),
                                  "preload": (True, False)})
@@ -92,8 +96,8 @@ LLAMACPP_RANGES = MappingProxyType({"ngram_n": (1, CONTEXT), "threads": (0, None
 
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("vllm", ".vllm_engine:VllmEngine", METHODS, vllm_option_names, choices=VLLM_CHOICES, ranges=VLLM_RANGES,
-              worker=True,
-              capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization"),
+              worker=True, capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization",
+              k_schedule=VLLM_K_SCHEDULE),
     EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), lambda: frozenset(JAX_OPTIONS),
               defaults=MappingProxyType(JAX_OPTIONS), choices=JAX_CHOICES, capabilities=ALL_CAPABILITIES,
               max_batch=JAX_MAX_BATCH),

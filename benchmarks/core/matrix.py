@@ -10,6 +10,7 @@ from typing import Any
 
 from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
+from benchmarks.core.k_schedules import Schedule
 from benchmarks.core.matrix_schema import IDENTITY_FIELDS, Matrix
 
 IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
@@ -44,9 +45,27 @@ def expand(m: Matrix) -> list[Cell]:
                 for method in m.methods:
                     if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
                         continue
-                    for k in m.k[method]:
-                        cells.append(dataclasses.replace(baseline, method=method, draft=m.drafts.get(method), k=k))
+                    cells += [dataclasses.replace(baseline, method=method, draft=m.drafts.get(method), k=k,
+                                                  engine_options=options)
+                              for k, options in _ks_at(m.k[method], engine, batch_size, baseline.engine_options)]
     return cells
+
+
+def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: dict[str, Any]
+           ) -> list[tuple[int, dict[str, Any]]]:
+    """The (K, engine options) of a method's cells at one batch size: each K of a list; a schedule's K at that B (no
+    cell where it is 0, but at B = 1, which runs the schedule's largest K: the greedy-identity verdict its cells at
+    larger B take), the schedule itself passed whole to an engine that takes one (closed at that B)."""
+    if not isinstance(ks, Schedule):
+        return [(k, options) for k in ks]
+    k = ks.k_at(batch_size) or (ks.max_k() if batch_size == 1 else 0)
+    option = catalog.engine(engine).k_schedule
+    if not k:
+        return []
+    if option is None:
+        return [(k, options)]
+    ranges = [[r.first, min(r.last or batch_size, batch_size), r.k] for r in ks.ranges if r.first <= batch_size]
+    return [(k, {**options, option: ranges})]
 
 
 def identity(config: dict[str, Any]) -> dict[str, Any]:

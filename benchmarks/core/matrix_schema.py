@@ -16,6 +16,7 @@ from benchmarks.core import catalog, engine_option_keys, placement_keys, run_key
 from benchmarks.core.capacity import AXES, BISECT, MODES
 from benchmarks.core.cells import METHODS
 from benchmarks.core.dataset_registry import DATASETS
+from benchmarks.core.k_schedules import Schedule
 from benchmarks.core.matrix_checks import Parser, at_least
 from benchmarks.core.numbers import MISSING
 from benchmarks.core.placement_keys import DEFAULT_RESOURCES, EXECUTORS, LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S
@@ -104,8 +105,11 @@ class Matrix:
     methods: list[str] = field(metadata=key(
         "methods", f"list drawn from {', '.join(METHODS)}", "the methods every engine runs where it can",
         run_keys.methods, default=["baseline", "dflash"], identity=True, make="METHODS", bench="--methods"))
-    k: dict[str, list[int]] = field(metadata=key(
-        "k", "int, list of ints, or mapping method -> int/list", "speculative tokens per step", run_keys.k,
+    k: dict[str, list[int] | Schedule] = field(metadata=key(
+        "k", "int, list of ints, a schedule {first B: K, ...} or [[first B, last B, K], ...], or mapping method -> "
+        "any of these", "speculative tokens per step; a schedule gives each batch size's cell the K of its range "
+        "(none at K = 0 but at B = 1, which runs the largest K as the identity reference; vLLM takes it whole as "
+        "num_speculative_tokens_per_batch_size)", run_keys.k,
         default=15, identity=True, make="K", bench="--k"))
     datasets: list[DatasetEntry] = field(metadata=key(
         "datasets", f"list of names from {', '.join(sorted(DATASETS))} or mappings {{name, path}} for a local JSONL",

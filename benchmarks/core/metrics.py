@@ -2,7 +2,8 @@
 speculative (τ pooled and per prompt, α, per-position rates, the histogram of accepted lengths), the paired speedup
 with its Student-t interval and the ratio of mean TPOTs, the baseline drift and its flag, the cost model's τ(K), the
 serving figures (ITL, aggregate throughput, crossover, server TPOT), the static-batch figures (tokens/s per user, the
-throughput speedup paired over batches, the crossover batch size), and the physical floor. Their definitions, in the
+throughput speedup paired over batches, the crossover batch size), the intervals of a mean and of a rate over
+independent units (the K schedule's τ(K) and step times), and the physical floor. Their definitions, in the
 vocabulary of the project's notes: docs/statistics.md."""
 from __future__ import annotations
 
@@ -370,6 +371,71 @@ def tau_from_per_position(per_position: list[float], k: int) -> float:
     if k > len(per_position):
         raise ValueError(f"K={k} needs p_1..p_{k}; only {len(per_position)} positions are known")
     return 1.0 + float(sum(per_position[:k]))
+
+
+def tau_curve(per_position: Sequence[float], k_max: int) -> list[float]:
+    """τ(K) for K = 0..k_max from per-position rates: τ(0) = 1 (plain decoding), τ(K) = 1 + Σ_{i≤K} p_i, capped at the
+    positions known (τ of a K beyond them is not given: the list stops there)."""
+    known = min(k_max, len(per_position))
+    return [1.0 + float(sum(per_position[:k])) for k in range(known + 1)]
+
+
+def accepted_at(accept_lengths: Sequence[int], k: int) -> list[int]:
+    """A request's accepted lengths had its steps drafted K tokens: each step's min(a, K) (the prefix rule: a block
+    drafter's first K proposals are the same at any K)."""
+    return [min(a, k) for a in accept_lengths]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its 95 % interval (NaN bounds where the units cannot give one)."""
+
+    value: float
+    low: float
+    high: float
+    units: int
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+    def scaled(self, factor: float) -> "Interval":
+        return Interval(self.value * factor, self.low * factor, self.high * factor, self.units)
+
+
+def exact(value: float) -> Interval:
+    """A figure with no sampling error (a roofline's time): its interval is the point."""
+    return Interval(value, value, value, 0)
+
+
+def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
+    """The mean of independent units and its Student-t interval, mean ± t_{n−1} · sd / √n (NaN bounds at n < 2)."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    n = len(x)
+    if not n:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    m = float(x.mean())
+    if n < 2:
+        return Interval(m, math.nan, math.nan, 1)
+    half = float(stdtrit(n - 1, 0.5 + level / 2) * x.std(ddof=1) / math.sqrt(n))
+    return Interval(m, m - half, m + half, n)
+
+
+def rate_interval(counts: Sequence[float], spans: Sequence[float], level: float = 0.95) -> Interval:
+    """Σ counts / Σ spans over independent units (tokens over seconds, tokens over steps), with the delta method's
+    Student-t interval over the units: the rate ± t_{n−1} · sd(u)/√n, u_i = (c_i − R·s_i) / mean(s). Units with a
+    non-positive span are dropped; NaN bounds at n < 2."""
+    pairs = np.array([(c, s) for c, s in zip(counts, spans, strict=True)
+                      if s > 0 and math.isfinite(c) and math.isfinite(s)], dtype=float).reshape(-1, 2)
+    n = len(pairs)
+    if not n:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    rate = float(pairs[:, 0].sum() / pairs[:, 1].sum())
+    if n < 2:
+        return Interval(rate, math.nan, math.nan, 1)
+    u = (pairs[:, 0] - rate * pairs[:, 1]) / pairs[:, 1].mean()
+    half = float(stdtrit(n - 1, 0.5 + level / 2) * u.std(ddof=1) / math.sqrt(n))
+    return Interval(rate, rate - half, rate + half, n)
 
 
 def predicted_speedup(tau: float, tpot_base_ms: float, step_ms: float) -> float:

@@ -7,6 +7,7 @@ from functools import cache
 from typing import Any
 
 from benchmarks.core.config import Matrix
+from benchmarks.core.k_schedules import ks_of
 from benchmarks.core.model_refs import load_tokenizer, materialize
 from benchmarks.core.provenance import hub_offline
 
@@ -67,7 +68,7 @@ def draft_problems(matrix: Matrix, configs: dict[str, dict[str, Any]]) -> list[s
         return [f"{source}: 'block_size': {matrix.block_size} given, but the dflash draft {ref!r} was built with "
                 f"block_size {block} (its config.json), which the engines use: drop block_size or give {block}"]
     return [f"{source}: 'k': K={k} exceeds the dflash draft's block_size-1={block - 1} ({ref!r}); the draft proposes "
-            f"at most block_size-1 tokens" for k in matrix.k.get("dflash", []) if k > block - 1]
+            f"at most block_size-1 tokens" for k in ks_of(matrix.k.get("dflash", [])) if k > block - 1]
 
 
 def target_tokenizer(matrix: Matrix, config: dict[str, Any]) -> tuple[Any, list[str]]:

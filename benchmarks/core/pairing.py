@@ -3,17 +3,27 @@ share."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 
-PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "engine_options", "batch_size")
+PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "batch_size")
+
+
+def pairing_options(cell: Cell) -> dict[str, Any]:
+    """A cell's engine options as pairing compares them: without a K schedule passed to the engine (a speculative
+    setting, which its baseline never has)."""
+    option = catalog.engine(cell.engine).k_schedule if cell.engine in catalog.ENGINES else None
+    return {k: v for k, v in cell.engine_options.items() if k != option}
 
 
 def baseline_cell_id(cell: Cell, cells: Mapping[str, Cell]) -> str | None:
-    """The AR baseline a method is compared with: same engine, target, sampling budget, engine options and batch
-    size."""
+    """The AR baseline a method is compared with: same engine, target, sampling budget, engine options (but a K
+    schedule) and batch size."""
     for cid, other in cells.items():
-        if other.method == "baseline" and all(getattr(other, k) == getattr(cell, k) for k in PAIRING_KEYS):
+        if other.method == "baseline" and all(getattr(other, k) == getattr(cell, k) for k in PAIRING_KEYS) \
+                and pairing_options(other) == pairing_options(cell):
             return cid
     return None
 

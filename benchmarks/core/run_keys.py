@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import catalog
+from benchmarks.core import catalog, k_schedules
 from benchmarks.core.cells import DRAFT_METHODS, METHODS, SPEC_METHODS
 from benchmarks.core.dataset_registry import DATASETS
 from benchmarks.core.engine_option_keys import max_model_lens
@@ -78,25 +78,37 @@ def drafts(p: Parsing) -> dict[str, str]:
     return {m: str(v) for m, v in drafts.items()}
 
 
-def k(p: Parsing) -> dict[str, list[int]]:
+def k(p: Parsing) -> dict[str, list[int] | k_schedules.Schedule]:
+    """Per speculative method its Ks, or its schedule over batch sizes ({first B: K} or [[first, last, K], ...]:
+    each batch size's cell runs the K its range gives, none where that is 0)."""
     source, value = p.source, p.get("k")
     spec_methods = [m for m in p.parsed["methods"] if m in SPEC_METHODS]
-    if isinstance(value, dict):
+    if isinstance(value, dict) and not k_schedules.looks_like(value):
         for m in value:
             if m not in SPEC_METHODS:
                 raise fail(source, "k", f"unknown method {m!r} in the K mapping; allowed: {', '.join(SPEC_METHODS)}")
         missing = [m for m in spec_methods if m not in value]
         if missing:
             raise fail(source, "k", f"no K given for {', '.join(missing)}")
-        per_method = {m: as_list(value[m]) for m in spec_methods}
+        given = {m: value[m] for m in spec_methods}
     else:
-        per_method = {m: as_list(value) for m in spec_methods}
-    for m, ks in per_method.items():
+        given = dict.fromkeys(spec_methods, value)
+    per_method: dict[str, list[int] | k_schedules.Schedule] = {}
+    for m, v in given.items():
+        if k_schedules.looks_like(v):
+            try:
+                per_method[m] = k_schedules.parse(v)
+            except ValueError as err:
+                raise fail(source, "k", f"the schedule of {m}: {err}") from None
+            continue
+        ks = as_list(v)
         if not ks:
-            raise fail(source, "k", f"no K given for {m}; give an int >= 1 or a list of them")
+            raise fail(source, "k", f"no K given for {m}; give an int >= 1, a list of them, or a schedule "
+                                    "{first B: K, ...}")
         for kk in ks:
             check_int(source, "k", kk, 1)
         check_distinct(source, "k", ks, f" for {m}")
+        per_method[m] = ks
     return per_method
 
 
@@ -107,7 +119,7 @@ def block_size(p: Parsing) -> int | None:
         block_size = draft_block_size(str(p.merged["drafts"].get("dflash") or "") or None)
     if block_size is not None:
         check_int(source, "block_size", block_size, 2)
-        for kk in p.parsed["k"].get("dflash", []):
+        for kk in k_schedules.ks_of(p.parsed["k"].get("dflash", [])):
             if kk > block_size - 1:
                 raise fail(source, "k", f"K={kk} exceeds block_size-1={block_size - 1} for dflash; "
                                         f"the draft proposes at most block_size-1 tokens")

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchmarks.core.catalog import VLLM_K_SCHEDULE
 from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.engine_options import NGRAM_OPTIONS, PRELOAD_OPTION
@@ -76,6 +77,7 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
 
     options = dict(cell.engine_options)
     options.pop(PRELOAD_OPTION, None)  # the harness's own: vllm_preload.engine_preload reads it
+    schedule = options.pop(VLLM_K_SCHEDULE, None)  # a matrix's K schedule: speculative_config takes it
     ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
     if ngram and cell.method != "ngram":
         raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
@@ -92,6 +94,9 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
     args: dict[str, Any] = {**DEFAULT_ARGS, **options, "seed": engine_seed(cell), "disable_log_stats": False}
     if cell.method in SPEC_METHODS:
         spec: dict[str, Any] = {"method": cell.method, "num_speculative_tokens": cell.k, **ngram}
+        if schedule:  # K per step from the running batch size, at most num_speculative_tokens
+            spec |= {"num_speculative_tokens": max([cell.k, *(k for _, _, k in schedule)]),
+                     VLLM_K_SCHEDULE: [list(r) for r in schedule]}
         if cell.draft:
             _check_checkpoint(cell.draft, "draft")
             spec["model"] = cell.draft

@@ -181,6 +181,21 @@ def test_cost_model_options_out_of_range_are_refused(option, fragment, done_run,
     clear_error(["cost-model", done_run, *option], capsys, fragment)
 
 
+@pytest.mark.parametrize("option", [["--overhead-ms", "1"], ["--batch", "1,2"], ["--shape", "qwen3-4b"], ["--k", "3"],
+                                    ["--context", "512"], ["--dtype", "float32"], ["--block-size", "8"],
+                                    ["--ar-draft-ms", "0.5"]])
+def test_cost_model_chip_options_without_chip_are_refused(option, done_run, capsys):
+    [line] = clear_error(["cost-model", done_run, *option], capsys, f"{option[0]} is read only with --chip",
+                         "give --chip X --tau-from RUN, or drop")
+
+
+def test_cost_model_chip_options_refused_together_in_one_line(done_run, capsys):
+    [line] = clear_error(["cost-model", done_run, "--k", "3", "--batch", "1,2"], capsys,
+                         "--batch, --k are read only with --chip")
+    clear_error(["cost-model", "--chip", "v5p", "--tau-from", done_run, "--cost-ks", "1,3"], capsys,
+                "--cost-ks picks a run's measured step times")
+
+
 @pytest.mark.parametrize("option, fragment", [
     (["--repeats", "0"], "--repeats 0: expected an int >= 1"),
     (["--random-weights", "--warmup", "-1"], "--warmup -1"),

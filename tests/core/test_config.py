@@ -117,6 +117,46 @@ def test_per_method_k():
     assert [c.label for c in expand(m)] == ["baseline", "dflash-k10", "eagle3-k2", "eagle3-k3"]
 
 
+def test_k_as_a_schedule_gives_each_batch_size_its_k():
+    from benchmarks.core.k_schedules import Schedule
+    from benchmarks.engines.vllm_engine import engine_args
+
+    m = parse_matrix({**BASE, "engine": ["jax", "vllm"], "k": {"dflash": {1: 7, 4: 3, 16: 0}},
+                      "batch_size": [1, 2, 4, 16], "num_prompts": 16})
+    assert isinstance(m.k["dflash"], Schedule) and m.k["dflash"].ks() == [3, 7]
+    cells = expand(m)
+    jax = [(c.label, c.batch_size) for c in cells if c.engine == "jax"]
+    assert jax == [("baseline", 1), ("dflash-k7", 1), ("baseline", 2), ("dflash-k7", 2), ("baseline", 4),
+                   ("dflash-k3", 4), ("baseline", 16)]  # K = 0 at B = 16: the baseline is the schedule's cell
+    assert all("num_speculative_tokens_per_batch_size" not in c.engine_options for c in cells if c.engine == "jax")
+    b4 = next(c for c in cells if c.engine == "vllm" and c.batch_size == 4 and c.method == "dflash")
+    assert b4.k == 3 and b4.engine_options["num_speculative_tokens_per_batch_size"] == [[1, 3, 7], [4, 4, 3]]
+    spec = engine_args(dataclasses.replace(b4, draft=None, method="ngram"), {"per_request_spec_decode_metrics": True}
+                       )["speculative_config"]
+    assert spec["num_speculative_tokens"] == 7  # vLLM caps the schedule's K at it
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 7], [4, 4, 3]]
+    from benchmarks.core.pairing import baseline_cell_id
+    by_id = {c.cell_id: c for c in cells}
+    base = by_id[baseline_cell_id(b4, by_id)]  # the schedule is a speculative setting: the B = 4 baseline pairs
+    assert (base.engine, base.method, base.batch_size) == ("vllm", "baseline", 4)
+    plain_first = expand(parse_matrix({**BASE, "engine": "jax", "k": {1: 0, 2: 5}, "batch_size": [1, 2]}))
+    assert [(c.label, c.batch_size) for c in plain_first] == [("baseline", 1), ("dflash-k5", 1), ("baseline", 2),
+                                                             ("dflash-k5", 2)]  # B = 1's reference for the verdict
+    same = parse_matrix({**BASE, "k": [[1, 3, 7], [4, 15, 3], [16, 64, 0]], "batch_size": [1, 4]})
+    assert same.k["dflash"] == m.k["dflash"]
+    assert run_id_for(same) != run_id_for(parse_matrix({**BASE, "k": [7, 3], "batch_size": [1, 4]}))
+
+
+@pytest.mark.parametrize("k, fragment", [
+    ({"dflash": {2: 7}}, "the schedule of dflash: the schedule must start at batch size 1"),
+    ({1: 16}, "exceeds block_size-1=15"),
+    ([[1, 3, 7], [5, 8, 3]], "ranges must be contiguous"),
+])
+def test_k_schedule_refused_with_the_fix(k, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_matrix({**BASE, "k": k, "batch_size": [1, 4]})
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "configs" / "matrices").glob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_matrices_validate(path):
     assert expand(load_matrix(path))

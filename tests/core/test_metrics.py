@@ -289,3 +289,31 @@ def test_quantile_interval_covers_the_true_quantile_at_least_95_percent_of_the_t
         _, low, high = metrics.quantile_interval(list(np.exp(rng.standard_normal(n))), q)
         hits += low <= truth <= high
     assert 0.95 - 3 * math.sqrt(0.05 * 0.95 / 2000) <= hits / 2000 <= 0.99
+
+
+def test_tau_curve_and_accepted_at():
+    assert metrics.tau_curve([0.8, 0.5, 0.25], 5) == pytest.approx([1.0, 1.8, 2.3, 2.55])
+    assert metrics.tau_curve([0.8, 0.5], 1) == pytest.approx([1.0, 1.8])
+    assert metrics.accepted_at([0, 3, 5, 1], 2) == [0, 2, 2, 1]
+
+
+def test_mean_and_rate_intervals():
+    m = metrics.mean_interval([1.0, 2.0, 3.0])
+    assert (m.value, m.units) == (2.0, 3) and m.low == pytest.approx(2 - 4.302653 / math.sqrt(3), rel=1e-5)
+    assert not metrics.mean_interval([5.0]).has_interval
+    r = metrics.rate_interval([10, 20, 30], [1, 2, 3])  # every unit at the same rate: no spread
+    assert (r.value, r.low, r.high) == pytest.approx((10.0, 10.0, 10.0))
+    r = metrics.rate_interval([10, 30, 20, 0], [1, 2, 2, 0])  # the unit without a span is dropped
+    assert r.units == 3 and r.value == pytest.approx(12.0) and r.low < 12.0 < r.high
+    assert metrics.exact(3.0).scaled(2.0) == metrics.Interval(6.0, 6.0, 6.0, 0)
+
+
+def test_rate_interval_covers_the_true_rate():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(400):
+        spans = rng.uniform(1, 3, 12)
+        counts = rng.poisson(5.0 * spans)
+        r = metrics.rate_interval(list(counts), list(spans))
+        hits += r.low <= 5.0 <= r.high
+    assert 0.92 <= hits / 400 <= 0.985
