@@ -85,10 +85,12 @@ def test_validate_refuses_what_the_plan_refuses(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_readme_example_exits_5_offline_never_2():
+def test_the_readme_example_never_exits_2_offline():
     proc = subprocess.run(f"{sys.executable} -m benchmarks validate configs/matrices/*.yaml", shell=True, cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=None)
-    assert proc.returncode == Exit.LACKING, proc.stderr[-3000:]
+    # exit 5 where a hub model or dataset is not cached (this machine, CI), 0 where every one is: never 2
+    lacking = [line for line in proc.stderr.splitlines() if line.startswith("lacking:")]
+    assert proc.returncode == (Exit.LACKING if lacking else Exit.OK), proc.stderr[-3000:]
     assert not [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert "configs/matrices/smoke.yaml: ok" in proc.stdout
     assert "validate configs/matrices/*.yaml  # 0 all valid, 2 a matrix's own error, 5 a model or dataset not here" \
