@@ -60,7 +60,7 @@ def test_a_matrix_error_beside_a_lack_is_exit_2_and_both_are_told(tmp_path, caps
 def test_a_repository_the_hub_does_not_have_is_the_matrix_error(tmp_path, capsys, monkeypatch):
     # the hub in reach and answering: an id it does not hold is misspelt or gated, not missing from the machine
     monkeypatch.setattr(model_checks, "hub_offline", lambda: False)
-    monkeypatch.setattr(model_checks, "_hub_silence", lambda repo, kind: None)
+    monkeypatch.setattr(model_checks, "_hub_answer", lambda repo, kind: (None, False))
     assert main(["validate", write(tmp_path, "typo", target="Qwen/Qwen3-4BB")]) == Exit.BAD_INPUT
     _, err = lines(capsys)
     assert len(err) == 1 and err[0].startswith("error: ") and "misspelt or gated" in err[0]
@@ -68,9 +68,14 @@ def test_a_repository_the_hub_does_not_have_is_the_matrix_error(tmp_path, capsys
 
 def test_a_silent_hub_is_named_as_out_of_reach(monkeypatch):
     monkeypatch.setattr(model_checks, "hub_offline", lambda: False)
-    monkeypatch.setattr(model_checks, "_hub_silence", lambda repo, kind: "the hub does not answer: ConnectError")
+    silent = ("the hub does not answer: ConnectError", False)
+    monkeypatch.setattr(model_checks, "_hub_answer", lambda repo, kind: silent)
     line, lacking = model_checks.hub_problem("Qwen/Qwen3-4B", "target", "m.yaml")
     assert lacking and "the hub does not answer: ConnectError" in line and "`hf download Qwen/Qwen3-4B`" in line
+    # the hub holds it, yet nothing could be fetched: not the hub's absence, and not a misspelt id either
+    monkeypatch.setattr(model_checks, "_hub_answer", lambda repo, kind: (None, True))
+    line, lacking = model_checks.hub_problem("Qwen/Qwen3-4B", "target", "m.yaml")
+    assert not lacking and "the hub holds this repository, but no model with a config.json" in line
 
 
 def test_validate_refuses_what_the_plan_refuses(tmp_path, capsys, monkeypatch):
