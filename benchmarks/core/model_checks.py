@@ -18,33 +18,38 @@ DFLASH_ARCHITECTURE = "DFlashDraftModel"  # what the JAX loader and vLLM's model
 def hub_out_of_reach(repo: str, repo_type: str = "model") -> str | None:
     """Why the Hugging Face hub cannot give `repo` (HF_HUB_OFFLINE set, or no answer), or None where it answers (even
     that there is no such repository: then the id is wrong, not the machine)."""
-    return "HF_HUB_OFFLINE is set" if hub_offline() else _hub_silence(repo, repo_type)
+    return "HF_HUB_OFFLINE is set" if hub_offline() else _hub_answer(repo, repo_type)[0]
 
 
 @cache
-def _hub_silence(repo: str, repo_type: str) -> str | None:
-    """Why the hub gave no answer about `repo` (asked once a process), or None where it answered."""
+def _hub_answer(repo: str, repo_type: str) -> tuple[str | None, bool]:
+    """What the hub said about `repo` (asked once a process): why it gave no answer (None where it answered), and
+    whether it holds the repository."""
     from huggingface_hub import dataset_info, model_info
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
         (dataset_info if repo_type == "dataset" else model_info)(repo, timeout=HUB_TIMEOUT_S)
     except HfHubHTTPError:  # the hub answered: no such repository, gated, or another refusal
-        return None
+        return None, False
     except Exception as exc:  # no network, no DNS, a timeout: httpx, OSError and others
-        return f"the hub does not answer: {type(exc).__name__}"
-    return None
+        return f"the hub does not answer: {type(exc).__name__}", False
+    return None, True
 
 
 def hub_problem(ref: str, role: str, source: str) -> tuple[str, bool]:
     """The line for a hub id that is not in the local cache and that the run could not fetch either, and whether it
     is what this machine lacks (the hub out of reach) rather than the matrix's own error (the hub answers that there
-    is no such repository, or a gated one)."""
+    is no such repository, or a gated one, or holds one without a model's config.json)."""
     why = hub_out_of_reach(ref)
     if why is not None:
         return (f"{source}: {role} {ref!r} is not in this machine's Hugging Face cache and the hub is out of reach "
                 f"({why}): fetch it where the hub is in reach with `hf download {ref}` (into the HF_HOME this "
                 f"machine reads), or give a local folder"), True
+    if _hub_answer(ref, "model")[1]:
+        return (f"{source}: {role} {ref!r}: the hub holds this repository, but no model with a config.json could be "
+                f"fetched from it (not a model repository, or the cache folder full or not writable): check the id, "
+                f"the disk and HF_HOME, or give a local folder"), False
     return (f"{source}: {role} {ref!r} is not in the local Hugging Face cache and the hub does not give it (a "
             f"misspelt or gated repository?): check the id (HF_TOKEN for a gated one), or give a local folder"), False
 
