@@ -2,11 +2,11 @@
 
     throughput(B, K) = B · τ(K) / step(B, K)      τ(0) = 1, step(B, 0) = the plain-decoding step
     best K at B      = argmax over K (K = 0 allowed) of throughput(B, K)
-    margin           = throughput(best) / throughput(next best) − 1, with the interval the two throughputs' intervals
-                       allow (τ's and the step's bounds combined at their extremes: wide, never narrow)
+    margin           = throughput(best) / throughput(next best) − 1; its interval: τ(best) / τ(next) paired over
+                       the same units (`TauCurve.ratio`), times the steps' ratio with their bounds at the extremes
 
-τ(K) comes from the largest K run, its accepted lengths cut at each K (`taus`; the prefix rule of a block drafter or
-of a greedy chain); it is assumed not to depend on B. The step cost comes from one of three sources:
+τ(K) comes from the largest K run, its accepted lengths cut at each K (`tau_curve`; the prefix rule of a block
+drafter or of a greedy chain); it is assumed not to depend on B. The step cost comes from one of three sources:
 - the run's own step times at two or more K per B (`run_costs`, linear in K between the Ks measured);
 - a chip's roofline (`chip_cost`), optionally calibrated on a plain-decoding curve (`calibrate`: a per-pass overhead
   and the fraction of the peak FLOP/s reached, fitted to AR step times at several B);
@@ -139,11 +139,6 @@ def tau_curve(requests: Sequence[RequestLine], k_max: int | None = None) -> TauC
     counts = {k: [float(sum(len(a) + sum(metrics.accepted_at(a, k)) for a in u)) for u in units.values()]
               for k in range(k_max + 1)}
     return TauCurve(counts, steps)
-
-
-def taus(requests: Sequence[RequestLine], k_max: int | None = None) -> dict[int, Interval]:
-    """τ(K) for K = 0..k_max (`tau_curve`), τ(0) = 1 exactly."""
-    return tau_curve(requests, k_max).taus()
 
 
 def unit_step_ms(reqs: Sequence[RequestLine]) -> list[float]:

@@ -388,6 +388,10 @@ def option_problems(args: argparse.Namespace) -> list[str]:
         problems.append(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} read only with --chip (a prediction "
                         f"for that chip); give --chip X --tau-from RUN, or drop {' and '.join(given)} to model the "
                         "run given as RUN_DIR")
+    alone = [f"--{n.replace('_', '-')}" for n in ("cost_ks", "check_against") if getattr(args, n) is not None]
+    if alone and not args.schedule:
+        problems.append(f"{' and '.join(alone)} {'go' if len(alone) > 1 else 'goes'} with --schedule (the K per batch "
+                        f"size they price or check): add --schedule, or drop {' and '.join(alone)}")
     if args.chip and args.check_against is not None:
         problems.append("--check-against compares a run's own schedule with another run's grid: drop --chip, or drop "
                         "--check-against")

@@ -43,10 +43,6 @@ class Schedule:
     def max_k(self) -> int:
         return max(r.k for r in self.ranges)
 
-    def first_fall(self) -> int | None:
-        """The smallest B whose K is below the K at B = 1, or None where K never falls."""
-        return next((r.first for r in self.ranges if r.k < self.ranges[0].k), None)
-
     def as_mapping(self) -> dict[int, int]:
         """{first B: K}: the form a matrix's `k` takes."""
         return {r.first: r.k for r in self.ranges}

@@ -373,13 +373,6 @@ def tau_from_per_position(per_position: list[float], k: int) -> float:
     return 1.0 + float(sum(per_position[:k]))
 
 
-def tau_curve(per_position: Sequence[float], k_max: int) -> list[float]:
-    """τ(K) for K = 0..k_max from per-position rates: τ(0) = 1 (plain decoding), τ(K) = 1 + Σ_{i≤K} p_i, capped at the
-    positions known (τ of a K beyond them is not given: the list stops there)."""
-    known = min(k_max, len(per_position))
-    return [1.0 + float(sum(per_position[:k])) for k in range(known + 1)]
-
-
 def accepted_at(accept_lengths: Sequence[int], k: int) -> list[int]:
     """A request's accepted lengths had its steps drafted K tokens: each step's min(a, K) (the prefix rule: a block
     drafter's first K proposals are the same at any K)."""
@@ -398,9 +391,6 @@ class Interval:
     @property
     def has_interval(self) -> bool:
         return not (math.isnan(self.low) or math.isnan(self.high))
-
-    def scaled(self, factor: float) -> "Interval":
-        return Interval(self.value * factor, self.low * factor, self.high * factor, self.units)
 
 
 def exact(value: float) -> Interval:

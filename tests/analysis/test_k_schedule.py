@@ -62,7 +62,7 @@ def test_candidates_limited_to_ks_given_and_priced():
 def test_taus_from_accepted_lengths_cut_at_each_k():
     reqs = lines([request(prompt_index=0, k=3, accept_lengths=[3, 0, 2]),
             request(prompt_index=1, k=3, accept_lengths=[1, 3])])
-    t = ksd.taus(reqs)
+    t = ksd.tau_curve(reqs).taus()
     assert t[0] == exact(1.0)
     # K=1: steps 5, accepted min(a,1) = 1+0+1+1+1 = 4 -> τ 9/5; K=3: 9 accepted -> 14/5
     assert t[1].value == pytest.approx(9 / 5) and t[3].value == pytest.approx(14 / 5)

@@ -192,8 +192,9 @@ def test_cost_model_chip_options_without_chip_are_refused(option, done_run, caps
 def test_cost_model_chip_options_refused_together_in_one_line(done_run, capsys):
     [line] = clear_error(["cost-model", done_run, "--k", "3", "--batch", "1,2"], capsys,
                          "--batch, --k are read only with --chip")
-    clear_error(["cost-model", "--chip", "v5p", "--tau-from", done_run, "--cost-ks", "1,3"], capsys,
+    clear_error(["cost-model", "--chip", "v5p", "--tau-from", done_run, "--cost-ks", "1,3", "--schedule"], capsys,
                 "--cost-ks picks a run's measured step times")
+    clear_error(["cost-model", done_run, "--cost-ks", "1,3"], capsys, "--cost-ks goes with --schedule")
 
 
 @pytest.mark.parametrize("option, fragment", [

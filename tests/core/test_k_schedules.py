@@ -11,9 +11,7 @@ SCHEDULE = ks.parse({1: 7, 4: 3, 16: 1, 32: 0})
 def test_parse_mapping_gives_contiguous_ranges_open_at_the_top():
     assert SCHEDULE.ranges == (ks.Range(1, 3, 7), ks.Range(4, 15, 3), ks.Range(16, 31, 1), ks.Range(32, None, 0))
     assert [SCHEDULE.k_at(b) for b in (1, 3, 4, 15, 16, 31, 32, 1000)] == [7, 7, 3, 3, 1, 1, 0, 0]
-    assert SCHEDULE.first_fall() == 4
     assert ks.parse({1: 4, 8: 4}).ranges == (ks.Range(1, None, 4),)  # equal neighbours merge
-    assert ks.parse({1: 4}).first_fall() is None
 
 
 def test_parse_vllm_triples_is_the_same_schedule():
