@@ -145,6 +145,29 @@ def kflat_verify(kflat: Any, context_len: float, anchors: Mapping[int, float], k
     return {k: scale * interpolate(curve, k) for k in ks if not math.isnan(interpolate(curve, k))}
 
 
+def kflat_batch_points(kflat: Any, context_len: float, path: Path) -> dict[tuple[int, int], metrics.Interval]:
+    """The verify forward's time at each (B, K) of a kflat.csv of `study kflat --batch`, at its context length nearest
+    context_len: the median with its interval over the repeats (points below the floor left out); ValueError naming
+    the file where it has no batch column or a bound that is not a finite time."""
+    if "batch" not in kflat.columns:
+        raise ValueError(f"{path} has no batch column: time the verify per batch size with `python -m benchmarks study "
+                         "kflat --batch 1,4,...` on the chip")
+    df = kflat[~kflat["below_floor"].astype(bool)]
+    if df.empty:
+        return {}
+    ctx = min(df["context_len"].unique(), key=lambda c: abs(c - context_len))
+    out = {}
+    for i, r in df[df["context_len"] == ctx].iterrows():
+        try:
+            b, low, high, n = int(float(r["batch"])), float(r["ci_low"]), float(r["ci_high"]), int(float(r["repeats"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}:{int(i) + 2}: batch, ci_low, ci_high and repeats must be numbers") from None
+        if b < 1 or not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError(f"{path}:{int(i) + 2}: batch {r['batch']!r} or an interval bound is out of range")
+        out[(b, int(r["k"]))] = metrics.Interval(float(r["median_ms"]), low, high, n)
+    return out
+
+
 @dataclass(frozen=True)
 class Inputs:
     """The model's inputs gathered from a set of dflash cells of one (baseline, dataset) group."""

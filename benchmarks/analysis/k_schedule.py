@@ -6,8 +6,10 @@
                        the same units (`TauCurve.ratio`), times the steps' ratio with their bounds at the extremes
 
 τ(K) comes from the largest K run, its accepted lengths cut at each K (`tau_curve`; the prefix rule of a block
-drafter or of a greedy chain); it is assumed not to depend on B. The step cost comes from one of three sources:
+drafter or of a greedy chain); it is assumed not to depend on B. The step cost comes from one of four sources:
 - the run's own step times at two or more K per B (`run_costs`, linear in K between the Ks measured);
+- a chip's verify forward measured at each (B, K) by `study kflat --batch`, the draft priced at its roofline
+  (`measured_verify_cost`);
 - a chip's roofline (`chip_cost`), optionally calibrated on a plain-decoding curve (`calibrate`: a per-pass overhead
   and the fraction of the peak FLOP/s reached, fitted to AR step times at several B);
 - for an autoregressive drafter (EAGLE-3), the verify forward plus K times a measured per-token draft time.
@@ -239,6 +241,25 @@ def chip_cost(engine: Engine, device: roofline.Device, ar_draft_ms: float | None
     def cost(batch: int, k: int) -> Interval:
         ms = roofline.step_seconds(step_at(engine, batch, k, ar_draft_ms), device) * 1e3
         return metrics.exact(ms + (k * ar_draft_ms if ar_draft_ms is not None and k else 0.0))
+    return cost
+
+
+def measured_verify_cost(verify: Mapping[tuple[int, int], Interval], engine: Engine, device: roofline.Device,
+                         ar_draft_ms: float | None = None) -> StepCost:
+    """The step at (B, K) from the verify forward measured on the chip at (B, K) (`study kflat --batch`: its median
+    and interval, linear in K between the Ks measured; K = 0 is the plain step itself) plus the draft priced apart:
+    the draft pass at `device`'s roofline, or K · `ar_draft_ms` for an autoregressive drafter."""
+    by_b: dict[int, dict[int, Interval]] = {}
+    for (b, k), t in verify.items():
+        by_b.setdefault(b, {})[k] = t
+
+    def cost(batch: int, k: int) -> Interval | None:
+        forward = interpolated(by_b.get(batch, {}), k)
+        if forward is None or k == 0:
+            return forward
+        draft = (k * ar_draft_ms if ar_draft_ms is not None else
+                 roofline.pass_seconds(step_at(engine, batch, k).passes[0], device) * 1e3)
+        return Interval(forward.value + draft, forward.low + draft, forward.high + draft, forward.units)
     return cost
 
 

@@ -22,7 +22,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
     ap.add_argument("run_dir", type=Path, nargs="?", help="a run folder (without --chip; default: the latest run)")
     ap.add_argument("--kflat", type=Path,
-                    help="a kflat.csv (python -m benchmarks study kflat): the shape of t_verify(K) at the Ks not run")
+                    help="a kflat.csv (python -m benchmarks study kflat): the shape of t_verify(K) at the Ks not run; "
+                         "with --chip --schedule, one of `study kflat --batch` on that chip: the verify timed at each "
+                         "(B, K) prices the steps (the draft at the roofline)")
     ap.add_argument("--chip", choices=sorted(CHIPS), help="predict for this chip (benchmarks/core/chips.py)")
     ap.add_argument("--tau-from", type=Path,
                     help="--chip: the τ per dataset, from a published table (results/reference/*.csv) or a run folder")
@@ -336,6 +338,7 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
     batches = args.batch or DEFAULT_BATCHES
     if 1 not in batches:
         raise ConfigError(f"--batch {','.join(map(str, batches))}: a schedule starts at B = 1; add 1")
+    verify = _measured_verify(args, batches) if args.kflat else None
     for src in sources(summary, folder):
         engine = _run_engine([src.top], args, itemsize)
         cal_line = ""
@@ -345,7 +348,8 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
             device = cal.device(device)
             cal_line = (f" Calibrated on {args.calibrate_from.name}: {cal.overhead_ms:.3f} ms per pass, "
                         f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
-        cost = ksd.chip_cost(engine, device, args.ar_draft_ms)
+        cost = (ksd.measured_verify_cost(verify, engine, device, args.ar_draft_ms) if verify is not None else
+                ksd.chip_cost(engine, device, args.ar_draft_ms))
         choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
         k1 = choices[0].best.k if choices else 0
         bound = next((c.batch for c in choices if k1 and roofline.compute_bound(
@@ -354,9 +358,12 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
                  f"{engine.draft_layers.num_layers} draft layers, "
                  f"{'K + 1' if engine.queries == engine.k + 1 else engine.queries} draft queries")
         fall = ksd.first_fall(choices)
+        priced = (f"the verify forward measured on the chip at each (B, K) ({args.kflat.name}, linear in K between "
+                  f"the Ks timed), the draft at the roofline of {device.name} ({device.source})" if verify is not None
+                  else f"Predicted on {device.name} ({device.source}) at the roofline plus "
+                       f"{device.overhead_s * 1e3:.3f} ms per forward pass")
         about = (f"## {args.chip}, {args.shape or 'the run' + chr(39) + 's target'}: {src.engine} on {src.workload}"
-                 f"\n\nPredicted on {device.name} ({device.source}) at the roofline plus "
-                 f"{device.overhead_s * 1e3:.3f} ms per forward pass; {draft}; context {engine.context}; τ(K) from "
+                 f"\n\n{priced[0].upper() + priced[1:]}; {draft}; context {engine.context}; τ(K) from "
                  f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}).{cal_line} K first falls at "
                  f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
                  f"{bound or 'none asked'}.")
@@ -364,6 +371,23 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
         print(write_schedule(folder, name, choices, choices_markdown(choices, about), _matrix_base(summary, src),
                              max(batches)))
     return Exit.OK
+
+
+def _measured_verify(args: argparse.Namespace, batches: list[int]) -> dict[tuple[int, int], Any]:
+    """--kflat with --chip: the verify forward timed on the chip at each (B, K), every B asked among those timed."""
+    from benchmarks.analysis.cost_model import kflat_batch_points, read_kflat
+
+    try:
+        points = kflat_batch_points(read_kflat(args.kflat), args.context, args.kflat)
+    except ValueError as exc:
+        raise ConfigError(f"--kflat {exc}") from None
+    timed = sorted({b for b, _ in points})
+    untimed = [b for b in batches if b not in timed or (b, 0) not in points]
+    if untimed:
+        raise ConfigError(f"--batch: {args.kflat} times the plain forward at B = {', '.join(map(str, timed)) or 'none'}"
+                          f", not at B = {', '.join(map(str, untimed))}; give --batch among those, or time them "
+                          "with study kflat --batch")
+    return points
 
 
 MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
@@ -395,6 +419,12 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     if args.chip and args.check_against is not None:
         problems.append("--check-against compares a run's own schedule with another run's grid: drop --chip, or drop "
                         "--check-against")
+    if args.chip and args.kflat is not None and not args.schedule:
+        problems.append("--kflat with --chip prices the steps of --schedule (the verify timed on the chip at each B "
+                        "and K): add --schedule, or drop --kflat")
+    if args.chip and args.kflat is not None and args.calibrate_from is not None:
+        problems.append("--kflat and --calibrate-from are two prices of one step (timed, or fitted to a plain-decoding "
+                        "curve): give one of them")
     if args.chip and args.cost_ks is not None:
         problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
                         "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")

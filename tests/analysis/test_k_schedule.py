@@ -181,3 +181,46 @@ def test_tau_ratio_paired_over_prompts_is_narrower_than_the_bounds_apart():
     apart = ksd.choose(1, curve.taus(), lambda b, k: costs.get(k))
     assert c.best.k == apart.best.k == 3 and c.runner_up.k == 2
     assert c.decided and not apart.decided  # the same figures: decided once paired
+
+
+def test_measured_verify_cost_adds_the_draft_at_its_roofline_to_the_forward_timed():
+    shape = SHAPES["qwen3-4b"]
+    d = released_draft(shape, 16)
+    engine = Engine(shape, d.layers, len(d.target_layer_ids), 15, 16, 256, 2)
+    chip = roofline.Device("chip", 1e12, 1e14, "scripted")
+    timed = {(1, 0): Interval(10.0, 9.0, 11.0, 7), (1, 3): Interval(10.0, 9.5, 10.5, 7),
+             (1, 7): Interval(14.0, 13.0, 15.0, 7)}
+    cost = ksd.measured_verify_cost(timed, engine, chip)
+    draft = roofline.pass_seconds(ksd.step_at(engine, 1, 5).passes[0], chip) * 1e3
+    assert cost(1, 0) == timed[(1, 0)]  # the plain step is the forward itself
+    five = cost(1, 5)
+    assert five is not None and five.value == pytest.approx(12.0 + draft) and five.low == pytest.approx(11.25 + draft)
+    assert cost(1, 2) is None and cost(1, 15) is None and cost(4, 3) is None  # not timed: not priced
+    ar = ksd.measured_verify_cost(timed, engine, chip, ar_draft_ms=0.5)(1, 3)
+    assert ar is not None and ar.value == pytest.approx(11.5)
+
+
+def test_cost_model_chip_schedule_from_a_kflat_timed_per_batch(tmp_path, capsys):
+    """--kflat with --chip --schedule prices each (B, K) from the verify timed on the chip; a kflat without a batch
+    column, a B not timed, or --kflat beside --calibrate-from or without --schedule are one line, exit 2."""
+    from benchmarks.cli import main
+
+    run = _tiny_run(tmp_path)
+    head = "engine,batch,k,context_len,median_ms,ci_low,ci_high,repeats,below_floor\n"
+    timed = [(b, k, 10.0 + b * 0.1 * (1 + k / 4)) for b in (1, 8) for k in (0, 3, 7, 15)]
+    kflat = tmp_path / "kflat.csv"
+    kflat.write_text(head + "".join(f"jax,{b},{k},256,{ms},{ms * 0.98},{ms * 1.02},7,False\n" for b, k, ms in timed))
+    argv = ["cost-model", "--chip", "v5e", "--tau-from", str(run), "--shape", "qwen3-4b", "--schedule",
+            "--kflat", str(kflat), "--batch", "1,8"]
+    assert main(argv) == 0
+    assert "The verify forward measured on the chip at each (B, K) (kflat.csv" in capsys.readouterr().out
+    assert main([*argv[:-1], "1,16"]) == 2
+    assert "not at B = 16" in capsys.readouterr().err
+    no_batch = tmp_path / "plain.csv"
+    no_batch.write_text("engine,k,context_len,median_ms,below_floor\njax,0,256,10.0,False\n")
+    assert main([*argv[:9], str(no_batch), *argv[10:]]) == 2
+    assert "has no batch column" in capsys.readouterr().err
+    assert main([*argv, "--calibrate-from", str(kflat)]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert main([a for a in argv if a != "--schedule"]) == 2
+    assert "--kflat with --chip prices the steps of --schedule" in capsys.readouterr().err
