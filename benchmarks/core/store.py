@@ -432,8 +432,9 @@ class RunStore:
     def run_manifest(self) -> Manifest:
         """The run's manifest, typed: BadInput naming what is wrong in a manifest the harness did not write so."""
         path = self.run_dir / "manifest.json"
+        raw = read_manifest(path)
         try:
-            return Manifest.from_json(read_manifest(path), str(path))
+            return Manifest.from_json(raw, str(path))
         except ValueError as exc:
             raise BadInput(f"{exc}; give a run folder that `make bench` or `make matrix` wrote") from None
 
