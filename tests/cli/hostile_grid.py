@@ -48,7 +48,7 @@ CAUSES = {"missing": ("does not exist", "no such"), "FIFO": ("FIFO", "named pipe
           "deeply nested": ("nested",), "nan/inf": ("nan", "finite"), "inf": ("inf", "finite", "expected"),
           "nan in records": ("nan", "finite"), "truncated": ("JSON", "YAML", "column", "CSV", "empty")}
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
-HANG_S = 20  # a case still running after this long waits on something that never comes (a FIFO)
+HANG_S = 60  # a case still running after this long waits on something that never comes (a FIFO)
 SLOW_HANG_S = 300  # the same for a case that measures (a run, a study that compiles)
 NESTED = "[" * 100_000 + "]" * 100_000
 

@@ -330,7 +330,8 @@ def test_a_damaged_unit_file_is_named_left_out_and_measured_again(tmp_path, prom
 
 @pytest.mark.parametrize("argv", [["study", "parity", "--target", "{p}"], ["study", "tpu-parity", "--target", "{p}"],
                                   ["study", "speed", "--target", "{p}", "--draft", "{p}", "dflash-vs-ar"],
-                                  ["tiny", "check", "--models", "{p}"], ["study", "interleave-bias", "--config", "{p}"]])
+                                  ["tiny", "check", "--models", "{p}"],
+                                  ["study", "interleave-bias", "--config", "{p}"]])
 @pytest.mark.parametrize("kind", ["missing", "link loop"])
 def test_a_study_input_that_is_not_there_is_one_line_before_anything_loads(argv, kind, tmp_path, capsys):
     path = tmp_path / "given"
