@@ -46,7 +46,8 @@ CAUSES = {"missing": ("does not exist", "no such"), "FIFO": ("FIFO", "named pipe
           "under a file": ("under",), "unreadable": ("cannot be read", "cannot read", "permission"),
           "read-only": ("read-only", "cannot be written", "permission"), "non-UTF-8": ("UTF-8",),
           "deeply nested": ("nested",), "nan/inf": ("nan", "finite"), "inf": ("inf", "finite", "expected"),
-          "nan in records": ("nan", "finite"), "truncated": ("JSON", "YAML", "column", "CSV", "empty")}
+          "nan in records": ("nan", "finite"), "provenance nested": ("nested",), "provenance NaN": ("finite",),
+          "truncated": ("JSON", "YAML", "column", "CSV", "empty")}
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
 HANG_S = 60  # a case still running after this long waits on something that never comes (a FIFO)
 SLOW_HANG_S = 300  # the same for a case that measures (a run, a study that compiles)
@@ -201,6 +202,8 @@ RUN = Slot("run folder", run_copy, {
     "run_id absolute": set_run_id("/tmp/hostile-grid-escaped"),
     "very long name": set_run_id("r" * 5000),
     "unit a folder": unit_folder,
+    "provenance nested": lambda run: next((run / "provenance").glob("*.json")).write_text(NESTED),
+    "provenance NaN": lambda run: next((run / "provenance").glob("*.json")).write_text('{"engine": NaN}'),
 }, folder=True, reads=lambda run: [run / name for name in ("manifest.json", "units", "provenance", "records.jsonl")])
 
 
