@@ -169,6 +169,24 @@ def readable_output() -> None:
             stream.reconfigure(errors="replace")
 
 
+def input_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """The input paths of a command (its options `names`) that are not there, one line each, checked before it
+    loads anything: missing, a link loop or to nothing, a name too long."""
+    from benchmarks.core.guarded import file_problem
+
+    problems = []
+    for name in names:
+        path = getattr(args, name, None)
+        if not isinstance(path, Path):
+            continue
+        try:
+            os.stat(path)  # there: a file or a folder, which the command checks
+        except OSError:
+            problems.append(f"--{name.replace('_', '-')} {shown(path)} {file_problem(path)}; give the path of what "
+                            f"it names")
+    return problems
+
+
 def output_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
     """The output folders of a command (its options `names`, and DFLASH_RUNS_DIR when set) that it could not write,
     one line each, checked before it does any work: a file, a FIFO or a link loop in the way, a name too long."""
@@ -212,7 +230,8 @@ def command(argv: list[str]) -> int:
     args = ap.parse_args(rest)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
-        path_problems = output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)))
+        path_problems = (input_problems(args, getattr(module, "INPUT_ARGS", ()))
+                         + output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",))))
         if path_problems:
             raise BadInput(path_problems)
         status = int(module.main(args))

@@ -321,8 +321,17 @@ class RunStore:
         return pid
 
     def provenances(self) -> dict[str, dict[str, Any]]:
-        """Every provenance record of the run, by id."""
-        return {p.stem: json.loads(p.read_text()) for p in sorted((self.run_dir / "provenance").glob("*.json"))}
+        """Every provenance record of the run, by id (`guarded.read_json_file`): BadInput naming a file that is not
+        one JSON object (the harness writes whole files)."""
+        found = {}
+        for p in sorted((self.run_dir / "provenance").glob("*.json")):
+            try:
+                found[p.stem] = read_json_file(p)
+            except ValueError as exc:
+                raise BadInput(f"{exc}; the harness writes whole provenance files: restore it from its run") from None
+            if not isinstance(found[p.stem], dict):
+                raise BadInput(f"{p} is not a provenance record (a JSON object); restore it from its run")
+        return found
 
     def unit_records(self, manifest: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """The records of every unit file, in file order, and the files left out, each with its reason: those that
@@ -432,8 +441,9 @@ class RunStore:
     def run_manifest(self) -> Manifest:
         """The run's manifest, typed: BadInput naming what is wrong in a manifest the harness did not write so."""
         path = self.run_dir / "manifest.json"
+        raw = read_manifest(path)
         try:
-            return Manifest.from_json(read_manifest(path), str(path))
+            return Manifest.from_json(raw, str(path))
         except ValueError as exc:
             raise BadInput(f"{exc}; give a run folder that `make bench` or `make matrix` wrote") from None
 

@@ -24,6 +24,7 @@ from benchmarks.core.config import ConfigError, Matrix
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
 from benchmarks.core.engine_option_keys import engine_max_model_len
+from benchmarks.core.guarded import read_json_file
 from benchmarks.core.inputs import check_inputs
 from benchmarks.core.markdown import table
 from benchmarks.core.matrix import config_id, legacy_run_id, run_id_for
@@ -273,7 +274,7 @@ def check_run_folder(run_dir: Path, matrix: Matrix, reuse: bool) -> None:
                               f"give a new or empty folder")
         return
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_json_file(run_dir / "manifest.json")  # guarded: depth, size, non-finite numbers
         theirs = config_id(manifest["config"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--run-dir {run_dir}: its manifest.json does not read as a run's ({type(exc).__name__}: "

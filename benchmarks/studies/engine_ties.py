@@ -57,6 +57,9 @@ def table(rows: list[tuple[str, dict[str, Any], ties.Verdict]]) -> str:
     return "\n".join(out)
 
 
+INPUT_ARGS = ("config", "run_dir")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("config", type=Path, help="the matrix the run measured")
     ap.add_argument("--run-dir", type=Path, required=True, help="the finished run folder")

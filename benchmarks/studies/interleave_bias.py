@@ -132,6 +132,9 @@ def fmt(value: str | None, digits: int = 2) -> str:
         return value or MISSING
 
 
+INPUT_ARGS = ("config",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--config", type=Path, default=MATRICES_DIR / "tiny-acceptance.yaml")
     ap.add_argument("--runs", type=int, default=2, help="runs per mode")

@@ -118,6 +118,9 @@ def default_prompts(n: int, vocab: int) -> list[list[int]]:
     return [rng.integers(4, vocab, size=int(length)).tolist() for length in rng.integers(4, 120, size=n)]
 
 
+INPUT_ARGS = ("target", "draft")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", type=Path, required=True)
     ap.add_argument("--draft", type=Path, help="a DFlash draft; without it the baseline (AR) is compared")

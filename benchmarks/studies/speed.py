@@ -379,6 +379,9 @@ def layers(shape_name: str, depth: int) -> None:
                                               for (name, r), t in ms.items() if r == rows))
 
 
+INPUT_ARGS = ("target", "draft", "pair")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "batch", "all", "dispatch",
                                         "compile", "layers"])

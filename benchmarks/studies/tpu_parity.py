@@ -19,6 +19,8 @@ from pathlib import Path
 from benchmarks.core.exit_codes import Exit
 from verification.draft_parity import attribution, lines, verdict
 
+INPUT_ARGS = ("target", "draft")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", type=Path, default=Path("models/tiny/target"))

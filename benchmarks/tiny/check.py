@@ -63,6 +63,9 @@ def summarise(base: EngineRun, run: EngineRun, method: str, k: int) -> dict:
     }
 
 
+INPUT_ARGS = ("models",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--models", type=Path, default=Path("models/tiny"))
     ap.add_argument("--prompts", type=int, default=16)

@@ -46,9 +46,11 @@ CAUSES = {"missing": ("does not exist", "no such"), "FIFO": ("FIFO", "named pipe
           "under a file": ("under",), "unreadable": ("cannot be read", "cannot read", "permission"),
           "read-only": ("read-only", "cannot be written", "permission"), "non-UTF-8": ("UTF-8",),
           "deeply nested": ("nested",), "nan/inf": ("nan", "finite"), "inf": ("inf", "finite", "expected"),
-          "nan in records": ("nan", "finite"), "truncated": ("JSON", "YAML", "column", "CSV", "empty")}
+          "nan in records": ("nan", "finite"), "provenance nested": ("nested",), "provenance NaN": ("finite",),
+          "truncated": ("JSON", "YAML", "column", "CSV", "empty")}
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
-HANG_S = 20  # a case still running after this long waits on something that never comes (a FIFO)
+HANG_S = 60  # a case still running after this long waits on something that never comes (a FIFO)
+SLOW_HANG_S = 300  # the same for a case that measures (a run, a study that compiles)
 NESTED = "[" * 100_000 + "]" * 100_000
 
 
@@ -200,6 +202,8 @@ RUN = Slot("run folder", run_copy, {
     "run_id absolute": set_run_id("/tmp/hostile-grid-escaped"),
     "very long name": set_run_id("r" * 5000),
     "unit a folder": unit_folder,
+    "provenance nested": lambda run: next((run / "provenance").glob("*.json")).write_text(NESTED),
+    "provenance NaN": lambda run: next((run / "provenance").glob("*.json")).write_text('{"engine": NaN}'),
 }, folder=True, reads=lambda run: [run / name for name in ("manifest.json", "units", "provenance", "records.jsonl")])
 
 
@@ -339,7 +343,8 @@ COMMANDS: list[tuple[str, list[str], tuple[Slot, ...], bool]] = [
     ("figures --run", ["figures", "--run", "{run folder}", "--out", "{output folder}"], (RUN, OUT), False),
     ("cost-model", ["cost-model", "{run folder}", "--kflat", "{kflat.csv}"], (RUN, CSV), False),
     ("cost-model --chip", ["cost-model", "--chip", "v5e", "--tau-from", "{published table}"], (TABLE,), False),
-    ("study kflat", ["study", "kflat", "--random-weights", "--quick", "--out", "{output folder}"], (OUT,), True),
+    ("study kflat", ["study", "kflat", "--random-weights", "--ks", "0,1", "--contexts", "16", "--repeats", "2",
+                     "--warmup", "0", "--out", "{output folder}"], (OUT,), True),
 ]
 SLOTS = {s.name: s for s in (MATRIX, PROMPTS, RUN, OUT, RUNS_ENV, CSV, TABLE)}
 
@@ -424,6 +429,7 @@ def run_case(case: Case, folder: Path) -> tuple[str, Outcome | None]:
     if not applies(case):
         return "n/a", None
     argv, env, read = case.make(folder)
+    hostile_cases.HANG_S = SLOW_HANG_S if case.slow else HANG_S
     before, before_read = snapshot([folder]), snapshot(read)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -461,7 +467,6 @@ def first_line(outcome: Outcome | None) -> str:
 
 
 def run_grid(everything: bool = False) -> list[tuple[Case, str, str]]:
-    hostile_cases.HANG_S = HANG_S
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DFLASH_RUNS_DIR", tempfile.mkdtemp(prefix="hostile-grid-runs-"))
     scripted_engine()

@@ -16,7 +16,7 @@ import yaml
 from benchmarks import cli
 from benchmarks.core import catalog, paths, store
 from benchmarks.core.catalog import EngineRow
-from benchmarks.core.paths import ROOT
+from benchmarks.core.paths import MATRICES_DIR, ROOT
 from benchmarks.core.store import RunLock, RunStore
 from benchmarks.run.redaction import redacted
 
@@ -326,3 +326,18 @@ def test_a_damaged_unit_file_is_named_left_out_and_measured_again(tmp_path, prom
     rc, _, err = run(["matrix", matrix(tmp_path, prompts), "--run-dir", run_dir], capsys)
     assert rc == 0 and "1 of 2 (cell, dataset) units already done" in err
     assert json.loads(unit.read_text().splitlines()[0])["kind"] == "request"
+
+
+@pytest.mark.parametrize("argv", [["study", "parity", "--target", "{p}"], ["study", "tpu-parity", "--target", "{p}"],
+                                  ["study", "speed", "--target", "{p}", "--draft", "{p}", "dflash-vs-ar"],
+                                  ["tiny", "check", "--models", "{p}"],
+                                  ["study", "interleave-bias", "--config", "{p}"],
+                                  ["study", "engine-ties", "{m}", "--run-dir", "{p}"]])
+@pytest.mark.parametrize("kind", ["missing", "link loop"])
+def test_a_study_input_that_is_not_there_is_one_line_before_anything_loads(argv, kind, tmp_path, capsys):
+    path = tmp_path / "given"
+    if kind == "link loop":
+        path.symlink_to(path)
+    shipped = str(MATRICES_DIR / "tiny-acceptance.yaml")
+    lines = clear_error([a.replace("{p}", str(path)).replace("{m}", shipped) for a in argv], capsys, str(path))
+    assert ("loops back" if kind == "link loop" else "does not exist") in lines[0]

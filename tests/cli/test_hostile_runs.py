@@ -401,3 +401,12 @@ def test_each_of_two_runs_in_one_runs_folder_says_the_truth_about_latest(tmp_pat
     empty = tmp_path / "empty"
     (empty / "units").mkdir(parents=True)
     assert latest_note(empty).endswith("not moved: the run holds no unit")
+
+
+@pytest.mark.parametrize("manifest", ['{"config": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                                      '{"config": {"temperature": NaN}, "cells": {}}', b'{"run_id": "\xff"}'])
+def test_a_run_folder_resumed_with_a_manifest_of_no_run_is_one_line(manifest, tmp_path, done_run, prompts,  # noqa: F811
+                                                                   capsys):
+    (done_run / "manifest.json").write_bytes(manifest if isinstance(manifest, bytes) else manifest.encode())
+    clear_error(["matrix", matrix(tmp_path, prompts), "--run-dir", done_run], capsys,
+                "its manifest.json does not read as a run's")
