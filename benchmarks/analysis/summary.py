@@ -207,6 +207,7 @@ def summarize(records: list[Line], manifest: Manifest, provenances: dict[str, di
 
 def summarize_run(store: RunStore) -> Summary:
     """A run folder's records summarised (its manifest checked first, then its records read once, as typed
-    lines)."""
+    lines, then the provenance files they name)."""
     manifest = store.run_manifest()
-    return summarize(store.records(), manifest, store.provenances())
+    records = store.records()
+    return summarize(records, manifest, store.provenances({r.provenance_id for r in records if r.provenance_id}))

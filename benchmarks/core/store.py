@@ -320,17 +320,23 @@ class RunStore:
                                       f"yet") from exc
         return pid
 
-    def provenances(self) -> dict[str, dict[str, Any]]:
-        """Every provenance record of the run, by id (`guarded.read_json_file`): BadInput naming a file that is not
-        one JSON object (the harness writes whole files)."""
+    def provenances(self, needed: set[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The provenance records of the run, by id (`guarded.read_json_file`): BadInput naming a file that is not
+        one JSON object (the harness writes whole files), or, given the ids `needed` (those the records name), only
+        when it is one of them; another is named on stderr and left out."""
         found = {}
         for p in sorted((self.run_dir / "provenance").glob("*.json")):
             try:
-                found[p.stem] = read_json_file(p)
+                value = read_json_file(p)
+                if not isinstance(value, dict):
+                    raise ValueError(f"{p} is not a provenance record (a JSON object)")
             except ValueError as exc:
-                raise BadInput(f"{exc}; the harness writes whole provenance files: restore it from its run") from None
-            if not isinstance(found[p.stem], dict):
-                raise BadInput(f"{p} is not a provenance record (a JSON object); restore it from its run")
+                if needed is None or p.stem in needed:
+                    raise BadInput(f"{exc}; the harness writes whole provenance files: restore it from its run") \
+                        from None
+                print(f"warning: {exc}; no record names it: left out", file=sys.stderr)
+                continue
+            found[p.stem] = value
         return found
 
     def unit_records(self, manifest: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:

@@ -410,3 +410,15 @@ def test_a_run_folder_resumed_with_a_manifest_of_no_run_is_one_line(manifest, tm
     (done_run / "manifest.json").write_bytes(manifest if isinstance(manifest, bytes) else manifest.encode())
     clear_error(["matrix", matrix(tmp_path, prompts), "--run-dir", done_run], capsys,
                 "its manifest.json does not read as a run's")
+
+
+def test_a_damaged_provenance_file_stops_a_reader_only_while_a_record_names_it(tmp_path, done_run,  # noqa: F811
+                                                                               prompts, capsys):  # noqa: F811
+    provenance = sorted((done_run / "provenance").glob("*.json"))
+    provenance[0].write_text('{"engine": NaN')
+    clear_error(["report", done_run], capsys, provenance[0].name, "restore it from its run")
+    for unit in (done_run / "units").glob("*.jsonl"):
+        unit.unlink()  # measured again: the new loads write provenance files of their own
+    rc, _, err = run(["matrix", matrix(tmp_path, prompts), "--run-dir", done_run], capsys)
+    assert rc == 0 and f"{provenance[0].name}: NaN is not a finite number; no record names it: left out" in err
+    assert provenance[0].read_text() == '{"engine": NaN'  # a reader leaves it as it is
