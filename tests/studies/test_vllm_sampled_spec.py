@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # prefilled with -7 (standing for x.new_empty's uninitialised memory), in float32 and in int32; prints both.
 EXPAND = """
 import torch
-import vllm._C  # noqa: F401 - registers torch.ops._C
+from vllm.platforms import current_platform
+current_platform.import_kernels()  # torch.ops._C, built for this CPU's instructions (AVX2, AVX512)
 from vllm.utils import cpu_triton_utils as m
 cu = torch.tensor([3, 5, 6], dtype=torch.int32)
 out = torch.full((6,), -7.0)
