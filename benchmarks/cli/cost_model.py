@@ -226,15 +226,22 @@ def _calibration_points(summary: Any, engine: str) -> dict[int, float]:
 
 
 def _published_points(path: Path) -> dict[int, float]:
-    """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total): the AR step time (ms) per B."""
-    import pandas as pd
+    """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total, through the guarded reader): the
+    AR step time (ms) per B."""
+    from benchmarks.core.guarded import read_csv_text
 
+    columns = ("batch_size", "tok_per_s_total")
     try:
-        frame = pd.read_csv(path)
-        return {int(r.batch_size): 1e3 * int(r.batch_size) / float(r.tok_per_s_total) for r in frame.itertuples()}
-    except (OSError, ValueError, AttributeError, pd.errors.ParserError) as err:
-        raise ConfigError(f"--calibrate-from {path}: expected a CSV with columns batch_size and tok_per_s_total "
-                          f"(plain decoding), or a run folder ({type(err).__name__}: {err})") from None
+        frame = read_csv_text(path, columns)
+        if any(c not in frame.columns for c in columns) or frame.empty:
+            raise ValueError(f"{path}: no rows of batch_size and tok_per_s_total")
+        rows = [(float(r.batch_size), float(r.tok_per_s_total)) for r in frame.itertuples()]
+    except ValueError as err:
+        raise ConfigError(f"--calibrate-from {err}: expected a CSV with columns batch_size and tok_per_s_total "
+                          "(plain decoding), or a run folder") from None
+    if any(b < 1 or b != int(b) or tps <= 0 for b, tps in rows):
+        raise ConfigError(f"--calibrate-from {path}: batch sizes must be whole numbers >= 1 and tok/s above 0")
+    return {int(b): 1e3 * b / tps for b, tps in rows}
 
 
 def schedule_main(args: argparse.Namespace) -> int:

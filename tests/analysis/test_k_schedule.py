@@ -2,6 +2,8 @@
 the calibration on a scripted plain-decoding curve."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from benchmarks.analysis import k_schedule as ksd
@@ -165,6 +167,13 @@ def test_cost_model_chip_schedule_falls_and_calibrates_on_a_published_curve(tmp_
     table.write_text("b,tps\n1,100\n")
     assert main([*argv, "--calibrate-from", str(table)]) == 2
     assert "expected a CSV with columns batch_size and tok_per_s_total" in capsys.readouterr().err
+    table.write_text("batch_size,tok_per_s_total\n1,0\n")
+    assert main([*argv, "--calibrate-from", str(table)]) == 2
+    assert "tok/s above 0" in capsys.readouterr().err
+    fifo = tmp_path / "curve.fifo"
+    os.mkfifo(fifo)  # read through the guarded reader: named, never opened (an open FIFO waits for a writer)
+    assert main([*argv, "--calibrate-from", str(fifo)]) == 2
+    assert "is a named pipe (FIFO)" in capsys.readouterr().err
 
 
 def test_tau_ratio_paired_over_prompts_is_narrower_than_the_bounds_apart():
