@@ -4,14 +4,12 @@ table (benchmarks/analysis/cost_model.py)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli.k_schedule import chip_schedule_main, run_engine, schedule_main
 from benchmarks.cli.report import run_folder
-from benchmarks.core.cells import Cell
 from benchmarks.core.config import ConfigError
 from benchmarks.core.exit_codes import Exit
 
@@ -90,25 +88,6 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
                   args.context, itemsize)
 
 
-def _run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> Any:
-    """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
-    from benchmarks.analysis.cost_model import Engine
-    from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
-
-    dflash = [c for c in cells if c.method == "dflash" and c.draft]
-    if not dflash:
-        raise ConfigError(f"{args.tau_from}: the run has no dflash cell to take τ from")
-    top = max(dflash, key=lambda c: c.k)
-    dcfg = DraftConfig.from_hf(read_config(str(top.draft)))
-    queries = top.k + 1 if top.engine_options.get("draft_queries") == "k+1" else dcfg.block_size
-    if args.shape:  # the run's draft depth and taps at the named target's widths
-        shape = SHAPES[args.shape]
-        layers = dataclasses.replace(shape, num_layers=dcfg.layers.num_layers, qk_norm=True)
-    else:
-        shape, layers = ModelConfig.from_hf(read_config(top.target)), dcfg.layers
-    return Engine(shape, layers, len(dcfg.target_layer_ids), top.k, queries, args.context, itemsize)
-
-
 def chip_main(args: argparse.Namespace) -> int:
     from benchmarks.analysis import cost_model as cm
     from benchmarks.analysis.cost_tables import batch_markdown, chip_markdown
@@ -139,7 +118,7 @@ def chip_main(args: argparse.Namespace) -> int:
         from benchmarks.core.store import RunStore
 
         summary = summarize_run(RunStore(run_folder(args.tau_from)))
-        engine = _run_engine(list(summary.manifest.cells.values()), args, itemsize)
+        engine = run_engine(list(summary.manifest.cells.values()), args, itemsize)
         taus = cm.run_taus(summary.rows)
         source = f"run {summary.manifest.run_id or args.tau_from.name}"
     if args.batch:
@@ -147,254 +126,6 @@ def chip_main(args: argparse.Namespace) -> int:
     else:
         print(chip_markdown(engine, device, taus, source))
     return Exit.OK
-
-
-DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
-OUT_FOLDER = "k_schedule"
-
-
-@dataclass(frozen=True)
-class Source:
-    """What a schedule is derived from on one workload: τ(K) of its largest-K speculative cell, that cell and the
-    run's measured (B, K) grid."""
-
-    workload: str
-    engine: str
-    top: Cell
-    curve: Any  # analysis.k_schedule.TauCurve
-    grid: dict[tuple[int, int], Any]
-
-    @property
-    def taus(self) -> dict[int, Any]:
-        return self.curve.taus()
-
-
-def sources(summary: Any, where: Path) -> list[Source]:
-    """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
-    assumed not to depend on B) and the measured grid."""
-    from benchmarks.analysis import k_schedule as ksd
-
-    spec = [u for u in summary.units if u.speculative and u.level is None and u.reqs
-            and any(r.accept_lengths for r in u.reqs)]
-    out = []
-    for engine, workload in dict.fromkeys((u.cell.engine, u.workload) for u in spec):
-        mine = [u for u in spec if (u.cell.engine, u.workload) == (engine, workload)]
-        top = max(mine, key=lambda u: (u.cell.k, -(u.cell.batch_size or 1)))
-        out.append(Source(workload, engine, top.cell, ksd.tau_curve(top.reqs),
-                          ksd.grid(summary.units, workload, engine)))
-    if not out:
-        raise ConfigError(f"{where}: no speculative row with accepted lengths to take τ(K) from; run a dflash (or "
-                          "eagle3) cell at the largest K of interest")
-    return out
-
-
-def _matrix_base(summary: Any, src: Source) -> dict[str, Any]:
-    """The run's own matrix settings that the schedule's matrix keeps (its model files, workload and budget)."""
-    keep = ("target", "drafts", "block_size", "max_new_tokens", "num_prompts", "warmup_prompts", "seed",
-            "engine_options")
-    config = summary.manifest.config
-    base = {key: config[key] for key in keep if config.get(key) is not None}
-    return {"name": f"{summary.manifest.run_id or 'run'}-ksched"[:80], **base, "engine": src.engine,
-            "datasets": [src.workload], "temperature": src.top.temperature}
-
-
-def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:
-    """The schedule's configs and its tables written under folder/k_schedule/name/; returns the Markdown printed."""
-    from benchmarks.analysis.k_schedule import schedule_of
-    from benchmarks.analysis.k_schedule_tables import config_files, configs_markdown
-
-    files = config_files(schedule_of(choices), base, max_batch)
-    out = folder / OUT_FOLDER / name
-    out.mkdir(parents=True, exist_ok=True)
-    for file, body in files.items():
-        (out / file).write_text(body + "\n")
-    md = f"{text}\n\nWritten to {out}:\n\n{configs_markdown(files)}"
-    (out / "schedule.md").write_text(md + "\n")
-    return md
-
-
-def _calibration_points(summary: Any, engine: str) -> dict[int, float]:
-    """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.core.metrics import mean_interval
-
-    by_b: dict[int, list[float]] = {}
-    for u in summary.units:
-        if not u.speculative and u.level is None and u.cell.engine == engine and u.reqs:
-            by_b.setdefault(u.cell.batch_size or 1, []).extend(ksd.unit_step_ms(u.reqs))
-    return {b: mean_interval(v).value for b, v in sorted(by_b.items())}
-
-
-def _published_points(path: Path) -> dict[int, float]:
-    """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total, through the guarded reader): the
-    AR step time (ms) per B."""
-    from benchmarks.core.guarded import read_csv_text
-
-    columns = ("batch_size", "tok_per_s_total")
-    try:
-        frame = read_csv_text(path, columns)
-        if any(c not in frame.columns for c in columns) or frame.empty:
-            raise ValueError(f"{path}: no rows of batch_size and tok_per_s_total")
-        rows = [(float(r.batch_size), float(r.tok_per_s_total)) for r in frame.itertuples()]
-    except ValueError as err:
-        raise ConfigError(f"--calibrate-from {err}: expected a CSV with columns batch_size and tok_per_s_total "
-                          "(plain decoding), or a run folder") from None
-    if any(b < 1 or b != int(b) or tps <= 0 for b, tps in rows):
-        raise ConfigError(f"--calibrate-from {path}: batch sizes must be whole numbers >= 1 and tok/s above 0")
-    return {int(b): 1e3 * b / tps for b, tps in rows}
-
-
-def schedule_main(args: argparse.Namespace) -> int:
-    """A run's own schedule: τ(K) from its largest K, the step at (B, K) from its measured Ks (or the calibrated
-    model of --calibrate-from), beside the measured grid; configs written into the run folder."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.analysis.k_schedule_tables import choices_markdown, grid_markdown
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core.store import RunStore
-
-    folder = run_folder(args.run_dir)
-    summary = summarize_run(RunStore(folder))
-    for src in sources(summary, folder):
-        batches = sorted({b for b, _ in src.grid}) or [1]
-        cal_text = ""
-        if args.calibrate_from:
-            cost, cal_text = _cpu_calibrated(args, summary, src)
-            how = f"the step at (B, K) from the AR curve of {args.calibrate_from} (calibrated roofline of this CPU)"
-        else:
-            cost = ksd.run_costs(src.grid, args.cost_ks)
-            ks = args.cost_ks or sorted({k for _, k in src.grid if k})
-            how = f"the step at (B, K) from the steps measured at K = {', '.join(map(str, ks))}, linear in between"
-        if not args.schedule:
-            print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
-            continue
-        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
-        if not choices or choices[0].batch != 1:
-            raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
-                              "starts there (run the cells at B = 1 too)")
-        about = (f"## {src.engine} on {src.workload}\n\nτ(K) from {src.top.method} K = {src.top.k} at B = "
-                 f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B); {how}. "
-                 f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
-                 f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
-        text = choices_markdown(choices, about)
-        grid, where = src.grid, "the measured grid"
-        if args.check_against:
-            other = summarize_run(RunStore(run_folder(args.check_against)))
-            grid = next((o.grid for o in sources(other, args.check_against)
-                         if (o.engine, o.workload) == (src.engine, src.workload)), {})
-            where = f"the grid measured in {other.manifest.run_id or args.check_against}"
-        grid_ks = sorted({k for _, k in grid})
-        if len(grid_ks) > 1:
-            check = ksd.derive(batches, src.taus, cost, grid_ks, src.curve.ratio)
-            text += (f"\n\nThe prediction among the Ks measured, beside {where} (tok/s of the batch with "
-                     "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
-                     "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, grid))
-        if cal_text:
-            text += "\n\n" + cal_text
-        name = f"{src.engine}-{src.workload}" + (f"-cost-ks-{'-'.join(map(str, args.cost_ks))}" if args.cost_ks else
-                                                  "-calibrated" if args.calibrate_from else "")
-        name += f"-checked-on-{args.check_against.name}" if args.check_against else ""
-        print(write_schedule(folder, name, choices, text, _matrix_base(summary, src), max(batches)))
-    return Exit.OK
-
-
-def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tuple[Any, str]:
-    """The step cost on this CPU from the roofline calibrated on the AR curve of --calibrate-from (a run folder),
-    and the calibration's table against the measured steps."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.analysis.k_schedule_tables import calibration_markdown
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core import measure
-    from benchmarks.core.roofline import Device
-    from benchmarks.core.store import RunStore
-
-    if args.calibrate_from.suffix == ".csv":
-        raise ConfigError("--calibrate-from a published table needs --chip (whose peak it is a fraction of)")
-    other = summarize_run(RunStore(run_folder(args.calibrate_from)))
-    points = _calibration_points(other, src.engine)
-    if len(points) < 2:
-        raise ConfigError(f"--calibrate-from {args.calibrate_from}: AR baselines of {src.engine} at {len(points)} "
-                          "batch size(s); the fit needs two or more")
-    dtype = str(src.top.engine_options.get("dtype") or summary.manifest.config.get("engine_options", {}).get("dtype")
-                or "float32")
-    itemsize = 2 if dtype == "bfloat16" else 4
-    reqs = [r for u in summary.units if u.cell == src.top for r in u.reqs]
-    context = round(sum(r.n_prompt_tokens + r.n_out / 2 for r in reqs) / len(reqs)) if reqs else 256
-    ns = argparse.Namespace(shape=None, context=context, tau_from=args.calibrate_from)
-    engine = _run_engine([src.top], ns, itemsize)
-    cpu = Device("this CPU", measure.read_bytes_per_s(), measure.matmul_flops_per_s(dtype),
-                 "measured on this machine: read stream, a large XLA matmul")
-    cal = ksd.calibrate(points, engine, cpu)
-    cost = ksd.chip_cost(engine, cal.device(cpu))
-    return cost, calibration_markdown(cal, cost, src.grid)
-
-
-def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> int:
-    """The schedule on a chip: τ(K) from a run folder's largest K, the step at (B, K) from the chip's roofline
-    (calibrated on a published plain-decoding curve with --calibrate-from), configs written into that run folder."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.analysis.k_schedule_tables import choices_markdown
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core import roofline
-    from benchmarks.core.store import RunStore
-
-    if args.tau_from.suffix == ".csv":
-        raise ConfigError(f"--tau-from {args.tau_from}: --schedule needs per-position acceptance (τ at every K); "
-                          "give a run folder with a dflash cell")
-    folder = run_folder(args.tau_from)
-    summary = summarize_run(RunStore(folder))
-    batches = args.batch or DEFAULT_BATCHES
-    if 1 not in batches:
-        raise ConfigError(f"--batch {','.join(map(str, batches))}: a schedule starts at B = 1; add 1")
-    verify = _measured_verify(args, batches) if args.kflat else None
-    for src in sources(summary, folder):
-        engine = _run_engine([src.top], args, itemsize)
-        cal_line = ""
-        if args.calibrate_from:
-            points = _published_points(args.calibrate_from)
-            cal = ksd.calibrate(points, engine, device)
-            device = cal.device(device)
-            cal_line = (f" Calibrated on {args.calibrate_from.name}: {cal.overhead_ms:.3f} ms per pass, "
-                        f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
-        cost = (ksd.measured_verify_cost(verify, engine, device, args.ar_draft_ms) if verify is not None else
-                ksd.chip_cost(engine, device, args.ar_draft_ms))
-        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
-        k1 = choices[0].best.k if choices else 0
-        bound = next((c.batch for c in choices if k1 and roofline.compute_bound(
-            ksd.step_at(engine, c.batch, k1).passes[-1], device)), None)
-        draft = (f"an autoregressive draft of {args.ar_draft_ms} ms per token" if args.ar_draft_ms is not None else
-                 f"{engine.draft_layers.num_layers} draft layers, "
-                 f"{'K + 1' if engine.queries == engine.k + 1 else engine.queries} draft queries")
-        fall = ksd.first_fall(choices)
-        priced = (f"the verify forward measured on the chip at each (B, K) ({args.kflat.name}, linear in K between "
-                  f"the Ks timed), the draft at the roofline of {device.name} ({device.source})" if verify is not None
-                  else f"Predicted on {device.name} ({device.source}) at the roofline plus "
-                       f"{device.overhead_s * 1e3:.3f} ms per forward pass")
-        about = (f"## {args.chip}, {args.shape or 'the run' + chr(39) + 's target'}: {src.engine} on {src.workload}"
-                 f"\n\n{priced[0].upper() + priced[1:]}; {draft}; context {engine.context}; τ(K) from "
-                 f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}).{cal_line} K first falls at "
-                 f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
-                 f"{bound or 'none asked'}.")
-        name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"
-        print(write_schedule(folder, name, choices, choices_markdown(choices, about), _matrix_base(summary, src),
-                             max(batches)))
-    return Exit.OK
-
-
-def _measured_verify(args: argparse.Namespace, batches: list[int]) -> dict[tuple[int, int], Any]:
-    """--kflat with --chip: the verify forward timed on the chip at each (B, K), every B asked among those timed."""
-    from benchmarks.analysis.cost_model import kflat_batch_points, read_kflat
-
-    try:
-        points = kflat_batch_points(read_kflat(args.kflat), args.context, args.kflat)
-    except ValueError as exc:
-        raise ConfigError(f"--kflat {exc}") from None
-    timed = sorted({b for b, _ in points})
-    untimed = [b for b in batches if b not in timed or (b, 0) not in points]
-    if untimed:
-        raise ConfigError(f"--batch: {args.kflat} times the plain forward at B = {', '.join(map(str, timed)) or 'none'}"
-                          f", not at B = {', '.join(map(str, untimed))}; give --batch among those, or time them "
-                          "with study kflat --batch")
-    return points
 
 
 MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs

@@ -163,12 +163,12 @@ import argparse, sys
 from pathlib import Path
 from benchmarks.cli import main
 assert main(["cost-model", "--chip", "v5p", "--tau-from", {str(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv")!r}]) == 0
-from benchmarks.cli.cost_model import _run_engine
+from benchmarks.cli.k_schedule import run_engine
 from benchmarks.core.cells import Cell
 tiny = Path({str(ROOT / "models" / "tiny")!r})
 cell = Cell("jax", str(tiny / "target"), "dflash", str(tiny / "dflash"), 7, 0.0, 8, 0)
 args = argparse.Namespace(shape=None, context=256, tau_from=Path("run"))
-engine = _run_engine([cell], args, 4)
+engine = run_engine([cell], args, 4)
 assert (engine.k, engine.target.num_layers, engine.draft_layers.num_layers, engine.num_taps) == (7, 6, 2, 3)
 loaded = sorted(m for m in sys.modules if m.startswith("benchmarks.engines") or m.split(".")[0] in ("jax", "vllm"))
 assert not loaded, loaded
