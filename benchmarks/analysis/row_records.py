@@ -14,7 +14,7 @@ from typing import Any
 from benchmarks.analysis.cost_model import Breakdown, breakdown
 from benchmarks.analysis.strongest import Strongest
 from benchmarks.core import metrics
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, has_batch_one
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.manifest import Manifest
 from benchmarks.core.records import ByKind, LoadLine, RequestLine, SamplesLine
@@ -397,9 +397,7 @@ class RowRecords:
         (greedy identity, the distribution check) stand for a static batch's row; for a K schedule, its batch-1
         cell whatever K it runs there."""
         scheduled = isinstance((self.manifest.config.get("k") or {}).get(self.cell.method), dict)
-        keys = ("engine", "method", "temperature") if scheduled else ("engine", "method", "k", "temperature")
-        return any(c.batch_size == 1 and all(getattr(c, k) == getattr(self.cell, k) for k in keys)
-                   for c in self.manifest.cells.values())
+        return has_batch_one(self.cell, self.manifest.cells.values(), scheduled)
 
     def not_checked(self) -> str | None:
         """Why a speculative row's due check could not run (greedy identity at T = 0 at concurrency 1, the

@@ -6,6 +6,7 @@ report.md and the figures render this one object. A workload's rows name it by i
 on the prompts one workload sent."""
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -115,6 +116,7 @@ class Summary:
     rows: list[dict[str, Any]]
     verdicts: Verdicts
     provenances: dict[str, dict[str, Any]]  # the provenance records the run's units name, by id
+    left_out: tuple[str, ...] = ()  # the run's own unit files its records lack (damaged), each with its reason
 
     @cached_property
     def requests_alone(self) -> dict[tuple[str, str], strongest.Requests]:
@@ -210,4 +212,5 @@ def summarize_run(store: RunStore) -> Summary:
     lines, then the provenance files they name)."""
     manifest = store.run_manifest()
     records = store.records()
-    return summarize(records, manifest, store.provenances({r.provenance_id for r in records if r.provenance_id}))
+    summary = summarize(records, manifest, store.provenances({r.provenance_id for r in records if r.provenance_id}))
+    return dataclasses.replace(summary, left_out=tuple(store.left_out))

@@ -30,4 +30,4 @@ def main(args: argparse.Namespace) -> int:
     print(f"distribution: {len(sampled) - len(verdicts.distribution_failed)} of {len(sampled)} sampled (method, "
           f"dataset) rows pass")
     return worst(exit_status(len(verdicts.failed), verdicts.violated, unchecked=bool(verdicts.unchecked)),
-                 left_out_status(folder))
+                 left_out_status(folder, summary.left_out))

@@ -23,4 +23,4 @@ def main(args: argparse.Namespace) -> int:
     summary = summarize_run(RunStore(folder))
     print(f"# Published numbers vs run {summary.manifest.run_id or folder.name}\n")
     print(comparison_markdown(summary_frame(summary.rows), summary.manifest))
-    return left_out_status(folder)
+    return left_out_status(folder, summary.left_out)

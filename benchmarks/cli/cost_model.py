@@ -196,4 +196,4 @@ def main(args: argparse.Namespace) -> int:
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))
     print(cost_model_markdown(summary.rows, summary.cost_groups, kflat))
-    return left_out_status(folder)
+    return left_out_status(folder, summary.left_out)

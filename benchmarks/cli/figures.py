@@ -49,7 +49,8 @@ def main(args: argparse.Namespace) -> int:
             return status
         folder = run_folder(run_dir)
     if folder is not None:
-        for path in run_figures(summarize_run(RunStore(folder)), args.out / "runs" / folder.name):
+        summary = summarize_run(RunStore(folder))
+        for path in run_figures(summary, args.out / "runs" / folder.name):
             print(path)
-        status = left_out_status(folder)
+        status = left_out_status(folder, summary.left_out)
     return status

@@ -45,4 +45,4 @@ def main(args: argparse.Namespace) -> int:
     print(results_table(report.rows))
     for line in report.verdicts.lines:
         print(line, file=sys.stderr)
-    return worst(verdict_status(report), left_out_status(folder))
+    return worst(verdict_status(report), left_out_status(folder, report.left_out))

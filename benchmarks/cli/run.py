@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,10 @@ def verdict_status(report: Any, allow_divergence: bool = False, allow_unchecked:
     return exit_status(len(v.failed), v.violated, allow_divergence, bool(v.unchecked), allow_unchecked)
 
 
-def left_out_status(run_dir: Path) -> int:
+def left_out_status(run_dir: Path, left_out: Sequence[str]) -> int:
     """NOT_CHECKED, with a line on stderr, when unit files of a run's own cells were left out of its records
-    (damaged, each named above as it was read): what a command shows of the run lacks them. OK otherwise."""
-    from benchmarks.core.store import RunStore
-
-    left_out = RunStore(run_dir).damaged_units()
+    (`left_out`: damaged, each named above as it was read): what a command shows of the run lacks them. OK
+    otherwise."""
     if left_out:
         print(f"{len(left_out)} unit file(s) of {run_dir} left out of the records (named above): what is shown lacks "
               f"them (exit {int(Exit.NOT_CHECKED)})", file=sys.stderr)

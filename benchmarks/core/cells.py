@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -90,3 +91,11 @@ class Cell:
     @property
     def label(self) -> str:
         return cell_label(self.method, self.k)
+
+
+def has_batch_one(cell: Cell, cells: Iterable[Cell], scheduled: bool = False) -> bool:
+    """Whether `cells` hold the batch-1 cell whose verdicts (greedy identity, the distribution check) stand for
+    static-batch cell `cell`: the same engine, method, K and temperature; for a method whose K is a schedule over
+    batch sizes (`scheduled`), its batch-1 cell whatever K it runs there."""
+    keys = ("engine", "method", "temperature") if scheduled else ("engine", "method", "k", "temperature")
+    return any(c.batch_size == 1 and all(getattr(c, k) == getattr(cell, k) for k in keys) for c in cells)

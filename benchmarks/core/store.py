@@ -193,6 +193,7 @@ class RunStore:
         self.run_dir = Path(run_dir)
         self.units_dir = self.run_dir / "units"
         self.point_latest_on_write = point_latest_on_write  # `latest` moves here once the first unit is written
+        self.left_out: list[str] = []  # the run's own unit files its last read of the records left out (damaged)
 
     def _unit_path(self, cell_id: str, key: str) -> Path:
         return self.units_dir / f"{cell_id}__{key}.jsonl"
@@ -360,12 +361,6 @@ class RunStore:
             records += unit
         return records, damaged
 
-    def damaged_units(self) -> list[str]:
-        """The unit files of the run's own cells that do not read whole (damaged, a folder or a FIFO in a unit's
-        place, a non-finite number), each with its reason: what a reader of the run lacks. Foreign units are not
-        counted: they were never the run's."""
-        return [line for line in self.unit_records(self.manifest())[1] if f"({FOREIGN}:" not in line]
-
     def rebuild_records(self) -> None:
         """records.jsonl from units/, best effort (a run's own writes: `repair_records` checked it first)."""
         try:
@@ -378,6 +373,7 @@ class RunStore:
         `say`: a line on stderr for each unit file left out."""
         manifest = self.manifest()
         records, damaged = self.unit_records(manifest)
+        self.left_out = [line for line in damaged if f"({FOREIGN}:" not in line]  # foreign ones were never the run's
         for line in damaged if say else []:
             print(f"warning: {line}: left out of the records; the unit is measured again on resume", file=sys.stderr)
         text = _jsonl(records)

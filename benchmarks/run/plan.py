@@ -19,13 +19,14 @@ from benchmarks.core import catalog, provenance
 from benchmarks.core import datasets as ds
 from benchmarks.core.batch_memory import batch_memory_problem, device_memory_bytes
 from benchmarks.core.capacity import space_of
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, has_batch_one
 from benchmarks.core.config import ConfigError, Matrix
 from benchmarks.core.datasets import Prompt, Workload, skipped_lines
 from benchmarks.core.drafts import thinking_warnings
 from benchmarks.core.engine_option_keys import engine_max_model_len
 from benchmarks.core.guarded import read_json_file
 from benchmarks.core.inputs import check_inputs
+from benchmarks.core.k_schedules import Schedule
 from benchmarks.core.markdown import table
 from benchmarks.core.matrix import config_id, legacy_run_id, run_id_for
 from benchmarks.core.model_refs import load_tokenizer, materialize, matrix_cells
@@ -199,9 +200,9 @@ class RunPlan:
         batch's cell draws none, its verdict being its batch-1 cell's (NOT CHECKED where the matrix has none)."""
         sampled = [c for c in self.cells if c.temperature > 0]
         one = [c for c in sampled if c.batch_size == 1]
-        keys = {(c.engine, c.method, c.k, c.temperature) for c in one}
         batched = [c for c in sampled if c.batch_size > 1 and c.method != "baseline"]
-        orphans = [c for c in batched if (c.engine, c.method, c.k, c.temperature) not in keys]
+        orphans = [c for c in batched
+                   if not has_batch_one(c, one, isinstance(self.matrix.k.get(c.method), Schedule))]
         lines = [f"- distribution samples drawn by {len(one)} cell(s) at T > 0 and batch size 1"] if one else []
         if len(batched) > len(orphans):
             lines.append(f"- {len(batched) - len(orphans)} speculative cell(s) at T > 0 and B > 1 draw none: a static "

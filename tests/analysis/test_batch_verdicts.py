@@ -52,16 +52,20 @@ def test_a_batch_row_without_a_batch_one_cell_is_not_checked_with_the_reason(t, 
     assert unchecked_rows([summary_row]) == [summary_row]  # counted: NOT CHECKED, exit 4 unless --allow-unchecked
 
 
+PLAIN_K = SimpleNamespace(k={})  # a matrix whose Ks are lists, no schedule
+
+
 def test_the_plan_promises_samples_only_where_they_are_drawn():
     both = [cell(m, b, 0.7) for b in (1, 2) for m in ("baseline", "dflash")]
-    lines = RunPlan.sampling_lines(SimpleNamespace(cells=both))  # type: ignore[arg-type]
+    lines = RunPlan.sampling_lines(SimpleNamespace(matrix=PLAIN_K, cells=both))  # type: ignore[arg-type]
     assert lines == ["- distribution samples drawn by 2 cell(s) at T > 0 and batch size 1",
                      "- 1 speculative cell(s) at T > 0 and B > 1 draw none: a static batch's distribution verdict is "
                      "its batch-1 cell's (dist_verdict 'at B=1')"]
-    alone = RunPlan.sampling_lines(SimpleNamespace(cells=[cell(m, 2, 0.7) for m in ("baseline", "dflash")]))  # type: ignore[arg-type]
+    batch_2 = [cell(m, 2, 0.7) for m in ("baseline", "dflash")]
+    alone = RunPlan.sampling_lines(SimpleNamespace(matrix=PLAIN_K, cells=batch_2))  # type: ignore[arg-type]
     assert len(alone) == 1 and alone[0].startswith("- NOT CHECKED: 1 speculative cell(s) at T > 0 and B > 1")
     assert "the run exits 4 unless --allow-unchecked" in alone[0]
-    assert RunPlan.sampling_lines(SimpleNamespace(cells=[cell("dflash", 2, 0.0)])) == []  # type: ignore[arg-type]
+    assert RunPlan.sampling_lines(SimpleNamespace(matrix=PLAIN_K, cells=[cell("dflash", 2, 0.0)])) == []  # type: ignore[arg-type]
 
 
 def test_validate_warns_of_batch_sizes_without_1():
