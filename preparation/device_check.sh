@@ -5,11 +5,14 @@
 #   bash preparation/device_check.sh                                   # or: make device-check
 #   PLATFORM=cpu PIP_NO_INDEX=1 PYTHON=.venv-device/bin/python bash preparation/device_check.sh   # make device-preflight
 #
-# Set-up. With a package index: bootstrap for the platform into VENV, as everywhere else. Without one (PIP_NO_INDEX,
-# SKIP_BOOTSTRAP=1, or nothing answering at PIP_INDEX_URL, default PyPI): the first of $PYTHON, $VENV/bin/python and
-# python3 that can run the JAX engine (`study device env`), once the wheels in DEVICE_WHEELS (preparation/
-# device-wheels, `make device-wheels`) are installed with `pip install --no-index --target DEVICE_SITE` (default a
-# temporary folder) and put on PYTHONPATH. It prints the interpreter and every version. SETUP_ONLY=1 stops there.
+# Set-up. The first of $PYTHON, $VENV/bin/python and python3 that can run the JAX engine (`study device env`), once
+# the wheels in DEVICE_WHEELS (preparation/device-wheels, `make device-wheels`) are installed with `pip install
+# --no-index --target DEVICE_SITE` (default a temporary folder), which goes last on PYTHONPATH. Where a package index
+# answers (PIP_INDEX_URL or pip's configuration, default PyPI; a file:// folder counts), what such a Python lacks
+# beside JAX is installed from it into that folder too, never over the machine's own JAX; where no Python has JAX on
+# the platform (or DEVICE_BOOTSTRAP=1), bootstrap builds VENV for the platform. Without an index (PIP_NO_INDEX,
+# SKIP_BOOTSTRAP=1, or nothing answering) nothing is installed from one. It prints the interpreter and every version.
+# SETUP_ONLY=1 stops there.
 # Then, within BUDGET_S seconds (default 480, JAX compilation included), most valuable first; a step that no longer
 # fits is dropped and named:
 #   device-<MAIN_SHAPE>   the JAX engine at real shapes, random weights (qwen3-4b, bf16): AR TPOT against its floor
@@ -18,7 +21,10 @@
 #                         jax.profiler trace
 #   bench-jax, bench-jax-bf16   the tiny preset on the JAX engine (humaneval, N prompts), float32 then bfloat16
 #   bench-vllm            the same on vLLM; skipped, with the reason, when vLLM does not import
-#   device-<LAST_SHAPE>   llama-3.1-8b: AR and verify(K), if time remains
+#   device-<LAST_SHAPE>   llama-3.1-8b: AR and verify(K), if time remains and it fits the device's memory (else
+#                         skipped, its bytes named)
+#   grid-<MAIN_SHAPE>     the engine's own step at B = 4, context 8192, plain decoding, against the roofline
+#                         (`study device-grid`; GRID_ARGS replaces the points), with what is left
 # PLATFORM=cpu runs CPU stand-ins (qwen3-tiny, llama3-tiny). Everything goes under DEVICE_CHECK_OUT, else OUT, else
 # results/device-check; when it is the device tool's OUT (DEVICE_CHECK_OUT unset), it is packed into
 # device-check.tar.gz beside summary.txt (that tool brings back 8 files). The summary is printed last.
@@ -58,12 +64,24 @@ written=(setup.log)
 : >"$DEST/setup.log"
 say() { echo "device-check: $*" | tee -a "$DEST/setup.log"; }
 
-# Why no package index is used (printed), or nothing when one answers.
+# The package index pip would use: PIP_INDEX_URL, else pip's own configuration, else PyPI.
+index_url() {
+  if [ -n "${PIP_INDEX_URL:-}" ]; then echo "$PIP_INDEX_URL"; return; fi
+  local configured=""
+  command -v python3 >/dev/null 2>&1 && configured="$(python3 -m pip config get global.index-url 2>/dev/null)"
+  echo "${configured:-https://pypi.org/simple}"
+}
+
+# Why no package index is used (printed), or nothing when one answers: a file:// index answers when its folder is
+# there, an http(s) one when a HEAD request at it does within 5 s.
 no_index_reason() {
   [ "${SKIP_BOOTSTRAP:-0}" = 1 ] && { echo "SKIP_BOOTSTRAP=1"; return; }
   case "${PIP_NO_INDEX:-}" in 1|[Tt]rue|TRUE|[Yy]es|YES|on|ON) echo "PIP_NO_INDEX=$PIP_NO_INDEX"; return ;; esac
+  case "$INDEX" in
+    file://*) [ -d "${INDEX#file://}" ] || echo "the index $INDEX is no folder here"; return ;;
+  esac
   command -v python3 >/dev/null 2>&1 || { echo "no python3 to look for a package index with"; return; }
-  python3 - "${PIP_INDEX_URL:-https://pypi.org/simple}" <<'EOF'
+  python3 - "$INDEX" <<'EOF'
 import sys, urllib.request
 url = sys.argv[1].rstrip("/") + "/pip/"
 try:
@@ -73,44 +91,59 @@ except Exception as exc:
 EOF
 }
 
-# Install the device wheels for interpreter $1 into SITE (pip --no-index: nothing is fetched).
+# Install the device wheels for interpreter $1 into SITE/wheels (pip --no-index: nothing is fetched).
 install_wheels() {
+  rm -rf "${SITE:?}"/*
   compgen -G "$WHEELS/*.whl" >/dev/null || return 0
-  rm -rf "$SITE"
-  "$1" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target "$SITE" \
+  "$1" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target "$SITE/wheels" \
     "$WHEELS"/*.whl 2>&1 | tee -a "$DEST/setup.log"
   [ "${PIPESTATUS[0]}" = 0 ] || { say "$1: could not install the wheels of $WHEELS"; return 1; }
 }
 
-probe() {  # probe PYTHON: can it run the JAX engine on PLATFORM? (prints what it has and lacks)
-  "$1" -m benchmarks.studies.device env --platform "$PLATFORM" --wheels-site "$SITE" --json "$DEST/env.json" 2>&1 \
-    | tee -a "$DEST/setup.log"
+# probe PYTHON [INDEX]: can it run the JAX engine on PLATFORM? (prints what it has and lacks; with INDEX, what it
+# lacks beside JAX is first installed from there into SITE/index)
+probe() {
+  "$1" -m benchmarks.studies.device env --platform "$PLATFORM" --wheels-site "$SITE/wheels" \
+    ${2:+--index-url "$2" --index-site "$SITE/index"} --json "$DEST/env.json" 2>&1 | tee -a "$DEST/setup.log"
   return "${PIPESTATUS[0]}"
 }
 
+INDEX="$(index_url)"
 REASON="$(no_index_reason)"
+# The device wheels (small, pure Python) come first on the path; what an index adds comes after the machine's own
+# packages, so that a JAX or numpy it brings along never hides the machine's.
+export PYTHONPATH="$SITE/wheels${PYTHONPATH:+:$PYTHONPATH}:$SITE/index"
 if [ -z "$REASON" ]; then
-  say "platform=$PLATFORM: a package index answers; bootstrapping $VENV"
+  say "platform=$PLATFORM: the package index $INDEX answers; looking for a Python with JAX on $PLATFORM first"
+else
+  say "platform=$PLATFORM: nothing is installed from an index ($REASON); looking for a Python that has the JAX engine"
+fi
+PY="" seen=" "
+if [ "${DEVICE_BOOTSTRAP:-0}" != 1 ]; then
+  for cand in "${PYTHON:-}" "$VENV/bin/python" python3; do
+    [ -n "$cand" ] || continue
+    cand="$(command -v "$cand")" || continue
+    case "$seen" in *" $cand "*) continue ;; esac
+    seen="$seen$cand "
+    if install_wheels "$cand" && probe "$cand" "$([ -z "$REASON" ] && echo "$INDEX")"; then PY="$cand"; break; fi
+    say "$cand cannot run the JAX engine on $PLATFORM (above)"
+  done
+fi
+if [ -n "$PY" ] && [ -z "$REASON" ]; then
+  SETUP="machine's own Python $PY, wheels from ${WHEELS#"$ROOT"/} and what it lacked from $INDEX in $SITE"
+elif [ -n "$PY" ]; then
+  SETUP="machine's own Python $PY, wheels from ${WHEELS#"$ROOT"/} in $SITE ($REASON)"
+elif [ -z "$REASON" ]; then
+  say "no Python here runs the JAX engine on $PLATFORM (or DEVICE_BOOTSTRAP=1); bootstrapping $VENV"
   bash preparation/bootstrap.sh 2>&1 | tee -a "$DEST/setup.log"
   [ "${PIPESTATUS[0]}" = 0 ] || { say "bootstrap failed; see above"; exit 1; }
   PY="$VENV/bin/python"
   probe "$PY" || { say "the bootstrapped $VENV cannot run the JAX engine (above)"; exit 1; }
   SETUP="bootstrapped $VENV"
 else
-  say "platform=$PLATFORM: nothing is installed from an index ($REASON); looking for a Python that has the JAX engine"
-  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-  PY="" seen=" "
-  for cand in "${PYTHON:-}" "$VENV/bin/python" python3; do
-    [ -n "$cand" ] || continue
-    cand="$(command -v "$cand")" || continue
-    case "$seen" in *" $cand "*) continue ;; esac
-    seen="$seen$cand "
-    if install_wheels "$cand" && probe "$cand"; then PY="$cand"; break; fi
-    say "$cand cannot run the JAX engine on $PLATFORM (above)"
-  done
-  [ -n "$PY" ] || { say "error: no Python here can run the JAX engine on $PLATFORM, and nothing can be installed" \
-    "($REASON); give one with PYTHON=/path/to/python"; exit 1; }
-  SETUP="machine's own Python $PY, wheels from ${WHEELS#"$ROOT"/} in $SITE ($REASON)"
+  say "error: no Python here can run the JAX engine on $PLATFORM, and nothing can be installed ($REASON); give" \
+    "one with PYTHON=/path/to/python"
+  exit 1
 fi
 written+=(env.json)
 say "using $PY; $SETUP; compilation cache $JAX_COMPILATION_CACHE_DIR"
@@ -174,8 +207,12 @@ else
 fi
 [ -e "$DEST/vllm-import.log" ] && written+=(vllm-import.log)
 [ -L "$DEST/latest" ] && written+=(latest)  # the bench runs' latest-run link
-step "device-$LAST_SHAPE" 90 "$PY" -m benchmarks study device run --shape "$LAST_SHAPE" --parts ar,verify \
+step "device-$LAST_SHAPE" 30 "$PY" -m benchmarks study device run --shape "$LAST_SHAPE" --parts ar,verify \
   --out "$DEST/device-$LAST_SHAPE" --budget-s "$(($(left) - 15))" "${profile[@]}"
+# The engine's own step past batch 1 and at a long context, with what is left (GRID_ARGS replaces the points).
+read -r -a grid_points <<<"${GRID_ARGS:---batch 4 --context 8192 --ks 0}"
+step "grid-$MAIN_SHAPE" 45 "$PY" -m benchmarks study device-grid --shape "$MAIN_SHAPE" "${grid_points[@]}" \
+  --profile-above 1.15 --profile-max 1 --out "$DEST/grid-$MAIN_SHAPE" --budget-s "$(($(left) - 10))"
 
 args=(--note "set-up: $SETUP" --note "budget: $((SECONDS - T0)) s of $BUDGET_S s used")
 for x in ${failed[@]+"${failed[@]}"}; do args+=(--failed "$x"); done

@@ -33,6 +33,8 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
         "speed": ("benchmarks.studies.speed", "side-by-side speed ratios (JAX AR vs HF, DFlash vs AR, JAX vs vLLM)"),
         "device": ("benchmarks.studies.device",
                    "the device check's JAX figures at real shapes, and its set-up probe"),
+        "device-grid": ("benchmarks.studies.device_grid",
+                        "the JAX engine's own step at every batch, context and K against the roofline"),
         "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
         "engine-ties": ("benchmarks.studies.engine_ties",
                         "a run's AR tokens across engines, divergences classified by the tie rule"),

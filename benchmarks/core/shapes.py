@@ -118,6 +118,9 @@ SHAPES: dict[str, ModelConfig] = {
                                qk_norm=False, tie_word_embeddings=False, rope_scaling=_LLAMA3_ROPE),
 }
 
+# Other names the studies take for SHAPES.
+SHAPE_ALIASES = {"tiny": "qwen3-tiny", "llama-3.1-8b": "llama3.1-8b"}
+
 # The published checkpoints behind SHAPES, by the HF id the reference tables name them with.
 HF_SHAPES = {"Qwen/Qwen3-1.7B": "qwen3-1.7b", "Qwen/Qwen3-4B": "qwen3-4b", "Qwen/Qwen3-8B": "qwen3-8b",
              "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b"}

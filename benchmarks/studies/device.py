@@ -62,9 +62,9 @@ class Sizes:
     warmup: int
 
 
-# The Ks in the order they are measured, so that a budget that runs out drops the least telling: K=0 (the
-# normalisation), DFlash's K, the far end of the K-flat claim, then the rest.
-KS = (0, 15, 63, 1, 3, 7, 31)
+# The Ks in the order they are measured: K=0 (the normalisation), DFlash's K and the far end of the K-flat claim
+# (`study kflat` times the Ks between; on a TPU v5e each K's forward compiled in about 12 s).
+KS = (0, 15, 63)
 ACCELERATOR_SIZES = Sizes(32, 192, 5, 15, 2048, KS, 20, 2)
 CPU_SIZES = Sizes(32, 64, 2, 15, 64, KS, 5, 1)
 
@@ -72,24 +72,29 @@ CPU_SIZES = Sizes(32, 64, 2, 15, 64, KS, 5, 1)
 # ---------------------------------------------------------------------------------------------------------------
 # env
 
-def probe(platform: str, wheels_site: str | None) -> tuple[list[str], list[str]]:
-    """(lines describing the interpreter and each requirement, problems that keep it from running the JAX engine)."""
+def probe(platform: str, wheels_site: str | None,
+          index_site: str | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(lines describing the interpreter and each requirement, problems that keep it from running the JAX engine,
+    the distributions whose import failed); a requirement found under `wheels_site` came from the device wheels,
+    one under `index_site` from a package index."""
     lines = [f"interpreter: {sys.executable} (Python {sys.version.split()[0]})"]
-    problems, failed = [], set()
+    problems, failed, missing = [], set(), []
     for module, dist in REQUIRED.items():
         try:
             mod = importlib.import_module(module)
         except Exception as exc:  # an import that fails for any reason leaves the engine unable to run
             problems.append(f"{dist}: {type(exc).__name__}: {exc}")
             failed.add(module)
+            missing.append(dist)
             continue
         try:
             version = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             version = getattr(mod, "__version__", "?")
         where = str(Path(mod.__file__ or "").resolve())
-        origin = " (from the device wheels)" if wheels_site and where.startswith(str(Path(wheels_site).resolve())) \
-            else ""
+        origin = next((f" (from {name})" for site, name in ((wheels_site, "the device wheels"),
+                                                             (index_site, "the index"))
+                       if site and where.startswith(str(Path(site).resolve()) + os.sep)), "")
         lines.append(f"  {dist} {version}{origin}")
     if not failed & {"jax", "jaxlib"}:
         import jax
@@ -99,15 +104,50 @@ def probe(platform: str, wheels_site: str | None) -> tuple[list[str], list[str]]
         lines.append(f"  jax backend: {backend} ({devices})")
         if backend not in BACKENDS[platform]:
             problems.append(f"jax's backend is {backend}, not {platform}: the {platform} plugin is missing or broken")
-    return lines, problems
+    return lines, problems, missing
+
+
+def installable(problems: list[str], missing: list[str]) -> list[str]:
+    """What an index may add to this interpreter: the missing distributions, unless JAX itself is missing or not the
+    platform's (then nothing: the machine's own JAX is never replaced, and a bootstrap builds an environment)."""
+    jax_wrong = any(d in missing for d in ("jax", "jaxlib")) or any(p.startswith("jax's backend") for p in problems)
+    return [] if jax_wrong else missing
+
+
+def install_from_index(dists: list[str], index_url: str, site: str) -> str | None:
+    """pip-install `dists` (binary wheels, with what they need) from `index_url` into `site`, which sits after the
+    machine's own packages on the path, so a numpy or JAX brought along never hides the machine's; None on success,
+    else pip's last words."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "pip", "install", "--isolated", "-q", "--disable-pip-version-check", "--no-compile",
+           "--only-binary=:all:", "--index-url", index_url, "--target", site, *dists]
+    print(f"installing {', '.join(dists)} from {index_url} into {site}", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return None
+    return " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
 
 
 def env_main(args: argparse.Namespace) -> int:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # a probe, not a tenant of the GPU
-    lines, problems = probe(args.platform, args.wheels_site)
+    lines, problems, missing = probe(args.platform, args.wheels_site, args.index_site)
+    wanted = installable(problems, missing) if args.index_url and args.index_site else []
+    installed: list[str] = []
+    if wanted:
+        failure = install_from_index(wanted, args.index_url, args.index_site)
+        if failure:
+            problems.append(f"pip could not install {', '.join(wanted)} from {args.index_url}: {failure}")
+        else:
+            installed = wanted
+            if args.index_site not in sys.path:
+                sys.path.append(args.index_site)
+            importlib.invalidate_caches()
+            lines, problems, missing = probe(args.platform, args.wheels_site, args.index_site)
     print("\n".join(lines + [f"  MISSING {p}" for p in problems]))
     if args.json:
-        args.json.write_text(json.dumps({"python": sys.executable, "lines": lines, "problems": problems}, indent=2))
+        args.json.write_text(json.dumps({"python": sys.executable, "lines": lines, "problems": problems,
+                                         "installed_from_index": installed}, indent=2))
     return Exit.FAILED if problems else Exit.OK
 
 
@@ -115,8 +155,7 @@ def env_main(args: argparse.Namespace) -> int:
 # Models
 
 def resolve_shape(name: str) -> Any:
-    from benchmarks.core.shapes import SHAPES
-    from benchmarks.studies.kflat import SHAPE_ALIASES
+    from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES
 
     if name in STANDINS:
         base, fields = STANDINS[name]
@@ -178,7 +217,7 @@ def published_tau() -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------------------------
 # Timing
 
-def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 5) -> dict[str, float]:
+def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 3) -> dict[str, float]:
     """What the host adds to a step of the engine's loop, from `repeats` interleaved rounds (medians): a request
     through the engine (its decode time per step, as the engine measures it: loop_ms); the same steps dispatched as
     one loop after prefill and timed until their result reaches the host; the same number of steps in a loop of known
@@ -461,6 +500,40 @@ class Study:
         return Exit.VIOLATION if self.result["violations"] else Exit.OK
 
 
+def memory_line(shape: str, parts: list[str], memory_gb: float | None = None) -> str | None:
+    """None when the study's arrays fit the device's memory (`memory_gb`, else its own limit; unchecked where it
+    reports none), else the line that names the bytes: the weights (and the draft's, for the DFlash part) at the
+    accelerator's bf16, with the caches the parts allocate and a tenth more for work space."""
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.core.step_cost import kv_bytes_per_token
+    from benchmarks.engines.jax import model as M
+    from benchmarks.engines.jax.draft import init_draft_params
+
+    limit = memory_gb * 1e9 if memory_gb is not None else (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+    if not limit:
+        return None
+    dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    cfg = dataclasses.replace(resolve_shape(shape), weight_layout=M.platform_layout())
+
+    def nbytes(tree: Any) -> int:
+        return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+    weights = nbytes(jax.eval_shape(lambda: M.init_random_params(cfg, jax.random.key(0), dtype)))
+    if "dflash" in parts:
+        weights += nbytes(jax.eval_shape(lambda: init_draft_params(draft_config(cfg), jax.random.key(1), dtype)))
+    s = ACCELERATOR_SIZES
+    rows = max(s.prompt_len + s.new_tokens + 128, s.context + max(s.ks) + 1 if "verify" in parts else 0)
+    caches = rows * kv_bytes_per_token(cfg, jnp.dtype(dtype).itemsize)
+    need = 1.1 * (weights + caches)
+    if need <= limit:
+        return None
+    return (f"does not fit: {weights / 1e9:.2f} GB of {jnp.dtype(dtype).name} weights and {caches / 1e9:.2f} GB of "
+            f"KV cache, {need / 1e9:.2f} GB with work space, against the device's {limit / 1e9:.2f} GB "
+            f"({limit / 2**30:.2f} GiB" + (", --memory-gb)" if memory_gb is not None else ")"))
+
+
 def _parts(text: str) -> list[str]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in parts if p not in PARTS]
@@ -473,12 +546,17 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("command", choices=["env", "run"])
     ap.add_argument("--platform", choices=sorted(BACKENDS), default="gpu", help="env: the backend JAX must have")
     ap.add_argument("--wheels-site", help="env: the folder the device wheels were installed into")
+    ap.add_argument("--index-url", help="env: a package index to install what this interpreter lacks from (never JAX "
+                                        "itself)")
+    ap.add_argument("--index-site", help="env: the folder --index-url installs into, last on the path")
     ap.add_argument("--json", type=Path, help="env: also write the findings here")
     ap.add_argument("--shape", default="qwen3-4b", help="run: a named shape of the JAX model, or llama3-tiny")
     ap.add_argument("--parts", type=_parts, default=list(PARTS), help=f"run: in order (default {','.join(PARTS)})")
     ap.add_argument("--budget-s", type=float, default=480.0, help="run: seconds for everything, compiles included")
     ap.add_argument("--out", type=Path, help="run: output folder (default results/device-check/device-<shape>)")
     ap.add_argument("--profile", action="store_true", help="run: a jax.profiler trace of the split loops")
+    ap.add_argument("--memory-gb", type=float, help="run: the device memory the study may fill (default: the "
+                                                    "device's own limit; unchecked where it reports none)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -493,6 +571,14 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES, "
                           f"{', '.join(STANDINS)}, or a kflat alias") from None
     args.out = args.out or ROOT / "results" / "device-check" / f"device-{args.shape}"
+    skipped = memory_line(args.shape, args.parts, args.memory_gb)
+    if skipped:
+        from benchmarks.core.store import atomic_write_json
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out / "device.json", {"shape": args.shape, "skipped": skipped})
+        print(f"device: {args.shape} skipped: {skipped}", flush=True)
+        return Exit.OK
     return Study(args).run(args.parts)
 
 

@@ -23,6 +23,7 @@ from benchmarks.core.exit_codes import BadInput, Exit, worst
 from benchmarks.core.numbers import MISSING, is_number
 from benchmarks.core.store import RunStore
 from benchmarks.studies.device import compile_line, predicted_floor, split_line
+from benchmarks.studies.device_grid import point_line
 
 
 def _num(value: object, fmt: str) -> str:
@@ -76,6 +77,8 @@ def device_lines(out: Path) -> tuple[list[str], bool]:
     """The JAX study at one shape (device.json, and its kflat.csv); True on a violation (a time below its floor,
     an oracle that did not accept every draft)."""
     d = json.loads((out / "device.json").read_text())
+    if "skipped" in d:
+        return [f"{out.name}: {d['shape']} skipped, {d['skipped']}"], False
     bw = d["bandwidth_bytes_per_s"]
     lines = [f"{out.name}: {d['shape']} ({d['dtype']}, random weights) on {d['device']}, "
              f"{d['weight_bytes'] / 1e9:.2f} GB read per forward, {_num(bw and bw / 1e9, '.0f')} GB/s "
@@ -106,6 +109,19 @@ def device_lines(out: Path) -> tuple[list[str], bool]:
     return lines, bool(d["violations"])
 
 
+def grid_lines(out: Path) -> tuple[list[str], bool]:
+    """The engine's step at each point of `study device-grid` (grid.json) and what it skipped or dropped; True on a
+    violation (a time below its floor, an oracle loop that rejected a draft)."""
+    g = json.loads((out / "grid.json").read_text())
+    lines = [f"{out.name}: the engine's own step, {g['shape']} ({g['dtype']}) on {g['device']}, jax {g['jax']}"
+             + (f", libtpu {g['libtpu']}" if g.get("libtpu") else "")]
+    lines += [f"  {line}" for r in g["points"] for line in point_line(r).splitlines()]
+    lines += [f"  B={r['batch']} context={r['context']} K={r['k']}: {r['status']}, {r['note']}" for r in g["skipped"]]
+    lines += [f"  dropped: {line}" for line in g["dropped"]]
+    lines += [f"  VIOLATION: {line}" for line in g["violations"]]
+    return lines, bool(g["violations"])
+
+
 def env_line(out: Path) -> list[str]:
     """The interpreter and the versions of what the JAX engine imports, from `study device env --json`."""
     if not (out / "env.json").exists():
@@ -124,7 +140,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     out = args.out
     studies = [d / "device.json" for d in out.glob("device-*/") if (d / "device.json").exists()]
-    found = studies or [p for pattern in ("bench-*/manifest.json", "kflat-*/kflat.csv", "env.json")
+    found = studies or [p for pattern in ("bench-*/manifest.json", "kflat-*/kflat.csv", "grid-*/grid.json", "env.json")
                         for p in out.glob(pattern)]
     if not (found or args.failed or args.dropped or args.skipped):
         raise BadInput(f"{out}: no device-check results here (no device-*/device.json, bench-*/manifest.json, "
@@ -136,6 +152,10 @@ def main(args: argparse.Namespace) -> int:
     for run_dir in sorted(out.glob("bench-*/")):
         if (run_dir / "manifest.json").exists():
             more, bad = bench_lines(run_dir)
+            lines, below = lines + more, below or bad
+    for grid_dir in sorted(out.glob("grid-*/")):
+        if (grid_dir / "grid.json").exists():
+            more, bad = grid_lines(grid_dir)
             lines, below = lines + more, below or bad
     for kflat_dir in sorted(out.glob("kflat-*/")):
         if (kflat_dir / "kflat.csv").exists():

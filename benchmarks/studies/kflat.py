@@ -33,13 +33,12 @@ import numpy as np
 from benchmarks.core import metrics, roofline, step_cost
 from benchmarks.core.config import ConfigError
 from benchmarks.core.paths import ROOT
-from benchmarks.core.shapes import SHAPES, tap_ids_for
+from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, tap_ids_for
 
 DEFAULT_KS = (0, 1, 3, 7, 15, 31, 63, 127)
 DEFAULT_CONTEXTS = (256, 2048)
 QUICK_KS = (0, 1, 7)
 QUICK_CONTEXTS = (64,)
-SHAPE_ALIASES = {"tiny": "qwen3-tiny", "llama-3.1-8b": "llama3.1-8b"}
 CSV_COLUMNS = ("engine", "k", "context_len", "median_ms", "ci_low", "ci_high", "repeats", "normalised_to_k0",
                "predicted_ms", "predicted_normalised", "normalised_error", "floor_ms", "below_floor", "verdict")
 BATCH_CSV_COLUMNS = CSV_COLUMNS[:1] + ("batch",) + CSV_COLUMNS[1:]

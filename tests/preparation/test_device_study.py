@@ -12,6 +12,7 @@ import pytest
 from benchmarks.cli import main
 from benchmarks.engines.jax.decode import accepts_within
 from benchmarks.studies import device
+from benchmarks.studies.device_summary import device_lines
 
 pytestmark = pytest.mark.jax
 
@@ -59,3 +60,54 @@ def test_env_refuses_a_backend_that_is_not_the_platforms(tmp_path, capsys):
     assert "MISSING jax's backend is cpu, not gpu" in capsys.readouterr().out
     env = json.loads((tmp_path / "env.json").read_text())
     assert env["python"] == sys.executable and len(env["problems"]) == 1
+
+
+def wheel(folder, dist, module, version="0.1"):
+    """A pure-Python wheel of one module that says its own name."""
+    import zipfile
+
+    name = f"{dist.replace('-', '_')}-{version}"
+    path = folder / f"{name}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{module}/__init__.py", f"NAME = {module!r}\n")
+        z.writestr(f"{name}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        z.writestr(f"{name}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                             "Tag: py3-none-any\n")
+        z.writestr(f"{name}.dist-info/RECORD", "")
+    return path
+
+
+def test_env_installs_what_it_lacks_from_a_file_index_after_the_machines_packages(tmp_path, monkeypatch, capsys):
+    project = tmp_path / "simple" / "dflash-probe-dist"
+    project.mkdir(parents=True)
+    whl = wheel(project, "dflash-probe-dist", "dflash_probe_mod")
+    (project / "index.html").write_text(f'<a href="{whl.name}">{whl.name}</a>')
+    monkeypatch.setitem(device.REQUIRED, "dflash_probe_mod", "dflash-probe-dist")
+    site = tmp_path / "index-site"
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the probe appends its site; leave the session's path alone
+    args = argparse.Namespace(platform="cpu", wheels_site=str(tmp_path / "wheels"), index_site=str(site),
+                              index_url=f"file://{tmp_path / 'simple'}", json=tmp_path / "env.json")
+    assert device.env_main(args) == 0
+    out = capsys.readouterr().out
+    assert "installing dflash-probe-dist from file://" in out and "dflash-probe-dist 0.1 (from the index)" in out
+    assert (site / "dflash_probe_mod" / "__init__.py").exists() and sys.path[-1] == str(site)  # last on the path
+    assert json.loads((tmp_path / "env.json").read_text())["installed_from_index"] == ["dflash-probe-dist"]
+
+
+def test_jax_itself_is_never_installed_from_an_index():
+    assert device.installable([], ["pandas", "tokenizers"]) == ["pandas", "tokenizers"]
+    assert device.installable(["jax: ModuleNotFoundError"], ["jax", "pandas"]) == []
+    assert device.installable(["jax's backend is cpu, not tpu: the tpu plugin is missing or broken"], ["pandas"]) == []
+
+
+def test_a_shape_that_does_not_fit_is_named_with_its_bytes_and_skipped(tmp_path, capsys):
+    out = tmp_path / "device-llama3-tiny"
+    code = main(["study", "device", "run", "--shape", "llama3-tiny", "--parts", "ar,verify", "--out", str(out),
+                 "--memory-gb", "0.01"])
+    assert code == 0
+    result = json.loads((out / "device.json").read_text())
+    assert result["skipped"].startswith("does not fit: ") and "GB of float32 weights" in result["skipped"]
+    assert "against the device's 0.01 GB" in result["skipped"] and "--memory-gb" in result["skipped"]
+    assert "llama3-tiny skipped: does not fit" in capsys.readouterr().out
+    lines, bad = device_lines(out)
+    assert lines == [f"device-llama3-tiny: llama3-tiny skipped, {result['skipped']}"] and not bad

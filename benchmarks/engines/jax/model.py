@@ -12,7 +12,7 @@ The model's shape (ModelConfig, the named SHAPES, reading config.json) is benchm
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import partial, reduce
 from typing import Any
 
 import jax
@@ -102,7 +102,9 @@ def attend(q: jax.Array, parts: list[tuple[jax.Array, jax.Array, jax.Array]]) ->
     """Grouped-query attention of q [T, NH, D] over several key/value sets at once, -> [T, NH*D].
 
     parts: (k [KVH, S_i, D], v [KVH, S_i, D], visible [T, S_i] or [S_i]) — e.g. the cache and the new tokens. One
-    softmax spans all parts, so this equals attention over their concatenation without copying the cache.
+    softmax spans all parts (one max, one sum), so this equals attention over their concatenation without copying
+    the cache, or the scores: a row of span + T scores is not a multiple of a TPU's 128-wide tiles, and XLA copied
+    the concatenated scores twice per layer (docs/engine-findings.md).
     """
     t, nh, d = q.shape
     kvh = parts[0][0].shape[0]
@@ -112,12 +114,13 @@ def attend(q: jax.Array, parts: list[tuple[jax.Array, jax.Array, jax.Array]]) ->
     for k, _, visible in parts:
         s = jnp.einsum("kqd,ksd->kqs", q, k, preferred_element_type=jnp.float32).reshape(kvh, g, t, -1)
         scores.append(jnp.where(visible, s / math.sqrt(d), jnp.finfo(jnp.float32).min))
-    probs = jax.nn.softmax(jnp.concatenate(scores, axis=-1), axis=-1)
-    out, offset = jnp.zeros((kvh, g * t, d), jnp.float32), 0
-    for (_, v, _), s in zip(parts, scores):
-        p = probs[..., offset:offset + s.shape[-1]].reshape(kvh, g * t, -1).astype(v.dtype)
+    top = reduce(jnp.maximum, [s.max(axis=-1, keepdims=True) for s in scores])
+    weights = [jnp.exp(s - top) for s in scores]
+    total = reduce(jnp.add, [w.sum(axis=-1, keepdims=True) for w in weights])
+    out = jnp.zeros((kvh, g * t, d), jnp.float32)
+    for (_, v, _), w in zip(parts, weights):
+        p = (w / total).reshape(kvh, g * t, -1).astype(v.dtype)
         out = out + jnp.einsum("kqs,ksd->kqd", p, v, preferred_element_type=jnp.float32)
-        offset += s.shape[-1]
     return out.reshape(kvh, g, t, d).transpose(2, 0, 1, 3).reshape(t, nh * d).astype(q.dtype)
 
 

@@ -1,0 +1,462 @@
+"""The JAX engine's own decode step at every batch size, context and K, against the roofline (study device-grid).
+
+    python -m benchmarks study device-grid --shape qwen3-4b --batch 1,4,16,64 --context 256,2048,8192 --ks 0,7,15 \
+        --out DIR [--budget-s S] [--profile-above 1.15] [--memory-gb G]
+    python -m benchmarks.studies.device_grid ...     the same where the CLI's own imports (yaml, pandas) are missing
+
+Each point runs the loop the engine runs: `decode.ar_steps` / `spec_steps` at B = 1 (the engine's one-request path),
+`batch.ar_batch_steps` / `spec_batch_steps` above (its static batch), over caches that hold `context` rows per
+request, which every step reads (its span). K = 0 is plain decoding; K > 0 is DFlash with the device study's oracle
+weights (`device.oracle`: every draft accepted, so a step commits K + 1 tokens), the released drafts' layout and
+block. The caches hold zeros and the weights are random where the oracle leaves them: a step reads and multiplies
+the same bytes whatever their values. Per point, medians of `--repeats`:
+- the step: a loop of `--steps` steps less a loop with nothing to do, over the steps;
+- the engine's step: the same loop dispatched while an earlier one runs (as the engine dispatches its loops during
+  the prefill), timed from the end of that one; the host's share is what it adds to the step;
+- the roofline's step and its floor (benchmarks.core.step_cost: weights once, every request's KV rows, FLOPs at the
+  chip's peak).
+A point whose caches and work space do not fit the device's free memory is named with its bytes and skipped; one the
+budget cannot hold is dropped and named. Points above `--profile-above` times their floor where the roofline says
+memory-bound get a jax.profiler trace of one loop, its device ops summed by kind per step (`profile_ops`). OUT gets
+grid.json (rewritten after every point), grid.csv and the traces in profile.tar.gz. What the chip gave: docs/tpu.md.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import glob
+import math
+import re
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.core.exit_codes import BadInput, Exit  # jax, numpy and scipy beside these: no yaml, no pandas
+
+CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
+               "floor_ms", "ratio_to_floor", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes",
+               "compile_s", "oracle_ok", "note")
+
+
+@dataclass(frozen=True)
+class Point:
+    batch: int
+    context: int
+    k: int
+
+    @property
+    def label(self) -> str:
+        return f"B={self.batch} context={self.context} K={self.k}"
+
+
+def order(batches: Sequence[int], contexts: Sequence[int], ks: Sequence[int]) -> list[Point]:
+    """Most telling first, so that a budget that runs out drops the least: plain decoding at every point (the floor's
+    own test), then the largest K, then the others; within a K, batch 1 first, then larger batches, short contexts
+    before long ones."""
+    ranked = sorted(set(ks), key=lambda k: (k != 0, -k))
+    return [Point(b, c, k) for k in ranked for b in sorted(set(batches)) for c in sorted(set(contexts))]
+
+
+def cache_rows(context: int, block: int) -> int:
+    """Cache rows per request: the span and the last verify's block, rounded up to 128 (decode.cache_length)."""
+    return -(-(context + block) // 128) * 128
+
+
+def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, int]:
+    """(KV cache bytes, cache + work space bytes) a point allocates beyond the weights: the target's and, for DFlash,
+    the draft's caches of every request, the float32 logits of every verified and drafted row, and the float32
+    attention scores of one layer (twice: scores and probabilities)."""
+    from benchmarks.core.step_cost import kv_bytes_per_token
+
+    rows = cache_rows(point.context, dcfg.block_size)
+    per_token = kv_bytes_per_token(cfg, itemsize) + (kv_bytes_per_token(dcfg.layers, itemsize) if point.k else 0)
+    kv = point.batch * rows * per_token
+    queries = point.k + 1 + (dcfg.block_size if point.k else 0)
+    logits = point.batch * queries * cfg.vocab_size * 4
+    scores = 2 * point.batch * cfg.num_heads * max(point.k + 1, dcfg.block_size if point.k else 1) \
+        * (point.context + dcfg.block_size) * 4
+    return kv, kv + 2 * logits + scores
+
+
+def free_device_bytes(memory_gb: float | None) -> tuple[float | None, str]:
+    """(bytes free for a point's caches, where the figure comes from): --memory-gb, else the device's own memory
+    statistics (limit less what is in use), else None (not checked)."""
+    import jax
+
+    if memory_gb is not None:
+        return memory_gb * 1e9, f"--memory-gb {memory_gb:g}"
+    stats = jax.devices()[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        return float(stats["bytes_limit"] - stats.get("bytes_in_use", 0)), "the device's memory statistics"
+    return None, "unknown: this backend reports no memory statistics"
+
+
+def op_kind(event_name: str) -> str:
+    """An XLA op's kind and output shape, the same for every layer's copy of it: "%fusion.123 = bf16[4,128]{…} …"
+    -> "fusion bf16[4,128]"."""
+    name, _, rest = event_name.partition(" = ")
+    shape = rest.split("{")[0].split(" ")[0] if rest else ""
+    return f"{re.sub(r'[.0-9]+$', '', name.lstrip('%'))} {shape}".strip()
+
+
+def profile_ops(trace_dir: Path, steps: int, top: int = 12) -> list[dict[str, Any]]:
+    """The device ops of a jax.profiler trace of `steps` steps, summed by kind (`op_kind`) and longest first: kind,
+    ms per step, calls per step, share of the device's op time. The loop that holds them is left out."""
+    from jax.profiler import ProfileData
+
+    files = glob.glob(str(trace_dir / "**" / "*.xplane.pb"), recursive=True)
+    if not files:
+        return []
+    totals: dict[str, list[float]] = {}
+    for plane in ProfileData.from_file(files[0]).planes:
+        lines = [line for line in plane.lines if line.name == "XLA Ops"] if plane.name.startswith("/device:") else []
+        for line in lines:
+            for ev in line.events:
+                if ev.name.startswith("%while"):
+                    continue
+                entry = totals.setdefault(op_kind(ev.name), [0.0, 0])
+                entry[0] += ev.duration_ns / 1e6
+                entry[1] += 1
+    whole = sum(v[0] for v in totals.values()) or math.nan
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{"op": kind, "ms": ms / steps, "calls": calls / steps, "share": ms / whole}
+            for kind, (ms, calls) in ranked]
+
+
+class Grid:
+    """The points of one shape on this device; `result` is grid.json."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        from benchmarks.core import hardware
+        from benchmarks.engines.jax import model as M
+        from benchmarks.engines.jax.draft import init_draft_params
+        from benchmarks.studies.device import draft_config, oracle, resolve_shape
+
+        self.t_start = time.perf_counter()
+        self.args = args
+        self.hw = hardware.detect()
+        self.dtype = jnp.float32 if self.hw.platform == "cpu" else jnp.bfloat16
+        self.itemsize = jnp.dtype(self.dtype).itemsize
+        self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
+        self.dcfg = draft_config(self.cfg)
+        self.tparams, self.dparams = oracle(M.init_random_params(self.cfg, jax.random.key(0), self.dtype),
+                                            init_draft_params(self.dcfg, jax.random.key(1), self.dtype), self.cfg)
+        self.device = self.hw.predictor(jnp.dtype(self.dtype).name, self.cfg.weight_layout, [], 0.0) \
+            if self.hw.platform != "cpu" else None
+        self.result: dict[str, Any] = {
+            "shape": args.shape, "dtype": jnp.dtype(self.dtype).name, "platform": self.hw.platform,
+            "device": self.hw.device, "jax": jax.__version__, "jaxlib": _version("jaxlib"),
+            "libtpu": _version("libtpu") or _version("libtpu-nightly"),
+            "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s, "bandwidth_source": self.hw.bandwidth_source,
+            "steps": args.steps, "repeats": args.repeats,
+            "draft": {"layers": self.dcfg.layers.num_layers, "block_size": self.dcfg.block_size},
+            "points": [], "skipped": [], "dropped": [], "violations": [],
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        bw = self.hw.bandwidth_bytes_per_s
+        print(f"device-grid: {args.shape} ({self.result['dtype']}) on {self.hw.device}, jax {jax.__version__}; "
+              f"bandwidth {bw / 1e9 if bw else math.nan:.0f} GB/s ({self.hw.bandwidth_source})"
+              + f"; set up in {self.elapsed():.1f} s", flush=True)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t_start
+
+    def left(self) -> float:
+        return self.args.budget_s - self.elapsed()
+
+    def save(self) -> None:
+        from benchmarks.core.store import atomic_write_json
+
+        atomic_write_json(self.args.out / "grid.json", self.result)
+        with open(self.args.out / "grid.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            for row in self.result["points"] + self.result["skipped"]:
+                w.writerow(row)
+
+    def step(self, point: Point) -> Any:
+        """What one step of the point reads and computes (benchmarks.core.step_cost)."""
+        from benchmarks.core import step_cost
+
+        if point.k == 0:
+            return step_cost.ar_step(self.cfg, point.context, self.itemsize, point.batch)
+        return step_cost.dflash_step(self.cfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), point.k,
+                                     self.dcfg.block_size, point.context, self.itemsize, point.batch)
+
+    def loop(self, point: Point) -> tuple[Callable[[int], Any], Callable[[Any], tuple[Any, ...]]]:
+        """(state for a loop of n steps, the engine's loop over the point's span taking that state), the caches kept
+        between calls (they are donated)."""
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        from benchmarks.engines.jax import batch as B
+        from benchmarks.engines.jax import decode
+        from benchmarks.engines.jax import model as M
+
+        b, k, span = point.batch, point.k, point.context
+        rows = cache_rows(span, self.dcfg.block_size)
+        width = span + k + 2
+        if b == 1:
+            caches = [M.init_cache(self.cfg, rows, self.dtype)]
+            if k:
+                caches.append(M.init_cache(self.dcfg.layers, rows, self.dtype))
+        else:
+            caches = [B.batch_cache(self.cfg, rows, self.dtype, b)]
+            if k:
+                caches.append(B.batch_cache(self.dcfg.layers, rows, self.dtype, b))
+        taps = len(self.dcfg.target_layer_ids) * self.cfg.hidden_size
+        eos = decode.eos_array(())
+        key = jax.random.key(0)
+
+        def state(n: int) -> Any:
+            """n steps from the position that leaves the last step inside the span (n = 0: done at once)."""
+            length = np.int32(span - max(n, 1) * (k + 1))
+            limit = np.int32(1 + n * (k + 1))
+            pending = jnp.zeros((k + 1, taps), self.dtype) if k else None
+            one = decode.start_state(jnp.int32(10), length, limit, eos, width, pending)
+            if b == 1:
+                return one
+            rows_state = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, *jnp.shape(x))), one)
+            return {**rows_state, "idle": jnp.zeros(b, jnp.int32)}
+
+        keys = jax.vmap(jax.random.key)(jnp.arange(b, dtype=jnp.uint32)) if b > 1 else key
+
+        def run(st: Any) -> tuple[Any, ...]:
+            nonlocal caches
+            if k == 0 and b == 1:
+                out = decode.ar_steps(self.tparams, st, caches[0], key, None, tcfg=self.cfg, span=span)
+            elif k == 0:
+                out = B.ar_batch_steps(self.tparams, st, caches[0], keys, None, tcfg=self.cfg, span=span)
+            elif b == 1:
+                out = decode.spec_steps(self.tparams, self.dparams, st, caches[0], caches[1], key, None,
+                                        dcfg=self.dcfg, tcfg=self.cfg, k=k, num_queries=self.dcfg.block_size,
+                                        span=span)
+            else:
+                out = B.spec_batch_steps(self.tparams, self.dparams, st, caches[0], caches[1], keys, None,
+                                         dcfg=self.dcfg, tcfg=self.cfg, k=k, num_queries=self.dcfg.block_size,
+                                         span=span)
+            caches = list(out[1:])
+            return out
+
+        return state, run
+
+    def measure(self, point: Point) -> dict[str, Any]:
+        import jax
+        import numpy as np
+
+        n, reps = self.args.steps, self.args.repeats
+        state, run = self.loop(point)
+
+        def timed(st: Any) -> tuple[float, Any]:
+            st = jax.block_until_ready(st)
+            t0 = time.perf_counter()
+            out = run(st)
+            got = jax.device_get({name: out[0][name] for name in ("count", "done")
+                                  + (("accepts", "steps") if point.k else ())})
+            return time.perf_counter() - t0, got
+
+        def as_the_engine_times() -> float:
+            """Seconds per step from the moment a step's input exists, the loop dispatched behind earlier work
+            (in the engine, the prefill): the engine's TPOT clock, which sees the host only where it stalls."""
+            ahead = run(state(n))  # device work the next loop's dispatch hides behind, as the prefill in the engine
+            out = run(state(n))
+            jax.block_until_ready(ahead[0]["count"])
+            t0 = time.perf_counter()
+            jax.device_get(out[0]["count"])
+            return (time.perf_counter() - t0) / n
+
+        t0 = time.perf_counter()
+        timed(state(0))  # compiles; a loop with nothing to do
+        compile_s = time.perf_counter() - t0
+        _, got = timed(state(n))  # warm-up
+        full, empty, engine = [], [], []
+        for _ in range(reps):  # the variants in turn, so that drift falls on all
+            full.append(timed(state(n))[0])
+            empty.append(timed(state(0))[0])
+            engine.append(as_the_engine_times())
+        device_s = (float(np.median(full)) - float(np.median(empty))) / n
+        engine_s = float(np.median(engine))
+        done = bool(np.all(got["done"]))
+        oracle_ok = done and (not point.k or bool(np.all(np.asarray(got["accepts"])[..., :n] == point.k)))
+        figures = {"compile_s": compile_s, "step_ms": 1e3 * device_s, "engine_step_ms": 1e3 * engine_s,
+                   "host_ms": 1e3 * (engine_s - device_s), "host_share": (engine_s - device_s) / engine_s,
+                   "call_ms": 1e3 * float(np.median(empty)), "oracle_ok": oracle_ok}
+        if self.args.profile_above and self._profile_wanted(point, figures):
+            trace = self.args.out / "profile" / f"b{point.batch}-c{point.context}-k{point.k}"
+            with jax.profiler.trace(str(trace)):
+                timed(state(n))
+            figures["profile"] = profile_ops(trace, n)
+        return figures
+
+    def _profile_wanted(self, point: Point, figures: dict[str, Any]) -> bool:
+        floor = self._floor_ms(point)
+        wanted = len([p for p in self.result["points"] if p.get("profile")]) < self.args.profile_max
+        return wanted and self._memory_bound(point) is True and figures["step_ms"] > self.args.profile_above * floor
+
+    def _floor_ms(self, point: Point) -> float:
+        bw = self.hw.bandwidth_bytes_per_s
+        return 1e3 * self.step(point).bytes() / bw if bw else math.nan
+
+    def _memory_bound(self, point: Point) -> bool | None:
+        from benchmarks.core import roofline
+
+        if self.device is None:
+            return None
+        return not any(roofline.compute_bound(p, self.device) for p in self.step(point).passes)
+
+    def row(self, point: Point, status: str, note: str = "", **figures: Any) -> dict[str, Any]:
+        from benchmarks.core import roofline
+
+        step = self.step(point)
+        kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)
+        floor = self._floor_ms(point)
+        row = {"batch": point.batch, "context": point.context, "k": point.k, "status": status, "note": note,
+               "floor_ms": floor, "step_bytes": step.bytes(),
+               "step_flops": step.flops(), "kv_cache_bytes": kv, "need_bytes": need,
+               "roofline_ms": 1e3 * roofline.step_seconds(step, self.device) if self.device else math.nan,
+               "memory_bound": self._memory_bound(point), **figures}
+        if "step_ms" in figures:
+            row["ratio_to_floor"] = figures["step_ms"] / floor
+        return row
+
+    def run(self, points: list[Point]) -> int:
+        need_s = 0.0
+        for i, point in enumerate(points):
+            kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)
+            free, source = free_device_bytes(self.args.memory_gb)
+            if free is not None and need > 0.9 * free:
+                note = (f"does not fit: {_gb(kv)} of KV cache, {_gb(need)} with its work space, {_gb(free)} free "
+                        f"({source})")
+                self.result["skipped"].append(self.row(point, "skipped", note))
+                print(f"device-grid: {point.label}: {note}", flush=True)
+                continue
+            if i and self.left() < need_s:
+                names = ", ".join(p.label for p in points[i:])
+                self.result["dropped"].append(f"{names}: need ~{need_s:.0f} s, {max(self.left(), 0):.0f} s left")
+                print(f"device-grid: dropped for time: {names}", flush=True)
+                break
+            t0 = time.perf_counter()
+            try:
+                figures = self.measure(point)
+            except Exception as exc:  # XLA's RESOURCE_EXHAUSTED (or any failure at one point) leaves the others
+                note = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                self.result["skipped"].append(self.row(point, "failed", note))
+                print(f"device-grid: {point.label}: FAILED {note}", flush=True)
+                continue
+            need_s = max(need_s, 1.3 * (time.perf_counter() - t0))
+            row = self.row(point, "ok", **figures)
+            if row["step_ms"] < row["floor_ms"]:
+                self.result["violations"].append(f"{point.label}: {row['step_ms']:.3f} ms is below its floor "
+                                                  f"{row['floor_ms']:.3f} ms: a timing error, not a result")
+            if not row["oracle_ok"]:
+                self.result["violations"].append(f"{point.label}: the oracle loop did not run every step with "
+                                                  f"every draft accepted")
+            self.result["points"].append(row)
+            self.save()
+            print(f"device-grid: {point_line(row)}", flush=True)
+        self.save()
+        if (self.args.out / "profile").exists():  # the traces as one file (the device tool brings back 8)
+            shutil.make_archive(str(self.args.out / "profile"), "gztar", self.args.out / "profile")
+            shutil.rmtree(self.args.out / "profile")
+        for line in self.result["violations"]:
+            print(f"device-grid: VIOLATION {line}")
+        print(f"device-grid: {len(self.result['points'])} points measured, {len(self.result['skipped'])} skipped, "
+              f"{len(self.result['dropped'])} dropped, in {self.elapsed():.0f} s; wrote {self.args.out / 'grid.json'}",
+              flush=True)
+        return Exit.VIOLATION if self.result["violations"] else Exit.OK
+
+
+def point_line(r: dict[str, Any]) -> str:
+    """One measured point in words."""
+    bound = {True: "memory-bound", False: "compute-bound", None: "bound unknown"}[r["memory_bound"]]
+    line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} step {r['step_ms']:8.3f} ms | floor "
+            f"{r['floor_ms']:8.3f} ms ({r['ratio_to_floor']:.2f}x), roofline {r['roofline_ms']:8.3f} ms ({bound}) | "
+            f"host {r['host_ms']:+.4f} ms ({100 * r['host_share']:+.2f} %), a call {r['call_ms']:.2f} ms | "
+            f"KV {_gb(r['kv_cache_bytes'])} | compile {r['compile_s']:.1f} s")
+    for op in r.get("profile") or []:
+        line += f"\n    {op['ms']:7.3f} ms/step {100 * op['share']:5.1f} % x{op['calls']:<5.0f} {op['op']}"
+    return line
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def _version(dist: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers separated by commas") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more whole numbers >= 0")
+    return values
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--shape", default="qwen3-4b", help="a named shape of the JAX model (or qwen3-tiny on a CPU)")
+    ap.add_argument("--batch", type=_ints, default=(1, 4, 16, 64), help="batch sizes, powers of 2 up to 64")
+    ap.add_argument("--context", type=_ints, default=(256, 2048, 8192), help="cache rows every step reads")
+    ap.add_argument("--ks", type=_ints, default=(0, 7, 15), help="0 (plain decoding) and DFlash Ks")
+    ap.add_argument("--steps", type=int, default=12, help="steps per timed loop")
+    ap.add_argument("--repeats", type=int, default=5, help="timed loops per point (medians)")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="seconds for everything, compiles included")
+    ap.add_argument("--memory-gb", type=float, help="memory free for a point's caches (default: the device's own "
+                                                    "statistics; unchecked where it has none)")
+    ap.add_argument("--profile-above", type=float, default=0.0,
+                    help="profile memory-bound points above this many times their floor (0: none)")
+    ap.add_argument("--profile-max", type=int, default=3, help="points profiled at most")
+    ap.add_argument("--out", type=Path, help="output folder (default results/device-check/grid-<shape>)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from benchmarks.core.paths import ROOT
+    from benchmarks.engines.jax.batch import BATCH_SIZES
+    from benchmarks.studies.device import draft_config, resolve_shape
+
+    try:
+        cfg = resolve_shape(args.shape)
+    except KeyError:
+        raise BadInput(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES or a CPU "
+                          f"stand-in of benchmarks/studies/device.py") from None
+    problems = [f"--batch {b}: the engine's batch sizes are {', '.join(map(str, BATCH_SIZES))}"
+                for b in args.batch if b not in BATCH_SIZES]
+    block = draft_config(cfg).block_size
+    problems += [f"--ks {k}: DFlash's K runs 1..{block - 1} (0 is plain decoding)" for k in args.ks if k >= block]
+    least = args.steps * (max(args.ks) + 1) + 1
+    problems += [f"--context {c}: {args.steps} steps of K + 1 tokens must fit inside it (at least {least})"
+                 for c in args.context if c < least]
+    if args.steps < 1 or args.repeats < 1:
+        problems.append("--steps and --repeats: at least 1")
+    if problems:
+        raise BadInput("; ".join(problems))
+    args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
+    return Grid(args).run(order(args.batch, args.context, args.ks))
+
+
+if __name__ == "__main__":  # where the CLI's own imports (yaml, pandas) are missing, as on a bare accelerator machine
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.device_grid")
+    add_cli_args(parser)
+    try:
+        sys.exit(main(parser.parse_args()))
+    except BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(Exit.BAD_INPUT)

@@ -1,0 +1,78 @@
+"""study device-grid on the CPU stand-in: every point runs the engine's own loop (batch 1 and a static batch, plain
+decoding and the oracle DFlash) with every draft accepted, a point that does not fit the memory is named with its
+bytes and skipped, one past the budget is dropped and named, and the device check's summary prints the grid."""
+import argparse
+import json
+
+import pytest
+
+from benchmarks.cli import main
+from benchmarks.studies import device_grid
+from benchmarks.studies.device_summary import grid_lines
+
+pytestmark = pytest.mark.jax
+
+
+def grid_args(tmp_path, **over):
+    args = dict(shape="qwen3-tiny", batch=(1, 2), context=(256,), ks=(0, 3), steps=3, repeats=2, budget_s=600.0,
+                memory_gb=None, profile_above=0.0, profile_max=1, out=tmp_path / "grid")
+    return argparse.Namespace(**(args | over))
+
+
+def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
+    code = device_grid.Grid(grid_args(tmp_path)).run(device_grid.order((1, 2), (256,), (0, 3)))
+    assert code == 0
+    g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0), (2, 0), (1, 3), (2, 3)]  # plain decoding first
+    for p in g["points"]:
+        assert p["status"] == "ok" and p["oracle_ok"] and p["step_ms"] > 0 and p["compile_s"] > 0
+        assert p["floor_ms"] > 0 and p["ratio_to_floor"] == pytest.approx(p["step_ms"] / p["floor_ms"])
+        assert p["host_ms"] == pytest.approx(p["engine_step_ms"] - p["step_ms"])
+        assert p["kv_cache_bytes"] > 0 and p["need_bytes"] > p["kv_cache_bytes"]
+    by = {(p["batch"], p["k"]): p for p in g["points"]}
+    assert by[(2, 0)]["kv_cache_bytes"] == 2 * by[(1, 0)]["kv_cache_bytes"]  # every request's cache
+    assert by[(1, 3)]["step_bytes"] > by[(1, 0)]["step_bytes"]  # the draft's weights and lm_head read again
+    assert g["skipped"] == [] and g["dropped"] == [] and g["violations"] == []
+    assert (tmp_path / "grid" / "grid.csv").read_text().count("\n") == 5
+
+
+def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budget_dropped(tmp_path):
+    cfg, dcfg = _shapes()
+    need = {(b, k): device_grid.need_bytes(cfg, dcfg, device_grid.Point(b, 256, k), 4)[1]
+            for b in (1, 2) for k in (0, 3)}
+    free = 4e6  # a point may take 90 % of it: room for B = 1's caches and work space, not for B = 2's
+    assert need[(1, 0)] < need[(1, 3)] <= 0.9 * free < need[(2, 0)]
+    args = grid_args(tmp_path, memory_gb=free / 1e9, budget_s=0.0)
+    device_grid.Grid(args).run(device_grid.order((1, 2), (256,), (0, 3)))
+    g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0)]  # the first point runs whatever the budget
+    skipped = {(p["batch"], p["k"]): p for p in g["skipped"]}
+    assert (2, 0) in skipped and skipped[(2, 0)]["note"].startswith("does not fit: ")
+    assert "of KV cache" in skipped[(2, 0)]["note"] and "--memory-gb" in skipped[(2, 0)]["note"]
+    assert len(g["dropped"]) == 1 and g["dropped"][0].startswith("B=1 context=256 K=3")
+    lines, bad = grid_lines(tmp_path / "grid")
+    assert not bad and any("does not fit" in line for line in lines) and any("dropped: " in line for line in lines)
+
+
+def _shapes():
+    from benchmarks.studies.device import draft_config, resolve_shape
+
+    cfg = resolve_shape("qwen3-tiny")
+    return cfg, draft_config(cfg)
+
+
+def test_bad_points_are_refused_before_anything_loads(capsys):
+    code = main(["study", "device-grid", "--shape", "qwen3-tiny", "--batch", "3", "--ks", "16", "--context", "20"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--batch 3: the engine's batch sizes are 1, 2, 4" in err and "--ks 16: DFlash's K runs 1..15" in err
+    assert "--context 20: 12 steps of K + 1 tokens must fit inside it" in err
+
+
+def test_order_and_op_kinds():
+    points = device_grid.order((4, 1), (2048, 256), (7, 0, 15))
+    assert [p.k for p in points[:4]] == [0, 0, 0, 0] and points[4].k == 15 and points[-1].k == 7
+    assert [(p.batch, p.context) for p in points[:4]] == [(1, 256), (1, 2048), (4, 256), (4, 2048)]
+    assert device_grid.op_kind("%fusion.2923 = (f32[4]{0:T(128)S(1)}, bf16[4,2560]{1,0}) fusion(...)") \
+        == "fusion (f32[4]"
+    assert device_grid.op_kind("%copy.12 = bf16[4,8,4,8192]{3,2,1,0:T(4,128)} copy(%x)") == "copy bf16[4,8,4,8192]"
