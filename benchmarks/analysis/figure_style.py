@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from benchmarks.core.store import atomic_write_bytes
+from benchmarks.core.atomic import atomic_write_bytes
 
 CI_NOTE = "whiskers: 95 % CI of the geometric mean (Student-t on log ratios; none at n=1)"
 

@@ -22,8 +22,9 @@ from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.analysis.summary_csv import summary_csv, summary_frame
 from benchmarks.analysis.tables import acceptance_table, outlier_lines, results_table, settings_table
 from benchmarks.analysis.workloads import template_lines, workload_markdown
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.datasets import skipped_lines
-from benchmarks.core.store import RunStore, atomic_write_text
+from benchmarks.core.store import RunStore
 from verification import distribution, ties
 
 DEFINITIONS = """\

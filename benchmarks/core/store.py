@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core import paths
+from benchmarks.core.atomic import FILE_MODE, atomic_write_json, atomic_write_text
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.guarded import MAX_JSON_BYTES, file_problem, json_value, read_json_file
 from benchmarks.core.manifest import Manifest
@@ -39,41 +40,6 @@ from benchmarks.core.records import Line, checked, parse_lines
 FOREIGN = "not a unit of this run"  # the reason a unit file copied in from another run is left out
 WRITE_ATTEMPTS = 3
 WRITE_BACKOFF_S = 1.0  # before the second attempt; doubled before the third
-
-
-def _file_mode() -> int:
-    """The mode a newly created file gets under this process's umask (read once, at import)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-FILE_MODE = _file_mode()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target (with the mode a plain
-    write would give it under the umask)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _jsonl(records: list[dict[str, Any]]) -> str:
@@ -159,33 +125,6 @@ def retrying(write: Callable[[], Any]) -> Any:
             if attempt == WRITE_ATTEMPTS - 1:
                 raise
             time.sleep(WRITE_BACKOFF_S * 2 ** attempt)
-
-
-def level_key(dataset: str, concurrency: int, request_rate: float | None) -> str:
-    """The unit key of one serving level of a dataset."""
-    return f"{dataset}@c{concurrency}" + (f"@r{request_rate:g}" if request_rate is not None else "")
-
-
-def probe_key(dataset: str, concurrency: int, request_rate: float | None, at_round: int) -> str:
-    """The unit key of one round of a capacity probe at a serving level of a dataset."""
-    return f"{level_key(dataset, concurrency, request_rate)}@p{at_round}"
-
-
-def workload_key(dataset: str, context_tokens: int | None = None, turn: int | None = None) -> str:
-    """The key of a dataset's workload: `<dataset>@ctx<N>` at a context length, `<dataset>@turn2` for the second turn
-    of its conversations, the dataset's own name otherwise (its plain prompts, or their first turn)."""
-    return (dataset + (f"@ctx{context_tokens}" if context_tokens is not None else "")
-            + (f"@turn{turn}" if turn is not None and turn > 1 else ""))
-
-
-def recheck_key(dataset: str) -> str:
-    """The unit key of a baseline's drift recheck on a dataset (its records keep the dataset's own name)."""
-    return f"{dataset}@recheck"
-
-
-def ties_key(dataset: str) -> str:
-    """The unit key of a speculative cell's tie checks on a dataset (its records keep the dataset's own name)."""
-    return f"{dataset}@ties"
 
 
 class RunStore:

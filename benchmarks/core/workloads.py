@@ -9,7 +9,7 @@ from typing import Any
 from benchmarks.core.chat_template import render_messages, tokens
 from benchmarks.core.dataset_registry import DATASETS
 from benchmarks.core.prompts import Prompt, ids_sha256
-from benchmarks.core.store import workload_key
+from benchmarks.core.unit_keys import workload_key
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Workload:
 
     @property
     def key(self) -> str:
-        """Its key in the plan, the store and the records (`store.workload_key`)."""
+        """Its key in the plan, the store and the records (`unit_keys.workload_key`)."""
         return workload_key(self.dataset, self.context_tokens, self.turn)
 
 

@@ -1,7 +1,7 @@
 """Capacity searches driven through a server: a plan whose next unit depends on the last one's verdict.
 
 A `Search` is one serving cell on one workload under the matrix's SLOs. Each probe round is a unit of its own
-(`store.probe_key`: the level and the round), measured like a serving level and written atomically; which round to
+(`unit_keys.probe_key`: the level and the round), measured like a serving level and written atomically; which round to
 measure next is `capacity.replay` over the rounds already stored, so a search that resumes walks the same path and
 measures only what is missing. The SLOs are searched one after another over the same stored rounds: a probe one of
 them measured is never measured again for another. What the search assumes and decides: docs/serving.md."""
@@ -18,7 +18,8 @@ from benchmarks.core.datasets import Prompt, Workload
 from benchmarks.core.probe_rounds import round_of, rounds_by_load
 from benchmarks.core.records import ErrorLine, Line, ProbeRequestLine, error_line
 from benchmarks.core.slo import Slo
-from benchmarks.core.store import RunStore, StoreWriteError, probe_key
+from benchmarks.core.store import RunStore, StoreWriteError
+from benchmarks.core.unit_keys import probe_key
 
 
 @dataclass(frozen=True)

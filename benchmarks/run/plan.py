@@ -35,7 +35,8 @@ from benchmarks.core.paths import RUNS_DIR
 from benchmarks.core.placement import interleave_problem
 from benchmarks.core.records import RequestLine
 from benchmarks.core.slo import slos_of
-from benchmarks.core.store import RunStore, level_key, recheck_key, ties_key
+from benchmarks.core.store import RunStore
+from benchmarks.core.unit_keys import level_key, recheck_key, ties_key
 from benchmarks.run.capacity_search import Search, capacity_line, on_other_prompts, paths
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 
@@ -54,7 +55,7 @@ class Unit:
 
     @property
     def workload_key(self) -> str:
-        """The workload's key, which its records name as their dataset (`store.workload_key`)."""
+        """The workload's key, which its records name as their dataset (`unit_keys.workload_key`)."""
         return self.workload.key
 
     @property

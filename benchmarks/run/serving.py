@@ -1,7 +1,7 @@
 """Serving units: one server per cell (its catalog row's `Server`, benchmarks/engines/server.py), each (dataset,
 concurrency) level driven through it by the server's load generator.
 
-A unit of the run plan is (cell, dataset, concurrency[, request rate]); its store key is `store.level_key(...)`, so
+A unit of the run plan is (cell, dataset, concurrency[, request rate]); its store key is `unit_keys.level_key(...)`, so
 resume and atomic writes work as for batch-1 units. A capacity search's probes are measured the same way, each
 round a unit of its own, in the order benchmarks/run/capacity_search.py decides.
 

@@ -22,7 +22,8 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.pairing import families
 from benchmarks.core.records import Line, RequestLine, TieCheckLine, cause, error_line, tie_check_line
-from benchmarks.core.store import RunStore, ties_key
+from benchmarks.core.store import RunStore
+from benchmarks.core.unit_keys import ties_key
 from benchmarks.engines import Engine, ScoreTokens, offers
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine

@@ -337,7 +337,7 @@ class Study:
         return self.budget_s - self.elapsed()
 
     def save(self) -> None:
-        from benchmarks.core.store import atomic_write_json
+        from benchmarks.core.atomic import atomic_write_json
 
         atomic_write_json(self.out / "device.json", self.result)
 
@@ -573,7 +573,7 @@ def main(args: argparse.Namespace) -> int:
     args.out = args.out or ROOT / "results" / "device-check" / f"device-{args.shape}"
     skipped = memory_line(args.shape, args.parts, args.memory_gb)
     if skipped:
-        from benchmarks.core.store import atomic_write_json
+        from benchmarks.core.atomic import atomic_write_json
 
         args.out.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.out / "device.json", {"shape": args.shape, "skipped": skipped})

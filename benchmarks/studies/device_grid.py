@@ -172,7 +172,7 @@ class Grid:
         return self.args.budget_s - self.elapsed()
 
     def save(self) -> None:
-        from benchmarks.core.store import atomic_write_json
+        from benchmarks.core.atomic import atomic_write_json
 
         atomic_write_json(self.args.out / "grid.json", self.result)
         with open(self.args.out / "grid.csv", "w", newline="") as f:

@@ -212,7 +212,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """kflat.csv: CSV_COLUMNS, or BATCH_CSV_COLUMNS where the rows carry a batch."""
     import pandas as pd
 
-    from benchmarks.core.store import atomic_write_text
+    from benchmarks.core.atomic import atomic_write_text
 
     columns = BATCH_CSV_COLUMNS if rows and "batch" in rows[0] else CSV_COLUMNS
     atomic_write_text(path, pd.DataFrame(list(rows), columns=list(columns)).to_csv(index=False, float_format="%.6g"))

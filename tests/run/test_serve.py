@@ -17,7 +17,7 @@ from benchmarks.core.config import ConfigError, parse_matrix
 from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import LoadResult, SpecCounters
 from benchmarks.core.matrix import expand
-from benchmarks.core.store import level_key
+from benchmarks.core.unit_keys import level_key
 from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
 from benchmarks.run.serving import check_prompt_ids, level_records
 from tests.typed_runs import summary_json
