@@ -56,7 +56,7 @@ bools:
 	@$(call BOOL_CHECK,ALL,to run the heavy tests too) && $(call BOOL_CHECK,FRESH,to measure again into a new run folder)
 
 test: bools setup lint
-	if $(call BOOL_ON,ALL); then $(PY) -m benchmarks.engines.llamacpp_build && DFLASH_REQUIRE_LLAMACPP=1 \
+	if $(call BOOL_ON,ALL); then $(PY) -m benchmarks.engines.llamacpp.llamacpp_build && DFLASH_REQUIRE_LLAMACPP=1 \
 		$(PY) -m pytest $$PYTEST_ARGS; else $(PY) -m pytest -m "not heavy" $$PYTEST_ARGS; fi
 
 # Every test marked neither slow, heavy, vllm, jax nor llamacpp, across tests/ (engine-free: scripted engines only).

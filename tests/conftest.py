@@ -65,11 +65,12 @@ LLAMACPP_REQUIRED_ENV = "DFLASH_REQUIRE_LLAMACPP"
 
 def _llamacpp_build(item: pytest.Item) -> None:
     """Skip (with the reason) a llamacpp test when llama-server is not built here, or fail where it is required."""
-    from benchmarks.engines.llamacpp_build import installed
+    from benchmarks.engines.llamacpp.llamacpp_build import installed
 
     if installed() is not None:
         return
-    why = "llama-server is not built here (make test ALL=1 builds it; or python -m benchmarks.engines.llamacpp_build)"
+    why = ("llama-server is not built here (make test ALL=1 builds it; or python -m "
+           "benchmarks.engines.llamacpp.llamacpp_build)")
     if os.environ.get(LLAMACPP_REQUIRED_ENV, "") not in ("", "0"):
         pytest.fail(f"{why}, and {LLAMACPP_REQUIRED_ENV} requires it", pytrace=False)
     pytest.skip(why)
@@ -117,7 +118,7 @@ def _machine_figures() -> None:
         import jax  # noqa: F401 - only where the JAX engine is installed
     except ImportError:
         return
-    from benchmarks.core import measure
+    from benchmarks.hardware import measure
 
     def uncounted(*args: Any, _measure: Any = measure.measure_read_bytes_per_s, **kwargs: Any) -> float:
         MEASURING.set()
@@ -143,7 +144,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def random_pair(tmp_path_factory) -> dict[str, Path]:
     """Random-weight Qwen3 target + DFlash + EAGLE-3 drafts: τ ≈ 1, greedy output must still equal AR."""
-    from benchmarks.core.tiny_checkpoints import build_pair
+    from benchmarks.data.tiny_checkpoints import build_pair
 
     return build_pair(tmp_path_factory.mktemp("random_pair"), seed=0)
 
@@ -151,6 +152,6 @@ def random_pair(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def oracle_pair(tmp_path_factory) -> dict[str, Path]:
     """Target and DFlash draft that always emit the same token: every draft is accepted, τ == K+1."""
-    from benchmarks.core.tiny_checkpoints import build_pair
+    from benchmarks.data.tiny_checkpoints import build_pair
 
     return build_pair(tmp_path_factory.mktemp("oracle_pair"), seed=0, oracle=True)

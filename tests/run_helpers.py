@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.core import catalog
-from benchmarks.core.config import Matrix
+from benchmarks.config.matrix_parse import Matrix
+from benchmarks.engines import catalog
 from benchmarks.run.execute import execute
 from benchmarks.run.plan import build_plan
 

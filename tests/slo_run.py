@@ -3,7 +3,7 @@ tests/slo_server.py in its catalog, for tests that run (and kill) a capacity sea
 import sys
 
 from benchmarks.cli import main
-from benchmarks.core import catalog
+from benchmarks.engines import catalog
 from tests.slo_server import ROW
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.core.catalog import EngineRow
 from benchmarks.core.engine_io import LoadResult, SpecCounters
+from benchmarks.engines.catalog import EngineOptions, EngineRow
 from benchmarks.engines.server import Load, ServerCounters
 from tests.catalog_server import CatalogServer
 
 ANSWER = " the answer is forty two and then some more words to decode"
 ROW = EngineRow("slo-scripted", "tests.slo_server:SloServer", ("baseline", "dflash"),
-                lambda: frozenset({"max_model_len", "dtype"}), serves="scripted")
+                EngineOptions(lambda: frozenset({"max_model_len", "dtype"})), serves="scripted")
 
 
 def token_ms(method: str, load: float) -> float:

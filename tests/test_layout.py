@@ -4,6 +4,7 @@ runs up a layer (docs/layout.md). A string that names a project module ("benchma
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,19 +12,26 @@ import pytest
 from benchmarks.core.paths import ROOT
 
 PACKAGES = ("benchmarks", "verification", "preparation")
-# What each layer may import, besides itself (the first matching prefix decides a module's layer).
+# What each layer may import, besides itself (the first matching prefix decides a module's layer), bottom to top.
+_BELOW_CONFIG = ("benchmarks.core", "benchmarks.hardware", "benchmarks.data", "benchmarks.decide", "benchmarks.engines")
+_BELOW_RUN = _BELOW_CONFIG + ("benchmarks.config", "benchmarks.records", "verification")
+_BELOW_STUDIES = _BELOW_RUN + ("benchmarks.run", "benchmarks.analysis", "benchmarks.figures", "benchmarks.report")
 LAYERS = {
     "benchmarks.core": (),
-    "benchmarks.engines": ("benchmarks.core",),
-    "verification": ("benchmarks.core",),
-    "benchmarks.run": ("benchmarks.core", "benchmarks.engines", "verification"),
-    "benchmarks.analysis": ("benchmarks.core", "verification"),
-    "benchmarks.studies": ("benchmarks.core", "benchmarks.engines", "verification", "benchmarks.run",
-                           "benchmarks.analysis"),
-    "benchmarks.tiny": ("benchmarks.core", "benchmarks.engines", "verification", "benchmarks.run",
-                        "benchmarks.analysis", "benchmarks.studies"),
-    "benchmarks.cli": ("benchmarks.core", "benchmarks.engines", "verification", "benchmarks.run",
-                       "benchmarks.analysis", "benchmarks.studies", "benchmarks.tiny"),
+    "benchmarks.hardware": ("benchmarks.core",),
+    "benchmarks.data": ("benchmarks.core",),
+    "benchmarks.decide": ("benchmarks.core",),
+    "benchmarks.engines": ("benchmarks.core", "benchmarks.hardware", "benchmarks.data", "benchmarks.decide"),
+    "benchmarks.config": _BELOW_CONFIG,
+    "benchmarks.records": _BELOW_CONFIG + ("benchmarks.config",),
+    "verification": _BELOW_CONFIG + ("benchmarks.config", "benchmarks.records"),
+    "benchmarks.run": _BELOW_RUN,
+    "benchmarks.analysis": _BELOW_RUN,
+    "benchmarks.figures": _BELOW_RUN + ("benchmarks.analysis",),
+    "benchmarks.report": _BELOW_RUN + ("benchmarks.analysis", "benchmarks.figures"),
+    "benchmarks.studies": _BELOW_STUDIES,
+    "benchmarks.tiny": _BELOW_STUDIES + ("benchmarks.studies",),
+    "benchmarks.cli": _BELOW_STUDIES + ("benchmarks.studies", "benchmarks.tiny"),
     "benchmarks.__main__": ("benchmarks.cli",),
     "preparation": (),  # set-up only: it imports no project module, and no module imports it
 }
@@ -137,9 +145,10 @@ def test_every_module_has_a_layer():
 
 
 @pytest.mark.parametrize("extra, finds", [
-    ({"benchmarks.core.metrics": {"benchmarks.core.store"}, "benchmarks.core.store": {"benchmarks.core.metrics"}},
+    ({"benchmarks.core.metrics": {"benchmarks.records.store"}, "benchmarks.records.store": {"benchmarks.core.metrics"}},
      "circle"),
-    ({"benchmarks.core.config": {"benchmarks.engines"}}, "up"),
+    ({"benchmarks.config.matrix_parse": {"benchmarks.run.plan"}}, "up"),
+    ({"benchmarks.engines.catalog": {"benchmarks.config.matrix_schema"}}, "up"),
     ({"verification.lossless": {"benchmarks.run.execute"}}, "up"),
 ])
 def test_the_checks_see_a_circle_or_an_upward_arrow_added_on_purpose(extra, finds):
@@ -161,3 +170,40 @@ def test_a_string_import_into_preparation_is_an_arrow_the_checks_see(tmp_path):
     assert edges["benchmarks.cli.table"] == {"preparation.train_tiny"}
     assert edges["preparation.train_tiny"] == set()  # a docstring that names a module is no import
     assert upward(edges) == ["benchmarks.cli.table (benchmarks.cli) imports preparation.train_tiny (preparation)"]
+
+
+def _listed_modules() -> dict[str, set[str]]:
+    """Folder -> the module files docs/layout.md's "Every module" names for it."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    section = text.split("## Every module", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, set[str]] = {}
+    for item in section.split("\n- ")[1:]:
+        folder, _, rest = item.partition(":")
+        listed[folder.strip("` ").rstrip("/")] = set(re.findall(r"`([a-z_0-9]+\.py)`", rest))
+    return listed
+
+
+def _folders() -> dict[str, set[str]]:
+    """Folder -> its module files, as on disk (package markers and the entry point left out)."""
+    found: dict[str, set[str]] = {}
+    for f in modules().values():
+        if f.name not in ("__init__.py", "__main__.py") and not f.is_relative_to(ROOT / "preparation"):
+            found.setdefault(str(f.parent.relative_to(ROOT)), set()).add(f.name)
+    return found
+
+
+def test_the_layout_page_names_every_module_of_every_folder():
+    assert _listed_modules() == _folders()
+
+
+def test_no_two_modules_share_a_file_name():
+    names = [name for files in _folders().values() for name in files]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_no_folder_holds_more_than_20_modules_or_a_quarter_of_the_code():
+    lines = {folder: sum(len((ROOT / folder / f).read_text().splitlines()) for f in files)
+             for folder, files in _folders().items()}
+    total = sum(lines.values())
+    assert {folder: len(files) for folder, files in _folders().items() if len(files) > 20} == {}
+    assert {folder: round(n / total, 3) for folder, n in lines.items() if n > total / 4} == {}

@@ -1,13 +1,13 @@
 """Hand-made records and manifests, as the tests write them (JSON objects), read as the harness reads a run folder:
-typed lines and a typed manifest (benchmarks/core/records.py, benchmarks/core/manifest.py), then summarised. A
-hand-made record names what its test is about; the fields it leaves out take the defaults below."""
+typed lines and a typed manifest (benchmarks/records/records.py, benchmarks/records/manifest_read.py), then
+summarised. A hand-made record names what its test is about; the fields it leaves out take the defaults below."""
 from __future__ import annotations
 
 from typing import Any
 
 from benchmarks.analysis.summary import Summary, summarize
-from benchmarks.core.manifest import Manifest
-from benchmarks.core.records import Line, parse_lines
+from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.records import Line, parse_lines
 
 CELL_DEFAULTS = {"target": "t", "draft": None, "k": 0, "temperature": 0.0, "max_new_tokens": 8, "seed": 0,
                  "engine_options": {}}

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.core.datasets import workloads
-from benchmarks.core.manifest import Manifest
 from benchmarks.core.numbers import is_number
+from benchmarks.data.datasets import workloads
+from benchmarks.records.manifest_read import Manifest
 
 
 def divergent_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.core.reference import present
+from benchmarks.data.reference import present
 
 MATCH_KEYS = ("hardware", "target", "draft", "method", "k", "temperature", "max_new_tokens", "dataset")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmarks.core.metrics import first_divergence
 from benchmarks.core.numbers import MISSING
-from benchmarks.core.records import TieCheckLine
+from benchmarks.records.records import TieCheckLine
 
 # Significand bits (stored) of each dtype an engine may compute in.
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from benchmarks.core import metrics
-from benchmarks.core.capacity import (
+from benchmarks.core.cells import Cell
+from benchmarks.decide.capacity import (
     BISECT,
     SWEEP,
     Capacity,
@@ -25,11 +26,10 @@ from benchmarks.core.capacity import (
     replay,
     space_of,
 )
-from benchmarks.core.cells import Cell
-from benchmarks.core.manifest import Manifest
-from benchmarks.core.probe_rounds import rounds_by_load
-from benchmarks.core.records import ByKind, Line
-from benchmarks.core.slo import Goodput, Slo, goodput, slos_of
+from benchmarks.decide.slo import Goodput, Slo, goodput, slos_of
+from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.probe_rounds import rounds_by_load
+from benchmarks.records.records import ByKind, Line
 
 # How far a threshold is moved, either way, to draw how the capacity follows it (factors of its own value).
 SCAN = np.geomspace(0.25, 4.0, 49)

@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 from packaging.version import InvalidVersion, Version
 
-from benchmarks.core import catalog
 from benchmarks.core.cells import SPEC_METHODS
-from benchmarks.core.manifest import Manifest
+from benchmarks.engines import catalog
+from benchmarks.records.manifest_read import Manifest
 
 
 @dataclass(frozen=True)

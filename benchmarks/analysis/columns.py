@@ -16,7 +16,7 @@ from benchmarks.analysis.row_records import (
     prompts_sha256,
 )
 from benchmarks.core import metrics
-from benchmarks.core.records import LoadLine
+from benchmarks.records.records import LoadLine
 
 # report.md sections a column appears in (None: summary.csv only)
 RESULTS, ACCEPTANCE, WORKLOADS, SERVING = "Results", "Per-position acceptance", "Workloads", "Serving under load"
@@ -292,7 +292,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("n_batch_pairs", "", "batches in the throughput speedup", _maybe("batch_speedup", "n"), BATCH),
     Column("wasted_row_steps", "row-steps", "steps the batch's rows rode along finished, padding rows included, "
            "summed over batches (JAX engine)", lambda u: u.wasted_row_steps, BATCH),
-    # the strongest baseline of the run (analysis/engines_report.py), on runs with baselines on two or more engines
+    # the strongest baseline of the run (report/engines_report.py), on runs with baselines on two or more engines
     Column("strongest_baseline", "", "the engine whose baseline has the lowest AR TPOT on this dataset and T, on one "
            "third of the prompts every engine's baseline measured",
            lambda u: u.manifest.cells[u.strongest[0].cell_id].engine if u.strongest else None),

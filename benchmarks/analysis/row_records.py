@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from benchmarks.analysis.cost_model import Breakdown, breakdown
+from benchmarks.analysis.cost_model_compute import Breakdown, breakdown
 from benchmarks.analysis.strongest import Strongest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell, has_batch_one
 from benchmarks.core.exit_codes import BadInput
-from benchmarks.core.manifest import Manifest
-from benchmarks.core.records import ByKind, LoadLine, RequestLine, SamplesLine
+from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.records import ByKind, LoadLine, RequestLine, SamplesLine
 from verification import distribution, ties
 
 Key = tuple[str, str, "int | None"]  # (cell, workload, concurrency: None for batch-1 records)

@@ -1,6 +1,6 @@
 """Engines side by side: every batch-1 cell beside its own engine's AR and the strongest baseline of the run
 (analysis/strongest.py), and the engines' greedy AR tokens against each other on the same ids. Pure: the summary's
-row records in, typed comparisons out (analysis/engines_report.py renders them)."""
+row records in, typed comparisons out (report/engines_report.py renders them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SpecCounters
-from benchmarks.core.records import ByKind, RequestLine
+from benchmarks.records.records import ByKind, RequestLine
 
 TOLERANCE = 0.02  # on |τ − (1 + Σ p_i)|, and between the sources' τ and each p_i
 TAU_SUM, PREFIX, AGREE = "tau_sum", "non_increasing", "sources_agree"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
-from benchmarks.core.records import RequestLine
+from benchmarks.records.records import RequestLine
 
 Requests = dict[str, RequestLine]  # a cell's batch-1 requests on a workload, by prompt hash
 

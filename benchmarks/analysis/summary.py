@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from benchmarks.analysis import capacities, cost_model, speculation_profile, strongest
+from benchmarks.analysis import capacities, cost_model_compute, speculation_profile, strongest
 from benchmarks.analysis import side_by_side as beside
 from benchmarks.analysis.columns import row
 from benchmarks.analysis.crossovers import SeriesCrossover, crossovers
 from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
-from benchmarks.core.manifest import Manifest
-from benchmarks.core.pairing import baseline_cell_id
-from benchmarks.core.provenance import content_id, environment_key
-from benchmarks.core.records import PROBE_KINDS, ByKind, Line, RequestLine, SamplesLine
-from benchmarks.core.store import RunStore
+from benchmarks.config.pairing import baseline_cell_id
+from benchmarks.hardware.provenance import content_id, environment_key
+from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.records import PROBE_KINDS, ByKind, Line, RequestLine, SamplesLine
+from benchmarks.records.store import RunStore
 from verification import distribution
 from verification.lossless import Verdicts, judge
 
@@ -187,12 +187,12 @@ class Summary:
         return capacities.decisions(self.records, self.manifest)
 
     @cached_property
-    def cost_groups(self) -> list[cost_model.Group]:
+    def cost_groups(self) -> list[cost_model_compute.Group]:
         """The cost model's (baseline, workload) groups of batch-1 dflash rows, with what each lacks."""
         requests: dict[tuple[str, str], list[RequestLine]] = defaultdict(list)
         for r in self.records.requests:
             requests[(r.cell_id, r.workload)].append(r)
-        return cost_model.groups(self.rows, requests, self.manifest.cells)
+        return cost_model_compute.groups(self.rows, requests, self.manifest.cells)
 
 
 def summarize(records: list[Line], manifest: Manifest, provenances: dict[str, dict[str, Any]] | None = None

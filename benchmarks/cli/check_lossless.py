@@ -16,7 +16,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core.store import RunStore
+    from benchmarks.records.store import RunStore
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))

@@ -1,5 +1,5 @@
 """`check published`: a run's summary against the published DFlash numbers, compared only under the same
-conditions (verification/published.py, benchmarks/analysis/published_report.py), recomputed from its records."""
+conditions (verification/published.py, benchmarks/report/published_report.py), recomputed from its records."""
 from __future__ import annotations
 
 import argparse
@@ -13,11 +13,11 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.published_report import comparison_markdown
     from benchmarks.analysis.summary import summarize_run
     from benchmarks.analysis.summary_csv import summary_frame
     from benchmarks.cli.run import left_out_status
-    from benchmarks.core.store import RunStore
+    from benchmarks.records.store import RunStore
+    from benchmarks.report.published_report import comparison_markdown
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))

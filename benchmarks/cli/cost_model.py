@@ -1,6 +1,6 @@
 """`cost-model`: DFlash's predicted speedup against K from a run's per-position acceptance and step times, beside
 the measured one; or, with --chip, what an engine at the roofline of that chip gives at the τ of a run or a published
-table (benchmarks/analysis/cost_model.py)."""
+table (benchmarks/analysis/cost_model_compute.py)."""
 from __future__ import annotations
 
 import argparse
@@ -10,20 +10,20 @@ from typing import Any
 
 from benchmarks.cli.k_schedule import chip_schedule_main, run_engine, schedule_main
 from benchmarks.cli.report import run_folder
-from benchmarks.core.config import ConfigError
+from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import Exit
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    from benchmarks.core.chips import CHIPS
     from benchmarks.core.shapes import SHAPES
+    from benchmarks.hardware.chips import CHIPS
 
     ap.add_argument("run_dir", type=Path, nargs="?", help="a run folder (without --chip; default: the latest run)")
     ap.add_argument("--kflat", type=Path,
                     help="a kflat.csv (python -m benchmarks study kflat): the shape of t_verify(K) at the Ks not run; "
                          "with --chip --schedule, one of `study kflat --batch` on that chip: the verify timed at each "
                          "(B, K) prices the steps (the draft at the roofline)")
-    ap.add_argument("--chip", choices=sorted(CHIPS), help="predict for this chip (benchmarks/core/chips.py)")
+    ap.add_argument("--chip", choices=sorted(CHIPS), help="predict for this chip (benchmarks/hardware/chips.py)")
     ap.add_argument("--tau-from", type=Path,
                     help="--chip: the τ per dataset, from a published table (results/reference/*.csv) or a run folder")
     ap.add_argument("--shape", choices=sorted(SHAPES), help="--chip: the target's shape (default: the source's)")
@@ -75,7 +75,7 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
     target's widths per tap), at the table's K and block, or --k and --block-size where it gives none."""
     import pandas as pd
 
-    from benchmarks.analysis.cost_model import Engine
+    from benchmarks.analysis.cost_model_compute import Engine
     from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
 
     target = frame["target"].iloc[0]
@@ -89,10 +89,10 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
 
 
 def chip_main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis import cost_model as cm
-    from benchmarks.analysis.cost_tables import batch_markdown, chip_markdown
-    from benchmarks.core.chips import CHIPS
-    from benchmarks.core.roofline import chip_device
+    from benchmarks.analysis import cost_model_compute as cm
+    from benchmarks.hardware.chips import CHIPS
+    from benchmarks.hardware.roofline import chip_device
+    from benchmarks.report.cost_model_render import batch_markdown, chip_markdown
 
     if args.tau_from is None:
         raise ConfigError("--chip needs --tau-from: a published table (results/reference/*.csv) or a run folder")
@@ -101,7 +101,7 @@ def chip_main(args: argparse.Namespace) -> int:
     if args.schedule or args.calibrate_from:
         return chip_schedule_main(args, device, itemsize)
     if args.tau_from.suffix == ".csv":
-        from benchmarks.core.reference import ReferenceDataError, present, read_results_table
+        from benchmarks.data.reference import ReferenceDataError, present, read_results_table
 
         try:
             frame = read_results_table(args.tau_from)
@@ -115,7 +115,7 @@ def chip_main(args: argparse.Namespace) -> int:
         source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if present(v))})"
     else:
         from benchmarks.analysis.summary import summarize_run
-        from benchmarks.core.store import RunStore
+        from benchmarks.records.store import RunStore
 
         summary = summarize_run(RunStore(run_folder(args.tau_from)))
         engine = run_engine(list(summary.manifest.cells.values()), args, itemsize)
@@ -182,10 +182,10 @@ def main(args: argparse.Namespace) -> int:
         return chip_main(chip_options(args))
     if args.schedule or args.calibrate_from:
         return schedule_main(args)
-    from benchmarks.analysis.cost_model import read_kflat
-    from benchmarks.analysis.cost_tables import cost_model_markdown
+    from benchmarks.analysis.cost_model_compute import read_kflat
     from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core.store import RunStore
+    from benchmarks.records.store import RunStore
+    from benchmarks.report.cost_model_render import cost_model_markdown
 
     try:
         kflat = read_kflat(args.kflat) if args.kflat else None

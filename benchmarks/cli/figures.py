@@ -25,12 +25,12 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.figures import run_figures
-    from benchmarks.analysis.published_figures import published_figures
     from benchmarks.analysis.summary import summarize_run
     from benchmarks.cli.report import run_folder
     from benchmarks.cli.run import left_out_status
-    from benchmarks.core.store import RunStore
+    from benchmarks.figures.published_figures import published_figures
+    from benchmarks.figures.run_figures import run_figures
+    from benchmarks.records.store import RunStore
 
     default_run = RUNS_DIR / "latest"
     want_published = args.published or args.run is None

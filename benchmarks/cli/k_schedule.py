@@ -1,6 +1,6 @@
 """`cost-model --schedule`: the K to run at each batch size, from a run's τ(K) and a step cost (the run's own steps,
 a chip's roofline, calibrated or not, or the verify timed on a chip), with each engine's config written into the run
-folder (benchmarks/analysis/k_schedule.py, docs/k-schedule.md)."""
+folder (benchmarks/analysis/k_schedule_compute.py, docs/k-schedule.md)."""
 from __future__ import annotations
 
 import argparse
@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cli.report import run_folder
+from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import ConfigError
 from benchmarks.core.exit_codes import Exit
 
 
 def run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> Any:
     """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
-    from benchmarks.analysis.cost_model import Engine
+    from benchmarks.analysis.cost_model_compute import Engine
     from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
 
     dflash = [c for c in cells if c.method == "dflash" and c.draft]
@@ -56,7 +56,7 @@ class Source:
 def sources(summary: Any, where: Path) -> list[Source]:
     """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
     assumed not to depend on B) and the measured grid."""
-    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis import k_schedule_compute as ksd
 
     spec = [u for u in summary.units if u.speculative and u.level is None and u.reqs
             and any(r.accept_lengths for r in u.reqs)]
@@ -84,8 +84,8 @@ def _matrix_base(summary: Any, src: Source) -> dict[str, Any]:
 
 def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:
     """The schedule's configs and its tables written under folder/k_schedule/name/; returns the Markdown printed."""
-    from benchmarks.analysis.k_schedule import schedule_of
-    from benchmarks.analysis.k_schedule_tables import config_files, configs_markdown
+    from benchmarks.analysis.k_schedule_compute import schedule_of
+    from benchmarks.report.k_schedule_render import config_files, configs_markdown
 
     files = config_files(schedule_of(choices), base, max_batch)
     out = folder / OUT_FOLDER / name
@@ -99,7 +99,7 @@ def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[
 
 def _calibration_points(summary: Any, engine: str) -> dict[int, float]:
     """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
-    from benchmarks.analysis import k_schedule as ksd
+    from benchmarks.analysis import k_schedule_compute as ksd
     from benchmarks.core.metrics import mean_interval
 
     by_b: dict[int, list[float]] = {}
@@ -131,10 +131,10 @@ def _published_points(path: Path) -> dict[int, float]:
 def schedule_main(args: argparse.Namespace) -> int:
     """A run's own schedule: τ(K) from its largest K, the step at (B, K) from its measured Ks (or the calibrated
     model of --calibrate-from), beside the measured grid; configs written into the run folder."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.analysis.k_schedule_tables import choices_markdown, grid_markdown
+    from benchmarks.analysis import k_schedule_compute as ksd
     from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core.store import RunStore
+    from benchmarks.records.store import RunStore
+    from benchmarks.report.k_schedule_render import choices_markdown, grid_markdown
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))
@@ -184,12 +184,12 @@ def schedule_main(args: argparse.Namespace) -> int:
 def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tuple[Any, str]:
     """The step cost on this CPU from the roofline calibrated on the AR curve of --calibrate-from (a run folder),
     and the calibration's table against the measured steps."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.analysis.k_schedule_tables import calibration_markdown
+    from benchmarks.analysis import k_schedule_compute as ksd
     from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core import measure
-    from benchmarks.core.roofline import Device
-    from benchmarks.core.store import RunStore
+    from benchmarks.hardware import measure
+    from benchmarks.hardware.roofline import Device
+    from benchmarks.records.store import RunStore
+    from benchmarks.report.k_schedule_render import calibration_markdown
 
     if args.calibrate_from.suffix == ".csv":
         raise ConfigError("--calibrate-from a published table needs --chip (whose peak it is a fraction of)")
@@ -215,11 +215,11 @@ def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tupl
 def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> int:
     """The schedule on a chip: τ(K) from a run folder's largest K, the step at (B, K) from the chip's roofline
     (calibrated on a published plain-decoding curve with --calibrate-from), configs written into that run folder."""
-    from benchmarks.analysis import k_schedule as ksd
-    from benchmarks.analysis.k_schedule_tables import choices_markdown
+    from benchmarks.analysis import k_schedule_compute as ksd
     from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core import roofline
-    from benchmarks.core.store import RunStore
+    from benchmarks.hardware import roofline
+    from benchmarks.records.store import RunStore
+    from benchmarks.report.k_schedule_render import choices_markdown
 
     if args.tau_from.suffix == ".csv":
         raise ConfigError(f"--tau-from {args.tau_from}: --schedule needs per-position acceptance (τ at every K); "
@@ -266,7 +266,7 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
 
 def _measured_verify(args: argparse.Namespace, batches: list[int]) -> dict[tuple[int, int], Any]:
     """--kflat with --chip: the verify forward timed on the chip at each (B, K), every B asked among those timed."""
-    from benchmarks.analysis.cost_model import kflat_batch_points, read_kflat
+    from benchmarks.analysis.cost_model_compute import kflat_batch_points, read_kflat
 
     try:
         points = kflat_batch_points(read_kflat(args.kflat), args.context, args.kflat)

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from benchmarks.cli.run import add_run_args, run_and_report
-from benchmarks.core.config import load_matrix
+from benchmarks.config.matrix_parse import load_matrix
 
 OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
 

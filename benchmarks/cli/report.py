@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.cli import shown
-from benchmarks.core.config import ConfigError
+from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.guarded import file_problem
 from benchmarks.core.paths import RUNS_DIR
 
@@ -35,10 +35,10 @@ def run_folder(run_dir: Path | None) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.report import write_reports
-    from benchmarks.analysis.tables import results_table
     from benchmarks.cli.run import left_out_status, verdict_status
     from benchmarks.core.exit_codes import worst
+    from benchmarks.report.report_write import write_reports
+    from benchmarks.report.tables import results_table
 
     folder = run_folder(args.run_dir)
     report = write_reports(folder)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.config import Matrix
+from benchmarks.config.matrix_parse import Matrix
+from benchmarks.config.placement_keys import EXECUTORS, check_executor
 from benchmarks.core.exit_codes import Exit, worst
-from benchmarks.core.placement_keys import EXECUTORS, check_executor
 
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:
@@ -63,7 +63,7 @@ def left_out_status(run_dir: Path, left_out: Sequence[str]) -> int:
 def latest_note(run_dir: Path) -> str:
     """Where `latest` stands with respect to a finished run, as it is now: here, at another run that moved it since
     (two runs at once in one runs folder), not a link the harness made, or not moved (the run holds no unit)."""
-    from benchmarks.core.store import RunStore, latest_link
+    from benchmarks.records.store import RunStore, latest_link
 
     latest = latest_link()
     target = latest.resolve() if latest.is_symlink() else None
@@ -79,7 +79,7 @@ def latest_note(run_dir: Path) -> str:
 def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
     """Whether rerunning the command would help the failed units (`records.rerun_may_help`): only those whose
     cause may pass on a retry are offered one; the rest are named as failing the same way again."""
-    from benchmarks.core.records import rerun_may_help
+    from benchmarks.records.records import rerun_may_help
 
     lasting = [r for r in failed_rows if not rerun_may_help(r.get("error") or "")]
     if not lasting:
@@ -94,9 +94,9 @@ def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
 def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     """Plan the matrix (its executor overridden by --executor), run it, write its reports, print the table and
     verdicts, and map them to the exit status."""
-    from benchmarks.analysis.capacity_report import capacity_lines
-    from benchmarks.analysis.report import write_reports
-    from benchmarks.analysis.tables import results_table
+    from benchmarks.report.capacity_report import capacity_lines
+    from benchmarks.report.report_write import write_reports
+    from benchmarks.report.tables import results_table
     from benchmarks.run.execute import execute
     from benchmarks.run.plan import build_plan
 

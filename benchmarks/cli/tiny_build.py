@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from benchmarks.core.exit_codes import BadInput, Exit
-from benchmarks.core.tiny_checkpoints import build_pair
+from benchmarks.data.tiny_checkpoints import build_pair
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

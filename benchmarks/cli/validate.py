@@ -5,7 +5,7 @@ per problem. A matrix's own errors exit BAD_INPUT; what this machine lacks for a
 hub model or dataset neither cached nor in reach) is printed as `lacking:` with the command that fetches it, and
 exits LACKING (benchmarks/core/exit_codes.py).
 
-vLLM's option names are data (benchmarks/core/engine_options.py), so they are checked whether or not vLLM imports
+vLLM's option names are data (benchmarks/engines/vllm/vllm_options.py), so they are checked whether or not vLLM imports
 here; each line says which vLLM release's arguments a matrix with a vLLM engine was checked against."""
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.core import catalog
-from benchmarks.core.config import Matrix, load_matrix
-from benchmarks.core.engine_options import vllm_release_checked
+from benchmarks.config.inputs import InputProblems, check_inputs
+from benchmarks.config.matrix_expand import expand, matrix_warnings
+from benchmarks.config.matrix_parse import Matrix, load_matrix
+from benchmarks.config.placement import interleave_problem
 from benchmarks.core.exit_codes import BadInput, Exit, Lacking, worst
-from benchmarks.core.inputs import InputProblems, check_inputs
-from benchmarks.core.matrix import expand, matrix_warnings
-from benchmarks.core.placement import interleave_problem
-from benchmarks.core.provenance import detect_platform
+from benchmarks.engines import catalog
+from benchmarks.engines.vllm.vllm_options import vllm_release_checked
+from benchmarks.hardware.provenance import detect_platform
 from benchmarks.run.plan import build_plan
 
 

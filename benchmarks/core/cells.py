@@ -25,7 +25,8 @@ class Cell:
     """One engine instance to build: (engine, target, method, draft, K) plus the sampling budget.
 
     Datasets are not part of a cell: one loaded engine serves every dataset of the matrix. `weights` identifies the
-    content of the model files the cell loads (benchmarks.core.provenance.weights_id), so new weights get a new cell id.
+    content of the model files the cell loads (benchmarks.hardware.provenance.weights_id), so new weights get a new
+    cell id.
     `batch_size` is the static batch its prompts are decoded in (an engine argument: vLLM's max_num_seqs), so each
     batch size is a cell of its own.
     """

@@ -1,5 +1,5 @@
 """The keys a run's units are stored under: a dataset's workload, a serving level, a capacity probe's round, a drift
-recheck and a tie check (benchmarks/core/store.py names the unit files with them; '@' never occurs in a dataset
+recheck and a tie check (benchmarks/records/store.py names the unit files with them; '@' never occurs in a dataset
 name)."""
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""Engines behind one interface, found by name in the catalog (benchmarks/core/catalog.py) and imported lazily (a
+"""Engines behind one interface, found by name in the catalog (benchmarks/engines/catalog.py) and imported lazily (a
 CPU machine never imports TPU code)."""
 from __future__ import annotations
 
 import importlib
 from typing import Any, Protocol, runtime_checkable
 
-from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
+from benchmarks.engines import catalog
 
 
 class Engine(Protocol):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchmarks.core import catalog
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import LoadResult, SpecCounters
+from benchmarks.engines import catalog
 
 PR_SET_PDEATHSIG = 1
 

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from benchmarks.core.capacity import Path, Round, Space, Step, read_load, replay
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Prompt, Workload
-from benchmarks.core.probe_rounds import round_of, rounds_by_load
-from benchmarks.core.records import ErrorLine, Line, ProbeRequestLine, error_line
-from benchmarks.core.slo import Slo
-from benchmarks.core.store import RunStore, StoreWriteError
 from benchmarks.core.unit_keys import probe_key
+from benchmarks.data.datasets import Prompt, Workload
+from benchmarks.decide.capacity import Path, Round, Space, Step, read_load, replay
+from benchmarks.decide.slo import Slo
+from benchmarks.records.probe_rounds import round_of, rounds_by_load
+from benchmarks.records.records import ErrorLine, Line, ProbeRequestLine, error_line
+from benchmarks.records.store import RunStore, StoreWriteError
 
 
 @dataclass(frozen=True)

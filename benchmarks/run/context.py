@@ -6,10 +6,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Workload
-from benchmarks.core.records import cause
-from benchmarks.core.store import RunStore
+from benchmarks.data.datasets import Workload
 from benchmarks.engines import Engine
+from benchmarks.records.records import cause
+from benchmarks.records.store import RunStore
 from benchmarks.run.capacity_search import Search, paths
 from benchmarks.run.plan import Prompts, RunPlan, Unit
 from benchmarks.run.unit_provenance import describe_engine, unit_provenance

@@ -8,14 +8,14 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from benchmarks.config.matrix_parse import Matrix
+from benchmarks.config.placement import in_worker
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import Matrix
-from benchmarks.core.placement import in_worker
-from benchmarks.core.records import Line, cause
-from benchmarks.core.store import StoreWriteError
 from benchmarks.engines import Engine, create_engine, implementation
+from benchmarks.records.records import Line, cause
+from benchmarks.records.store import StoreWriteError
+from benchmarks.run.cell_files import with_model_files
 from benchmarks.run.context import RunContext
-from benchmarks.run.model_files import with_model_files
 
 FailedUnit = tuple[Cell, str, Line]  # (the unit's cell, its store key, its error line)
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks.core import catalog
-from benchmarks.core.records import cause, error_line
-from benchmarks.core.store import RunStore, StoreWriteError, point_latest
+from benchmarks.engines import catalog
+from benchmarks.records.records import cause, error_line
+from benchmarks.records.store import RunStore, StoreWriteError, point_latest
 from benchmarks.run.context import RunContext, StageOutput
 from benchmarks.run.engine_start import engine_factory, fail_units
 from benchmarks.run.groups import run_group
-from benchmarks.run.manifest import build_manifest
+from benchmarks.run.manifest_build import build_manifest
 from benchmarks.run.plan import RunPlan, Stage, measured_on_other_ids, say_resuming, second_turn_prompts, stale_checks
 from benchmarks.run.recheck import run_recheck
 from benchmarks.run.serving import run_serve_group

@@ -9,12 +9,12 @@ from typing import cast
 
 from tqdm import tqdm
 
+from benchmarks.config.placement import start_side_by_side
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
-from benchmarks.core.placement import start_side_by_side
-from benchmarks.core.records import ErrorLine, Line, cause, error_line, request_line, spec_line
+from benchmarks.data.datasets import Prompt
 from benchmarks.engines import Engine, GenerateBatch
+from benchmarks.records.records import ErrorLine, Line, cause, error_line, request_line, spec_line
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import Loading, start_engine
 from benchmarks.run.sampling import cell_samples
@@ -87,8 +87,12 @@ def run_dataset(started: list[tuple[Engine, Cell]], name: str, prompts: list[Pro
                                           j if cell.batch_size > 1 else None)
             except Exception as exc:
                 fail(cell, exc)
-    for cell_id, (engine, cell, _, before) in live.items():
-        after = engine.spec_counters()
+    for cell_id, (engine, cell, _, before) in list(live.items()):
+        try:  # an engine that dies after its last request (a worker killed as it returned) fails here
+            after = engine.spec_counters()
+        except Exception as exc:
+            fail(cell, exc)
+            continue
         if before is not None and after is not None:
             out[cell_id].append(spec_line(cell, name, after - before))
     return out

@@ -15,28 +15,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import catalog, provenance
-from benchmarks.core import datasets as ds
-from benchmarks.core.batch_memory import batch_memory_problem, device_memory_bytes
-from benchmarks.core.capacity import space_of
+from benchmarks.config.engine_option_keys import engine_max_model_len
+from benchmarks.config.inputs import check_inputs
+from benchmarks.config.matrix_expand import config_id, legacy_run_id, run_id_for
+from benchmarks.config.matrix_parse import ConfigError, Matrix
+from benchmarks.config.model_refs import load_tokenizer, materialize, matrix_cells
+from benchmarks.config.pairing import families
+from benchmarks.config.placement import interleave_problem
 from benchmarks.core.cells import Cell, has_batch_one
-from benchmarks.core.config import ConfigError, Matrix
-from benchmarks.core.datasets import Prompt, Workload, skipped_lines
-from benchmarks.core.drafts import thinking_warnings
-from benchmarks.core.engine_option_keys import engine_max_model_len
 from benchmarks.core.guarded import read_json_file
-from benchmarks.core.inputs import check_inputs
-from benchmarks.core.k_schedules import Schedule
 from benchmarks.core.markdown import table
-from benchmarks.core.matrix import config_id, legacy_run_id, run_id_for
-from benchmarks.core.model_refs import load_tokenizer, materialize, matrix_cells
-from benchmarks.core.pairing import families
 from benchmarks.core.paths import RUNS_DIR
-from benchmarks.core.placement import interleave_problem
-from benchmarks.core.records import RequestLine
-from benchmarks.core.slo import slos_of
-from benchmarks.core.store import RunStore
 from benchmarks.core.unit_keys import level_key, recheck_key, ties_key
+from benchmarks.data import datasets as ds
+from benchmarks.data.datasets import Prompt, Workload, skipped_lines
+from benchmarks.data.drafts import thinking_warnings
+from benchmarks.decide.capacity import space_of
+from benchmarks.decide.k_schedules import Schedule
+from benchmarks.decide.slo import slos_of
+from benchmarks.engines import catalog
+from benchmarks.hardware import provenance
+from benchmarks.hardware.batch_memory import batch_memory_problem, device_memory_bytes
+from benchmarks.records.records import RequestLine
+from benchmarks.records.store import RunStore
 from benchmarks.run.capacity_search import Search, capacity_line, on_other_prompts, paths
 from benchmarks.run.turns import answers_path, cached_answers, generator_cell, second_turns
 
@@ -477,7 +478,7 @@ def builds_of(cells: list[Cell]) -> list[str]:
     llama.cpp cell would fail on it)."""
     if not any(catalog.engine(c.engine).base == "llama.cpp" for c in cells):
         return []
-    from benchmarks.engines import llamacpp_build
+    from benchmarks.engines.llamacpp import llamacpp_build
 
     problem = llamacpp_build.cache_problem()
     if problem:
@@ -487,7 +488,7 @@ def builds_of(cells: list[Cell]) -> list[str]:
 
 
 def batch_problem(matrix: Matrix, cells: list[Cell], models: dict[str, dict[str, Any]], platform: str) -> str | None:
-    """Why a cell's static batch would not fit this machine's device memory (core/batch_memory.py), or None."""
+    """Why a cell's static batch would not fit this machine's device memory (hardware/batch_memory.py), or None."""
     if not matrix.batch_size:
         return None
     own = (models[matrix.target].get("config") or {}).get("max_position_embeddings") or 2048

@@ -20,14 +20,14 @@ import ray
 from ray._private import ray_constants
 from tqdm import tqdm
 
+from benchmarks.config.matrix_parse import ConfigError
+from benchmarks.config.placement_keys import DEFAULT_RESOURCES
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import ConfigError
 from benchmarks.core.paths import ROOT
-from benchmarks.core.placement_keys import DEFAULT_RESOURCES
-from benchmarks.core.records import ErrorLine, Line
-from benchmarks.core.store import RunStore
 from benchmarks.engines import implementation
 from benchmarks.engines.ray_worker import RayEngine
+from benchmarks.records.records import ErrorLine, Line
+from benchmarks.records.store import RunStore
 from benchmarks.run.context import RunContext
 from benchmarks.run.groups import run_group
 
@@ -105,7 +105,7 @@ class SharedStore(RunStore):
 
 def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
     """Run every group concurrently on the cluster; return the number of failed units."""
-    from benchmarks.core.provenance import detect_platform
+    from benchmarks.hardware.provenance import detect_platform
 
     owned = connect()
     pool = ThreadPoolExecutor(max_workers=max(1, len(groups)), thread_name_prefix="group")

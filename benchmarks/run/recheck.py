@@ -11,8 +11,8 @@ from tqdm import tqdm
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.metrics import baseline_drift
-from benchmarks.core.records import ErrorLine, Line, RecheckLine, RequestLine, error_line, recheck_of
 from benchmarks.core.unit_keys import recheck_key
+from benchmarks.records.records import ErrorLine, Line, RecheckLine, RequestLine, error_line, recheck_of
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine
 from benchmarks.run.groups import run_dataset

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, cast
 from tqdm import tqdm
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.core.records import ErrorLine, Line, cause, error_line, samples_line
+from benchmarks.data.datasets import Prompt
 from benchmarks.engines import Engine, SampleMany, ScoreMany, offers
+from benchmarks.records.records import ErrorLine, Line, cause, error_line, samples_line
 from verification import distribution
 
 if TYPE_CHECKING:

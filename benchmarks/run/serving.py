@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from benchmarks.core import catalog
-from benchmarks.core.capacity import Step
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Prompt, sent_text
 from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
-from benchmarks.core.records import (
+from benchmarks.data.datasets import Prompt, sent_text
+from benchmarks.decide.capacity import Step
+from benchmarks.engines import catalog
+from benchmarks.records.records import (
     ErrorLine,
     Level,
     Line,
@@ -36,7 +36,7 @@ from benchmarks.core.records import (
     request_line,
     served_spec_line,
 )
-from benchmarks.core.store import StoreWriteError
+from benchmarks.records.store import StoreWriteError
 from benchmarks.run.capacity_search import Search, paths, run_search
 
 if TYPE_CHECKING:
@@ -124,8 +124,8 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     stop it. A server that does not start fails the cell's pending levels and its searches' next probes with its log
     tail as the cause; returns failed units."""
     from benchmarks.engines import engine_class
+    from benchmarks.run.cell_files import with_model_files
     from benchmarks.run.engine_start import fail_units
-    from benchmarks.run.model_files import with_model_files
 
     def error(unit: Unit, exc: BaseException) -> ErrorLine:
         return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency)

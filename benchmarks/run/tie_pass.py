@@ -17,14 +17,13 @@ from typing import cast
 
 from tqdm import tqdm
 
-from benchmarks.core import catalog
+from benchmarks.config.pairing import families
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Prompt
-from benchmarks.core.pairing import families
-from benchmarks.core.records import Line, RequestLine, TieCheckLine, cause, error_line, tie_check_line
-from benchmarks.core.store import RunStore
 from benchmarks.core.unit_keys import ties_key
-from benchmarks.engines import Engine, ScoreTokens, offers
+from benchmarks.data.datasets import Prompt
+from benchmarks.engines import Engine, ScoreTokens, catalog, offers
+from benchmarks.records.records import Line, RequestLine, TieCheckLine, cause, error_line, tie_check_line
+from benchmarks.records.store import RunStore
 from benchmarks.run.context import RunContext
 from benchmarks.run.engine_start import start_engine
 from verification.ties import divergence_key, row_ties

@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.core import catalog
 from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import Prompt, ids_sha256, second_turn
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.engines import Engine
-from benchmarks.run.model_files import with_model_files
+from benchmarks.data.datasets import Prompt, ids_sha256, second_turn
+from benchmarks.engines import Engine, catalog
+from benchmarks.run.cell_files import with_model_files
 
 ANSWERS_DIR = "turns"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.records import cause
+from benchmarks.records.records import cause
 
 if TYPE_CHECKING:
     from benchmarks.engines import Engine

@@ -291,12 +291,12 @@ class Study:
         import jax.numpy as jnp
         import numpy as np
 
-        from benchmarks.core import hardware, step_cost
         from benchmarks.engines.jax import model as M
+        from benchmarks.hardware import detect, step_cost
 
         self.t_start = time.perf_counter()
         self.budget_s, self.out, self.profile = args.budget_s, args.out, args.profile
-        self.hw = hardware.detect()
+        self.hw = detect.detect()
         self.sizes = CPU_SIZES if self.hw.platform == "cpu" else ACCELERATOR_SIZES
         self.dtype = jnp.float32 if self.hw.platform == "cpu" else jnp.bfloat16
         self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
@@ -349,7 +349,8 @@ class Study:
     def check(self, what: str, ms: float, step: Any) -> dict[str, Any]:
         """A measured step time against its floor (everything the step reads / bandwidth) and the roofline's
         prediction; a time below a binding floor is a violation."""
-        from benchmarks.core import metrics, roofline
+        from benchmarks.core import metrics
+        from benchmarks.hardware import roofline
 
         applies, why = self.hw.floor_applies(step.bytes())
         bw = self.hw.bandwidth_bytes_per_s
@@ -436,7 +437,7 @@ class Study:
               flush=True)
 
     def verify(self) -> None:
-        from benchmarks.core import step_cost
+        from benchmarks.hardware import step_cost
         from benchmarks.studies import kflat
 
         s = self.sizes
@@ -507,9 +508,9 @@ def memory_line(shape: str, parts: list[str], memory_gb: float | None = None) ->
     import jax
     import jax.numpy as jnp
 
-    from benchmarks.core.step_cost import kv_bytes_per_token
     from benchmarks.engines.jax import model as M
     from benchmarks.engines.jax.draft import init_draft_params
+    from benchmarks.hardware.step_cost import kv_bytes_per_token
 
     limit = memory_gb * 1e9 if memory_gb is not None else (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
     if not limit:
@@ -562,7 +563,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.command == "env":
         return env_main(args)
-    from benchmarks.core.config import ConfigError
+    from benchmarks.config.matrix_parse import ConfigError
     from benchmarks.core.paths import ROOT
 
     try:

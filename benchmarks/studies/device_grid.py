@@ -13,7 +13,7 @@ the same bytes whatever their values. Per point, medians of `--repeats`:
 - the step: a loop of `--steps` steps less a loop with nothing to do, over the steps;
 - the engine's step: the same loop dispatched while an earlier one runs (as the engine dispatches its loops during
   the prefill), timed from the end of that one; the host's share is what it adds to the step;
-- the roofline's step and its floor (benchmarks.core.step_cost: weights once, every request's KV rows, FLOPs at the
+- the roofline's step and its floor (benchmarks.hardware.step_cost: weights once, every request's KV rows, FLOPs at the
   chip's peak).
 A point whose caches and work space do not fit the device's free memory is named with its bytes and skipped; one the
 budget cannot hold is dropped and named. Points above `--profile-above` times their floor where the roofline says
@@ -70,7 +70,7 @@ def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, i
     """(KV cache bytes, cache + work space bytes) a point allocates beyond the weights: the target's and, for DFlash,
     the draft's caches of every request, the float32 logits of every verified and drafted row, and the float32
     attention scores of one layer (twice: scores and probabilities)."""
-    from benchmarks.core.step_cost import kv_bytes_per_token
+    from benchmarks.hardware.step_cost import kv_bytes_per_token
 
     rows = cache_rows(point.context, dcfg.block_size)
     per_token = kv_bytes_per_token(cfg, itemsize) + (kv_bytes_per_token(dcfg.layers, itemsize) if point.k else 0)
@@ -134,14 +134,14 @@ class Grid:
         import jax
         import jax.numpy as jnp
 
-        from benchmarks.core import hardware
         from benchmarks.engines.jax import model as M
         from benchmarks.engines.jax.draft import init_draft_params
+        from benchmarks.hardware import detect
         from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
         self.t_start = time.perf_counter()
         self.args = args
-        self.hw = hardware.detect()
+        self.hw = detect.detect()
         self.dtype = jnp.float32 if self.hw.platform == "cpu" else jnp.bfloat16
         self.itemsize = jnp.dtype(self.dtype).itemsize
         self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
@@ -182,8 +182,8 @@ class Grid:
                 w.writerow(row)
 
     def step(self, point: Point) -> Any:
-        """What one step of the point reads and computes (benchmarks.core.step_cost)."""
-        from benchmarks.core import step_cost
+        """What one step of the point reads and computes (benchmarks.hardware.step_cost)."""
+        from benchmarks.hardware import step_cost
 
         if point.k == 0:
             return step_cost.ar_step(self.cfg, point.context, self.itemsize, point.batch)
@@ -306,14 +306,14 @@ class Grid:
         return 1e3 * self.step(point).bytes() / bw if bw else math.nan
 
     def _memory_bound(self, point: Point) -> bool | None:
-        from benchmarks.core import roofline
+        from benchmarks.hardware import roofline
 
         if self.device is None:
             return None
         return not any(roofline.compute_bound(p, self.device) for p in self.step(point).passes)
 
     def row(self, point: Point, status: str, note: str = "", **figures: Any) -> dict[str, Any]:
-        from benchmarks.core import roofline
+        from benchmarks.hardware import roofline
 
         step = self.step(point)
         kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)

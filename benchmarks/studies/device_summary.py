@@ -17,11 +17,11 @@ import csv
 import json
 from pathlib import Path
 
-from benchmarks.analysis.floors import floor_lines
 from benchmarks.analysis.summary import summarize_run
 from benchmarks.core.exit_codes import BadInput, Exit, worst
 from benchmarks.core.numbers import MISSING, is_number
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
+from benchmarks.report.floors_report import floor_lines
 from benchmarks.studies.device import compile_line, predicted_floor, split_line
 from benchmarks.studies.device_grid import point_line
 

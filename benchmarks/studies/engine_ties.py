@@ -11,12 +11,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, cast
 
-from benchmarks.core import catalog, metrics
+from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import TokenScores
 from benchmarks.core.exit_codes import BadInput, Exit
-from benchmarks.core.records import RequestLine
-from benchmarks.core.store import RunStore
+from benchmarks.engines import catalog
+from benchmarks.records.records import RequestLine
+from benchmarks.records.store import RunStore
 from verification import ties
 
 TOP_N = 8
@@ -67,9 +68,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.core.config import load_matrix
+    from benchmarks.config.matrix_parse import load_matrix
     from benchmarks.engines import ScoreTokens, create_engine, offers
-    from benchmarks.run.model_files import with_model_files
+    from benchmarks.run.cell_files import with_model_files
     from benchmarks.run.plan import build_plan
 
     plan = build_plan(load_matrix(args.config), args.run_dir, reuse=True, progress=False)

@@ -6,14 +6,14 @@
     python -m benchmarks study kflat --quick --batch 1,2                         # a batched verify per B
 
 Each point is the median of synchronised jitted forwards (`time_forwards`) with a distribution-free 95 % CI, printed
-beside the roofline's prediction (benchmarks.core.roofline: the chip table, or this CPU's measured matmuls) and both
-normalised to K=0. A median below the memory-bandwidth floor (everything the forward reads, benchmarks.core.
-step_cost) is a timing error: flagged IMPOSSIBLE in the output and the CSV and drawn apart in the figure, its ratio
-still printed; where a CPU cache holds the whole working set the floor is not applied. Why vLLM is not measured
-here: docs/engine-findings.md. Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv, kflat.png,
-kflat.json (settings). With --batch B[,B...]: per B, one forward of B requests, each K+1 tokens at its own cache
-(the batch-1 forward under jax.vmap, as the engine's batch path runs it), beside step_cost at that batch; kflat.csv
-then carries a batch column (BATCH_CSV_COLUMNS) and each B is normalised to its own K=0; no figure.
+beside the roofline's prediction (benchmarks.hardware.roofline: the chip table, or this CPU's measured matmuls) and both
+normalised to K=0. A median below the memory-bandwidth floor (everything the forward reads,
+benchmarks.hardware.step_cost) is a timing error: flagged IMPOSSIBLE in the output and the CSV and drawn apart in the
+figure, its ratio still printed; where a CPU cache holds the whole working set the floor is not applied. Why vLLM is not
+measured here: docs/engine-findings.md. Outputs in OUT (default results/kflat/<shape>-<platform>/): kflat.csv,
+kflat.png, kflat.json (settings). With --batch B[,B...]: per B, one forward of B requests, each K+1 tokens at its own
+cache (the batch-1 forward under jax.vmap, as the engine's batch path runs it), beside step_cost at that batch;
+kflat.csv then carries a batch column (BATCH_CSV_COLUMNS) and each B is normalised to its own K=0; no figure.
 """
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core import metrics, roofline, step_cost
-from benchmarks.core.config import ConfigError
+from benchmarks.config.matrix_parse import ConfigError
+from benchmarks.core import metrics
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.paths import ROOT
 from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, tap_ids_for
+from benchmarks.hardware import roofline, step_cost
 
 DEFAULT_KS = (0, 1, 3, 7, 15, 31, 63, 127)
 DEFAULT_CONTEXTS = (256, 2048)
@@ -225,7 +227,7 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from benchmarks.analysis.figure_style import save_figure
+    from benchmarks.figures.figure_style import save_figure
 
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
@@ -324,16 +326,33 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+def option_problems(args: argparse.Namespace) -> list[str]:
+    """The options the study would take at face value or fail on late, one line each (checked before anything
+    loads)."""
+    problems = [f"--{name} {value}: expected an int >= {low}" for name, value, low in
+                (("repeats", args.repeats, 1), ("warmup", args.warmup, 0)) if value is not None and value < low]
+    problems += [f"--batch {b}: expected an int >= 1" for b in args.batch or () if b < 1]
+    problems += [f"--{name} {value}: expected an int >= 0 (tokens{' proposed per step' if name == 'ks' else ''})"
+                 for name, values in (("ks", args.ks), ("contexts", args.contexts)) for value in values or ()
+                 if value < 0]
+    if args.model is not None and not (args.model / "config.json").is_file():
+        problems.append(f"--model {args.model}: not a model folder (no config.json); give an HF checkpoint folder")
+    return problems
+
+
 def main(args: argparse.Namespace) -> int:
+    problems = option_problems(args)
+    if problems:
+        raise BadInput(problems)
     import jax
     import jax.numpy as jnp
 
-    from benchmarks.core import hardware, provenance
     from benchmarks.engines.jax import loader
     from benchmarks.engines.jax import model as M
+    from benchmarks.hardware import detect, provenance
 
     args = resolve_args(args)
-    hw = hardware.detect()
+    hw = detect.detect()
     dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}.get(
         args.dtype, jnp.float32 if hw.platform == "cpu" else jnp.bfloat16)
     layout = args.weight_layout or M.platform_layout()

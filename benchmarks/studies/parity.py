@@ -136,8 +136,8 @@ def main(args: argparse.Namespace) -> int:
     import json
 
     if args.dataset:
-        from benchmarks.core.datasets import load_prompts
-        from benchmarks.core.model_refs import load_tokenizer
+        from benchmarks.config.model_refs import load_tokenizer
+        from benchmarks.data.datasets import load_prompts
 
         tokenizer = load_tokenizer(str(args.target))
         max_prompt = PARITY_OPTIONS["jax"]["max_model_len"] - args.new

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import ConfigError
 from benchmarks.core.engine_io import RequestRecord, SamplingParams
 
 
@@ -428,7 +428,7 @@ def main(args: argparse.Namespace) -> int:
             jax_vs_vllm(args.target, args.draft, args.k, **common)
         return 0
 
-    from benchmarks.core.tiny_checkpoints import build_pair
+    from benchmarks.data.tiny_checkpoints import build_pair
 
     with tempfile.TemporaryDirectory() as tmp:
         pair = args.pair or build_pair(Path(tmp) / "random")["target"].parent

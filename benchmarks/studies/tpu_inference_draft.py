@@ -248,8 +248,8 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
         ropes: tuple[str, ...], log: Callable[[str], None]) -> dict[str, list[StepDiff]]:
     """Per-step comparisons over n_prompts chat-templated prompts of a dataset, for each RoPE variant of their draft
     (all fed the same steps of one trajectory)."""
-    from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.model_refs import load_tokenizer
+    from benchmarks.config.model_refs import load_tokenizer
+    from benchmarks.data.datasets import load_prompts
 
     jax.config.update("jax_default_matmul_precision", "highest")
     dtype = DTYPES[dtype_name]

@@ -142,10 +142,10 @@ def patch_state(folder: Path) -> tuple[bool, str]:
 
 
 def _prompts() -> tuple[Any, str, list[Any]]:
-    from benchmarks.core.config import load_matrix
-    from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.model_refs import load_tokenizer, materialize
+    from benchmarks.config.matrix_parse import load_matrix
+    from benchmarks.config.model_refs import load_tokenizer, materialize
     from benchmarks.core.paths import ROOT
+    from benchmarks.data.datasets import load_prompts
 
     m = load_matrix(ROOT / MATRIX)
     target = materialize(m.target)
@@ -156,9 +156,9 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures:
              engine_name: str = "vllm") -> dict[float, list[D.Samples]]:
     """One engine of `method` (tiny-sampled's cell of that engine), sampled at each temperature: the check's arm
     per T."""
+    from benchmarks.config.matrix_expand import expand
+    from benchmarks.config.model_refs import materialize
     from benchmarks.core.engine_io import SamplingParams
-    from benchmarks.core.matrix import expand
-    from benchmarks.core.model_refs import materialize
     from benchmarks.engines import SampleMany, create_engine
     from benchmarks.run.sampling import seeds
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmarks.core.tiny_checkpoints import (
+from benchmarks.data.tiny_checkpoints import (
     TinyShape,
     build_tokenizer,
     dflash_config,

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.cells import cell_label
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
 
 CELL = {"target": "t", "max_new_tokens": 8, "seed": 0, "engine_options": {}}
 CELLS = {

@@ -8,10 +8,10 @@ import math
 import pandas as pd
 import pytest
 
-from benchmarks.analysis.batch_figures import batch_figures, pareto_front
-from benchmarks.analysis.batch_report import batch_markdown
 from benchmarks.analysis.columns import NAMES as COLUMNS
-from benchmarks.analysis.figure_style import save_figure
+from benchmarks.figures.batch_figures import batch_figures, pareto_front
+from benchmarks.figures.figure_style import save_figure
+from benchmarks.report.batch_report import batch_markdown
 from tests.typed_runs import summary_json
 
 CELL = {"engine": "jax", "target": "t", "temperature": 0.0, "max_new_tokens": 8, "seed": 0, "engine_options": {}}

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.analysis.columns import BATCH_ONE, _dist_verdict
 from benchmarks.analysis.row_records import RowRecords
 from benchmarks.core.cells import Cell
-from benchmarks.core.records import ByKind, RequestLine
+from benchmarks.records.records import ByKind, RequestLine
 from benchmarks.run.plan import RunPlan
 from tests.typed_runs import manifest
 from verification.lossless import unchecked_rows
@@ -69,8 +69,8 @@ def test_the_plan_promises_samples_only_where_they_are_drawn():
 
 
 def test_validate_warns_of_batch_sizes_without_1():
-    from benchmarks.core.config import parse_matrix
-    from benchmarks.core.matrix import matrix_warnings
+    from benchmarks.config.matrix_expand import matrix_warnings
+    from benchmarks.config.matrix_parse import parse_matrix
 
     base = {"target": "t", "drafts": {"dflash": "d"}, "block_size": 16, "methods": ["baseline", "dflash"], "k": 7,
             "datasets": ["humaneval"], "engine": "jax", "num_prompts": 16}
@@ -80,7 +80,7 @@ def test_validate_warns_of_batch_sizes_without_1():
 
 
 def test_the_plan_promises_no_tie_pass_at_t_above_0(tmp_path, monkeypatch):
-    from benchmarks.core.config import parse_matrix
+    from benchmarks.config.matrix_parse import parse_matrix
     from benchmarks.run.plan import build_plan
 
     monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.analysis import columns
-from benchmarks.analysis.report import write_reports
+from benchmarks.report.report_write import write_reports
 from tests.analysis.synthetic_run import write_run
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -19,7 +19,7 @@ DOCS = Path(__file__).parents[2] / "docs"
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    import benchmarks.analysis.figures as figures
+    import benchmarks.figures.run_figures as figures
 
     mp = pytest.MonkeyPatch()
     mp.setattr(figures, "run_figures", lambda *_: [])  # figures are not the tables' business
@@ -31,7 +31,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def batch1_dir(tmp_path_factory):
-    import benchmarks.analysis.figures as figures
+    import benchmarks.figures.run_figures as figures
 
     mp = pytest.MonkeyPatch()
     mp.setattr(figures, "run_figures", lambda *_: [])

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from benchmarks.analysis import cost_model as cm
-from benchmarks.analysis.cost_tables import cost_model_markdown
+from benchmarks.analysis import cost_model_compute as cm
+from benchmarks.report.cost_model_render import cost_model_markdown
 from tests.typed_runs import lines, manifest, request
 
 
@@ -96,7 +96,7 @@ def test_chip_rows_by_hand():
     """An AR step reads 8 GB and a DFlash step 10 GB (toy shape below) at 2 TB/s: 4 ms and 5 ms."""
     from dataclasses import dataclass
 
-    from benchmarks.core.roofline import Device
+    from benchmarks.hardware.roofline import Device
 
     @dataclass(frozen=True)
     class Shape:  # one layer, no head: what each matmul reads is easy to add up
@@ -152,7 +152,8 @@ def test_cost_model_for_a_chip_refuses_a_table_that_is_not_a_published_one(capsy
 
 def test_pricing_a_chip_imports_no_engine():
     """cost-model --chip, from a published table or a run's own config.json files, reads shapes from
-    benchmarks.core.shapes: no engine (nor jax) is imported to price a chip."""
+    benchmarks.core.shapes: no engine (nor jax) is imported to price a chip, only the catalog and the options each
+    engine declares as data."""
     import subprocess
     import sys
 
@@ -170,8 +171,11 @@ cell = Cell("jax", str(tiny / "target"), "dflash", str(tiny / "dflash"), 7, 0.0,
 args = argparse.Namespace(shape=None, context=256, tau_from=Path("run"))
 engine = run_engine([cell], args, 4)
 assert (engine.k, engine.target.num_layers, engine.draft_layers.num_layers, engine.num_taps) == (7, 6, 2, 3)
-loaded = sorted(m for m in sys.modules if m.startswith("benchmarks.engines") or m.split(".")[0] in ("jax", "vllm"))
-assert not loaded, loaded
+declared = {{"benchmarks.engines", "benchmarks.engines.catalog", "benchmarks.engines.options"}} | {{
+    f"benchmarks.engines.{{e}}" + suffix for e in ("jax", "vllm", "llamacpp") for suffix in ("", f".{{e}}_options")}}
+loaded = sorted(m for m in sys.modules if m.startswith("benchmarks.engines") and m not in declared
+                or m.split(".")[0] in ("jax", "vllm", "torch"))
+assert not loaded, loaded  # the engines' option declarations (data) only
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -187,8 +191,8 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     interpolation of K=3's and K=7's, which a busy shared host moves by itself; hence 25 %. A model that drops τ
     (5×) or the draft time (about 30 % of a step here) misses by more."""
     from benchmarks.analysis.summary import summarize_run
-    from benchmarks.core.config import parse_matrix
-    from benchmarks.core.store import RunStore
+    from benchmarks.config.matrix_parse import parse_matrix
+    from benchmarks.records.store import RunStore
     from tests.run_helpers import run_matrix
 
     prompts = tmp_path / "prompts.jsonl"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.analysis.engines_report import engines_markdown
 from benchmarks.analysis.strongest import alone_requests, strongest_baselines
+from benchmarks.report.engines_report import engines_markdown
 from tests.typed_runs import lines, manifest, request, summary_json
 
 # engine -> (AR TPOT ms, DFlash TPOT ms); fast has the fastest AR, and its DFlash is slower than its AR
@@ -81,7 +81,7 @@ def test_a_baseline_without_requests_is_no_candidate():
 def test_the_figure_has_a_bar_per_cell_and_the_strongest_baseline_at_one():
     import pandas as pd
 
-    from benchmarks.analysis.engines_figure import engines_figure
+    from benchmarks.figures.engines_figure import engines_figure
 
     rows = pd.DataFrame([{"engine": e, "dataset": "humaneval", "label": label, "tau": tau, "run_id": "r",
                           "hardware": "cpu", "target": "t", "strongest_baseline": "fast", "speedup_vs_strongest": s,

@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
 
-from benchmarks.analysis import figures as plots
-from benchmarks.analysis import published_figures
-from benchmarks.analysis.figure_style import new_figure, save_figure
 from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.cli import figures as figures_cli
 from benchmarks.cli import main
-from benchmarks.core.reference import load_k_flat, load_reference
-from benchmarks.core.store import RunStore
+from benchmarks.data.reference import load_k_flat, load_reference
+from benchmarks.figures import published_figures
+from benchmarks.figures import run_figures as plots
+from benchmarks.figures.figure_style import new_figure, save_figure
+from benchmarks.records.store import RunStore
 
 DATASETS = ("math500", "humaneval")
 # (label, method, k, {dataset: (speedup, ci_low, ci_high, tau, n_prompts)})

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from benchmarks.analysis import k_schedule as ksd
-from benchmarks.analysis.cost_model import Engine
-from benchmarks.core import roofline
+from benchmarks.analysis import k_schedule_compute as ksd
+from benchmarks.analysis.cost_model_compute import Engine
 from benchmarks.core.metrics import Interval, exact
 from benchmarks.core.shapes import SHAPES, released_draft
+from benchmarks.hardware import roofline
 from tests.typed_runs import lines, request
 
 
@@ -113,7 +113,7 @@ def test_cost_model_schedule_on_a_run_writes_each_engines_config(tmp_path, capsy
     import yaml
 
     from benchmarks.cli import main
-    from benchmarks.core import k_schedules
+    from benchmarks.decide import k_schedules
     from tests.analysis.synthetic_run import write_run
 
     run = write_run(tmp_path / "run")

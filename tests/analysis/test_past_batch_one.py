@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from benchmarks.analysis.row_records import RowRecords, no_interval
-from benchmarks.analysis.shown import with_interval
 from benchmarks.analysis.strongest import alone_requests, strongest_baselines
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
-from benchmarks.core.records import ByKind, RequestLine
+from benchmarks.records.records import ByKind, RequestLine
+from benchmarks.report.shown import with_interval
 from tests.typed_runs import manifest
 
 TRUE = 1.5  # the method's true speedup, TPOT and throughput alike

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from benchmarks.analysis.caveats import caveat_lines
-from benchmarks.analysis.floors import floor_lines
-from benchmarks.analysis.report import write_reports
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
+from benchmarks.report.floors_report import floor_lines
+from benchmarks.report.report_write import write_reports
 from tests.typed_runs import manifest as typed_manifest
 
 CELLS = {

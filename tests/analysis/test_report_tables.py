@@ -1,4 +1,4 @@
-"""report.md's tables are declared over the column registry (analysis/shown.py): each draws registered columns only,
+"""report.md's tables are declared over the column registry (report/shown.py): each draws registered columns only,
 every column the registry places in a report section is drawn there, every term a table header leans on is in the
 report's Definitions, and every metric column is defined in docs/statistics.md."""
 import re
@@ -6,21 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.analysis import batch_report, columns, drift, serve_report, tables, workloads
-from benchmarks.analysis.report import DEFINITIONS
-from benchmarks.analysis.shown import drawn
+from benchmarks.analysis import columns
+from benchmarks.report import batch_report, drift_report, serve_report, tables, workloads_report
+from benchmarks.report.report_write import DEFINITIONS
+from benchmarks.report.shown import drawn
 
 # Each report section with tables: what its tables (and, for serving, its lines) draw.
 SECTIONS = {
     columns.RESULTS: drawn(tables.RESULTS_TABLE),
     columns.ACCEPTANCE: drawn(tables.acceptance_spec(1)),
     columns.SERVING: drawn(serve_report.SERVE_TABLE) | set(serve_report.SERVE_LINES),
-    columns.WORKLOADS: drawn(workloads.CONTEXT_TABLE, workloads.STEP_TABLE, workloads.TURN_TABLE),
-    columns.DRIFT: drawn(drift.DRIFT_TABLE),
+    columns.WORKLOADS: drawn(workloads_report.CONTEXT_TABLE, workloads_report.STEP_TABLE, workloads_report.TURN_TABLE),
+    columns.DRIFT: drawn(drift_report.DRIFT_TABLE),
     columns.BATCH: drawn(batch_report.BATCH_TABLE),
 }
-SPECS = [tables.RESULTS_TABLE, tables.acceptance_spec(3), serve_report.SERVE_TABLE, workloads.CONTEXT_TABLE,
-         workloads.STEP_TABLE, workloads.TURN_TABLE, drift.DRIFT_TABLE, batch_report.BATCH_TABLE]
+SPECS = [tables.RESULTS_TABLE, tables.acceptance_spec(3), serve_report.SERVE_TABLE, workloads_report.CONTEXT_TABLE,
+         workloads_report.STEP_TABLE, workloads_report.TURN_TABLE, drift_report.DRIFT_TABLE, batch_report.BATCH_TABLE]
 METRIC_UNITS = {"ms", "×", "tokens/step", "tok/s"}
 STATISTICS = Path(__file__).parents[2] / "docs" / "statistics.md"
 

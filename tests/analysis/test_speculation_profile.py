@@ -7,10 +7,10 @@ import math
 import pytest
 
 from benchmarks.analysis import speculation_profile
-from benchmarks.analysis.report import write_reports
 from benchmarks.core import metrics
 from benchmarks.core.engine_io import SpecCounters
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
+from benchmarks.report.report_write import write_reports
 from tests.analysis.synthetic_run import write_run
 
 CELL = {"engine": "vllm", "target": "t", "draft": "d", "k": 3, "temperature": 0.0, "max_new_tokens": 8, "seed": 0,
@@ -22,7 +22,7 @@ COUNTERS = {"num_drafts": 8, "num_draft_tokens": 24, "num_accepted_tokens": 11, 
 
 @pytest.fixture(autouse=True)
 def no_figures(monkeypatch):
-    import benchmarks.analysis.figures as figures
+    import benchmarks.figures.run_figures as figures
 
     monkeypatch.setattr(figures, "run_figures", lambda *_: [])  # figures are not the profile's business
 

@@ -310,11 +310,11 @@ class LastingFailure:
 
 
 def failing_run(folder: Path) -> list[list[str]]:
-    from benchmarks.core import catalog
-    from benchmarks.core.catalog import EngineRow
+    from benchmarks.engines import catalog
+    from benchmarks.engines.catalog import EngineOptions, EngineRow
 
     catalog.ENGINES["lasting"] = EngineRow("lasting", "tests.cli.hostile_cases:LastingFailure",
-                                           ("baseline", "dflash"), lambda: frozenset({"max_model_len"}))
+                                           ("baseline", "dflash"), EngineOptions(lambda: frozenset({"max_model_len"})))
     path = folder / "m.yaml"
     path.write_text(matrix_text(folder, engine="lasting"))
     return [["matrix", str(path), "--run-dir", str(folder / "run")]]
@@ -418,12 +418,12 @@ CASES = [
 
 def scripted_engine() -> None:
     """The scripted engine of tests/catalog_engine.py as catalog row `scripted`."""
-    from benchmarks.core import catalog
-    from benchmarks.core.catalog import EngineRow
+    from benchmarks.engines import catalog
+    from benchmarks.engines.catalog import EngineOptions, EngineRow
 
     catalog.ENGINES["scripted"] = EngineRow(
         "scripted", "tests.catalog_engine:CatalogEngine", ("baseline", "dflash"),
-        lambda: frozenset({"step_ms", "max_model_len", "dtype"}), choices={"dtype": ("auto", "float32")})
+        EngineOptions(lambda: frozenset({"step_ms", "max_model_len", "dtype"}), choices={"dtype": ("auto", "float32")}))
 
 
 def main() -> int:

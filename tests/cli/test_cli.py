@@ -102,7 +102,7 @@ def test_validate_checks_vllm_options_where_vllm_does_not_import(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(poison), str(ROOT)])}
     probe = subprocess.run([sys.executable, "-c", "import vllm"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "vllm" in probe.stderr, "the poison did not stop `import vllm`"
-    from benchmarks.core.engine_options import vllm_release_checked
+    from benchmarks.engines.vllm.vllm_options import vllm_release_checked
 
     release, _ = vllm_release_checked()
     for options, code in (({"enforce_eagre": True}, 2), ({"enforce_eager": True}, 0)):

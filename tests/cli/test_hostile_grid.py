@@ -3,7 +3,7 @@ in a clear error naming its cause, or runs; none gives a traceback, exits 0 on b
 it only reads. Engine-free: a scripted engine stands in for JAX and vLLM."""
 import pytest
 
-from benchmarks.core import catalog
+from benchmarks.engines import catalog
 from tests.cli.hostile_grid import GOOD, applies, cases, run_case, scripted_engine
 
 GRID = cases()

@@ -14,10 +14,12 @@ import pytest
 import yaml
 
 from benchmarks import cli
-from benchmarks.core import catalog, paths, store
-from benchmarks.core.catalog import EngineRow
+from benchmarks.core import paths
 from benchmarks.core.paths import MATRICES_DIR, ROOT
-from benchmarks.core.store import RunLock, RunStore
+from benchmarks.engines import catalog
+from benchmarks.engines.catalog import EngineOptions, EngineRow
+from benchmarks.records import store
+from benchmarks.records.store import RunLock, RunStore
 from benchmarks.run.redaction import redacted
 
 TINY = ROOT / "models" / "tiny"
@@ -27,7 +29,8 @@ TINY = ROOT / "models" / "tiny"
 def scripted(monkeypatch):
     monkeypatch.setitem(catalog.ENGINES, "scripted", EngineRow(
         "scripted", "tests.catalog_engine:CatalogEngine", ("baseline", "dflash"),
-        lambda: frozenset({"step_ms", "max_model_len", "dtype"}), choices={"dtype": ("auto", "float32")}))
+        EngineOptions(lambda: frozenset({"step_ms", "max_model_len", "dtype"}),
+                      choices={"dtype": ("auto", "float32")})))
 
 
 @pytest.fixture
@@ -107,7 +110,7 @@ def test_a_second_run_into_a_folder_being_written_is_refused_naming_the_first(tm
 def test_a_lock_left_by_a_killed_run_does_not_stick(tmp_path, prompts, capsys):
     run_dir = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
-                               "from benchmarks.core.store import RunLock; l = RunLock(sys.argv[2]).__enter__(); "
+                               "from benchmarks.records.store import RunLock; l = RunLock(sys.argv[2]).__enter__(); "
                                "print('locked', flush=True); time.sleep(600)", str(ROOT), str(run_dir)],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"

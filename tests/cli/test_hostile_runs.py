@@ -13,12 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.analysis import figures
-from benchmarks.analysis.figure_style import save_figure, subtitle
-from benchmarks.analysis.serve_figures import serve_figures
-from benchmarks.core import paths, store
+from benchmarks.core import paths
 from benchmarks.core.cells import cell_label
 from benchmarks.core.paths import ROOT
+from benchmarks.figures import run_figures
+from benchmarks.figures.figure_style import save_figure, subtitle
+from benchmarks.figures.serve_figures import serve_figures
+from benchmarks.records import store
 from tests.cli.test_hostile_input import clear_error, matrix, prompts, run, scripted  # noqa: F401 (fixtures)
 
 
@@ -285,12 +286,12 @@ def test_every_figures_text_fits_its_canvas(tmp_path):
     requests = pd.DataFrame([dict(label=label, method=label.split("-")[0], engine="scripted", dataset="humaneval",
                                   k=3 if "k3" in label else None, tpot_ms=t, concurrency=1)
                              for label in ("baseline", "dflash-k3") for t in (1.0, 2.0, 3.0)])
-    made = {"speedup": figures.speedup_figure(single), "speedup3": figures.speedup_figure(one),
-            "tau_vs_k": figures.tau_vs_k_figure(one), "per_position": figures.per_position_figure(one),
-            "tpot_cdf": figures.tpot_cdf_figure(requests, subtitle(one)),
-            "temperature": figures.temperature_figure(summary_frame(temps=(0.0, 1.0))),
-            "context": figures.context_figure(summary_frame(contexts=(1024, 4096))),
-            "step_time": figures.step_time_figure(summary_frame(contexts=(1024, 4096))),
+    made = {"speedup": run_figures.speedup_figure(single), "speedup3": run_figures.speedup_figure(one),
+            "tau_vs_k": run_figures.tau_vs_k_figure(one), "per_position": run_figures.per_position_figure(one),
+            "tpot_cdf": run_figures.tpot_cdf_figure(requests, subtitle(one)),
+            "temperature": run_figures.temperature_figure(summary_frame(temps=(0.0, 1.0))),
+            "context": run_figures.context_figure(summary_frame(contexts=(1024, 4096))),
+            "step_time": run_figures.step_time_figure(summary_frame(contexts=(1024, 4096))),
             **serve_figures(summary_frame(levels=(1, 4)))}
     assert all(fig is not None for fig in made.values()), made
     for name, fig in made.items():

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from benchmarks.cli.run import retry_advice
-from benchmarks.core import catalog
 from benchmarks.core.paths import ROOT
-from benchmarks.core.records import rerun_may_help
+from benchmarks.engines import catalog
+from benchmarks.records.records import rerun_may_help
 from tests.cli.hostile_cases import CASES, GOOD, matrix_text, run_case, scripted_engine
 
 

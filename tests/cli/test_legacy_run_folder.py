@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from benchmarks import cli
-from benchmarks.core import catalog
-from benchmarks.core.catalog import EngineRow
-from benchmarks.core.config import load_matrix
-from benchmarks.core.matrix import legacy_run_id, run_id_for
+from benchmarks.config.matrix_expand import legacy_run_id, run_id_for
+from benchmarks.config.matrix_parse import load_matrix
 from benchmarks.core.paths import ROOT
-from benchmarks.core.store import RunStore
+from benchmarks.engines import catalog
+from benchmarks.engines.catalog import EngineOptions, EngineRow
+from benchmarks.records.store import RunStore
 from benchmarks.run import plan
 
 TINY = ROOT / "models" / "tiny"
@@ -25,7 +25,7 @@ TINY = ROOT / "models" / "tiny"
 def scripted(monkeypatch, tmp_path):
     monkeypatch.setitem(catalog.ENGINES, "scripted", EngineRow(
         "scripted", "tests.catalog_engine:CatalogEngine", ("baseline", "dflash"),
-        lambda: frozenset({"step_ms", "max_model_len"})))
+        EngineOptions(lambda: frozenset({"step_ms", "max_model_len"}))))
     monkeypatch.setattr(plan, "RUNS_DIR", tmp_path / "runs")
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from benchmarks.cli import main
-from benchmarks.core import model_checks
+from benchmarks.config import model_checks
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.paths import ROOT
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.special import ndtri, stdtrit
 
+from benchmarks.config.matrix_schema import KEY
 from benchmarks.core import metrics
 from benchmarks.core.engine_io import SpecCounters
-from benchmarks.core.matrix_schema import KEY
 
 
 def test_tpot_excludes_prefill():

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.core import hardware, metrics, step_cost
+from benchmarks.core import metrics
 from benchmarks.core.shapes import SHAPES
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
 from benchmarks.engines.jax.loader import load_draft, load_target
+from benchmarks.hardware import detect, step_cost
 
 pytestmark = pytest.mark.jax  # compiles and runs the JAX engine
 
@@ -226,14 +227,14 @@ def test_draft_matches_direct_reference(layout, random_pair):
 
 
 def test_hardware_floor(random_pair):
-    assert hardware.bandwidth_bytes_per_s("tpu", "TPU v5 lite") == 819e9
-    assert hardware.bandwidth_bytes_per_s("tpu", "TPU v5") == 2765e9
-    assert hardware.bandwidth_bytes_per_s("gpu", "NVIDIA H100 80GB HBM3") == 3350e9
-    assert hardware.bandwidth_bytes_per_s("gpu", "NVIDIA H200") == 4800e9
+    assert detect.bandwidth_bytes_per_s("tpu", "TPU v5 lite") == 819e9
+    assert detect.bandwidth_bytes_per_s("tpu", "TPU v5") == 2765e9
+    assert detect.bandwidth_bytes_per_s("gpu", "NVIDIA H100 80GB HBM3") == 3350e9
+    assert detect.bandwidth_bytes_per_s("gpu", "NVIDIA H200") == 4800e9
     floor = metrics.tpot_floor_ms(8e9, 2765e9) / 1e3
     assert floor == pytest.approx(2.893e-3, rel=1e-3)
-    assert hardware.timing_error(1.31e-3, floor) is not None  # the published v5p forward time is impossible
-    assert hardware.timing_error(3e-3, floor) is None
+    assert detect.timing_error(1.31e-3, floor) is not None  # the published v5p forward time is impossible
+    assert detect.timing_error(3e-3, floor) is None
     # the step counts read every matrix the loaded target holds (its tied head once), and the draft's besides
     tcfg, tp = load_target(random_pair["target"], "float32", "oi")
     dcfg, dp = load_draft(random_pair["dflash"], "float32", "oi")

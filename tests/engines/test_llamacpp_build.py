@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.core.paths import ROOT
-from benchmarks.engines import llamacpp_build as build
-from benchmarks.engines.llamacpp_gguf import GPT2_PRE, convert_command, fallback_pre, gguf_key
+from benchmarks.engines.llamacpp import llamacpp_build as build
+from benchmarks.engines.llamacpp.llamacpp_gguf import GPT2_PRE, convert_command, fallback_pre, gguf_key
 
 TINY = ROOT / "models" / "tiny"
 
@@ -77,7 +77,7 @@ def test_the_tiny_tokenizer_falls_back_to_gpt2_and_others_do_not(tmp_path):
 def test_the_converter_command_names_the_target_for_a_draft(tmp_path):
     src, out = Path("/src"), tmp_path / "d.gguf"
     cmd = convert_command(src, TINY / "dflash", out, "f32", TINY / "target")
-    assert cmd[1:4] == ["-m", "benchmarks.engines.gguf_convert", str(src)]
+    assert cmd[1:4] == ["-m", "benchmarks.engines.llamacpp.gguf_convert", str(src)]
     assert cmd[cmd.index("--pre") + 1] == GPT2_PRE  # the target's tokenizer decides, the draft has none
     rest = cmd[cmd.index("--") + 1:]
     assert rest == [str(TINY / "dflash"), "--outfile", str(out), "--outtype", "f32", "--target-model-dir",

@@ -13,8 +13,9 @@ import pytest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
-from benchmarks.core.prompts import Prompt
-from benchmarks.engines.llamacpp import (
+from benchmarks.data.prompts import Prompt
+from benchmarks.engines.llamacpp.llamacpp_build import Install
+from benchmarks.engines.llamacpp.llamacpp_engine import (
     LlamaCppEngine,
     LlamaServer,
     completion_body,
@@ -22,10 +23,9 @@ from benchmarks.engines.llamacpp import (
     read_stream,
     server_command,
 )
-from benchmarks.engines.llamacpp_build import Install
-from benchmarks.engines.llamacpp_gguf import Gguf
-from benchmarks.engines.llamacpp_serve import LlamaCppServer, _arrivals
-from benchmarks.engines.llamacpp_steps import mark, stream_steps
+from benchmarks.engines.llamacpp.llamacpp_gguf import Gguf
+from benchmarks.engines.llamacpp.llamacpp_serve import LlamaCppServer, _arrivals
+from benchmarks.engines.llamacpp.llamacpp_steps import mark, stream_steps
 from benchmarks.engines.server import Load, ServerStartError
 from benchmarks.run.serving import level_records
 

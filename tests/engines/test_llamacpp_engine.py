@@ -18,9 +18,9 @@ from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.paths import ROOT
-from benchmarks.engines import llamacpp
 from benchmarks.engines import server as server_module
-from benchmarks.engines.llamacpp import LlamaCppEngine
+from benchmarks.engines.llamacpp import llamacpp_engine
+from benchmarks.engines.llamacpp.llamacpp_engine import LlamaCppEngine
 from benchmarks.engines.server import ServerStartError
 
 pytestmark = pytest.mark.llamacpp
@@ -93,8 +93,8 @@ def test_a_request_ending_on_eos_mid_step_is_counted_within_its_output(dflash, m
     starts = np.cumsum([1] + [a + 1 for a in free.accept_lengths])  # each step's first token
     step, at = next((i, int(c) + 1) for i, (c, a) in enumerate(zip(starts, free.accept_lengths))
                     if a >= 3 and free.output_ids[int(c) + 1] not in free.output_ids[:int(c) + 1])
-    command = llamacpp.server_command
-    monkeypatch.setattr(llamacpp, "server_command", lambda *a, **kw: [
+    command = llamacpp_engine.server_command
+    monkeypatch.setattr(llamacpp_engine, "server_command", lambda *a, **kw: [
         *command(*a, **kw), "--override-kv", f"tokenizer.ggml.eos_token_id=int:{free.output_ids[at]}"])
     engine = LlamaCppEngine()
     engine.load(tiny_cell("dflash"))
@@ -137,7 +137,7 @@ def test_a_port_in_use_is_one_clear_error(monkeypatch):
 HOLD = """
 import sys, time
 from benchmarks.core.cells import Cell
-from benchmarks.engines.llamacpp import LlamaCppEngine
+from benchmarks.engines.llamacpp.llamacpp_engine import LlamaCppEngine
 e = LlamaCppEngine()
 e.load(Cell("llama.cpp", sys.argv[1], "baseline", None, 0, 0.0, 8, 0, {"dtype": "float32", "max_model_len": 256,
                                                                        "threads": 1}))

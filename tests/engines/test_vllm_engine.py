@@ -19,10 +19,11 @@ from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.core.paths import ROOT
-from benchmarks.engines import create_engine, vllm_engine, vllm_features
-from benchmarks.engines.vllm_engine import VllmEngine
-from benchmarks.engines.vllm_features import features
-from benchmarks.engines.vllm_start import OutputTail, start_failure
+from benchmarks.engines import create_engine
+from benchmarks.engines.vllm import vllm_engine, vllm_features
+from benchmarks.engines.vllm.vllm_engine import VllmEngine
+from benchmarks.engines.vllm.vllm_features import features
+from benchmarks.engines.vllm.vllm_start import OutputTail, start_failure
 from benchmarks.studies.parity import EngineRun, compare, parity_cell, run_engine
 from tests.run_helpers import run_matrix
 
@@ -470,9 +471,9 @@ def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
     512-token request): report.md's failed units name the engine core's ValueError, not "see root cause above"."""
     import json
 
-    from benchmarks.analysis.report import write_reports
-    from benchmarks.core.config import parse_matrix
-    from benchmarks.core.store import RunStore
+    from benchmarks.config.matrix_parse import parse_matrix
+    from benchmarks.records.store import RunStore
+    from benchmarks.report.report_write import write_reports
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"question {i}"}) + "\n" for i in range(2)))

@@ -1,4 +1,4 @@
-"""The LD_PRELOAD a vLLM engine's processes start with (benchmarks/engines/vllm_preload.py): which libraries, from
+"""The LD_PRELOAD a vLLM engine's processes start with (benchmarks/engines/vllm/vllm_preload.py): which libraries, from
 which files, what happens when one is missing or the user's LD_PRELOAD already has one. Pure: no vLLM."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.engines import vllm_preload
-from benchmarks.engines.vllm_preload import preload_plan, preloaded
+from benchmarks.engines.vllm import vllm_preload
+from benchmarks.engines.vllm.vllm_preload import preload_plan, preloaded
 
 TCMALLOC = "lib/preload/libtcmalloc_minimal.so.4"
 IOMP = "lib/libiomp5.so"

@@ -10,9 +10,9 @@ import time
 import psutil
 import pytest
 
-from benchmarks.core.config import parse_matrix
-from benchmarks.core.store import RunStore
+from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.engines.worker import WorkerEngine
+from benchmarks.records.store import RunStore
 from tests.run_helpers import host_everywhere, run_matrix
 
 SPEC = "scripted_workers:FaultyEngine"

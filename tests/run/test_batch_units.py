@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.core.config import parse_matrix
+from benchmarks.config.matrix_expand import expand
+from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.core.engine_io import RequestRecord, SamplingParams
-from benchmarks.core.matrix import expand
-from benchmarks.core.prompts import Prompt, ids_sha256
-from benchmarks.core.store import RunStore
+from benchmarks.data.prompts import Prompt, ids_sha256
+from benchmarks.records.store import RunStore
 from benchmarks.run.groups import batches, run_dataset
 from benchmarks.run.plan import units_of, workloads_of
 

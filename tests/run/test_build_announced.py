@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from benchmarks.cli import main
+from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import ConfigError
-from benchmarks.engines import llamacpp_build
+from benchmarks.engines.llamacpp import llamacpp_build
 from benchmarks.run.plan import builds_of
 
 LLAMA = {"preset": "tiny", "engine": "llama.cpp", "methods": ["baseline", "dflash"], "k": {"dflash": 7},

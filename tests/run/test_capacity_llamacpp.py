@@ -9,7 +9,7 @@ import json
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
 
 pytestmark = pytest.mark.llamacpp
 

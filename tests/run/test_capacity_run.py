@@ -14,9 +14,9 @@ import time
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.core import catalog
 from benchmarks.core.paths import ROOT
-from benchmarks.core.store import RunStore
+from benchmarks.engines import catalog
+from benchmarks.records.store import RunStore
 from tests import slo_server
 from tests.slo_server import ROW
 

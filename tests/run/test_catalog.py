@@ -8,12 +8,12 @@ import os
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.core import catalog
-from benchmarks.core.catalog import EngineRow
-from benchmarks.core.store import RunStore
+from benchmarks.engines import catalog
+from benchmarks.engines.catalog import EngineOptions, EngineRow
+from benchmarks.records.store import RunStore
 
 ROW = EngineRow("scripted", "tests.catalog_engine:CatalogEngine", ("baseline", "dflash"),
-                lambda: frozenset({"step_ms", "max_model_len", "dtype", "load_s"}), worker=True)
+                EngineOptions(lambda: frozenset({"step_ms", "max_model_len", "dtype", "load_s"})), worker=True)
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_an_engine_added_by_one_catalog_row_runs_in_workers_and_is_reported(scri
 
 def test_worker_engines_of_a_group_load_side_by_side_on_cpu(scripted_row, tmp_path, monkeypatch, capsys):
     """Each cell's engine loads in its own worker process while the other loads (placement.start_side_by_side)."""
-    from benchmarks.core import provenance
+    from benchmarks.hardware import provenance
 
     monkeypatch.setattr(provenance, "detect_platform", lambda: "cpu")
     path = matrix_file(tmp_path, interleave=True, engine_options={"load_s": 1.5})
@@ -73,7 +73,7 @@ def test_an_engine_the_catalog_lacks_is_named_with_the_known_ones(tmp_path, caps
 
 
 SERVER_ROW = EngineRow("scripted-serve", "tests.catalog_server:CatalogServer", ("baseline", "dflash"),
-                       lambda: frozenset({"max_model_len", "dtype"}), serves="scripted")
+                       EngineOptions(lambda: frozenset({"max_model_len", "dtype"})), serves="scripted")
 
 
 def test_a_serving_engine_added_by_one_catalog_row_is_driven_per_level_and_reported(scripted_row, monkeypatch,

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks.core.cells import Cell
-from benchmarks.core.records import error_line
-from benchmarks.core.store import StoreWriteError
+from benchmarks.records.records import error_line
+from benchmarks.records.store import StoreWriteError
 from benchmarks.run.engine_start import start_engine
 
 CELL = Cell("jax", "t", "baseline", None, 0, 0.0, 4, 0)

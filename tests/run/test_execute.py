@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize_run
-from benchmarks.core import matrix as matrix_mod
-from benchmarks.core import model_refs
-from benchmarks.core.config import parse_matrix
+from benchmarks.config import matrix_expand as matrix_mod
+from benchmarks.config import model_refs
+from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.core.engine_io import RequestRecord, SpecCounters
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
+from benchmarks.report.report_write import write_reports
 from benchmarks.run import engine_start, recheck
 from tests.run_helpers import run_matrix
 
@@ -233,7 +233,7 @@ def test_drift_is_judged_against_the_rechecks_own_noise(matrix, tmp_path, slowdo
 
 def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
     """Ray runs no recheck (cells run concurrently, on any node): report.md says so instead of leaving it out."""
-    from benchmarks.analysis.drift import drift_lines
+    from benchmarks.report.drift_report import drift_lines
 
     run_dir, _ = run_matrix(matrix, tmp_path / "run", progress=False)
     store = RunStore(run_dir)
@@ -310,7 +310,7 @@ def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
 def test_unit_files_are_whole_after_an_interrupted_write(matrix, tmp_path, monkeypatch):
     """A kill in the middle of writing the second unit (half its bytes on disk, not yet flushed) leaves the first unit
     whole and no second unit file; the rerun redoes only the second and ends without duplicates."""
-    from benchmarks.core import store
+    from benchmarks.records import store
 
     unit_writes = {"n": 0}
     real_fsync = os.fsync
@@ -352,7 +352,7 @@ def test_run_id_is_stable_per_matrix_content(matrix):
 
 
 def test_model_references():
-    from benchmarks.core.config import ConfigError
+    from benchmarks.config.matrix_parse import ConfigError
 
     assert model_refs.materialize("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"  # a hub id is left to the engine
     with pytest.raises(ConfigError, match="model folder 'models/absent/target' not found"):

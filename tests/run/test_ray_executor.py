@@ -16,13 +16,13 @@ import ray
 
 from benchmarks.analysis.environments import cell_order
 from benchmarks.cli import main as cli_main
-from benchmarks.core import matrix as matrix_mod
-from benchmarks.core.config import ConfigError, load_matrix, parse_matrix
+from benchmarks.config import matrix_expand as matrix_mod
+from benchmarks.config.matrix_expand import expand
+from benchmarks.config.matrix_parse import ConfigError, load_matrix, parse_matrix
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.core.matrix import expand
-from benchmarks.core.store import RunStore
 from benchmarks.engines.host import WorkerError
 from benchmarks.engines.ray_worker import RayEngine
+from benchmarks.records.store import RunStore
 from benchmarks.run import ray_executor
 from tests.run_helpers import host_everywhere, run_matrix
 

@@ -8,17 +8,22 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks.analysis.serve_figures import serve_figures
-from benchmarks.analysis.serve_report import serve_markdown
 from benchmarks.cli import main as cli_main
+from benchmarks.config.matrix_expand import expand
+from benchmarks.config.matrix_parse import ConfigError, parse_matrix
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import ConfigError, parse_matrix
-from benchmarks.core.datasets import Prompt
 from benchmarks.core.engine_io import LoadResult, SpecCounters
-from benchmarks.core.matrix import expand
 from benchmarks.core.unit_keys import level_key
-from benchmarks.engines.vllm_serve import SERVER_TPOT_HISTOGRAM, histogram_sum_count, parse_spec_metrics, server_flags
+from benchmarks.data.datasets import Prompt
+from benchmarks.engines.vllm.vllm_serve import (
+    SERVER_TPOT_HISTOGRAM,
+    histogram_sum_count,
+    parse_spec_metrics,
+    server_flags,
+)
+from benchmarks.figures.serve_figures import serve_figures
+from benchmarks.report.serve_report import serve_markdown
 from benchmarks.run.serving import check_prompt_ids, level_records
 from tests.typed_runs import summary_json
 from verification.lossless import verdict_lines
@@ -155,7 +160,7 @@ def test_a_served_vllm_level_counts_tau_from_metrics_and_the_report_says_it_coun
     records carry no accept lengths (no τ prompt mean), the server's description names the loss, and report.md's
     caveat says that τ counts past max_new_tokens and EOS; a served baseline has no such caveat."""
     from benchmarks.analysis.caveats import caveat_lines
-    from benchmarks.engines.vllm_serve import VllmServer
+    from benchmarks.engines.vllm.vllm_serve import VllmServer
     from tests.typed_runs import manifest
 
     prompts = _prompts(2)
@@ -378,7 +383,7 @@ def test_greedy_identity_of_a_serving_matrix_without_concurrency_one_is_not_chec
 def test_cpu_memory_comes_from_what_the_run_needs_or_the_cells_own_options(tmp_path, monkeypatch):
     import json
 
-    from benchmarks.engines import vllm_memory
+    from benchmarks.engines.vllm import vllm_memory
 
     big = tmp_path / "big"  # a Qwen3-4B-shaped config: 2 x 36 layers x 8 KV heads x 128 x 2 bytes per token
     big.mkdir()

@@ -131,12 +131,12 @@ def memory_hog():
 def test_a_server_without_the_harness_memory_setting_fails_while_another_process_holds_memory(memory_hog, tmp_path,
                                                                                            monkeypatch):
     """The control of the next test: vLLM's own default reservation does not fit beside the memory in use."""
-    from benchmarks.core.config import parse_matrix
-    from benchmarks.core.matrix import expand
-    from benchmarks.core.model_refs import materialize
-    from benchmarks.engines import vllm_memory
+    from benchmarks.config.matrix_expand import expand
+    from benchmarks.config.matrix_parse import parse_matrix
+    from benchmarks.config.model_refs import materialize
     from benchmarks.engines.server import ServerStartError
-    from benchmarks.engines.vllm_serve import VllmServer
+    from benchmarks.engines.vllm import vllm_memory
+    from benchmarks.engines.vllm.vllm_serve import VllmServer
 
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)  # the suite exports one
     monkeypatch.setattr(vllm_memory, "_EXPORTED_KVCACHE", None)
@@ -153,9 +153,9 @@ def test_a_server_without_the_harness_memory_setting_fails_while_another_process
 
 def _prompt_ids(matrix_file) -> dict[str, list[int]]:
     """The matrix's measured prompts as the run plan tokenises them (benchmarks/run/plan.py), by sha256."""
-    from benchmarks.core.config import load_matrix
-    from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.model_refs import load_tokenizer, materialize
+    from benchmarks.config.matrix_parse import load_matrix
+    from benchmarks.config.model_refs import load_tokenizer, materialize
+    from benchmarks.data.datasets import load_prompts
 
     m = load_matrix(matrix_file)
     prompts = load_prompts(m.datasets[0].name, m.num_prompts, m.seed, load_tokenizer(materialize(m.target)), None,

@@ -8,9 +8,9 @@ import pytest
 
 from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.run import exit_status
-from benchmarks.core.config import parse_matrix
+from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.core.engine_io import RequestRecord, TokenScores
-from benchmarks.core.store import RunStore
+from benchmarks.records.store import RunStore
 from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix
 from verification.lossless import divergent_rows

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.config.model_refs import load_tokenizer
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.core.model_refs import load_tokenizer
 from benchmarks.core.paths import ROOT
 from benchmarks.engines.jax.engine import JaxEngine
-from benchmarks.engines.vllm_engine import VllmEngine
+from benchmarks.engines.vllm.vllm_engine import VllmEngine
 from verification.ties import ulp
 
 pytestmark = pytest.mark.slow

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
+from benchmarks.config.matrix_parse import load_matrix
 from benchmarks.core import paths
-from benchmarks.core.config import load_matrix
-from benchmarks.core.store import RunStore
 from benchmarks.engines import worker
+from benchmarks.records.store import RunStore
 from tests.run_helpers import run_matrix
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.vllm]

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from benchmarks.analysis.report import write_reports
 from benchmarks.analysis.summary import summarize_run
-from benchmarks.core.config import parse_matrix
-from benchmarks.core.datasets import sent_text, tokens
+from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
-from benchmarks.core.store import RunStore
+from benchmarks.data.datasets import sent_text, tokens
+from benchmarks.records.store import RunStore
+from benchmarks.report.report_write import write_reports
 from benchmarks.run import engine_start
 from benchmarks.run.context import RunContext, StageOutput
 from benchmarks.run.execute import execute

@@ -2,9 +2,9 @@
 cell is sent the same ids, and greedy DFlash stays identical to AR."""
 import pytest
 
-from benchmarks.analysis.report import write_reports
-from benchmarks.core.config import parse_matrix
-from benchmarks.core.store import RunStore
+from benchmarks.config.matrix_parse import parse_matrix
+from benchmarks.records.store import RunStore
+from benchmarks.report.report_write import write_reports
 from tests.run_helpers import run_matrix
 
 pytestmark = [pytest.mark.slow, pytest.mark.jax]

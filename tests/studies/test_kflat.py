@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.core import hardware
+from benchmarks.hardware import detect
 from benchmarks.studies import kflat
 
 
@@ -52,7 +52,7 @@ def test_command_writes_csv_and_figure(tmp_path, capsys):
 def test_command_reports_an_injected_impossible_time(tmp_path, capsys, monkeypatch):
     """A timer that returns a time far below any memory-bandwidth floor must be flagged, not reported."""
     monkeypatch.setenv("DFLASH_BANDWIDTH_GBS", "100")
-    monkeypatch.setattr(hardware.Hardware, "floor_applies", lambda hw, working_set: (True, ""))  # tiny fits a cache
+    monkeypatch.setattr(detect.Hardware, "floor_applies", lambda hw, working_set: (True, ""))  # tiny fits a cache
 
     def fake(params, cfg, ks, context_len, repeats, warmup, dtype, tap_ids):  # the timer of a broken clock
         return {k: [1e-6] * repeats if k == 1 else [50.0] * repeats for k in ks}

@@ -44,8 +44,8 @@ def vllm_cpu_fault(monkeypatch) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def trained() -> dict[str, Any]:
     """The trained tiny pair at K=7 on HumanEval prompts: vLLM, and the JAX engine as it is (the reference)."""
-    from benchmarks.core.datasets import load_prompts
-    from benchmarks.core.model_refs import load_tokenizer
+    from benchmarks.config.model_refs import load_tokenizer
+    from benchmarks.data.datasets import load_prompts
 
     target, draft = str(TINY / "target"), str(TINY / "dflash")
     prompts = [p.ids for p in load_prompts("humaneval", 4, 0, load_tokenizer(target), max_prompt_tokens=400)]

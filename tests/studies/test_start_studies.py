@@ -8,8 +8,8 @@ import pytest
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord
-from benchmarks.studies import first_table, vllm_preload, vllm_start
-from benchmarks.studies.vllm_start import MARK, Timeline
+from benchmarks.studies import first_table, vllm_preload_study, vllm_start_study
+from benchmarks.studies.vllm_start_study import MARK, Timeline
 
 SPAWN = "python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=3) --multiprocessing-fork"
 
@@ -31,7 +31,7 @@ def timeline(inproc: bool) -> Timeline:
 
 
 def test_a_start_splits_into_its_processes_phases():
-    got = dict(vllm_start.phases(timeline(inproc=False)))
+    got = dict(vllm_start_study.phases(timeline(inproc=False)))
     assert got["interpreter and imports (torch, vLLM, the harness)"] == 30.0
     assert got["configuration, until vLLM's first process"] == pytest.approx(0.5)
     assert got["engine core: spawn and imports"] == pytest.approx(19.5)
@@ -42,7 +42,7 @@ def test_a_start_splits_into_its_processes_phases():
 
 
 def test_an_in_process_engine_core_has_no_phase_of_its_own():
-    got = dict(vllm_start.phases(timeline(inproc=True)))
+    got = dict(vllm_start_study.phases(timeline(inproc=True)))
     assert got["engine core: spawn and imports"] is None
     assert got["configuration, until vLLM's first process"] == pytest.approx(21.0)  # the worker is the first process
 
@@ -61,16 +61,16 @@ def test_first_table_phases_from_the_harnesss_own_ready_lines():
     assert got["report"] == pytest.approx(8.0) and got["total"] == 178.0
 
 
-def arm(method: str, preload: bool, tpots_ms: list[float], tokens: int = 11) -> vllm_preload.Arm:
+def arm(method: str, preload: bool, tpots_ms: list[float], tokens: int = 11) -> vllm_preload_study.Arm:
     cell = Cell("vllm", "t", method, "d" if method == "dflash" else None, 15 if method == "dflash" else 0, 0.0, tokens,
                 0, {"preload": preload})
     records = [RequestRecord(output_ids=list(range(tokens)), ttft_s=0.0, last_token_s=t * (tokens - 1) / 1000,
                              accept_lengths=[2] * 3 if method == "dflash" else None) for t in tpots_ms]
-    return vllm_preload.Arm(cell, records, {"preload": {"enabled": preload}})
+    return vllm_preload_study.Arm(cell, records, {"preload": {"enabled": preload}})
 
 
 def test_the_preload_ratio_is_without_over_with_per_prompt():
-    result = vllm_preload.summary([arm("baseline", True, [5, 6, 7]), arm("dflash", True, [3, 3, 4]),
+    result = vllm_preload_study.summary([arm("baseline", True, [5, 6, 7]), arm("dflash", True, [3, 3, 4]),
                                    arm("baseline", False, [5, 6, 7]), arm("dflash", False, [6, 6, 8])])
     base, spec = result["rows"]
     assert base["method"] == "baseline" and base["ratio_without_over_with"] == pytest.approx(1.0)
@@ -78,4 +78,4 @@ def test_the_preload_ratio_is_without_over_with_per_prompt():
     assert spec["ratio_without_over_with"] == pytest.approx(2.0) and spec["identical"] == 3
     assert spec["tau_with"] == pytest.approx(3.0)
     assert result["dflash_speedup"]["with"]["geomean"] > result["dflash_speedup"]["without"]["geomean"]
-    assert "without / with" in vllm_preload.table(result)
+    assert "without / with" in vllm_preload_study.table(result)

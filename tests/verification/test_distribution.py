@@ -248,8 +248,8 @@ def test_summary_holds_one_holm_family_per_run():
 
 def test_sampling_stage_draws_independent_arms_scored_by_their_own_engine():
     from benchmarks.core.cells import Cell
-    from benchmarks.core.datasets import Prompt
     from benchmarks.core.engine_io import RequestRecord
+    from benchmarks.data.datasets import Prompt
     from benchmarks.run.sampling import collect
 
     class Echo:  # returns its seed as the only token: shows which seed drew which sample; scores by length
@@ -277,7 +277,7 @@ def test_sampling_stage_draws_independent_arms_scored_by_their_own_engine():
 
 def test_vllm_arms_get_distinct_engine_seeds():
     from benchmarks.core.cells import SPEC_METHODS, Cell
-    from benchmarks.engines.vllm_engine import engine_seed
+    from benchmarks.engines.vllm.vllm_engine import engine_seed
 
     common = dict(engine="vllm", target="t", k=3, temperature=0.6, max_new_tokens=64)
     for seed in (0, 7):

@@ -18,10 +18,10 @@ import jax  # required on every platform: a missing one fails this module, never
 import jax.numpy as jnp
 import pytest
 
+from benchmarks.config.matrix_expand import expand
+from benchmarks.config.matrix_parse import load_matrix
 from benchmarks.core.cells import Cell
-from benchmarks.core.config import load_matrix
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.core.matrix import expand
 from benchmarks.core.paths import ROOT
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax import model as M

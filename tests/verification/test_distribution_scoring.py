@@ -12,7 +12,7 @@ from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.paths import ROOT
 from benchmarks.engines.jax.loader import load_target
 from benchmarks.engines.jax.score import logliks
-from benchmarks.engines.vllm_engine import VllmEngine
+from benchmarks.engines.vllm.vllm_engine import VllmEngine
 from verification import distribution
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.jax]

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.analysis.published_report import comparison_markdown
 from benchmarks.cli import main
-from benchmarks.core import reference
-from benchmarks.core.reference import ReferenceDataError, load_k_flat, load_reference
+from benchmarks.data import reference
+from benchmarks.data.reference import ReferenceDataError, load_k_flat, load_reference
+from benchmarks.report.published_report import comparison_markdown
 from tests.typed_runs import manifest, request
 from verification.published import hardware_matches, model_key
 

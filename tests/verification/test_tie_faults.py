@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from benchmarks.config.model_refs import load_tokenizer
 from benchmarks.core.cells import Cell
-from benchmarks.core.datasets import load_prompts
 from benchmarks.core.engine_io import SamplingParams
-from benchmarks.core.model_refs import load_tokenizer
 from benchmarks.core.paths import ROOT
+from benchmarks.data.datasets import load_prompts
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax.engine import JaxEngine
 from benchmarks.run.tie_pass import score

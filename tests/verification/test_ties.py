@@ -3,10 +3,10 @@
 violation; the summary, the verdict lines and the report show identical / ties / violations per row."""
 import pytest
 
-from benchmarks.analysis.report import write_reports
-from benchmarks.analysis.tables import results_table
-from benchmarks.core.records import TieCheckLine
-from benchmarks.core.store import RunStore
+from benchmarks.records.records import TieCheckLine
+from benchmarks.records.store import RunStore
+from benchmarks.report.report_write import write_reports
+from benchmarks.report.tables import results_table
 from tests.typed_runs import summary_json
 from verification import ties
 from verification.lossless import divergent_rows, tie_rows, verdict_lines

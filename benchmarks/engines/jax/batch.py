@@ -21,13 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.core.catalog import JAX_MAX_BATCH
 from benchmarks.core.metrics import accepted_within
 from benchmarks.engines.jax import decode
 from benchmarks.engines.jax import model as M
+from benchmarks.engines.jax.jax_options import MAX_BATCH
 
 # The batch shapes that compile, 1, 2, 4, …, 64; a batch runs in the smallest that holds it.
-BATCH_SIZES = tuple(2 ** i for i in range(JAX_MAX_BATCH.bit_length()))
+BATCH_SIZES = tuple(2 ** i for i in range(MAX_BATCH.bit_length()))
 
 
 def batch_size_for(n: int) -> int:

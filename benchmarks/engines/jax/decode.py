@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.core import step_cost
 from benchmarks.core.metrics import accepted_within
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
+from benchmarks.hardware import step_cost
 
 State = dict[str, jax.Array]
 EOS_SLOTS = 8  # EOS ids a request can stop at (padded with -1, which no token equals)

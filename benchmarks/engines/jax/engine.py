@@ -1,13 +1,5 @@
-"""JaxEngine: the standalone JAX runner behind the harness's Engine protocol (methods baseline and dflash).
-
-Engine options (cell.engine_options):
-    dtype          "auto" (the checkpoint's), "float32", "bfloat16" or "float16"
-    max_model_len  prompt + output token budget; sizes the static KV caches (default 2048)
-    breakdown      time draft, verify and host work separately, the host in every step (default off: the steps run
-                   on the device, one loop per cache span)
-    draft_queries  "block" (the released drafts' block_size, default) or "k+1" (what vLLM runs)
-    ignore_eos     generate exactly max_new_tokens (default off)
-"""
+"""JaxEngine: the standalone JAX runner behind the harness's Engine protocol (methods baseline and dflash); its
+options (cell.engine_options) are declared in jax_options.py."""
 from __future__ import annotations
 
 import json
@@ -17,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import hardware, roofline
-from benchmarks.core.catalog import JAX_OPTIONS as OPTIONS
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.metrics import drafted_within
+from benchmarks.engines.jax.jax_options import DEFAULTS as OPTIONS
+from benchmarks.hardware import detect, roofline
 
 
 def resolve_checkpoint(name: str) -> Path:
@@ -86,7 +78,7 @@ class JaxEngine:
         unknown = set(cell.engine_options) - set(OPTIONS)
         if unknown:
             raise ValueError(f"unknown JAX engine options {sorted(unknown)}; known: {sorted(OPTIONS)}")
-        opts = OPTIONS | cell.engine_options
+        opts = {**OPTIONS, **cell.engine_options}
         if opts["draft_queries"] not in ("block", "k+1"):
             raise ValueError("draft_queries must be 'block' or 'k+1'")
 
@@ -113,7 +105,7 @@ class JaxEngine:
 
         self.opts, self._within, self._batch = opts, SpecCounters(), None
         self.eos = () if opts["ignore_eos"] else eos_token_ids(target_path)
-        self.hw = hardware.detect()
+        self.hw = detect.detect()
         weights = self.decoder.step_cost(0)
         self.floor_applies, why = self.hw.floor_applies(weights.bytes() + self.decoder.cache_bytes())
         floor_s = roofline.floor_seconds(weights, self.hw.bandwidth_bytes_per_s) if self.floor_applies else None

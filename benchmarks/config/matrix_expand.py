@@ -1,0 +1,130 @@
+"""Expand a validated matrix into cells: engine × temperature × (baseline, method × K); the run id of a matrix (and
+the one run folders written before IDENTITY_VERSION 1 are named by)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any
+
+from benchmarks.config.matrix_schema import IDENTITY_FIELDS, Matrix
+from benchmarks.core.cells import Cell
+from benchmarks.decide.k_schedules import Schedule
+from benchmarks.engines import catalog
+
+IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
+_LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
+# The fields of that time that the legacy id hashes unset too; any other unset field (a workload key of that time, or
+# a key added since) is left out, as if it were not there.
+_LEGACY_UNSET_HASHED = ("block_size", "request_rate")
+
+
+def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Shared engine options plus the engine's own sub-mapping (e.g. `vllm: {enforce_eager: true}`); a serving
+    engine also takes the sub-mapping of the engine it serves (`vllm-serve` takes `vllm:`), its own winning."""
+    shared = {k: v for k, v in options.items() if k not in catalog.ENGINES}
+    serves = catalog.engine(engine).serves
+    served = options.get(serves) or {} if serves else {}
+    return {**shared, **served, **(options.get(engine) or {})}
+
+
+def expand(m: Matrix) -> list[Cell]:
+    """Cells in run order: for each engine, temperature and batch size the baseline comes first, so a crash late in
+    a run still leaves the reference that every speedup and lossless check needs. A matrix over several engines gives
+    each engine only the methods it runs (a single engine asked for a method it lacks fails with its own error)."""
+    cells: list[Cell] = []
+    for engine in m.engines:
+        for temperature in m.temperatures:
+            for batch_size in m.batch_size or [1]:
+                baseline = Cell(engine=engine, target=m.target, method="baseline", draft=None, k=0,
+                                temperature=temperature, max_new_tokens=m.max_new_tokens, seed=m.seed,
+                                engine_options=options_for(engine, m.engine_options), batch_size=batch_size)
+                if "baseline" in m.methods:
+                    cells.append(baseline)
+                for method in m.methods:
+                    if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
+                        continue
+                    cells += [dataclasses.replace(baseline, method=method, draft=m.drafts.get(method), k=k,
+                                                  engine_options=options)
+                              for k, options in _ks_at(m.k[method], engine, batch_size, baseline.engine_options)]
+    return cells
+
+
+def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: dict[str, Any]
+           ) -> list[tuple[int, dict[str, Any]]]:
+    """The (K, engine options) of a method's cells at one batch size: each K of a list; a schedule's K at that B (no
+    cell where it is 0, but at B = 1, which runs the schedule's largest K: the greedy-identity verdict its cells at
+    larger B take), the schedule itself passed whole to an engine that takes one (closed at that B)."""
+    if not isinstance(ks, Schedule):
+        return [(k, options) for k in ks]
+    k = ks.k_at(batch_size) or (ks.max_k() if batch_size == 1 else 0)
+    option = catalog.engine(engine).k_schedule
+    if not k:
+        return []
+    if option is None:
+        return [(k, options)]
+    ranges = [[r.first, min(r.last or batch_size, batch_size), r.k] for r in ks.ranges if r.first <= batch_size]
+    return [(k, {**options, option: ranges})]
+
+
+def identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a matrix (given as its fields: `dataclasses.asdict` of it, or a run manifest's `config`) measures: its
+    declared identity keys that are set (an unset one leaves the id as it was before the key existed), a local
+    prompt file by its absolute path, and IDENTITY_VERSION. Never the matrix file's path, wording or description,
+    nor where and how its cells run (the placement keys)."""
+    fields: dict[str, Any] = {f: config.get(f) for f in IDENTITY_FIELDS if config.get(f) is not None}
+    fields["datasets"] = [{**d, "path": os.path.abspath(d["path"]) if d.get("path") else None}
+                          for d in fields.get("datasets", [])]
+    return {"identity_version": IDENTITY_VERSION, **fields}
+
+
+def run_id_for(matrix: Matrix) -> str:
+    """`<name>-<8 hex>`: the same for the same measurement, so that rerunning a matrix resumes its run wherever the
+    file lies and however it is worded."""
+    return config_id(dataclasses.asdict(matrix))
+
+
+def config_id(config: dict[str, Any]) -> str:
+    """`run_id_for` of a matrix given as its fields (a run manifest's `config`)."""
+    return _hashed(config["name"], identity(config))
+
+
+def legacy_run_id(matrix: Matrix) -> str:
+    """The run id before IDENTITY_VERSION 1, which names the run folders written then: a hash of every field (the
+    file's path and raw mapping too) but the placement keys of that time and the unset fields of no weight then (its
+    unset workload keys, any key added since)."""
+    config = dataclasses.asdict(matrix)
+    return _hashed(config["name"], {k: v for k, v in config.items() if k not in _LEGACY_PLACEMENT
+                                    and (v is not None or k in _LEGACY_UNSET_HASHED)})
+
+
+def _hashed(name: str, fields: dict[str, Any]) -> str:
+    blob = json.dumps(fields, sort_keys=True, default=str)
+    return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
+MIN_BATCHES = 4  # independent batches at the largest batch size below which its interval is too wide to decide
+
+
+def matrix_warnings(matrix: Matrix) -> list[str]:
+    """What a valid matrix will measure too thinly or leave unchecked: a largest batch size with fewer than
+    MIN_BATCHES batches of the measured prompts (at B > 1 a batch, not a prompt, is the unit of independence), and
+    batch sizes without 1, whose speculative cells' checks (a verdict of batch 1's) are then NOT CHECKED."""
+    if not matrix.batch_size:
+        return []
+    out = []
+    if 1 not in matrix.batch_size and any(m != "baseline" for m in matrix.methods):
+        out.append(f"batch_size {matrix.batch_size} has no 1: greedy identity and the distribution check are verdicts "
+                   f"of a batch-1 cell, so the speculative cells are NOT CHECKED and the run exits 4 (unless "
+                   f"--allow-unchecked); add 1 to 'batch_size'")
+    top = max(matrix.batch_size)
+    n = matrix.num_prompts // top
+    if n >= MIN_BATCHES:
+        return out
+    thin = (f"no interval at B = {top}, whose crossover is then inconclusive" if n < 2
+            else f"a very wide interval at B = {top}")
+    return out + [f"batch_size {top} makes {n} batch{'es' if n != 1 else ''} of the {matrix.num_prompts} measured "
+                  f"prompts: {thin}; num_prompts: {MIN_BATCHES * top} gives {MIN_BATCHES} batches (study "
+                  f"crossover-power estimates the power)"]
+

@@ -1,0 +1,40 @@
+"""How speculative cells pair with their AR baseline: the one rule the summary, the drift recheck and the run order
+share."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchmarks.core.cells import Cell
+from benchmarks.engines import catalog
+
+PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "batch_size")
+
+
+def pairing_options(cell: Cell) -> dict[str, Any]:
+    """A cell's engine options as pairing compares them: without a K schedule passed to the engine (a speculative
+    setting, which its baseline never has)."""
+    option = catalog.engine(cell.engine).k_schedule if cell.engine in catalog.ENGINES else None
+    return {k: v for k, v in cell.engine_options.items() if k != option}
+
+
+def baseline_cell_id(cell: Cell, cells: Mapping[str, Cell]) -> str | None:
+    """The AR baseline a method is compared with: same engine, target, sampling budget, engine options (but a K
+    schedule) and batch size."""
+    for cid, other in cells.items():
+        if other.method == "baseline" and all(getattr(other, k) == getattr(cell, k) for k in PAIRING_KEYS) \
+                and pairing_options(other) == pairing_options(cell):
+            return cid
+    return None
+
+
+def families(cells: list[Cell]) -> list[tuple[Cell, list[Cell]]]:
+    """Each baseline with the speculative cells whose speedups are measured against it (the summary's pairing: same
+    engine, temperature, sampling budget and options), in run order; baselines with no such cell are left out."""
+    by_id = {c.cell_id: c for c in cells}
+    found: dict[str, tuple[Cell, list[Cell]]] = {c.cell_id: (c, []) for c in cells if c.method == "baseline"}
+    for c in cells:
+        base = baseline_cell_id(c, by_id) if c.method != "baseline" else None
+        if base in found:
+            found[base][1].append(c)
+    return [f for f in found.values() if f[1]]

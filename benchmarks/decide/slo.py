@@ -1,0 +1,162 @@
+"""A latency target (SLO) and how one probe's requests are judged against it: thresholds on a percentile of TTFT,
+TPOT, ITL or end-to-end latency, each read with its order-statistic interval (`metrics.quantile_interval`): the probe
+"meets" a threshold when the interval's upper end is within it, "fails" when its lower end is beyond it, and is
+"uncertain" otherwise; a probe meets the SLO when it meets every threshold and fails it when it fails any. Goodput
+counts the requests that met every threshold themselves. Pure: docs/serving.md ("Capacity at a latency target")."""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from benchmarks.core import metrics
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+METRIC_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
+PERCENTILES = (50, 90, 95, 99)
+THRESHOLD_NAME = re.compile(r"p(\d+)_([a-z0-9]+)_ms")
+CONFIDENCE = 0.95
+MEETS, FAILS, UNCERTAIN = "meets", "fails", "uncertain"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The `percentile` of a per-request latency (`metric`, one of METRICS) must be at most `limit_ms`."""
+
+    metric: str
+    percentile: int
+    limit_ms: float
+
+    @property
+    def name(self) -> str:
+        """Its matrix key, as vLLM's `bench sweep` names an SLA: `p99_tpot_ms`."""
+        return f"p{self.percentile}_{self.metric}_ms"
+
+    def text(self, limit_ms: float | None = None) -> str:
+        return f"p{self.percentile} {METRIC_WORDS[self.metric]} ≤ {limit_ms or self.limit_ms:g} ms"
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Every threshold a request load must meet at once."""
+
+    thresholds: tuple[Threshold, ...]
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, float]) -> Slo:
+        """The SLO a matrix's `slo` mapping (checked by `benchmarks.config.slo_keys`) holds, in its order."""
+        out = []
+        for name, limit in mapping.items():
+            m = THRESHOLD_NAME.fullmatch(name)
+            if m is None:
+                raise ValueError(f"{name!r} is not a threshold name (p<percentile>_<metric>_ms)")
+            out.append(Threshold(m.group(2), int(m.group(1)), float(limit)))
+        return cls(tuple(out))
+
+    def text(self) -> str:
+        return ", ".join(t.text() for t in self.thresholds)
+
+    def with_limit(self, index: int, limit_ms: float) -> Slo:
+        """The same SLO with threshold `index` moved to `limit_ms` (the others kept)."""
+        return Slo(tuple(Threshold(t.metric, t.percentile, limit_ms) if i == index else t
+                         for i, t in enumerate(self.thresholds)))
+
+
+def slos_of(config: Mapping[str, object]) -> list[Slo]:
+    """The SLOs of a matrix given as its fields (a Matrix's `vars`, or a run manifest's `config`); none without."""
+    given = config.get("slo")
+    return [Slo.of(m) for m in given] if isinstance(given, list) else []
+
+
+@dataclass(frozen=True)
+class RequestLatency:
+    """What one request of a probe contributes: its latencies in ms (NaN where it has none: one output token has no
+    TPOT, one streamed chunk no ITL) and its output tokens. `itl` is its longest gap between streamed chunks (the
+    longest a user waits mid-answer)."""
+
+    ttft: float
+    tpot: float
+    itl: float
+    e2el: float
+    n_out: int
+
+    def value(self, metric: str) -> float:
+        return float(getattr(self, metric))
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One threshold read on a probe's requests: the percentile with its interval over the n requests that have the
+    metric, and the verdict."""
+
+    threshold: Threshold
+    n: int
+    estimate: float
+    low: float
+    high: float
+    verdict: str
+
+    def text(self) -> str:
+        def ms(x: float) -> str:
+            return "–" if math.isnan(x) else "∞" if math.isinf(x) else f"{x:.3g}"
+        return (f"p{self.threshold.percentile} {METRIC_WORDS[self.threshold.metric]} {ms(self.estimate)} ms "
+                f"[{ms(self.low)}, {ms(self.high)}] vs ≤ {self.threshold.limit_ms:g}: {self.verdict}")
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """A probe judged against an SLO: each threshold's reading and the verdict over all of them."""
+
+    judged: tuple[Judged, ...]
+    verdict: str
+    requests: int
+
+    def text(self) -> str:
+        return "; ".join(j.text() for j in self.judged)
+
+
+def judge_threshold(t: Threshold, requests: Sequence[RequestLatency]) -> Judged:
+    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at CONFIDENCE)."""
+    values = [v for r in requests if not math.isnan(v := r.value(t.metric))]
+    estimate, low, high = metrics.quantile_interval(values, t.percentile / 100.0, CONFIDENCE)
+    verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
+    return Judged(t, len(values), estimate, low, high, verdict)
+
+
+def judge(slo: Slo, requests: Sequence[RequestLatency]) -> Judgment:
+    """A probe against an SLO: it fails when any threshold fails, meets when every threshold meets, and is uncertain
+    otherwise (an interval that straddles a threshold, or too few requests for a bound)."""
+    judged = tuple(judge_threshold(t, requests) for t in slo.thresholds)
+    verdicts = {j.verdict for j in judged}
+    verdict = FAILS if FAILS in verdicts else MEETS if verdicts == {MEETS} else UNCERTAIN
+    return Judgment(judged, verdict, len(requests))
+
+
+def is_good(slo: Slo, r: RequestLatency) -> bool:
+    """Whether one request met every threshold itself (a metric it has no value of does not count against it)."""
+    return all(math.isnan(v := r.value(t.metric)) or v <= t.limit_ms for t in slo.thresholds)
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Requests/s and output tokens/s of the requests that met every threshold, over the probe's wall time."""
+
+    requests_per_s: float
+    tok_per_s: float
+    good: int
+    requests: int
+
+
+def goodput(slo: Slo, requests: Iterable[RequestLatency], duration_s: float) -> Goodput:
+    reqs = list(requests)
+    good = [r for r in reqs if is_good(slo, r)]
+    return Goodput(metrics.requests_per_s(len(good), duration_s),
+                   metrics.aggregate_tok_per_s(sum(r.n_out for r in good), duration_s), len(good), len(reqs))
+
+
+def fewest_requests(slo: Slo) -> tuple[Threshold, int]:
+    """The threshold that needs the most requests at one load before it can be judged "meets", and that number
+    (`metrics.min_values_for_bound` of its percentile)."""
+    need = [(t, metrics.min_values_for_bound(t.percentile / 100.0, CONFIDENCE)) for t in slo.thresholds]
+    return max(need, key=lambda tn: tn[1])
