@@ -3,6 +3,7 @@ options and one catalog row, a dataset by one registry row, a matrix key as decl
 registry entry, a study by one module and one command line."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -95,11 +96,14 @@ def test_column_guide_a_registry_entry_reaches_every_row(tmp_path, monkeypatch):
 
     column = as_module(examples("column-guide.md")["column"], "n_out_column", tmp_path, monkeypatch).COLUMN
     monkeypatch.setattr(columns, "COLUMNS", (*columns.COLUMNS, column))
+    row_type = dataclasses.make_dataclass("Row", [(column.name, "float | None", dataclasses.field(default=None))],
+                                          bases=(columns.SummaryRow,), frozen=True, kw_only=True)
+    monkeypatch.setattr(columns, "SummaryRow", row_type)
     summary = summarize_run(RunStore(write_run(tmp_path / "run")))
     checked = 0
     for row, unit in zip(summary.rows, summary.units, strict=True):
         reqs = unit.reqs
-        assert row["n_out_mean"] == (sum(r.n_out for r in reqs) / len(reqs) if reqs else None)
+        assert row.n_out_mean == (sum(r.n_out for r in reqs) / len(reqs) if reqs else None)
         checked += bool(reqs)
     assert checked > 5
 

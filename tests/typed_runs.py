@@ -8,6 +8,7 @@ from typing import Any
 from benchmarks.analysis.summary import Summary, summarize
 from benchmarks.records.manifest_read import Manifest
 from benchmarks.records.records import Line, parse_lines
+from benchmarks.records.summary_row import SummaryRow
 
 CELL_DEFAULTS = {"target": "t", "draft": None, "k": 0, "temperature": 0.0, "max_new_tokens": 8, "seed": 0,
                  "engine_options": {}}
@@ -56,3 +57,11 @@ def manifest(value: dict[str, Any]) -> Manifest:
 def summary_json(records: list[dict[str, Any] | Line], value: dict[str, Any]) -> Summary:
     """Hand-made records summarised under a hand-made manifest."""
     return summarize(lines(records), manifest(value))
+
+
+def summary_row(**fields: Any) -> SummaryRow:
+    """A hand-made summary row: the columns a test names, a greedy jax baseline on humaneval for the identity it does
+    not name, every other column at its type's default (None where a column does not apply)."""
+    identity = {"engine": "jax", "method": "baseline", "dataset": "humaneval", "temperature": 0.0}
+    merged = {**identity, **fields}
+    return SummaryRow(**{"label": merged["method"], **merged})

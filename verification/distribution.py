@@ -20,6 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 from scipy import stats
 
+from benchmarks.records.summary_row import SummaryRow
+
 ALPHA = 0.01  # family-wise false-positive rate of a cell's check, and of a run's (run_family)
 SAMPLES = 200  # independent samples per arm and prompt
 PROMPTS = 2  # prompts per dataset that are sampled
@@ -261,14 +263,14 @@ def power(n_a: int, n_b: int, family: int, alpha: float = ALPHA, seed: int = 0) 
                  shift_detected=hi)
 
 
-def report_markdown(rows: list[dict]) -> str:
+def report_markdown(rows: list[SummaryRow]) -> str:
     """The "Distribution check (T > 0)" section of report.md: one line per speculative row at T > 0."""
-    sampled = [r for r in rows if r["method"] != "baseline" and r["temperature"] and r["temperature"] > 0]
+    sampled = [r for r in rows if r.method != "baseline" and r.temperature and r.temperature > 0]
     if not sampled:
         return "No speculative cell ran at temperature > 0."
-    checked = [r for r in sampled if r.get("dist_family")]
-    family = max((r["dist_family"] for r in checked), default=0)
-    cells = len({(r["engine"], r["label"], r["dataset"], r["temperature"]) for r in checked})
+    checked = [r for r in sampled if r.dist_family]
+    family = max((r.dist_family or 0 for r in checked), default=0)
+    cells = len({(r.engine, r.label, r.dataset, r.temperature) for r in checked})
     w = cohens_w(*reference_pair(), SAMPLES, SAMPLES)
     head = (f"Each speculative cell at T > 0 against the AR baseline of its engine at the same temperature: "
             f"{SAMPLES} independent samples per arm (JAX: disjoint seed ranges; vLLM: unseeded requests from "
@@ -294,10 +296,10 @@ def report_markdown(rows: list[dict]) -> str:
         return str(int(x)) if fmt == "d" else format(x, fmt)
 
     for r in sampled:
-        lines.append(f"| {r['dataset']} | {r['engine']} | {r['label']} | {r['temperature']:g} | "
-                     f"{r.get('dist_verdict') or 'unchecked'} | {num(r.get('dist_p_min'), '.3g')} | "
-                     f"{num(r.get('dist_n_base'), 'd')} | {num(r.get('dist_n_method'), 'd')} | "
-                     f"{num(r.get('dist_length'), 'd')} | {num(r.get('dist_n_tests'), 'd')} / "
-                     f"{num(r.get('dist_family'), 'd')} | {num(r.get('dist_power_marginal'), '.0%')} | "
-                     f"{num(r.get('dist_power_sequence'), '.0%')} | {num(r.get('dist_shift_detected'), '.2f')} SD |")
+        lines.append(f"| {r.dataset} | {r.engine} | {r.label} | {r.temperature:g} | "
+                     f"{r.dist_verdict or 'unchecked'} | {num(r.dist_p_min, '.3g')} | "
+                     f"{num(r.dist_n_base, 'd')} | {num(r.dist_n_method, 'd')} | "
+                     f"{num(r.dist_length, 'd')} | {num(r.dist_n_tests, 'd')} / "
+                     f"{num(r.dist_family, 'd')} | {num(r.dist_power_marginal, '.0%')} | "
+                     f"{num(r.dist_power_sequence, '.0%')} | {num(r.dist_shift_detected, '.2f')} SD |")
     return head + "\n\n" + "\n".join(lines)

@@ -135,7 +135,7 @@ def _order(cell: Cell) -> tuple:
 def decisions(records: ByKind, manifest: Manifest) -> list[Decision]:
     """Every (workload, SLO) decision of a run with a capacity search, in the order of its workloads and SLOs; none
     without an SLO or a probe."""
-    space = space_of(manifest.config)
+    space = space_of(vars(manifest.config))
     if space is None:
         return []
     lines: dict[tuple[str, str], list[Line]] = defaultdict(list)
@@ -143,7 +143,7 @@ def decisions(records: ByKind, manifest: Manifest) -> list[Decision]:
         lines[(line.cell_id, line.workload)].append(line)
     workloads = list(dict.fromkeys(w for _, w in lines))
     out = []
-    for i, slo in enumerate(slos_of(manifest.config)):
+    for i, slo in enumerate(slos_of(vars(manifest.config))):
         for w in workloads:
             cells = []
             for cell_id, cell in sorted(manifest.cells.items(), key=lambda kv: _order(kv[1])):

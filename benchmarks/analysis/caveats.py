@@ -10,6 +10,7 @@ from packaging.version import InvalidVersion, Version
 from benchmarks.core.cells import SPEC_METHODS
 from benchmarks.engines import catalog
 from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.summary_row import SummaryRow
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ ENGINE_CAVEATS: list[Caveat] = [
 ]
 
 
-def unit_contexts(rows: list[dict[str, Any]], manifest: Manifest,
+def unit_contexts(rows: list[SummaryRow], manifest: Manifest,
                   provenances: dict[str, dict[str, Any]] | None = None) -> list[UnitContext]:
     """One context per provenance the run's units were measured with; for older runs, the rows and the manifest."""
     cells = manifest.cells
@@ -142,12 +143,12 @@ def unit_contexts(rows: list[dict[str, Any]], manifest: Manifest,
                             cell.temperature if (cell := cells.get(p.get("cell_id") or "")) else None,
                             frozenset((p.get("describe") or {}).get("missing") or {}),
                             (p.get("describe") or {}).get("preload")) for p in provenances.values()]
-    return [UnitContext(r["engine"], manifest.platform, r["method"], manifest.packages,
-                        (manifest.models.get(r.get("draft") or "") or {}).get("config"), r["temperature"])
+    return [UnitContext(r.engine, manifest.platform, r.method, manifest.packages,
+                        (manifest.models.get(r.draft or "") or {}).get("config"), r.temperature)
             for r in rows]
 
 
-def caveat_lines(rows: list[dict[str, Any]], manifest: Manifest,
+def caveat_lines(rows: list[SummaryRow], manifest: Manifest,
                  provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """The known engine faults that apply to this run's units."""
     lines: list[str] = []

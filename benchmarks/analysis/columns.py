@@ -17,6 +17,7 @@ from benchmarks.analysis.row_records import (
 )
 from benchmarks.core import metrics
 from benchmarks.records.records import LoadLine
+from benchmarks.records.summary_row import SummaryRow
 
 # report.md sections a column appears in (None: summary.csv only)
 RESULTS, ACCEPTANCE, WORKLOADS, SERVING = "Results", "Per-position acceptance", "Workloads", "Serving under load"
@@ -319,9 +320,9 @@ def _user_rate(u: RowRecords, q: int) -> float | None:
     return metrics.percentile(u.user_rates[0], q) if u.batch is not None else None
 
 
-def row(u: RowRecords) -> dict[str, Any]:
+def row(u: RowRecords) -> SummaryRow:
     """A summary row: every registered column's value for the unit."""
-    return {c.name: c.compute(u) for c in COLUMNS}
+    return SummaryRow.of({c.name: c.compute(u) for c in COLUMNS})
 
 
 def columns_markdown() -> str:

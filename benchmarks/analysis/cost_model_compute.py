@@ -28,10 +28,11 @@ from benchmarks.config.pairing import baseline_cell_id
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.guarded import read_csv_text
-from benchmarks.core.numbers import is_number
+from benchmarks.core.numbers import as_float, is_number
 from benchmarks.core.shapes import ModelConfig
 from benchmarks.hardware import roofline, step_cost
 from benchmarks.records.records import RequestLine
+from benchmarks.records.summary_row import SummaryRow
 
 BREAKDOWN_KEYS = ("draft_s", "verify_s", "host_s", "decode_steps")
 
@@ -180,20 +181,20 @@ class Inputs:
     host_ms: float
 
 
-def gather(spec: Sequence[dict[str, Any]], parts: Mapping[str, Breakdown], kflat: Any = None,
+def gather(spec: Sequence[SummaryRow], parts: Mapping[str, Breakdown], kflat: Any = None,
            position: float = 0.0, ks: Sequence[int] = ()) -> Inputs:
     """p_i of the largest K among `spec`, per-K draft / verify times, the step-weighted host time (host work per
     step: reading n and the committed tokens); with a K-flat table, t_verify at the other Ks of `ks` from its curve
     scaled to the verify times of `spec` (the engine's verify step adds sampling and host reads to the bare forward).
     """
-    top = max(spec, key=lambda r: r["k"])
-    draft = {r["k"]: parts[r["cell_id"]].draft_ms for r in spec}
-    verify = {r["k"]: parts[r["cell_id"]].verify_ms for r in spec}
-    steps = sum(parts[r["cell_id"]].steps for r in spec)
-    host = sum(parts[r["cell_id"]].host_ms * parts[r["cell_id"]].steps for r in spec) / steps
+    top = max(spec, key=lambda r: r.k)
+    draft = {r.k: parts[r.cell_id].draft_ms for r in spec}
+    verify = {r.k: parts[r.cell_id].verify_ms for r in spec}
+    steps = sum(parts[r.cell_id].steps for r in spec)
+    host = sum(parts[r.cell_id].host_ms * parts[r.cell_id].steps for r in spec) / steps
     if kflat is not None:
         verify = {**kflat_verify(kflat, position, verify, ks), **verify}
-    return Inputs(json.loads(top["per_position"]), top["label"], draft, verify, host)
+    return Inputs(json.loads(top.per_position or "[]"), top.label, draft, verify, host)
 
 
 @dataclass(frozen=True)
@@ -203,34 +204,34 @@ class Group:
 
     workload: str
     engine: str
-    base: dict[str, Any] | None
-    spec: list[dict[str, Any]]
+    base: SummaryRow | None
+    spec: list[SummaryRow]
     parts: dict[str, Breakdown]
     position: float
     missing: str | None = None
 
 
-def groups(rows: Sequence[dict[str, Any]], requests: Mapping[tuple[str, str], Sequence[RequestLine]],
+def groups(rows: Sequence[SummaryRow], requests: Mapping[tuple[str, str], Sequence[RequestLine]],
            cells: Mapping[str, Cell]) -> list[Group]:
     """The cost model's groups of a run's summary rows (batch 1 only: a static batch is priced by `cost-model
     --batch`), with each dflash cell's requests on the workload (`requests`, by (cell, workload))."""
-    rows = [r for r in rows if (r.get("batch_size") or 1) == 1]
-    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    rows = [r for r in rows if (r.batch_size or 1) == 1]
+    found: dict[tuple[str, str], list[SummaryRow]] = {}
     for r in rows:
-        if r["method"] == "dflash" and not r["n_errors"]:
-            found.setdefault((baseline_cell_id(cells[r["cell_id"]], cells) or "", r["dataset"]), []).append(r)
+        if r.method == "dflash" and not r.n_errors:
+            found.setdefault((baseline_cell_id(cells[r.cell_id], cells) or "", r.dataset), []).append(r)
     out = []
     for (base_id, workload), spec in found.items():
-        base = next((r for r in rows if r["cell_id"] == base_id and r["dataset"] == workload), None)
-        engine = spec[0]["engine"]
-        reqs = {r["cell_id"]: list(requests.get((r["cell_id"], workload), [])) for r in spec}
+        base = next((r for r in rows if r.cell_id == base_id and r.dataset == workload), None)
+        engine = spec[0].engine
+        reqs = {r.cell_id: list(requests.get((r.cell_id, workload), [])) for r in spec}
         every = [x for rs in reqs.values() for x in rs]
         position = float(np.mean([x.n_prompt_tokens + x.n_out / 2 for x in every])) if every else 0.0
         parts = {cid: breakdown(rs) for cid, rs in reqs.items()}
         missing = None
-        if base is None or base["tpot_ms_mean"] is None or math.isnan(base["tpot_ms_mean"]):
+        if base is None or base.tpot_ms_mean is None or math.isnan(base.tpot_ms_mean):
             missing = "no AR baseline TPOT (add method baseline with the same engine and options)."
-        elif any(not r["per_position"] for r in spec):
+        elif any(not r.per_position for r in spec):
             missing = "no per-position acceptance p_i in the summary."
         elif any(b is None for b in parts.values()):
             missing = ("the records carry no draft / verify / host breakdown; run the JAX engine with "
@@ -268,20 +269,20 @@ class GroupTable:
 def group_table(g: Group, kflat: Any = None) -> GroupTable:
     """Predicted against measured over the Ks run (in-sample and held-out), and the predicted best K."""
     assert g.base is not None and g.missing is None
-    t_ar = g.base["tpot_ms_mean"]
-    run_ks = sorted(r["k"] for r in g.spec)
+    t_ar = g.base.tpot_ms_mean
+    run_ks = sorted(r.k for r in g.spec)
     full = gather(g.spec, g.parts)
-    by_k = {r["k"]: r for r in g.spec}
+    by_k = {r.k: r for r in g.spec}
     rows = []
     for pr in predict(full.per_position, t_ar, full.draft_ms, full.verify_ms, full.host_ms, run_ks):
         r = by_k[pr.k]
-        others = [x for x in g.spec if x["k"] != pr.k]
+        others = [x for x in g.spec if x.k != pr.k]
         held = math.nan
-        if others and max(x["k"] for x in others) >= pr.k:
+        if others and max(x.k for x in others) >= pr.k:
             inp = gather(others, g.parts, kflat, g.position, [pr.k])
             hp = predict(inp.per_position, t_ar, inp.draft_ms, inp.verify_ms, inp.host_ms, [pr.k])
             held = hp[0].speedup if hp else math.nan
-        rows.append(KRow(pr, held, r["tau"], r["speedup_mean_ratio"] or math.nan, r["speedup"]))
+        rows.append(KRow(pr, held, r.tau, r.speedup_mean_ratio or math.nan, r.speedup))
     candidates = list(range(1, len(full.per_position) + 1))
     verify = full.verify_ms
     if kflat is not None:  # one smooth curve for every K, the Ks run included: no jumps between measured points
@@ -350,15 +351,15 @@ def reference_taus(frame: Any) -> list[Tau]:
     return out
 
 
-def run_taus(rows: Sequence[dict[str, Any]]) -> list[Tau]:
+def run_taus(rows: Sequence[SummaryRow]) -> list[Tau]:
     """The τ of each dataset of a run's largest-K dflash cell (summary rows), with its measured speedup, AR TPOT and
     step time."""
-    spec = [r for r in rows if r["method"] == "dflash" and is_number(r["tau"])]
+    spec = [r for r in rows if r.method == "dflash" and is_number(r.tau)]
     out = []
-    for dataset in dict.fromkeys(r["dataset"] for r in spec):
-        top = max((r for r in spec if r["dataset"] == dataset), key=lambda r: r["k"])
-        base = next((r for r in rows if r["method"] == "baseline" and r["dataset"] == dataset
-                     and r["engine"] == top["engine"]), None)
-        out.append(Tau(dataset, float(top["tau"]), float(top.get("speedup_mean_ratio") or math.nan),
-                       float(base["tpot_ms_mean"]) if base else math.nan, top["tau"] * top["tpot_ms_mean"]))
+    for dataset in dict.fromkeys(r.dataset for r in spec):
+        top = max((r for r in spec if r.dataset == dataset), key=lambda r: r.k)
+        base = next((r for r in rows if r.method == "baseline" and r.dataset == dataset
+                     and r.engine == top.engine), None)
+        out.append(Tau(dataset, as_float(top.tau), float(top.speedup_mean_ratio or math.nan),
+                       base.tpot_ms_mean if base else math.nan, as_float(top.tau) * top.tpot_ms_mean))
     return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.config.matrix_schema import Matrix
+
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -38,10 +40,10 @@ def provenance_lines(environments: dict[str, tuple[dict[str, Any], set[str]]]) -
     return lines
 
 
-def cell_order(config: dict[str, Any]) -> str:
+def cell_order(config: Matrix) -> str:
     """How the cells of a run took their prompts, and where they ran (the latest invocation's executor)."""
-    interleaved = bool(config.get("interleave"))
-    if config.get("executor") == "ray":
+    interleaved = config.interleave
+    if config.executor == "ray":
         return ("interleaved, prompt by prompt, in Ray actors" if interleaved
                 else "in Ray actors, several at once (executor ray)")
     return "interleaved, prompt by prompt" if interleaved else "one after another"

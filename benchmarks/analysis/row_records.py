@@ -16,6 +16,7 @@ from benchmarks.analysis.strongest import Strongest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell, has_batch_one
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.decide.k_schedules import Schedule
 from benchmarks.records.manifest_read import Manifest
 from benchmarks.records.records import ByKind, LoadLine, RequestLine, SamplesLine
 from verification import distribution, ties
@@ -299,7 +300,7 @@ class RowRecords:
     def apart_from_strongest(self) -> bool:
         """Whether this cell ran apart from the strongest baseline: another engine, cells not interleaved (a change of
         the host's speed between them is not seen by the comparison)."""
-        return (self.strongest is not None and not self.manifest.config.get("interleave")
+        return (self.strongest is not None and not self.manifest.config.interleave
                 and self.manifest.cells[self.strongest[0].cell_id].engine != self.cell.engine)
 
     @cached_property
@@ -396,7 +397,7 @@ class RowRecords:
         """Whether the matrix has the batch-1 cell of this row's engine, method, K and temperature, whose verdicts
         (greedy identity, the distribution check) stand for a static batch's row; for a K schedule, its batch-1
         cell whatever K it runs there."""
-        scheduled = isinstance((self.manifest.config.get("k") or {}).get(self.cell.method), dict)
+        scheduled = isinstance(self.manifest.config.k.get(self.cell.method), Schedule)
         return has_batch_one(self.cell, self.manifest.cells.values(), scheduled)
 
     def not_checked(self) -> str | None:

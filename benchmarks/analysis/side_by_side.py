@@ -9,6 +9,7 @@ from itertools import combinations
 from benchmarks.analysis.row_records import RowRecords
 from benchmarks.analysis.strongest import Requests
 from benchmarks.core import metrics
+from benchmarks.records.summary_row import SummaryRow
 
 
 @dataclass(frozen=True)
@@ -48,18 +49,18 @@ def _alone(u: RowRecords) -> bool:
     return u.level is None and u.cell.batch_size == 1
 
 
-def side_by_side(units: list[RowRecords], rows: list[dict]) -> list[SideBySide]:
+def side_by_side(units: list[RowRecords], rows: list[SummaryRow]) -> list[SideBySide]:
     """Every batch-1 cell beside the strongest baseline of its workload and temperature, in the report's order."""
     by_cell = {(u.cell_id, u.workload): (u, r) for u, r in zip(units, rows) if _alone(u) and u.strongest and u.reqs}
     base_of = {(u.cell.engine, u.workload, u.cell.temperature): r for u, r in by_cell.values() if not u.speculative}
     out = []
     for u, r in sorted(by_cell.values(), key=lambda ur: (ur[0].workload, ur[0].cell.temperature, ur[0].cell.engine,
-                                                         ur[1]["label"])):
+                                                         ur[1].label)):
         assert u.strongest is not None
         best = u.strongest[0]
         own = base_of.get((u.cell.engine, u.workload, u.cell.temperature))
-        out.append(SideBySide(u.workload, u.cell.temperature, u.cell.engine, r["label"],
-                              own["tpot_ms_mean"] if own else None, r["tpot_ms_mean"], r["tau"],
+        out.append(SideBySide(u.workload, u.cell.temperature, u.cell.engine, r.label,
+                              own.tpot_ms_mean if own else None, r.tpot_ms_mean, r.tau,
                               u.speedup if u.speculative else None, u.over_strongest, u.cell_id == best.cell_id,
                               best.slower(u.over_strongest), u.apart_from_strongest))
     return out

@@ -22,6 +22,7 @@ from benchmarks.hardware.provenance import content_id, environment_key
 from benchmarks.records.manifest_read import Manifest
 from benchmarks.records.records import PROBE_KINDS, ByKind, Line, RequestLine, SamplesLine
 from benchmarks.records.store import RunStore
+from benchmarks.records.summary_row import SummaryRow
 from verification import distribution
 from verification.lossless import Verdicts, judge
 
@@ -107,13 +108,13 @@ class PromptSets:
 
 @dataclass(frozen=True)
 class Summary:
-    """A run summarised once. `rows` are summary.csv's (one dict of registered columns per row, `units` the records
-    each was computed from); the cached properties are what report.md's sections show beyond the rows."""
+    """A run summarised once. `rows` are summary.csv's (one typed row of the registered columns each, `units` the
+    records each was computed from); the cached properties are what report.md's sections show beyond the rows."""
 
     manifest: Manifest
     records: ByKind
     units: list[RowRecords]
-    rows: list[dict[str, Any]]
+    rows: list[SummaryRow]
     verdicts: Verdicts
     provenances: dict[str, dict[str, Any]]  # the provenance records the run's units name, by id
     left_out: tuple[str, ...] = ()  # the run's own unit files its records lack (damaged), each with its reason

@@ -21,12 +21,12 @@ def main(args: argparse.Namespace) -> int:
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))
     rows, verdicts = summary.rows, summary.verdicts
-    checked = [r for r in rows if r["method"] != "baseline" and r["identical_frac"] is not None]
+    checked = [r for r in rows if r.method != "baseline" and r.identical_frac is not None]
     for line in verdicts.lines:
         print(line)
     print(f"lossless: {len(checked) - len(verdicts.divergent)} of {len(checked)} greedy (method, dataset) rows "
           f"identical to AR or differing only at numerical ties (docs/lossless.md)")
-    sampled = [r for r in rows if r.get("dist_verdict") in ("pass", "FAIL")]
+    sampled = [r for r in rows if r.dist_verdict in ("pass", "FAIL")]
     print(f"distribution: {len(sampled) - len(verdicts.distribution_failed)} of {len(sampled)} sampled (method, "
           f"dataset) rows pass")
     return worst(exit_status(len(verdicts.failed), verdicts.violated, unchecked=bool(verdicts.unchecked)),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.analysis.summary import Summary
 from benchmarks.cli.report import run_folder
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.cells import Cell
@@ -53,7 +54,7 @@ class Source:
         return self.curve.taus()
 
 
-def sources(summary: Any, where: Path) -> list[Source]:
+def sources(summary: Summary, where: Path) -> list[Source]:
     """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
     assumed not to depend on B) and the measured grid."""
     from benchmarks.analysis import k_schedule_compute as ksd
@@ -72,12 +73,12 @@ def sources(summary: Any, where: Path) -> list[Source]:
     return out
 
 
-def _matrix_base(summary: Any, src: Source) -> dict[str, Any]:
+def _matrix_base(summary: Summary, src: Source) -> dict[str, Any]:
     """The run's own matrix settings that the schedule's matrix keeps (its model files, workload and budget)."""
     keep = ("target", "drafts", "block_size", "max_new_tokens", "num_prompts", "warmup_prompts", "seed",
             "engine_options")
-    config = summary.manifest.config
-    base = {key: config[key] for key in keep if config.get(key) is not None}
+    config = vars(summary.manifest.config)
+    base = {key: config[key] for key in keep if config[key] is not None}
     return {"name": f"{summary.manifest.run_id or 'run'}-ksched"[:80], **base, "engine": src.engine,
             "datasets": [src.workload], "temperature": src.top.temperature}
 
@@ -97,7 +98,7 @@ def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[
     return md
 
 
-def _calibration_points(summary: Any, engine: str) -> dict[int, float]:
+def _calibration_points(summary: Summary, engine: str) -> dict[int, float]:
     """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
     from benchmarks.analysis import k_schedule_compute as ksd
     from benchmarks.core.metrics import mean_interval
@@ -181,7 +182,7 @@ def schedule_main(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tuple[Any, str]:
+def _cpu_calibrated(args: argparse.Namespace, summary: Summary, src: Source) -> tuple[Any, str]:
     """The step cost on this CPU from the roofline calibrated on the AR curve of --calibrate-from (a run folder),
     and the calibration's table against the measured steps."""
     from benchmarks.analysis import k_schedule_compute as ksd
@@ -198,7 +199,7 @@ def _cpu_calibrated(args: argparse.Namespace, summary: Any, src: Source) -> tupl
     if len(points) < 2:
         raise ConfigError(f"--calibrate-from {args.calibrate_from}: AR baselines of {src.engine} at {len(points)} "
                           "batch size(s); the fit needs two or more")
-    dtype = str(src.top.engine_options.get("dtype") or summary.manifest.config.get("engine_options", {}).get("dtype")
+    dtype = str(src.top.engine_options.get("dtype") or summary.manifest.config.engine_options.get("dtype")
                 or "float32")
     itemsize = 2 if dtype == "bfloat16" else 4
     reqs = [r for u in summary.units if u.cell == src.top for r in u.reqs]

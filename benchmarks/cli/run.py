@@ -11,6 +11,7 @@ from typing import Any
 from benchmarks.config.matrix_parse import Matrix
 from benchmarks.config.placement_keys import EXECUTORS, check_executor
 from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.records.summary_row import SummaryRow
 
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:
@@ -76,15 +77,15 @@ def latest_note(run_dir: Path) -> str:
     return f"{latest} points at {target}: another run moved it since this one wrote its first unit"
 
 
-def retry_advice(failed_rows: list[dict[str, Any]]) -> str:
+def retry_advice(failed_rows: list[SummaryRow]) -> str:
     """Whether rerunning the command would help the failed units (`records.rerun_may_help`): only those whose
     cause may pass on a retry are offered one; the rest are named as failing the same way again."""
     from benchmarks.records.records import rerun_may_help
 
-    lasting = [r for r in failed_rows if not rerun_may_help(r.get("error") or "")]
+    lasting = [r for r in failed_rows if not rerun_may_help(r.error or "")]
     if not lasting:
         return "Rerun the same command to retry them."
-    names = ", ".join(sorted({f"{r['label']} on {r['dataset']}" for r in lasting}))
+    names = ", ".join(sorted({f"{r.label} on {r.dataset}" for r in lasting}))
     again = (f"{names} failed on their input or set-up and would fail the same way on a rerun: fix the cause "
              f"report.md gives, then rerun")
     return again + ("; the others may pass on a rerun of the same command." if len(lasting) < len(failed_rows)

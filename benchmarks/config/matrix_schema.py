@@ -9,6 +9,7 @@ id and the key table of docs/matrices.md (`key_table`, checked by tests/config/t
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Iterator, ParamSpec
 
@@ -261,3 +262,27 @@ def key_table() -> str:
             + f" | {k.doc} |" for k in KEYS]
     head = ["| key | takes | default | run id | `make bench` | what it does |", "|---|---|---|---|---|---|"]
     return "\n".join(head + rows) + "\n"
+
+
+# What a manifest written before a key existed means by its absence, where the key's declared default is not in
+# the parsed form (the rest take their declared default).
+_ABSENT: dict[str, Any] = {"source": "", "name": "", "raw": {}, "engines": [], "target": "", "k": {}, "datasets": [],
+                           "temperatures": [], "methods": []}
+
+
+def matrix_of_manifest(config: dict[str, Any]) -> Matrix:
+    """The Matrix a run's manifest.json `config` holds (`dataclasses.asdict` of the one the run took): its nested
+    values as their types again (each K schedule a `Schedule`, each dataset a `DatasetEntry`), a key the run's harness
+    did not have yet at what its absence means. Values are taken as written: the run was validated when it ran."""
+    values: dict[str, Any] = {}
+    for f in fields(Matrix):
+        if f.name in config:
+            values[f.name] = config[f.name]
+        elif f.name in _ABSENT:
+            values[f.name] = copy.deepcopy(_ABSENT[f.name])
+        else:
+            values[f.name] = copy.deepcopy(f.metadata["key"].default)
+    values["k"] = {method: Schedule.from_json(v) if isinstance(v, dict) else v for method, v in values["k"].items()}
+    values["datasets"] = [DatasetEntry(**d) if isinstance(d, dict) else DatasetEntry(str(d))
+                          for d in values["datasets"]]
+    return Matrix(**values)

@@ -12,6 +12,11 @@ def is_number(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
 
 
+def as_float(x: Any) -> float:
+    """A value as a float, NaN where it is no number (None, a bool, text)."""
+    return float(x) if is_number(x) else math.nan
+
+
 def is_finite(x: Any) -> TypeGuard[float]:
     """A number that is not infinite either."""
     return is_number(x) and math.isfinite(x)

@@ -47,6 +47,11 @@ class Schedule:
         """{first B: K}: the form a matrix's `k` takes."""
         return {r.first: r.k for r in self.ranges}
 
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> "Schedule":
+        """The schedule a run's manifest holds (`dataclasses.asdict`: {"ranges": [{first, last, k}, ...]})."""
+        return cls(tuple(Range(**r) for r in value["ranges"]))
+
 
 def ks_of(value: "list[int] | Schedule") -> list[int]:
     """The Ks of a matrix's parsed `k` for one method: its list, or a schedule's distinct Ks above 0."""

@@ -5,18 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.config.matrix_schema import Matrix, matrix_of_manifest
 from benchmarks.core.cells import Cell
 from benchmarks.core.guarded import name_problem
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """A run's manifest: `cells` by id as typed cells; `config` the matrix's fields as the run took them (a run of an
-    older harness lacks the keys added since, so they are read with `.get`)."""
+    """A run's manifest: `cells` by id as typed cells; `config` the Matrix the run took (a run of an older harness
+    lacks the keys added since: `matrix_of_manifest` says what their absence means)."""
 
     run_id: str
     cells: dict[str, Cell]
-    config: dict[str, Any]
+    config: Matrix
     platform: str | None = None
     hardware: dict[str, Any] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)
@@ -26,6 +27,7 @@ class Manifest:
     config_path: str | None = None
     created_utc: str | None = None
     git_sha: str | None = None
+    recorded: frozenset[str] = frozenset()  # the matrix fields `config` was read from (the rest are defaults)
 
     @classmethod
     def from_json(cls, value: dict[str, Any], where: str) -> "Manifest":
@@ -45,12 +47,13 @@ class Manifest:
         run_id = value.get("run_id")
         if run_id is not None and name_problem(run_id):
             raise ValueError(f"{where}: run_id {name_problem(run_id)}")
-        return cls(run_id=run_id or "", cells=cells, config=value["config"],
+        return cls(run_id=run_id or "", cells=cells, config=matrix_of_manifest(value["config"]),
                    platform=texts["platform"], hardware=sections["hardware"], packages=sections["packages"],
                    models=sections["models"], prompts=sections["prompts"],
                    prompts_skipped=sections["prompts_skipped"], config_path=texts["config_path"],
-                   created_utc=texts["created_utc"], git_sha=texts["git_sha"])
+                   created_utc=texts["created_utc"], git_sha=texts["git_sha"],
+                   recorded=frozenset(value["config"]))
 
     @property
     def target(self) -> str:
-        return str(self.config.get("target"))
+        return self.config.target

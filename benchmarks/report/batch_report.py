@@ -5,10 +5,9 @@ Pure: summary rows in, markdown out. Shown only for a run with a batch size abov
 """
 from __future__ import annotations
 
-from typing import Any
-
 from benchmarks.analysis.crossovers import SeriesCrossover
 from benchmarks.core.markdown import fmt
+from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import DATASET, ENGINE, TEMPERATURE, Shown, method_only, render, value, with_interval
 
 EXPLAIN = """\
@@ -30,16 +29,16 @@ greedy tokens equal AR's at the same B. The **crossover** is the smallest B whos
 an interval is inconclusive, named, never counted as above 1."""
 
 
-def _speedup(r: dict[str, Any]) -> str:
-    return with_interval(r["batch_speedup"], r.get("batch_speedup_ci_low"), r.get("batch_speedup_ci_high"),
-                         r.get("throughput_ci_note"))
+def _speedup(r: SummaryRow) -> str:
+    return with_interval(r.batch_speedup, r.batch_speedup_ci_low, r.batch_speedup_ci_high,
+                         r.throughput_ci_note)
 
 
-def _user(r: dict[str, Any]) -> str:
-    if r.get("tok_per_s_user_p50") is None:
+def _user(r: SummaryRow) -> str:
+    if r.tok_per_s_user_p50 is None:
         return fmt(None)
-    est = " est." if r.get("tok_per_s_user_estimated") else ""
-    return f"{fmt(r['tok_per_s_user_p50'], 1)} / {fmt(r['tok_per_s_user_p10'], 1)}{est}"
+    est = " est." if r.tok_per_s_user_estimated else ""
+    return f"{fmt(r.tok_per_s_user_p50, 1)} / {fmt(r.tok_per_s_user_p10, 1)}{est}"
 
 
 BATCH_TABLE: tuple[Shown, ...] = (
@@ -50,17 +49,17 @@ BATCH_TABLE: tuple[Shown, ...] = (
     method_only(Shown("thr. speedup [95% CI]", ("batch_speedup", "batch_speedup_ci_low", "batch_speedup_ci_high",
                                                 "throughput_ci_note"), _speedup)),
     Shown("batches", ("n_batches", "n_batch_pairs"),
-          lambda r: fmt(r["n_batch_pairs"] if r["method"] != "baseline" else r["n_batches"])),
+          lambda r: fmt(r.n_batch_pairs if r.method != "baseline" else r.n_batches)),
     value("wasted row-steps", "wasted_row_steps"),
     method_only(Shown("identical", ("identical_frac", "identical_frac_batched"), lambda r: fmt(
-        r["identical_frac"] if r["batch_size"] == 1 else r.get("identical_frac_batched"), 3))),
+        r.identical_frac if r.batch_size == 1 else r.identical_frac_batched, 3))),
 )
 
 
-def batch_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def batch_rows(rows: list[SummaryRow]) -> list[SummaryRow]:
     """The rows of every (engine, dataset, temperature) measured at a batch size above 1, at each batch size."""
-    axis = {(r["engine"], r["dataset"], r["temperature"]) for r in rows if (r.get("batch_size") or 1) > 1}
-    return [r for r in rows if r.get("batch_size") is not None and (r["engine"], r["dataset"], r["temperature"])
+    axis = {(r.engine, r.dataset, r.temperature) for r in rows if (r.batch_size or 1) > 1}
+    return [r for r in rows if r.batch_size is not None and (r.engine, r.dataset, r.temperature)
             in axis]
 
 
@@ -88,14 +87,14 @@ def crossover_lines(found: list[SeriesCrossover]) -> list[str]:
     return out or ["- no speculative series along the axis"]
 
 
-def batch_markdown(rows: list[dict[str, Any]], found: list[SeriesCrossover]) -> str | None:
+def batch_markdown(rows: list[SummaryRow], found: list[SeriesCrossover]) -> str | None:
     """The section's body; None when the run has no batch size above 1."""
     batched = batch_rows(rows)
     if not batched:
         return None
-    ordered = sorted(batched, key=lambda r: (r["engine"], r["dataset"], r["temperature"], r["method"] != "baseline",
-                                             r["label"], r["batch_size"]))
-    serving = sorted({r["engine"] for r in rows if r.get("concurrency") is not None})
+    ordered = sorted(batched, key=lambda r: (r.engine, r.dataset, r.temperature, r.method != "baseline",
+                                             r.label, r.batch_size))
+    serving = sorted({r.engine for r in rows if r.concurrency is not None})
     both = ([f"This run also served a load ({', '.join(serving)}): its axis is the concurrency C of Serving under",
              "load, requests in flight against a server, not a static batch."] if serving else [])
     return "\n".join([EXPLAIN, *(["", *both] if both else []), "", render(BATCH_TABLE, ordered), "",

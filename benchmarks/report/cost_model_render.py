@@ -11,6 +11,7 @@ from typing import Any
 from benchmarks.analysis.cost_model_compute import Engine, Group, Tau, chip_rows, first_batch, group_table
 from benchmarks.core.markdown import fmt
 from benchmarks.hardware import roofline
+from benchmarks.records.summary_row import SummaryRow
 
 
 def _pct(x: float) -> str:
@@ -47,7 +48,7 @@ def _group_markdown(g: Group, kflat: Any) -> list[str]:
     return lines
 
 
-def cost_model_markdown(rows: Sequence[dict[str, Any]], groups: Sequence[Group], kflat: Any = None) -> str:
+def cost_model_markdown(rows: Sequence[SummaryRow], groups: Sequence[Group], kflat: Any = None) -> str:
     """Predicted vs measured speedup for the Ks run, and the predicted best K; or what input is missing.
 
     Predictions are compared with the measured mean-ratio speedup (mean TPOT_AR / mean TPOT_M, the same ratio-of-means
@@ -68,7 +69,7 @@ def cost_model_markdown(rows: Sequence[dict[str, Any]], groups: Sequence[Group],
     missing = [f"- Not computed for {g.engine} on {g.workload}: {g.missing}" for g in groups if g.missing]
     if missing:
         out += [""] + missing
-    if any(r["method"] == "dflash" and (r.get("batch_size") or 1) > 1 for r in rows):
+    if any(r.method == "dflash" and (r.batch_size or 1) > 1 for r in rows):
         out += ["", "Rows at a batch size above 1 are left out: this model prices a batch-1 step from its measured "
                     "parts; `cost-model --chip X --batch …` predicts a batched one."]
     return "\n".join(out)

@@ -9,6 +9,7 @@ from benchmarks.core.numbers import is_number
 from benchmarks.hardware import detect
 from benchmarks.hardware.provenance import DTYPE_BYTES
 from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.tables import setting
 
 
@@ -36,13 +37,13 @@ def engine_bandwidth(manifest: Manifest, provenances: dict[str, dict[str, Any]])
     return hw
 
 
-def floor_lines(rows: list[dict[str, Any]], manifest: Manifest,
+def floor_lines(rows: list[SummaryRow], manifest: Manifest,
                 provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
     hw = engine_bandwidth(manifest, provenances or {})
     bw = hw.get("bandwidth_gbps")
     model = manifest.models.get(manifest.target, {})
-    weight_bytes, source = _run_weight_bytes(model, manifest.config.get("engine_options") or {})
+    weight_bytes, source = _run_weight_bytes(model, manifest.config.engine_options)
     if not bw:
         return [f"Floor not computed: the memory bandwidth of {hw.get('device') or 'this device'} is unknown "
                 f"({hw.get('bandwidth_source') or 'not recorded'}); set DFLASH_BANDWIDTH_GBS (GB/s) and rerun "
@@ -59,11 +60,11 @@ def floor_lines(rows: list[dict[str, Any]], manifest: Manifest,
         lines.append(f"The weights fit the {cache / 2**20:.0f} MiB CPU cache, so the DRAM floor does not bind here; "
                      f"times are reported against it but not flagged.")
     for r in rows:
-        if r["method"] == "baseline" and is_number(r["tpot_ms_mean"]):
-            bad = binding and metrics.below_floor(r["tpot_ms_mean"], floor)
-            achieved = weight_bytes / (r["tpot_ms_mean"] / 1000.0) / 1e9
-            at = f" @B={r['batch_size']}" if (r.get("batch_size") or 1) > 1 else ""  # weights read once per step
-            lines.append(f"- {r['engine']} AR{at} on {r['dataset']}: TPOT {r['tpot_ms_mean']:.3f} ms, "
+        if r.method == "baseline" and is_number(r.tpot_ms_mean):
+            bad = binding and metrics.below_floor(r.tpot_ms_mean, floor)
+            achieved = weight_bytes / (r.tpot_ms_mean / 1000.0) / 1e9
+            at = f" @B={r.batch_size}" if (r.batch_size or 1) > 1 else ""  # weights read once per step
+            lines.append(f"- {r.engine} AR{at} on {r.dataset}: TPOT {r.tpot_ms_mean:.3f} ms, "
                          f"{achieved:.1f} GB/s of weights ({100 * achieved / bw:.0f} % of the bandwidth)"
                          + (" **BELOW THE FLOOR: timing error, not a result**" if bad else ""))
     return lines

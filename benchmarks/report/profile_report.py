@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from benchmarks.analysis.speculation_profile import AGREE, PREFIX, TAU_SUM, TOLERANCE, Profile, Source
-from benchmarks.report.shown import row_label
+from benchmarks.report.shown import label_at
 
 CHECKS = {TAU_SUM: "τ = 1 + Σ p_i", PREFIX: "p_i non-increasing", AGREE: "agreement"}
 SOURCES = {"counters": "engine counters", "requests": "accept lengths", "both": "engine counters vs accept lengths"}
@@ -45,7 +45,7 @@ def profile_json(profiles: list[Profile]) -> str:
 
 def _row(p: Profile) -> str:
     """The row a profile is of, as report.md's tables name it: "jax dflash-k3 @C=4 on humaneval"."""
-    shown = row_label({"label": p.cell.label, "concurrency": p.key[2], "batch_size": p.cell.batch_size})
+    shown = label_at(p.cell.label, p.key[2], p.cell.batch_size)
     return f"{p.cell.engine} {shown} on {p.key[1]}"
 
 

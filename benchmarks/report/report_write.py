@@ -4,12 +4,12 @@ this one."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.analysis.environments import cell_order, provenance_lines
 from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.analysis.summary_csv import summary_csv, summary_frame
+from benchmarks.config.matrix_schema import Matrix
 from benchmarks.core.atomic import atomic_write_text
 from benchmarks.data.datasets import skipped_lines
 from benchmarks.figures import run_figures as plots
@@ -44,9 +44,9 @@ DEFINITIONS = """\
   the table's τ is pooled over all verify steps."""
 
 
-def batch_sizes(config: dict[str, Any]) -> str:
+def batch_sizes(config: Matrix) -> str:
     """The report's words for the run's offline batch sizes."""
-    sizes = config.get("batch_size")
+    sizes = config.batch_size
     return f"batch sizes {', '.join(map(str, sizes))} (see Batch)" if sizes else "batch size 1"
 
 
@@ -54,7 +54,7 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
     """report.md of a summarised run."""
     rows, verdicts, manifest, provenances = s.rows, s.verdicts, s.manifest, s.provenances
     config, hw = manifest.config, manifest.hardware
-    errors = [r for r in rows if r["n_errors"]]
+    errors = [r for r in rows if r.n_errors]
     origin = provenance_lines(s.environments)
     mixed = origin[0].startswith("**MIXED")
     settings = settings_table(provenances, manifest.cells)
@@ -64,8 +64,8 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
         + (" (the latest invocation's; the units differ, see Provenance)" if mixed else ""),
         f"- platform: {manifest.platform} · hardware: {hw.get('device')} · "
         + " · ".join(f"{k} {v}" for k, v in manifest.packages.items()),
-        f"- target: `{config['target']}` · max_new_tokens {config['max_new_tokens']} · "
-        f"prompts per dataset {config['num_prompts']} (+{config['warmup_prompts']} warm-up, "
+        f"- target: `{config.target}` · max_new_tokens {config.max_new_tokens} · "
+        f"prompts per dataset {config.num_prompts} (+{config.warmup_prompts} warm-up, "
         f"excluded) · {batch_sizes(config)} · cells " + cell_order(config),
         *[f"- prompts: {line}" for line in skipped_lines(manifest.prompts_skipped)],
         *[f"- prompts: {line}" for line in template_lines(manifest)],
@@ -75,7 +75,7 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
         "", "## Results", results_table(rows), *outlier_lines(rows),
         *(["", "## Engines side by side", engines] if (engines := engines_markdown(s)) else []),
         *(["", "## Workloads", workloads] if (workloads := workload_markdown(s)) else []),
-        "", "## Baseline drift", "\n".join(drift_lines(rows, config)),
+        "", "## Baseline drift", "\n".join(drift_lines(rows, config, manifest.recorded)),
         "", "## Per-position acceptance", acceptance_table(rows),
         *[f"\n{line}" for line in failed_check_lines(s.speculation_profiles)],
         *[f"\n{line}" for line in caveat_lines(rows, manifest, provenances)],
@@ -96,9 +96,9 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
     if batched:
         parts += ["", "## Batch", batched]
     if errors:
-        parts += ["", "## Failed units", "\n".join(f"- {r['engine']} {r['label']} on {r['dataset']}"
-                                                    + (f" at concurrency {r['concurrency']}" if r.get("concurrency")
-                                                       else "") + f": {r['error']}" for r in errors)]
+        parts += ["", "## Failed units", "\n".join(f"- {r.engine} {r.label} on {r.dataset}"
+                                                    + (f" at concurrency {r.concurrency}" if r.concurrency
+                                                       else "") + f": {r.error}" for r in errors)]
     parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, s.cost_groups)]
     parts += ["", "## Reproduced vs published", comparison_markdown(summary_frame(rows), manifest)]
     if figures:

@@ -4,10 +4,9 @@ Pure: summary rows in, markdown out (rows of engines that serve carry a `concurr
 """
 from __future__ import annotations
 
-from typing import Any
-
 from benchmarks.analysis.crossovers import SeriesCrossover
 from benchmarks.core.markdown import fmt
+from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.batch_report import crossover_lines
 from benchmarks.report.shown import DATASET, Shown, method_only, render, row_speedup, value, with_interval
 
@@ -32,12 +31,12 @@ measurement of that, not a lossless violation."""
 def _percentiles(stem: str, digits: int = 2) -> Shown:
     names = tuple(f"{stem}_p{q}" for q in (50, 90, 99))
     return Shown(f"{stem.split('_')[0].upper()} p50/p90/p99 ms", names,
-                 lambda r: "/".join(fmt(r[n], digits) for n in names))
+                 lambda r: "/".join(fmt(getattr(r, n), digits) for n in names))
 
 
-def _throughput(r: dict[str, Any]) -> str:
-    return with_interval(r["throughput_speedup"], r.get("throughput_speedup_ci_low"),
-                         r.get("throughput_speedup_ci_high"), r.get("throughput_ci_note"))
+def _throughput(r: SummaryRow) -> str:
+    return with_interval(r.throughput_speedup, r.throughput_speedup_ci_low,
+                         r.throughput_speedup_ci_high, r.throughput_ci_note)
 
 
 SERVE_TABLE: tuple[Shown, ...] = (
@@ -51,29 +50,29 @@ SERVE_TABLE: tuple[Shown, ...] = (
     method_only(Shown("thr. speedup [95% CI]", ("throughput_speedup", "throughput_speedup_ci_low",
                                                 "throughput_speedup_ci_high", "throughput_ci_note"), _throughput)),
     Shown("identical", ("identical_frac", "identical_frac_batched"), lambda r: fmt(
-        r["identical_frac"] if int(r["concurrency"]) == 1 else r.get("identical_frac_batched"), 3)),
+        r.identical_frac if r.concurrency == 1 else r.identical_frac_batched, 3)),
 )
 # Registered serving columns the section states in its lines rather than its table.
 SERVE_LINES = ("request_rate", "n_burst")
 
 
-def serve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("concurrency") is not None]
+def serve_rows(rows: list[SummaryRow]) -> list[SummaryRow]:
+    return [r for r in rows if r.concurrency is not None]
 
 
-def serve_markdown(rows: list[dict[str, Any]], found: list[SeriesCrossover]) -> str | None:
+def serve_markdown(rows: list[SummaryRow], found: list[SeriesCrossover]) -> str | None:
     """The section's body; None when the run has no serving rows."""
     served = serve_rows(rows)
     if not served:
         return None
-    lines = render(SERVE_TABLE, sorted(served, key=lambda r: (r["dataset"], r["method"] != "baseline", r["label"],
-                                                                r["concurrency"]))).split("\n")
-    bursts = [f"{r['label']} on {r['dataset']} at C = {r['concurrency']}: {r['n_burst']} of {r['n_prompts']}"
-              for r in served if r.get("n_burst")]
+    lines = render(SERVE_TABLE, sorted(served, key=lambda r: (r.dataset, r.method != "baseline", r.label,
+                                                                r.concurrency))).split("\n")
+    bursts = [f"{r.label} on {r.dataset} at C = {r.concurrency}: {r.n_burst} of {r.n_prompts}"
+              for r in served if r.n_burst]
     if bursts:
         lines += ["", "**Requests without decode timing** (their stream reached the client in one burst, so TPOT, "
                       "ITL and the TPOT speedup leave them out; throughput keeps them): " + "; ".join(bursts) + "."]
-    rate = {r["request_rate"] for r in served if r.get("request_rate") is not None}
+    rate = {r.request_rate for r in served if r.request_rate is not None}
     arrivals = (f"Poisson arrivals at {', '.join(f'{x:g}' for x in sorted(rate))} requests/s under the cap"
                 if rate else "every request sent at once, at most C in flight")
     return "\n".join([EXPLAIN, "", f"Load: {arrivals}.", "", *lines, "",

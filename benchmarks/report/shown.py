@@ -10,8 +10,7 @@ from typing import Any
 
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
-
-Row = dict[str, Any]
+from benchmarks.records.summary_row import SummaryRow
 
 
 @dataclass(frozen=True)
@@ -20,18 +19,18 @@ class Shown:
 
     header: str
     draws: tuple[str, ...]
-    render: Callable[[Row], str]
+    render: Callable[[SummaryRow], str]
     term: str | None = None
 
 
 def value(header: str, name: str, digits: int = 2, term: str | None = None) -> Shown:
     """A registered column's value, formatted (a dash where it has none)."""
-    return Shown(header, (name,), lambda r: fmt(r.get(name), digits), term)
+    return Shown(header, (name,), lambda r: fmt(getattr(r, name), digits), term)
 
 
 def method_only(shown: Shown) -> Shown:
     """A figure against the baseline: a dash on the baseline's own rows."""
-    return Shown(shown.header, shown.draws, lambda r: shown.render(r) if r["method"] != "baseline" else "–")
+    return Shown(shown.header, shown.draws, lambda r: shown.render(r) if r.method != "baseline" else "–")
 
 
 def with_interval(x: Any, low: Any, high: Any, note: str | None = None) -> str:
@@ -43,14 +42,14 @@ def with_interval(x: Any, low: Any, high: Any, note: str | None = None) -> str:
     return fmt(x) + (ci if not note else f" (no CI: {note.split(':')[0]})")
 
 
-def row_speedup(r: Row) -> str:
+def row_speedup(r: SummaryRow) -> str:
     """A row's paired TPOT speedup with its interval; a baseline's own (1, paired with itself) plain."""
-    if r["method"] == "baseline":
-        return fmt(r.get("speedup"))
-    return with_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"), r.get("speedup_ci_note"))
+    if r.method == "baseline":
+        return fmt(r.speedup)
+    return with_interval(r.speedup, r.speedup_ci_low, r.speedup_ci_high, r.speedup_ci_note)
 
 
-def render(spec: Sequence[Shown], rows: Iterable[Row]) -> str:
+def render(spec: Sequence[Shown], rows: Iterable[SummaryRow]) -> str:
     """The Markdown table of `rows` under `spec`."""
     return table([s.header for s in spec], [[s.render(r) for s in spec] for r in rows])
 
@@ -60,13 +59,18 @@ def drawn(*specs: Sequence[Shown]) -> set[str]:
     return {name for spec in specs for s in spec for name in s.draws}
 
 
-def row_label(r: Row) -> str:
+def row_label(r: SummaryRow) -> str:
     """A summary row's method label, with its serving level or its offline batch size above 1 when it has one."""
-    return (r["label"] + (f" @C={r['concurrency']}" if r.get("concurrency") else "")
-            + (f" @B={r['batch_size']}" if (r.get("batch_size") or 1) > 1 else ""))
+    return label_at(r.label, r.concurrency, r.batch_size)
+
+
+def label_at(label: str, concurrency: int | None, batch_size: int | None) -> str:
+    """A method label with a serving level, or an offline batch size above 1, where there is one."""
+    return (label + (f" @C={concurrency}" if concurrency else "")
+            + (f" @B={batch_size}" if (batch_size or 1) > 1 else ""))
 
 
 # Columns most tables share.
 DATASET, ENGINE = value("dataset", "dataset"), value("engine", "engine")
 METHOD = Shown("method", ("label", "concurrency", "batch_size"), row_label)
-TEMPERATURE = Shown("T", ("temperature",), lambda r: f"{r['temperature']:g}")
+TEMPERATURE = Shown("T", ("temperature",), lambda r: f"{r.temperature:g}")

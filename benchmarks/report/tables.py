@@ -7,21 +7,22 @@ from typing import Any
 from benchmarks.core.cells import Cell
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
+from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, row_speedup, value
 
 
-def _speedup_cell(r: dict[str, Any]) -> str:
+def _speedup_cell(r: SummaryRow) -> str:
     """The speedup with its 95 % CI (or why it has none), and DRIFT where the baseline's drift moves it out of its
     CI."""
-    return row_speedup(r) + (" DRIFT" if r.get("drift_flag") is True else "")
+    return row_speedup(r) + (" DRIFT" if r.drift_flag is True else "")
 
 
-def tie_cell(r: dict[str, Any]) -> str:
+def tie_cell(r: SummaryRow) -> str:
     """A greedy row's prompts identical / at a numerical tie / in violation, and the widest tie in ulps."""
-    if r.get("n_identical") is None:
+    if r.n_identical is None:
         return ""
-    widest = f" ({r['tie_margin_max_ulps']:.2f} ulp)" if is_number(r.get("tie_margin_max_ulps")) else ""
-    return f"{r['n_identical']}/{r['n_ties']}/{r['n_violations']}{widest}"
+    widest = f" ({r.tie_margin_max_ulps:.2f} ulp)" if is_number(r.tie_margin_max_ulps) else ""
+    return f"{r.n_identical}/{r.n_ties}/{r.n_violations}{widest}"
 
 
 RESULTS_TABLE: tuple[Shown, ...] = (
@@ -40,20 +41,20 @@ RESULTS_TABLE: tuple[Shown, ...] = (
 )
 
 
-def outlier_lines(rows: list[dict[str, Any]]) -> list[str]:
+def outlier_lines(rows: list[SummaryRow]) -> list[str]:
     """The requests far from their row's TPOT (`n_outliers`), named: a stalled request moves a small row's geometric
     mean; its own line lets a reader judge (rerun the cell, or read the median column)."""
-    flagged = [r for r in rows if r.get("n_outliers")]
+    flagged = [r for r in rows if r.n_outliers]
     if not flagged:
         return []
     return ["", "Requests whose TPOT lies far from their row's (modified z-score of ln TPOT above 3.5, and 1.5× or "
                 "more from its median; summary.csv `outlier_prompts`):",
-            *(f"- {r['engine']} {r['label']} on {r['dataset']}: "
-              + ", ".join(f"prompt {i} ({t:.3f} ms against a median of {fmt(r['tpot_ms_p50'], 3)} ms)"
-                          for i, t in json.loads(r["outlier_prompts"])) for r in flagged)]
+            *(f"- {r.engine} {r.label} on {r.dataset}: "
+              + ", ".join(f"prompt {i} ({t:.3f} ms against a median of {fmt(r.tpot_ms_p50, 3)} ms)"
+                          for i, t in json.loads(r.outlier_prompts or "[]")) for r in flagged)]
 
 
-def results_table(rows: list[dict[str, Any]]) -> str:
+def results_table(rows: list[SummaryRow]) -> str:
     return render(RESULTS_TABLE, rows)
 
 
@@ -61,15 +62,15 @@ def acceptance_spec(k_max: int) -> tuple[Shown, ...]:
     """The per-position table's columns for rows of at most `k_max` positions."""
     def p(i: int) -> Shown:
         return Shown(f"p{i}", ("per_position",), lambda r: (lambda ps: fmt(ps[i - 1], 3) if len(ps) >= i else "")(
-            json.loads(r["per_position"])))
+            json.loads(r.per_position or "[]")))
     return (DATASET, ENGINE, METHOD, *(p(i) for i in range(1, k_max + 1)))
 
 
-def acceptance_table(rows: list[dict[str, Any]]) -> str:
-    spec = [r for r in rows if r["per_position"]]
+def acceptance_table(rows: list[SummaryRow]) -> str:
+    spec = [r for r in rows if r.per_position]
     if not spec:
         return "No speculative rows."
-    return render(acceptance_spec(max(len(json.loads(r["per_position"])) for r in spec)), spec)
+    return render(acceptance_spec(max(len(json.loads(r.per_position or "[]")) for r in spec)), spec)
 
 
 # Engine settings that change a measured number, as engines' describe() names them.

@@ -5,12 +5,14 @@ TPOT, the paired speedup and the step time against context length, and the same 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.analysis.summary import PromptSets, Summary, workload_order
 from benchmarks.core.markdown import fmt
 from benchmarks.core.numbers import is_number
 from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import ENGINE, METHOD, Shown, render, row_speedup, value
 
 POSITIONS = (1, 2, 4, 8)  # per-position acceptance columns of the context table (report's table has every one)
@@ -28,9 +30,9 @@ def template_lines(manifest: Manifest) -> list[str]:
             + [f"**warning**: {w}" for w in p.get("warnings") or []])
 
 
-def has_workloads(rows: list[dict[str, Any]], manifest: Manifest) -> bool:
+def has_workloads(rows: list[SummaryRow], manifest: Manifest) -> bool:
     forms = {q.get("form") for ps in (manifest.prompts.get("workloads") or {}).values() for q in ps}
-    return (any(r.get("context_tokens") is not None or r.get("turn") is not None for r in rows)
+    return (any(r.context_tokens is not None or r.turn is not None for r in rows)
             or bool(forms - {"prompt", None}))
 
 
@@ -72,69 +74,81 @@ def construction_lines(manifest: Manifest) -> list[str]:
     return out
 
 
-def _base(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
-    return {(r["engine"], r["temperature"], r["dataset"], r.get("concurrency")): r for r in rows
-            if r["method"] == "baseline"}
+Base = Callable[[SummaryRow], SummaryRow | None]  # a row's AR baseline row (same engine, temperature, dataset, level)
 
 
-def _order(r: dict[str, Any]) -> tuple:
-    return r["engine"], r["temperature"], r["label"], workload_order(r["dataset"])
+def _base(rows: list[SummaryRow]) -> Base:
+    base = {(r.engine, r.temperature, r.dataset, r.concurrency): r for r in rows if r.method == "baseline"}
+    return lambda r: base.get((r.engine, r.temperature, r.dataset, r.concurrency))
 
 
-def _with_base(rows: list[dict[str, Any]], chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chosen rows, each with its AR baseline's row (same engine, temperature, dataset, level) under "base"."""
-    base = _base(rows)
-    return [{**r, "base": base.get((r["engine"], r["temperature"], r["dataset"], r.get("concurrency")), {})}
-            for r in chosen]
+def _order(r: SummaryRow) -> tuple:
+    return r.engine, r.temperature, r.label, workload_order(r.dataset)
 
 
 def _position(i: int) -> Shown:
-    def cell(r: dict[str, Any]) -> str:
-        p = json.loads(r["per_position"]) if r.get("per_position") else []
+    def cell(r: SummaryRow) -> str:
+        p = json.loads(r.per_position) if r.per_position else []
         return fmt(p[i - 1], 2) if len(p) >= i else "–"
     return Shown(f"p{i}", ("per_position",), cell)
 
 
-def _step_ratio(r: dict[str, Any]) -> str:
-    ar = r["base"].get("step_ms")
-    return fmt(r["step_ms"] / ar if is_number(ar) and ar > 0 else None)
+def _of_base(base: Base, name: str) -> Callable[[SummaryRow], Any]:
+    """A column of a row's AR baseline row (None without one)."""
+    return lambda r: getattr(b, name) if (b := base(r)) is not None else None
 
 
-DATASET = Shown("dataset", ("dataset",), lambda r: workload_order(r["dataset"])[0])
+def _step_ratio(base: Base) -> Callable[[SummaryRow], str]:
+    def ratio(r: SummaryRow) -> str:
+        ar = _of_base(base, "step_ms")(r)
+        return fmt(r.step_ms / ar if is_number(ar) and ar > 0 and r.step_ms is not None else None)
+    return ratio
+
+
+DATASET = Shown("dataset", ("dataset",), lambda r: workload_order(r.dataset)[0])
 CONTEXT, PROMPT = value("context tokens ≥", "context_tokens"), value("prompt tokens (mean)", "prompt_tokens_mean", 0)
 TAU, ALPHA, TPOT = value("τ", "tau"), value("α", "acceptance_rate", 3), value("TPOT ms", "tpot_ms_mean")
 SPEEDUP = Shown("speedup [95% CI]", ("speedup", "speedup_ci_low", "speedup_ci_high", "speedup_ci_note"), row_speedup)
 IDENTICAL = value("identical", "identical_frac", 3)
-CONTEXT_TABLE: tuple[Shown, ...] = (
-    ENGINE, DATASET, METHOD, CONTEXT, PROMPT, TAU, ALPHA, *(_position(i) for i in POSITIONS),
-    Shown("TPOT AR ms", ("tpot_ms_mean",), lambda r: fmt(r["base"].get("tpot_ms_mean"))), TPOT, SPEEDUP, IDENTICAL)
-STEP_TABLE: tuple[Shown, ...] = (
-    ENGINE, DATASET, METHOD, CONTEXT, PROMPT,
-    Shown("AR step ms", ("step_ms",), lambda r: fmt(r["base"].get("step_ms"))), value("step ms", "step_ms"),
-    Shown("step / AR step", ("step_ms",), _step_ratio), value("draft ms", "draft_step_ms"),
-    value("verify ms", "verify_step_ms"), value("host ms", "host_step_ms"), TAU)
+
+
+def context_spec(base: Base) -> tuple[Shown, ...]:
+    return (ENGINE, DATASET, METHOD, CONTEXT, PROMPT, TAU, ALPHA, *(_position(i) for i in POSITIONS),
+            Shown("TPOT AR ms", ("tpot_ms_mean",), lambda r: fmt(_of_base(base, "tpot_ms_mean")(r))), TPOT, SPEEDUP,
+            IDENTICAL)
+
+
+def step_spec(base: Base) -> tuple[Shown, ...]:
+    return (ENGINE, DATASET, METHOD, CONTEXT, PROMPT,
+            Shown("AR step ms", ("step_ms",), lambda r: fmt(_of_base(base, "step_ms")(r))), value("step ms", "step_ms"),
+            Shown("step / AR step", ("step_ms",), _step_ratio(base)), value("draft ms", "draft_step_ms"),
+            value("verify ms", "verify_step_ms"), value("host ms", "host_step_ms"), TAU)
+
+
+# The tables as declared (what they draw; their baselines come with the rows they render).
+CONTEXT_TABLE, STEP_TABLE = context_spec(lambda r: None), step_spec(lambda r: None)
 TURN_TABLE: tuple[Shown, ...] = (ENGINE, DATASET, METHOD, value("turn", "turn"), value("n", "n_prompts"), PROMPT, TAU,
                                  ALPHA, TPOT, SPEEDUP, IDENTICAL)
 
 
-def context_table(rows: list[dict[str, Any]]) -> str | None:
+def context_table(rows: list[SummaryRow]) -> str | None:
     """Speculative rows against context length: prompt tokens, τ, α, p_i, TPOT of AR and of the method, speedup."""
-    spec = sorted((r for r in rows if r.get("context_tokens") is not None and r["method"] != "baseline"
-                   and (r.get("concurrency") or 1) == 1), key=_order)
-    return render(CONTEXT_TABLE, _with_base(rows, spec)) if spec else None
+    spec = sorted((r for r in rows if r.context_tokens is not None and r.method != "baseline"
+                   and (r.concurrency or 1) == 1), key=_order)
+    return render(context_spec(_base(rows)), spec) if spec else None
 
 
-def step_table(rows: list[dict[str, Any]]) -> str | None:
+def step_table(rows: list[SummaryRow]) -> str | None:
     """The step time against context length: an AR step, a speculative step and (with the JAX engine's breakdown)
     its draft, verify and host parts."""
-    spec = sorted((r for r in rows if r.get("context_tokens") is not None and r["method"] != "baseline"
-                   and is_number(r.get("step_ms"))), key=_order)
-    return render(STEP_TABLE, _with_base(rows, spec)) if spec else None
+    spec = sorted((r for r in rows if r.context_tokens is not None and r.method != "baseline"
+                   and is_number(r.step_ms)), key=_order)
+    return render(step_spec(_base(rows)), spec) if spec else None
 
 
-def turn_table(rows: list[dict[str, Any]]) -> str | None:
+def turn_table(rows: list[SummaryRow]) -> str | None:
     """Rows by turn: prompts, their mean length, τ, α, TPOT, speedup and greedy identity."""
-    turns = sorted((r for r in rows if r.get("turn") is not None), key=_order)
+    turns = sorted((r for r in rows if r.turn is not None), key=_order)
     return render(TURN_TABLE, turns) if turns else None
 
 
@@ -147,7 +161,7 @@ def length_line(manifest: Manifest) -> str | None:
     positions = (target.get("config") or {}).get("max_position_embeddings")
     if not longest or not positions:
         return None
-    reach = longest + manifest.config["max_new_tokens"]
+    reach = longest + manifest.config.max_new_tokens
     line = (f"The longest prompt has {longest} tokens; with max_new_tokens its sequence reaches {reach} positions, "
             f"{100 * reach / positions:.0f} % of the target's max_position_embeddings ({positions}).")
     trained = p.get("trained_lengths")

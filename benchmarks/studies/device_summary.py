@@ -42,11 +42,11 @@ def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
     lines.append(f"  compiled: {warmup:.1f} s in the engines' warm-ups (smallest bucket and step), {during:.1f} s "
                  f"before requests that needed another shape")
     for r in rows:
-        lines.append(f"  {r['label']:<22} tau {_num(r['tau'], '.2f'):>5}  TPOT {_num(r['tpot_ms_mean'], '.3f'):>8} ms"
-                     f"  speedup {_num(r['speedup'], '.2f'):>5}  identical {_num(r['identical_frac'], '.2f'):>4}"
-                     + (f"  same/tie/viol. {r['n_identical']:.0f}/{r['n_ties']:.0f}/{r['n_violations']:.0f}"
-                        if is_number(r.get("n_ties")) else "")
-                     + (f"  ERROR {r['error']}" if r.get("error") else ""))
+        lines.append(f"  {r.label:<22} tau {_num(r.tau, '.2f'):>5}  TPOT {_num(r.tpot_ms_mean, '.3f'):>8} ms"
+                     f"  speedup {_num(r.speedup, '.2f'):>5}  identical {_num(r.identical_frac, '.2f'):>4}"
+                     + (f"  same/tie/viol. {r.n_identical:.0f}/{r.n_ties:.0f}/{r.n_violations:.0f}"
+                        if is_number(r.n_ties) else "")
+                     + (f"  ERROR {r.error}" if r.error else ""))
     return lines, any("BELOW THE FLOOR" in line for line in floor)
 
 

@@ -3,6 +3,7 @@ speedup and tokens/s come from each batch's span, the crossover is the first B w
 figures render with every text inside the canvas."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -64,18 +65,18 @@ def rows(summary) -> list[dict]:
 
 
 def test_rows_carry_each_batch_size_s_throughput_and_speedup(rows):
-    by = {(r["method"], r["batch_size"]): r for r in rows}
+    by = {(r.method, r.batch_size): r for r in rows}
     for b, (ar, df) in RATE.items():
         base, spec = by[("baseline", b)], by[("dflash", b)]
-        assert base["n_batches"] == spec["n_batches"] == spec["n_batch_pairs"] == N // b
-        assert base["batch_speedup"] is None
-        assert spec["batch_speedup"] == pytest.approx(df / ar, rel=0.03)
-        assert spec["batch_speedup_ci_low"] < spec["batch_speedup"] < spec["batch_speedup_ci_high"]
-        assert spec["tok_per_s_total"] == pytest.approx(df, rel=0.05)
-        assert spec["tok_per_s_user_p50"] == pytest.approx(df / b, rel=0.05)
-        assert spec["wasted_row_steps"] == (N // b if b > 1 else None)
-    assert by[("dflash", 2)]["identical_frac"] is None and by[("dflash", 2)]["identical_frac_batched"] == 1.0
-    assert by[("dflash", 1)]["identical_frac"] == 1.0 and by[("dflash", 2)]["not_checked"] is None
+        assert base.n_batches == spec.n_batches == spec.n_batch_pairs == N // b
+        assert base.batch_speedup is None
+        assert spec.batch_speedup == pytest.approx(df / ar, rel=0.03)
+        assert spec.batch_speedup_ci_low < spec.batch_speedup < spec.batch_speedup_ci_high
+        assert spec.tok_per_s_total == pytest.approx(df, rel=0.05)
+        assert spec.tok_per_s_user_p50 == pytest.approx(df / b, rel=0.05)
+        assert spec.wasted_row_steps == (N // b if b > 1 else None)
+    assert by[("dflash", 2)].identical_frac is None and by[("dflash", 2)].identical_frac_batched == 1.0
+    assert by[("dflash", 1)].identical_frac == 1.0 and by[("dflash", 2)].not_checked is None
 
 
 def test_section_names_the_crossover_and_labels_the_axis(summary, rows):
@@ -84,7 +85,7 @@ def test_section_names_the_crossover_and_labels_the_axis(summary, rows):
     text = batch_markdown(rows, summary.batch_crossovers)
     assert "offline batch size" in text and "the speedup is shown below 1 from B = 4" in text
     assert text.count("| jax | humaneval | dflash-k3 |") == 3
-    assert batch_markdown([{**r, "batch_size": 1} for r in rows if r["batch_size"] == 1], []) is None
+    assert batch_markdown([dataclasses.replace(r, batch_size=1) for r in rows if r.batch_size == 1], []) is None
 
 
 def test_pareto_front_keeps_the_undominated_points():
@@ -112,6 +113,6 @@ def test_figures_render_with_every_text_inside_the_canvas(rows, tmp_path):
 
 
 def test_a_run_without_batches_draws_no_batch_figure(rows):
-    one = pd.DataFrame([r for r in rows if r["batch_size"] == 1], columns=COLUMNS)
+    one = pd.DataFrame([r for r in rows if r.batch_size == 1], columns=COLUMNS)
     assert batch_figures(one) == {"batch_speedup_vs_batch_size": None, "batch_pareto": None}
     assert not math.isnan(one["tok_per_s_total"].astype(float).iloc[0])

@@ -14,7 +14,7 @@ from benchmarks.analysis.row_records import RowRecords
 from benchmarks.core.cells import Cell
 from benchmarks.records.records import ByKind, RequestLine
 from benchmarks.run.plan import RunPlan
-from tests.typed_runs import manifest
+from tests.typed_runs import manifest, summary_row
 from verification.lossless import unchecked_rows
 
 
@@ -48,8 +48,8 @@ def test_a_batch_row_without_a_batch_one_cell_is_not_checked_with_the_reason(t, 
                    f"T={t:g}: add 1 to 'batch_size'")
     if t > 0:
         assert _dist_verdict(row) == "unchecked"
-    summary_row = {"method": "dflash", "not_checked": why}
-    assert unchecked_rows([summary_row]) == [summary_row]  # counted: NOT CHECKED, exit 4 unless --allow-unchecked
+    row = summary_row(method="dflash", not_checked=why)
+    assert unchecked_rows([row]) == [row]  # counted: NOT CHECKED, exit 4 unless --allow-unchecked
 
 
 PLAIN_K = SimpleNamespace(k={})  # a matrix whose Ks are lists, no schedule

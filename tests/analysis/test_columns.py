@@ -81,3 +81,11 @@ def test_outputs_md_documents_exactly_the_registered_columns():
     section = text.split("## summary.csv columns\n", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
     assert documented == columns.NAMES
+
+
+def test_the_row_type_holds_the_registry_s_columns_in_its_order():
+    import dataclasses
+
+    from benchmarks.records.summary_row import SummaryRow
+
+    assert [f.name for f in dataclasses.fields(SummaryRow)] == list(columns.NAMES)

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.analysis import cost_model_compute as cm
 from benchmarks.report.cost_model_render import cost_model_markdown
-from tests.typed_runs import lines, manifest, request
+from tests.typed_runs import lines, manifest, request, summary_row
 
 
 def test_predict_by_hand():
@@ -61,6 +61,7 @@ def _run(breakdown: bool = True, baseline: bool = True):
     requests = {(cid, "d"): lines([request(cell_id=cid, dataset="d", n_prompt_tokens=100, output_ids=[0] * 64,
                                            **({"extra": _extra(times[cid][0], times[cid][1], 0.01, 10)}
                                               if breakdown else {}))]) for cid in ("k1", "k3")}
+    rows = [summary_row(**r) for r in rows]
     return rows, cm.groups(rows, requests, manifest({"cells": cells}).cells)
 
 
@@ -209,20 +210,20 @@ def test_held_out_prediction_on_a_tiny_jax_run(oracle_pair, tmp_path):
     assert failed == 0
     summary = summarize_run(RunStore(run_dir))
     rows = summary.rows
-    by_k = {r["k"]: r for r in rows if r["method"] == "dflash"}
-    ar = next(r for r in rows if r["method"] == "baseline")
+    by_k = {r.k: r for r in rows if r.method == "dflash"}
+    ar = next(r for r in rows if r.method == "baseline")
     # the oracle accepts every draft; a last step counts only the 95 tokens wanted after the first
-    assert {k: r["tau"] for k, r in by_k.items()} == {k: 95 / math.ceil(95 / (k + 1)) for k in (3, 5, 7)}
+    assert {k: r.tau for k, r in by_k.items()} == {k: 95 / math.ceil(95 / (k + 1)) for k in (3, 5, 7)}
     others = [by_k[3], by_k[7]]
-    parts = {r["cell_id"]: cm.breakdown([x for x in summary.records.requests if x.cell_id == r["cell_id"]])
+    parts = {r.cell_id: cm.breakdown([x for x in summary.records.requests if x.cell_id == r.cell_id])
              for r in others}
     inputs = cm.gather(others, parts)
     assert sorted(inputs.verify_ms) == [3, 7] and inputs.p_source == "dflash-k7"
-    (pred,) = cm.predict(inputs.per_position, ar["tpot_ms_mean"], inputs.draft_ms, inputs.verify_ms,
+    (pred,) = cm.predict(inputs.per_position, ar.tpot_ms_mean, inputs.draft_ms, inputs.verify_ms,
                          inputs.host_ms, [5])
-    print(f"K=5 held out: predicted {pred.speedup:.3f}x, measured {by_k[5]['speedup_mean_ratio']:.3f}x")
+    print(f"K=5 held out: predicted {pred.speedup:.3f}x, measured {by_k[5].speedup_mean_ratio:.3f}x")
     assert pred.tau == 6.0
-    assert pred.speedup == pytest.approx(by_k[5]["speedup_mean_ratio"], rel=0.25)
+    assert pred.speedup == pytest.approx(by_k[5].speedup_mean_ratio, rel=0.25)
     md = cost_model_markdown(rows, summary.cost_groups)
     assert "Predicted best K" in md
 

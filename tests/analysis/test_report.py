@@ -1,5 +1,6 @@
 """report.md and summary.csv recomputed from hand-made records: rows, lossless verdicts, the physical floor."""
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -9,6 +10,7 @@ from benchmarks.records.store import RunStore
 from benchmarks.report.floors_report import floor_lines
 from benchmarks.report.report_write import write_reports
 from tests.typed_runs import manifest as typed_manifest
+from tests.typed_runs import summary_row
 
 CELLS = {
     "base": {"engine": "vllm", "target": "t", "method": "baseline", "draft": None, "k": 0, "temperature": 0.0,
@@ -69,23 +71,24 @@ def test_write_reports_rows_and_lossless_verdict(run_dir):
 
 
 def test_caveats_only_where_they_apply():
-    dflash = [{"engine": "vllm", "method": "dflash", "temperature": 0.0}]
+    dflash = [summary_row(engine="vllm", method="dflash", temperature=0.0)]
     on = typed_manifest({"platform": "cpu"})
     assert caveat_lines(dflash, on) and not caveat_lines(dflash, typed_manifest({"platform": "tpu"}))
-    assert not caveat_lines([{"engine": "jax", "method": "dflash", "temperature": 0.0}], on)
+    assert not caveat_lines([summary_row(engine="jax", method="dflash", temperature=0.0)], on)
 
 
 def test_floor_flags_an_impossible_ar_time():
-    rows = [{"method": "baseline", "engine": "jax", "dataset": "math500", "tpot_ms_mean": 1.31}]
+    rows = [summary_row(method="baseline", engine="jax", dataset="math500", tpot_ms_mean=1.31)]
     lines = floor_lines(rows, manifest(bandwidth_gbps=2765.0, weight_bytes=8.0e9))
     assert "AR TPOT floor 2.893 ms" in lines[0]
     assert "BELOW THE FLOOR" in lines[-1]
-    ok = floor_lines([{**rows[0], "tpot_ms_mean": 3.2}], manifest(bandwidth_gbps=2765.0, weight_bytes=8.0e9))
+    ok = floor_lines([dataclasses.replace(rows[0], tpot_ms_mean=3.2)],
+                     manifest(bandwidth_gbps=2765.0, weight_bytes=8.0e9))
     assert "BELOW" not in ok[-1] and "90 % of the bandwidth" in ok[-1]
 
 
 def test_floor_not_binding_when_weights_fit_the_cache():
-    rows = [{"method": "baseline", "engine": "jax", "dataset": "x", "tpot_ms_mean": 0.001}]
+    rows = [summary_row(method="baseline", engine="jax", dataset="x", tpot_ms_mean=0.001)]
     lines = floor_lines(rows, manifest(bandwidth_gbps=10.0, weight_bytes=1e6, cache_bytes=300 << 20))
     assert "does not bind" in lines[1] and "BELOW" not in lines[-1]
 

@@ -118,14 +118,14 @@ def test_the_synthetic_run_writes_a_profile_per_speculative_row(tmp_path):
     out = write_run(tmp_path)
     summary = write_reports(out)
     profiles = json.loads((out / "speculation_profile.json").read_text())["profiles"]
-    rows = [r for r in summary.rows if r["method"] != "baseline" and not r["n_errors"]]
+    rows = [r for r in summary.rows if r.method != "baseline" and not r.n_errors]
     assert [(p["label"], p["workload"], p["concurrency"], p["batch_size"]) for p in profiles] == [
-        (r["label"], r["dataset"], r["concurrency"], r["batch_size"]) for r in rows]
+        (r.label, r.dataset, r.concurrency, r.batch_size) for r in rows]
     for p, r in zip(profiles, rows):
-        assert p["sources"]["requests"]["tau_per_request"] == pytest.approx(r["tau_prompt_mean"])
-        if r["per_position"]:  # a row with engine counters: the file's marginals and τ are summary.csv's
-            assert p["sources"]["counters"]["marginal"] == json.loads(r["per_position"])
-            assert p["sources"]["counters"]["tau_per_step"] == pytest.approx(r["tau"])
+        assert p["sources"]["requests"]["tau_per_request"] == pytest.approx(r.tau_prompt_mean)
+        if r.per_position:  # a row with engine counters: the file's marginals and τ are summary.csv's
+            assert p["sources"]["counters"]["marginal"] == json.loads(r.per_position)
+            assert p["sources"]["counters"]["tau_per_step"] == pytest.approx(r.tau)
             assert p["agreement"]["ok"] is True
         assert all(c["ok"] for s in p["sources"].values() for c in s["checks"].values())
     assert "Speculation profile checks" not in (out / "report.md").read_text()

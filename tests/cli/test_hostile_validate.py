@@ -11,6 +11,7 @@ from benchmarks.core.paths import ROOT
 from benchmarks.engines import catalog
 from benchmarks.records.records import rerun_may_help
 from tests.cli.hostile_cases import CASES, GOOD, matrix_text, run_case, scripted_engine
+from tests.typed_runs import summary_row
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +42,8 @@ def test_rerun_is_offered_only_where_it_may_help(error, helps):
 
 
 def test_retry_advice_names_the_units_a_rerun_will_not_fix():
-    rows = [{"label": "dflash-k20", "dataset": "humaneval", "error": "ValueError: K=20 must be in 1..15"},
-            {"label": "baseline", "dataset": "humaneval", "error": "WorkerError: engine worker (vllm) is gone"}]
+    rows = [summary_row(label="dflash-k20", dataset="humaneval", error="ValueError: K=20 must be in 1..15"),
+            summary_row(label="baseline", dataset="humaneval", error="WorkerError: engine worker (vllm) is gone")]
     assert retry_advice(rows[1:]) == "Rerun the same command to retry them."
     assert retry_advice(rows) == ("dflash-k20 on humaneval failed on their input or set-up and would fail the same "
                                   "way on a rerun: fix the cause report.md gives, then rerun; the others may pass "

@@ -19,6 +19,7 @@ from benchmarks.report.report_write import write_reports
 from benchmarks.run import engine_start
 from tests.run_helpers import run_matrix
 from tests.typed_runs import manifest as typed_manifest
+from tests.typed_runs import summary_row
 
 TINY = ROOT / "models" / "tiny"
 
@@ -295,7 +296,7 @@ def test_rope_caveat_only_for_affected_tpu_inference_and_draft_config():
 
 
 def test_rope_caveat_from_the_manifest_of_a_run_without_provenance_records():
-    rows = [{"engine": "vllm", "method": "dflash", "draft": "d", "temperature": 0.0}]
+    rows = [summary_row(engine="vllm", method="dflash", draft="d", temperature=0.0)]
     manifest = {"platform": "tpu", "packages": {"tpu-inference": "0.32.0", "transformers": "5.19.0"},
                 "models": {"d": {"config": {"rope_theta": 1e6}}}}
     assert rope(caveat_lines(rows, typed_manifest(manifest)))

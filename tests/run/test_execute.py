@@ -1,5 +1,6 @@
 """A run executed (benchmarks/run/execute.py), its store and summary, with a scripted in-process engine: warm-up
 exclusion, counter diffs, pairing, errors that do not stop the run, and resume."""
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -108,14 +109,14 @@ def test_run_records_summary_and_pairing(matrix, tmp_path):
     assert len(summary.records.requests) == 2 * 2 * 3  # cells × datasets × measured prompts (warm-up excluded)
     # 3 measured prompts × 4 steps each; the 2 warm-up prompts' 8 steps were diffed away
     assert {r.num_drafts for r in summary.records.specs} == {12}
-    rows = {(r["label"], r["dataset"]): r for r in summary.rows}
+    rows = {(r.label, r.dataset): r for r in summary.rows}
     d = rows[("dflash-k3", "local")]
-    assert d["tau"] == pytest.approx(3.0) and d["acceptance_rate"] == pytest.approx(2 / 3)
-    assert json.loads(d["per_position"]) == [1.0, 1.0, 0.0]
-    assert d["speedup"] == pytest.approx(2.5) and d["speedup_mean_ratio"] == pytest.approx(2.5)
-    assert d["identical_frac"] == 1.0 and d["first_divergence_min"] is None
-    assert d["tpot_ms_mean"] == pytest.approx(4.0) and d["ttft_ms_mean"] == pytest.approx(50.0)
-    assert rows[("baseline", "local")]["tpot_ms_p90"] == pytest.approx(10.0)
+    assert d.tau == pytest.approx(3.0) and d.acceptance_rate == pytest.approx(2 / 3)
+    assert json.loads(d.per_position) == [1.0, 1.0, 0.0]
+    assert d.speedup == pytest.approx(2.5) and d.speedup_mean_ratio == pytest.approx(2.5)
+    assert d.identical_frac == 1.0 and d.first_divergence_min is None
+    assert d.tpot_ms_mean == pytest.approx(4.0) and d.ttft_ms_mean == pytest.approx(50.0)
+    assert rows[("baseline", "local")].tpot_ms_p90 == pytest.approx(10.0)
     manifest = RunStore(run_dir).manifest()
     assert set(manifest["cells"]) == {r.cell_id for r in summary.records.requests}
     assert manifest["models"][matrix.target]["config_sha256"]
@@ -175,7 +176,7 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
 
 def _rows(run_dir):
     store = RunStore(run_dir)
-    return {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
+    return {(r.label, r.dataset): r for r in summarize_run(store).rows}
 
 
 def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
@@ -196,14 +197,14 @@ def test_drift_recheck_flags_a_baseline_that_slowed_down(matrix, tmp_path):
     assert (run_dir / "units" / f"{base_id}__local@recheck.jsonl").is_file()
     rows = _rows(run_dir)
     d, b = rows[("dflash-k3", "local")], rows[("baseline", "local")]
-    assert d["baseline_tpot_before_ms"] == pytest.approx(10.0) and d["baseline_tpot_after_ms"] == pytest.approx(15.0)
-    assert d["baseline_drift"] == pytest.approx(0.5) and d["drift_flag"] is True
+    assert d.baseline_tpot_before_ms == pytest.approx(10.0) and d.baseline_tpot_after_ms == pytest.approx(15.0)
+    assert d.baseline_drift == pytest.approx(0.5) and d.drift_flag is True
     # the recheck stays out of the baseline's TPOT, its prompt count and the pairing
-    assert b["tpot_ms_mean"] == pytest.approx(10.0) and b["n_prompts"] == 3 and b["baseline_drift"] is None
-    assert d["speedup"] == pytest.approx(2.5, rel=0.01) and d["n_pairs"] == 3 and d["identical_frac"] == 1.0
+    assert b.tpot_ms_mean == pytest.approx(10.0) and b.n_prompts == 3 and b.baseline_drift is None
+    assert d.speedup == pytest.approx(2.5, rel=0.01) and d.n_pairs == 3 and d.identical_frac == 1.0
     write_reports(run_dir)
     report = (run_dir / "report.md").read_text()
-    assert f"{d['speedup']:.2f} [{d['speedup_ci_low']:.2f}, {d['speedup_ci_high']:.2f}] DRIFT" in report
+    assert f"{d.speedup:.2f} [{d.speedup_ci_low:.2f}, {d.speedup_ci_high:.2f}] DRIFT" in report
     assert "**2 speedup(s) flagged**" in report
     assert "| local | vllm | 0 | 2 | 10.00 | 15.00 | +50.0 % [+50.0, +50.0] | dflash-k3 |" in report
     csv = (run_dir / "summary.csv").read_text().splitlines()
@@ -222,10 +223,10 @@ def test_drift_is_judged_against_the_rechecks_own_noise(matrix, tmp_path, slowdo
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0
     d = _rows(run_dir)[("dflash-k3", "local")]
-    assert d["n_drift_pairs"] == 3 and d["speedup_ci_high"] / d["speedup_ci_low"] < 1.2
-    assert d["baseline_drift"] == pytest.approx(slowdown * (1.25 * 0.95 * 1.10) ** (1 / 3) - 1)
-    assert (d["baseline_drift_ci_low"] > 0) is flagged and d["baseline_drift_ci_high"] > 0
-    assert d["drift_flag"] is flagged
+    assert d.n_drift_pairs == 3 and d.speedup_ci_high / d.speedup_ci_low < 1.2
+    assert d.baseline_drift == pytest.approx(slowdown * (1.25 * 0.95 * 1.10) ** (1 / 3) - 1)
+    assert (d.baseline_drift_ci_low > 0) is flagged and d.baseline_drift_ci_high > 0
+    assert d.drift_flag is flagged
     write_reports(run_dir)
     report = (run_dir / "report.md").read_text()
     assert ("**2 speedup(s) flagged**" in report) is flagged and ("No speedup is flagged." in report) is not flagged
@@ -233,6 +234,7 @@ def test_drift_is_judged_against_the_rechecks_own_noise(matrix, tmp_path, slowdo
 
 def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
     """Ray runs no recheck (cells run concurrently, on any node): report.md says so instead of leaving it out."""
+    from benchmarks.config.matrix_schema import matrix_of_manifest
     from benchmarks.report.drift_report import drift_lines
 
     run_dir, _ = run_matrix(matrix, tmp_path / "run", progress=False)
@@ -240,11 +242,12 @@ def test_under_ray_the_report_says_drift_is_unchecked(matrix, tmp_path):
     config = store.manifest()["config"]
     assert config["executor"] == "local"  # the manifest records the executor the report reads
     rows = summarize_run(store).rows
-    unchecked = [{**r, "baseline_drift": None, "drift_flag": None} for r in rows]
-    [line] = drift_lines(unchecked, {**config, "executor": "ray"})
+    unchecked = [dataclasses.replace(r, baseline_drift=None, drift_flag=None) for r in rows]
+    ray = matrix_of_manifest({**config, "executor": "ray"})
+    [line] = drift_lines(unchecked, ray, frozenset(config))
     assert line.startswith("**Drift is unchecked**") and "ray_node" in line and "interleave: true" in line
     # started locally (rechecked), finished under Ray: the local rechecks show, under the same warning
-    lines = drift_lines(rows, {**config, "executor": "ray"})
+    lines = drift_lines(rows, ray, frozenset(config))
     assert lines[0].startswith("**Drift is unchecked**") and "earlier invocation" in lines[0]
     assert any("| local | vllm | 0 | 3 |" in line for line in lines)
 
@@ -253,7 +256,7 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
     ScriptedEngine.method_noise = NOISE
     run_dir, _ = run_matrix(matrix, tmp_path / "run", progress=False)
     d = _rows(run_dir)[("dflash-k3", "other")]
-    assert d["baseline_drift"] == pytest.approx(0.0) and d["drift_flag"] is False
+    assert d.baseline_drift == pytest.approx(0.0) and d.drift_flag is False
     write_reports(run_dir)
     assert "No speedup is flagged." in (run_dir / "report.md").read_text()
 
@@ -268,7 +271,7 @@ def test_steady_baseline_is_not_flagged_and_resume_keeps_or_redoes_the_recheck(m
     assert ScriptedEngine.loads == [] and rechecks() == done
 
     # dflash measured again on one dataset: that dataset's recheck no longer follows it, and is redone after it
-    dflash_id = d["cell_id"]
+    dflash_id = d.cell_id
     (run_dir / "units" / f"{dflash_id}__local.jsonl").unlink()
     run_matrix(matrix, tmp_path / "run", progress=False)
     assert ScriptedEngine.loads == ["dflash-k3", "baseline"] and rechecks() == done
@@ -285,13 +288,13 @@ def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix,
                                                                               ("baseline recheck", "other")}
     assert errors[0]["error"] == "drift recheck: RuntimeError: cannot start baseline"
     rows = _rows(run_dir)
-    assert rows[("baseline", "local")]["tpot_ms_mean"] == pytest.approx(10.0)  # the measurement itself stands
-    assert rows[("dflash-k3", "local")]["speedup"] == pytest.approx(2.5, rel=0.01) and rows[("dflash-k3", "local")][
-        "baseline_drift"] is None
+    assert rows[("baseline", "local")].tpot_ms_mean == pytest.approx(10.0)  # the measurement itself stands
+    assert rows[("dflash-k3", "local")].speedup == pytest.approx(2.5, rel=0.01)
+    assert rows[("dflash-k3", "local")].baseline_drift is None
     ScriptedEngine.fail_reload, ScriptedEngine.loads = False, []
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 0 and ScriptedEngine.loads == ["baseline"]  # only the rechecks ran again
-    assert _rows(run_dir)[("dflash-k3", "local")]["drift_flag"] is False
+    assert _rows(run_dir)[("dflash-k3", "local")].drift_flag is False
 
 
 def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):

@@ -237,18 +237,18 @@ def _serve_records() -> list[dict]:
 
 def test_summary_has_a_row_per_level_paired_with_the_baseline_at_the_same_concurrency():
     rows, _ = _serve_run()
-    by = {(r["label"], r["concurrency"]): r for r in rows}
+    by = {(r.label, r.concurrency): r for r in rows}
     assert set(by) == {("baseline", 1), ("dflash-k3", 1), ("baseline", 4), ("dflash-k3", 4)}
     d1, d4 = by[("dflash-k3", 1)], by[("dflash-k3", 4)]
-    assert d1["speedup"] == pytest.approx(2.0) and d4["speedup"] == pytest.approx(12.0 / 9.0)
-    assert d1["throughput_speedup"] == pytest.approx(1.8) and d4["throughput_speedup"] == pytest.approx(0.8)
-    assert d1["agg_output_tok_per_s"] == pytest.approx(180.0) and d1["requests_per_s"] == pytest.approx(1.0)
-    assert d1["server_tpot_ms_mean"] == pytest.approx(5.0) and d4["server_tpot_speedup"] == pytest.approx(12 / 9)
-    assert d1["tau"] == pytest.approx(2.5) and d4["ttft_ms_p90"] == pytest.approx(metrics.percentile([10, 20], 90))
-    assert d1["itl_ms_p50"] == pytest.approx(metrics.percentile([5.0, 10.0, 5.0, 10.0], 50))
+    assert d1.speedup == pytest.approx(2.0) and d4.speedup == pytest.approx(12.0 / 9.0)
+    assert d1.throughput_speedup == pytest.approx(1.8) and d4.throughput_speedup == pytest.approx(0.8)
+    assert d1.agg_output_tok_per_s == pytest.approx(180.0) and d1.requests_per_s == pytest.approx(1.0)
+    assert d1.server_tpot_ms_mean == pytest.approx(5.0) and d4.server_tpot_speedup == pytest.approx(12 / 9)
+    assert d1.tau == pytest.approx(2.5) and d4.ttft_ms_p90 == pytest.approx(metrics.percentile([10, 20], 90))
+    assert d1.itl_ms_p50 == pytest.approx(metrics.percentile([5.0, 10.0, 5.0, 10.0], 50))
     # token identity: the usual check at C = 1; a measured fraction at C = 4, not a lossless violation
-    assert d1["identical_frac"] == 1.0 and d1["identical_frac_batched"] is None
-    assert d4["identical_frac"] is None and d4["identical_frac_batched"] == 0.5
+    assert d1.identical_frac == 1.0 and d1.identical_frac_batched is None
+    assert d4.identical_frac is None and d4.identical_frac_batched == 0.5
     assert not [line for line in verdict_lines(rows) if "dflash" in line]
 
 
@@ -277,17 +277,17 @@ def test_crossover_is_decided_from_intervals_and_a_level_without_one_is_inconclu
     assert (c.engine, c.label, c.result.level, c.result.inconclusive) == ("vllm-serve", "dflash-k3", None, [1, 4])
     text = serve_markdown(rows, [c])
     assert "C = 1, 4 inconclusive" in text and "not a lossless violation" in text
-    assert serve_markdown([{**r, "concurrency": None} for r in rows], []) is None
+    assert serve_markdown([dataclasses.replace(r, concurrency=None) for r in rows], []) is None
 
 
 def test_serving_figures_are_drawn_per_level():
     rows, _ = _serve_run()
     figures = serve_figures(pd.DataFrame(rows))
     assert all(fig is not None for fig in figures.values()) and len(figures) == 3
-    failed = pd.DataFrame([r if r["method"] == "baseline" else {**r, "speedup": None, "throughput_speedup": None,
-                                                                "n_prompts": 0} for r in rows])
+    failed = pd.DataFrame([r if r.method == "baseline" else dataclasses.replace(
+        r, speedup=None, throughput_speedup=None, n_prompts=0) for r in rows])
     assert serve_figures(failed)["serve_speedup_vs_concurrency"] is None  # a method whose units all failed
-    batch = pd.DataFrame([{**r, "concurrency": None} for r in rows])
+    batch = pd.DataFrame([dataclasses.replace(r, concurrency=None) for r in rows])
     assert all(fig is None for fig in serve_figures(batch).values())
 
 
@@ -303,7 +303,7 @@ def test_a_stream_delivered_in_one_burst_has_no_tpot_and_is_counted():
                                                        "draft": "d", "k": 3, "temperature": 0.0,
                                                        "max_new_tokens": 8, "seed": 0, "engine_options": {}}}}
     [row] = summary_json(recs, manifest).rows
-    assert row["n_burst"] == 1 and row["tpot_ms_p50"] == pytest.approx(100.0) and row["itl_ms_p50"] == 100.0
+    assert row.n_burst == 1 and row.tpot_ms_p50 == pytest.approx(100.0) and row.itl_ms_p50 == 100.0
     assert "1 of 2" in serve_markdown([row], [])
 
 
@@ -312,8 +312,8 @@ def test_a_request_without_tpot_leaves_the_paired_speedup():
     records = (_level("B", "baseline", "baseline", 1, 10.0, 100, [[1], [2], [3]])
                + _level("D", "dflash-k3", "dflash", 1, 5.0, 180, [[1], [2], [3]]))
     records[1]["tpot_ms"] = None  # the baseline's second request came in one burst
-    [row] = [r for r in summary_json(records, manifest).rows if r["method"] == "dflash"]
-    assert row["n_pairs"] == 2 and row["speedup"] == pytest.approx(2.0)
+    [row] = [r for r in summary_json(records, manifest).rows if r.method == "dflash"]
+    assert row.n_pairs == 2 and row.speedup == pytest.approx(2.0)
 
 
 def _sampled_serve_run(samples: dict[str, int] | None):
@@ -341,12 +341,12 @@ def _sampled_serve_run(samples: dict[str, int] | None):
 
 def test_a_served_cell_at_t_above_zero_has_one_distribution_verdict_shared_by_its_levels():
     rows = _sampled_serve_run({"B": 1, "D": 2})
-    dflash = [r for r in rows if r["method"] == "dflash"]
-    assert [r["concurrency"] for r in dflash] == [1, 4]
-    assert [r["dist_verdict"] for r in dflash] == ["pass", "pass"] and dflash[0]["dist_n_base"] == 200
-    assert all(r["not_checked"] is None for r in rows) and verdict_lines(rows) == []
+    dflash = [r for r in rows if r.method == "dflash"]
+    assert [r.concurrency for r in dflash] == [1, 4]
+    assert [r.dist_verdict for r in dflash] == ["pass", "pass"] and dflash[0].dist_n_base == 200
+    assert all(r.not_checked is None for r in rows) and verdict_lines(rows) == []
     failing = _sampled_serve_run({"B": 1, "D": 102})
-    assert [r["dist_verdict"] for r in failing if r["method"] == "dflash"] == ["FAIL", "FAIL"]
+    assert [r.dist_verdict for r in failing if r.method == "dflash"] == ["FAIL", "FAIL"]
     [line] = verdict_lines(failing)  # one line per cell, not one per level
     assert line.startswith("DISTRIBUTION VIOLATION: vllm-serve dflash-k3 at T=0.6 on humaneval")
 
@@ -356,16 +356,16 @@ def test_a_served_cell_at_t_above_zero_without_samples_is_not_checked_and_exits_
     from verification.lossless import unchecked_rows
 
     rows = _sampled_serve_run(None)
-    dflash = [r for r in rows if r["method"] == "dflash"]
-    assert [r["dist_verdict"] for r in dflash] == ["unchecked", "unchecked"]
-    assert dflash[0]["not_checked"] == "the cell drew no distribution samples"
+    dflash = [r for r in rows if r.method == "dflash"]
+    assert [r.dist_verdict for r in dflash] == ["unchecked", "unchecked"]
+    assert dflash[0].not_checked == "the cell drew no distribution samples"
     [line] = verdict_lines(rows)
     assert line == ("NOT CHECKED: the T=0.6 distribution check of vllm-serve dflash-k3 on humaneval: not checked: "
                     "the cell drew no distribution samples")
     assert exit_status(0, False, False, bool(unchecked_rows(rows)), False) == 4
     assert exit_status(0, False, False, bool(unchecked_rows(rows)), True) == 0
     only_baseline = _sampled_serve_run({"D": 2})
-    assert "its baseline drew no distribution samples" in only_baseline[-1]["not_checked"]
+    assert "its baseline drew no distribution samples" in only_baseline[-1].not_checked
 
 
 def test_greedy_identity_of_a_serving_matrix_without_concurrency_one_is_not_checked_once():
@@ -374,9 +374,9 @@ def test_greedy_identity_of_a_serving_matrix_without_concurrency_one_is_not_chec
                + _level("B", "baseline", "baseline", 16, 10.0, 100, [[1], [2]])
                + _level("D", "dflash-k3", "dflash", 16, 5.0, 180, [[1], [2]]))
     _, manifest = _serve_run()
-    rows = {(r["label"], r["concurrency"]): r for r in summary_json(records, manifest).rows}
-    assert "no concurrency-1 level" in rows[("dflash-k3", 4)]["not_checked"]
-    assert rows[("dflash-k3", 16)]["not_checked"] is None and rows[("baseline", 4)]["not_checked"] is None
+    rows = {(r.label, r.concurrency): r for r in summary_json(records, manifest).rows}
+    assert "no concurrency-1 level" in rows[("dflash-k3", 4)].not_checked
+    assert rows[("dflash-k3", 16)].not_checked is None and rows[("baseline", 4)].not_checked is None
 
 
 @pytest.mark.vllm

@@ -79,7 +79,7 @@ def matrix(random_pair, tmp_path):
 
 def rows(run_dir):
     store = RunStore(run_dir)
-    return {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
+    return {(r.label, r.dataset): r for r in summarize_run(store).rows}
 
 
 def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(matrix, tmp_path):
@@ -92,9 +92,9 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
     for ds in ("local", "other"):
         d = rows(run_dir)[("dflash-k3", ds)]
         # dflash's measured requests 1 and 3 (its 2nd and 4th calls) are identical, 0 and 2 diverge
-        assert (d["n_identical"], d["n_ties"], d["n_violations"]) == (2, 2, 0)
-        assert d["first_divergence_min"] == DIVERGE_AT and d["tie_margin_max"] == pytest.approx(0.01)
-        checks = store.unit(d["cell_id"], f"{ds}@ties")
+        assert (d.n_identical, d.n_ties, d.n_violations) == (2, 2, 0)
+        assert d.first_divergence_min == DIVERGE_AT and d.tie_margin_max == pytest.approx(0.01)
+        checks = store.unit(d.cell_id, f"{ds}@ties")
         assert len(checks) == 2 and {c.kind for c in checks} == {"tie_check"}
         for c in checks:
             base = reqs[("baseline", ds, c.prompt_sha256)]["output_ids"]
@@ -112,13 +112,13 @@ def test_one_after_another_the_baseline_is_reloaded_to_score_each_divergence(mat
     assert TieEngine.loads == [] and TieEngine.events == []
 
     # dflash measured again on one dataset: its tie unit is retired and redone, the other dataset's kept
-    dflash_id = rows(run_dir)[("dflash-k3", "local")]["cell_id"]
+    dflash_id = rows(run_dir)[("dflash-k3", "local")].cell_id
     (run_dir / "units" / f"{dflash_id}__local.jsonl").unlink()
     run_matrix(matrix, tmp_path / "run", progress=False)
     assert TieEngine.loads == ["dflash-k3", "baseline"]
     assert TieEngine.events.count(("baseline", "token_scores")) == 2  # local's two divergences only
     assert list((run_dir / "units" / "superseded").glob(f"{dflash_id}__local@ties.jsonl"))
-    assert rows(run_dir)[("dflash-k3", "local")]["n_ties"] == 2
+    assert rows(run_dir)[("dflash-k3", "local")].n_ties == 2
 
 
 def test_interleaved_the_loaded_baseline_scores_after_the_dataset(matrix, tmp_path):
@@ -128,15 +128,15 @@ def test_interleaved_the_loaded_baseline_scores_after_the_dataset(matrix, tmp_pa
     labels = [e for e in TieEngine.events]
     # local's prompts on both cells in turn, then local's two scores, then the other dataset
     assert labels[10:12] == [("baseline", "token_scores")] * 2 and labels[12] == ("baseline", "generate")
-    assert rows(run_dir)[("dflash-k3", "other")]["n_ties"] == 2
+    assert rows(run_dir)[("dflash-k3", "other")].n_ties == 2
 
 
 def test_a_margin_beyond_the_tolerance_is_a_violation_and_exits_3(matrix, tmp_path):
     TieEngine.margin = 1.0
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     d = rows(run_dir)[("dflash-k3", "local")]
-    assert (d["n_ties"], d["n_violations"], d["first_violation"]) == (0, 2, DIVERGE_AT)
-    assert d["violation_reason"] == "margin 1 > tolerance 0.125"
+    assert (d.n_ties, d.n_violations, d.first_violation) == (0, 2, DIVERGE_AT)
+    assert d.violation_reason == "margin 1 > tolerance 0.125"
     assert exit_status(failed, bool(divergent_rows(list(rows(run_dir).values()))), False) == 3
 
 
@@ -145,8 +145,8 @@ def test_a_tie_check_that_fails_leaves_violations_and_is_retried(matrix, tmp_pat
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
     assert failed == 2  # one tie unit per dataset
     d = rows(run_dir)[("dflash-k3", "local")]
-    assert d["n_violations"] == 2 and d["violation_reason"] == "no tie check"
-    assert "tie check: RuntimeError: no logits today" in d["error"]
+    assert d.n_violations == 2 and d.violation_reason == "no tie check"
+    assert "tie check: RuntimeError: no logits today" in d.error
     TieEngine.fail_scores, TieEngine.loads = False, []
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
-    assert failed == 0 and TieEngine.loads == ["baseline"] and rows(run_dir)[("dflash-k3", "local")]["n_ties"] == 2
+    assert failed == 0 and TieEngine.loads == ["baseline"] and rows(run_dir)[("dflash-k3", "local")].n_ties == 2

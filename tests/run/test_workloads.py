@@ -85,11 +85,11 @@ def test_context_lengths_are_units_every_cell_sees_alike(random_pair, tmp_path):
     assert all(p["shot_rows"] and p["tokens"] >= 700 and 0 < p["context_tokens"] < p["tokens"] for p in built)
     report = write_reports(run_dir)
     assert not report.verdicts.unchecked and not report.verdicts.violated  # every workload's unit is checked
-    rows = {(r["label"], r["dataset"]): r for r in report.rows}
+    rows = {(r.label, r.dataset): r for r in report.rows}
     spec = rows[("dflash-k3", "humaneval@ctx700")]
-    assert spec["context_tokens"] == 700 and spec["speedup"] == pytest.approx(2.0) and spec["identical_frac"] == 1.0
-    assert spec["prompts_sha256"] == rows[("baseline", "humaneval@ctx700")]["prompts_sha256"]
-    assert spec["prompts_sha256"] != rows[("baseline", "humaneval@ctx0")]["prompts_sha256"]
+    assert spec.context_tokens == 700 and spec.speedup == pytest.approx(2.0) and spec.identical_frac == 1.0
+    assert spec.prompts_sha256 == rows[("baseline", "humaneval@ctx700")].prompts_sha256
+    assert spec.prompts_sha256 != rows[("baseline", "humaneval@ctx0")].prompts_sha256
     text = (run_dir / "report.md").read_text()
     assert "## Workloads" in text and "### Against context length" in text
     assert "humaneval@ctx700: all 2 cells were sent the same 2 prompts" in text
@@ -111,8 +111,8 @@ def test_a_unit_measured_on_other_context_ids_is_measured_again(random_pair, tmp
     Recorder.calls = []
     assert execute(plan).failed == 0
     assert len(sent("baseline")) == 3 and not sent("dflash-k3")  # only that unit: its prompts and warm-up
-    rows = {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
-    assert rows[("dflash-k3", "humaneval@ctx700")]["identical_frac"] == 1.0
+    rows = {(r.label, r.dataset): r for r in summarize_run(store).rows}
+    assert rows[("dflash-k3", "humaneval@ctx700")].identical_frac == 1.0
 
 
 def test_a_cell_sent_other_context_ids_than_its_baseline_fails_the_check(random_pair, tmp_path):
@@ -124,10 +124,10 @@ def test_a_cell_sent_other_context_ids_than_its_baseline_fails_the_check(random_
     store.write_unit(spec, "humaneval@ctx700", [dataclasses.replace(r, prompt_sha256=r.prompt_sha256[::-1])
                                                 if r.kind == "request" else r for r in records])
     report = write_reports(run_dir)
-    [row] = [r for r in report.rows if r["cell_id"] == spec]
-    assert row["identical_frac"] is None and row["speedup"] is None
-    assert row["not_checked"] == "no baseline request was sent the same prompt (prompt hashes differ)"
-    assert [r["dataset"] for r in report.verdicts.unchecked] == ["humaneval@ctx700"] and not report.verdicts.violated
+    [row] = [r for r in report.rows if r.cell_id == spec]
+    assert row.identical_frac is None and row.speedup is None
+    assert row.not_checked == "no baseline request was sent the same prompt (prompt hashes differ)"
+    assert [r.dataset for r in report.verdicts.unchecked] == ["humaneval@ctx700"] and not report.verdicts.violated
     assert "humaneval@ctx700: **cells were sent different prompts**" in (run_dir / "report.md").read_text()
 
 
@@ -153,7 +153,7 @@ def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path
     assert all(p["form"] == "second turn" and p["first_answer_tokens"] == 6 for p in turn2)
     report = write_reports(tmp_path / "run")
     assert "### By turn" in (tmp_path / "run" / "report.md").read_text()
-    assert {r["turn"] for r in report.rows} == {1, 2}
+    assert {r.turn for r in report.rows} == {1, 2}
     assert not report.verdicts.violated and not report.verdicts.unchecked
     # resumed: the cached answers resolve the second turn in the plan, nothing is generated again
     again = build_plan(m, tmp_path / "run")
@@ -197,8 +197,8 @@ def test_a_second_turn_measured_on_other_first_answers_is_measured_again_after_i
     Recorder.calls, Recorder.loads = [], []
     assert execute(plan).failed == 0
     assert Recorder.loads == ["baseline", "baseline"] and len(sent("baseline")) == 3 + 3 and not sent("dflash-k3")
-    rows = {(r["label"], r["dataset"]): r for r in summarize_run(store).rows}
-    assert rows[("dflash-k3", "mt-bench@turn2")]["identical_frac"] == 1.0
+    rows = {(r.label, r.dataset): r for r in summarize_run(store).rows}
+    assert rows[("dflash-k3", "mt-bench@turn2")].identical_frac == 1.0
 
 
 def test_first_answers_that_fail_fail_the_second_turn_only(random_pair, tmp_path):

@@ -20,9 +20,9 @@ def test_workloads_are_lossless_and_alike_across_cells(random_pair, tmp_path, ke
     run_dir, failed = run_matrix(m, tmp_path / "run")
     assert failed == 0
     report = write_reports(run_dir)
-    spec = [r for r in report.rows if r["method"] == "dflash"]
+    spec = [r for r in report.rows if r.method == "dflash"]
     assert len(spec) == len(keys.get("context_tokens") or keys.get("turns"))
-    assert all(r["identical_frac"] == 1.0 and r["n_pairs"] == 2 for r in spec)
+    assert all(r.identical_frac == 1.0 and r.n_pairs == 2 for r in spec)
     assert not report.verdicts.violated and not report.verdicts.unchecked
     requests = [r for r in RunStore(run_dir).record_objects() if r["kind"] == "request"]
     for key in {r["dataset"] for r in requests}:

@@ -17,6 +17,7 @@ from benchmarks.analysis.caveats import caveat_lines
 from benchmarks.core.exit_codes import Exit
 from benchmarks.studies import vllm_sampled_spec as S
 from tests.typed_runs import manifest as typed_manifest
+from tests.typed_runs import summary_row
 from verification.distribution import Check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,8 +127,8 @@ def test_sampling_caveat_applies_to_vllm_cpu_speculative_cells_at_t_above_0():
 
 
 def test_caveats_of_a_run_without_provenance_records_read_the_rows():
-    rows = [{"engine": "vllm", "method": "eagle3", "temperature": 1.0}, {"engine": "vllm", "method": "dflash",
-                                                                          "temperature": 0.0}]
+    rows = [summary_row(engine="vllm", method="eagle3", temperature=1.0),
+            summary_row(engine="vllm", method="dflash", temperature=0.0)]
     lines = caveat_lines(rows, typed_manifest({"platform": "cpu", "packages": {}}))
     assert "(version not recorded)" in sampling_caveat(lines)[0]
     assert any("k_norm" in line for line in lines)

@@ -217,17 +217,17 @@ def _records(meth_probs: np.ndarray, methods: tuple[str, ...] = ("dflash",)) -> 
 
 def test_summary_report_and_verdicts_carry_the_check():
     good = summary_json(*_records(PROBS)).rows
-    row = next(r for r in good if r["method"] == "dflash")
-    assert row["dist_verdict"] == "pass" and row["dist_n_base"] == dist.SAMPLES
-    assert row["dist_n_tests"] == row["dist_family"] == dist.POSITIONS + 2 and row["dist_length"] == dist.LENGTH
+    row = next(r for r in good if r.method == "dflash")
+    assert row.dist_verdict == "pass" and row.dist_n_base == dist.SAMPLES
+    assert row.dist_n_tests == row.dist_family == dist.POSITIONS + 2 and row.dist_length == dist.LENGTH
     pw = dist.power(dist.SAMPLES, dist.SAMPLES, dist.POSITIONS + 2)
-    assert (row["dist_power_marginal"], row["dist_power_sequence"], row["dist_shift_detected"]) == (
+    assert (row.dist_power_marginal, row.dist_power_sequence, row.dist_shift_detected) == (
         pw.marginal, pw.sequence, pw.shift_detected)
-    assert row["tau_prompt_mean"] == pytest.approx(2.0)
+    assert row.tau_prompt_mean == pytest.approx(2.0)
     assert not distribution_failures(good)
     bad = summary_json(*_records(np.roll(PROBS, 1))).rows
-    row = next(r for r in bad if r["method"] == "dflash")
-    assert row["dist_verdict"] == "FAIL" and row["dist_p_min"] < dist.ALPHA
+    row = next(r for r in bad if r.method == "dflash")
+    assert row.dist_verdict == "FAIL" and row.dist_p_min < dist.ALPHA
     assert distribution_failures(bad) == [row]
     assert any(line.startswith("DISTRIBUTION VIOLATION") for line in verdict_lines(bad))
     text = dist.report_markdown(bad)
@@ -237,12 +237,12 @@ def test_summary_report_and_verdicts_carry_the_check():
 
 def test_summary_holds_one_holm_family_per_run():
     rows = summary_json(*_records(np.roll(PROBS, 1), methods=("dflash", "eagle3"))).rows
-    bad, good = (next(r for r in rows if r["method"] == m) for m in ("dflash", "eagle3"))
+    bad, good = (next(r for r in rows if r.method == m) for m in ("dflash", "eagle3"))
     family = 2 * (dist.POSITIONS + 2)
-    assert bad["dist_family"] == good["dist_family"] == family
-    assert bad["dist_verdict"] == "FAIL" and good["dist_verdict"] == "pass"
+    assert bad.dist_family == good.dist_family == family
+    assert bad.dist_verdict == "FAIL" and good.dist_verdict == "pass"
     pw = dist.power(dist.SAMPLES, dist.SAMPLES, family)
-    assert good["dist_power_sequence"] == pw.sequence and f"all {family} tests of the run's 2 checked cells" in \
+    assert good.dist_power_sequence == pw.sequence and f"all {family} tests of the run's 2 checked cells" in \
         dist.report_markdown(rows)
 
 

@@ -91,16 +91,16 @@ MANIFEST = {"run_id": "r", "created_utc": "now", "config_path": "m.yaml", "git_s
 
 
 def test_summary_verdict_lines_and_exit_rule_tell_a_tie_from_a_violation():
-    tie = {r["label"]: r for r in summary_json(records(5.19), MANIFEST).rows}["dflash-k3"]
-    assert (tie["identical_frac"], tie["n_identical"], tie["n_ties"], tie["n_violations"]) == (0.5, 1, 1, 0)
-    assert tie["tie_margin_max"] == pytest.approx(0.01) and tie["first_violation"] is None
+    tie = {r.label: r for r in summary_json(records(5.19), MANIFEST).rows}["dflash-k3"]
+    assert (tie.identical_frac, tie.n_identical, tie.n_ties, tie.n_violations) == (0.5, 1, 1, 0)
+    assert tie.tie_margin_max == pytest.approx(0.01) and tie.first_violation is None
     assert not divergent_rows([tie]) and tie_rows([tie]) == [tie]
     [line] = verdict_lines([tie])
     assert line.startswith("lossless up to numerical ties: jax dflash-k3 on humaneval: 1 of 2 prompts")
     assert "| 1/1/0 (0.32 ulp) |" in results_table([tie])
 
-    bad = {r["label"]: r for r in summary_json(records(4.0), MANIFEST).rows}["dflash-k3"]
-    assert (bad["n_ties"], bad["n_violations"], bad["first_violation"]) == (0, 1, 2)
+    bad = {r.label: r for r in summary_json(records(4.0), MANIFEST).rows}["dflash-k3"]
+    assert (bad.n_ties, bad.n_violations, bad.first_violation) == (0, 1, 2)
     assert divergent_rows([bad]) == [bad] and not tie_rows([bad])
     [line] = verdict_lines([bad])
     assert line.startswith("LOSSLESS VIOLATION: jax dflash-k3 on humaneval: 0.500 of prompts identical")
