@@ -215,7 +215,7 @@ def groups(rows: Sequence[SummaryRow], requests: Mapping[tuple[str, str], Sequen
            cells: Mapping[str, Cell]) -> list[Group]:
     """The cost model's groups of a run's summary rows (batch 1 only: a static batch is priced by `cost-model
     --batch`), with each dflash cell's requests on the workload (`requests`, by (cell, workload))."""
-    rows = [r for r in rows if (r.batch_size or 1) == 1]
+    rows = [r for r in rows if not r.batched]
     found: dict[tuple[str, str], list[SummaryRow]] = {}
     for r in rows:
         if r.method == "dflash" and not r.n_errors:

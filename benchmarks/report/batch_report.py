@@ -58,7 +58,7 @@ BATCH_TABLE: tuple[Shown, ...] = (
 
 def batch_rows(rows: list[SummaryRow]) -> list[SummaryRow]:
     """The rows of every (engine, dataset, temperature) measured at a batch size above 1, at each batch size."""
-    axis = {(r.engine, r.dataset, r.temperature) for r in rows if (r.batch_size or 1) > 1}
+    axis = {(r.engine, r.dataset, r.temperature) for r in rows if r.batched}
     return [r for r in rows if r.batch_size is not None and (r.engine, r.dataset, r.temperature)
             in axis]
 

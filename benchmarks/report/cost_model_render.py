@@ -69,7 +69,7 @@ def cost_model_markdown(rows: Sequence[SummaryRow], groups: Sequence[Group], kfl
     missing = [f"- Not computed for {g.engine} on {g.workload}: {g.missing}" for g in groups if g.missing]
     if missing:
         out += [""] + missing
-    if any(r.method == "dflash" and (r.batch_size or 1) > 1 for r in rows):
+    if any(r.method == "dflash" and r.batched for r in rows):
         out += ["", "Rows at a batch size above 1 are left out: this model prices a batch-1 step from its measured "
                     "parts; `cost-model --chip X --batch …` predicts a batched one."]
     return "\n".join(out)

@@ -63,7 +63,7 @@ def floor_lines(rows: list[SummaryRow], manifest: Manifest,
         if r.method == "baseline" and is_number(r.tpot_ms_mean):
             bad = binding and metrics.below_floor(r.tpot_ms_mean, floor)
             achieved = weight_bytes / (r.tpot_ms_mean / 1000.0) / 1e9
-            at = f" @B={r.batch_size}" if (r.batch_size or 1) > 1 else ""  # weights read once per step
+            at = f" @B={r.batch_size}" if r.batched else ""  # weights read once per step
             lines.append(f"- {r.engine} AR{at} on {r.dataset}: TPOT {r.tpot_ms_mean:.3f} ms, "
                          f"{achieved:.1f} GB/s of weights ({100 * achieved / bw:.0f} % of the bandwidth)"
                          + (" **BELOW THE FLOOR: timing error, not a result**" if bad else ""))
