@@ -207,3 +207,28 @@ def test_no_folder_holds_more_than_20_modules_or_a_quarter_of_the_code():
     total = sum(lines.values())
     assert {folder: len(files) for folder, files in _folders().items() if len(files) > 20} == {}
     assert {folder: round(n / total, 3) for folder, n in lines.items() if n > total / 4} == {}
+
+
+def lazy_imports() -> list[tuple[str, int, str]]:
+    """Every import inside a function of the packages: (file, line, its reason: the `# lazy:` comment on its line or
+    the line above, "" where it has none)."""
+    found = {}
+    for f in modules().values():
+        if f.is_relative_to(ROOT / "preparation"):
+            continue
+        lines = f.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    here = lines[node.lineno - 1] + " " + (lines[node.lineno - 2] if node.lineno > 1 else "")
+                    reason = here.split("# lazy:", 1)[1].strip() if "# lazy:" in here else ""
+                    found[(str(f.relative_to(ROOT)), node.lineno)] = reason
+    return [(f, n, why) for (f, n), why in sorted(found.items())]
+
+
+def test_an_import_inside_a_function_says_why_it_is_lazy():
+    lazy = lazy_imports()
+    assert [(f, n) for f, n, why in lazy if not why] == []
+    print(f"{len(lazy)} lazy imports, each with its reason")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Union
 
 from benchmarks.core.exit_codes import TABLE, BadInput, Exit, Lacking
+from benchmarks.core.guarded import file_problem, output_folder_problem
 
 Command = tuple[str, str]  # (module, one-line purpose)
 Group = dict[str, Command]
@@ -175,7 +176,6 @@ def readable_output() -> None:
 def input_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
     """The input paths of a command (its options `names`) that are not there, one line each, checked before it
     loads anything: missing, a link loop or to nothing, a name too long."""
-    from benchmarks.core.guarded import file_problem
 
     problems = []
     for name in names:
@@ -193,7 +193,6 @@ def input_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str
 def output_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
     """The output folders of a command (its options `names`, and DFLASH_RUNS_DIR when set) that it could not write,
     one line each, checked before it does any work: a file, a FIFO or a link loop in the way, a name too long."""
-    from benchmarks.core.guarded import output_folder_problem
 
     given = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in names]
     if os.environ.get("DFLASH_RUNS_DIR"):

@@ -9,6 +9,7 @@ from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.config.matrix_parse import Matrix, parse_matrix
 from benchmarks.config.matrix_schema import KEYS
 from benchmarks.engines import catalog
+from benchmarks.hardware.provenance import detect_platform
 
 # The keys whose `bench` option bench_matrix reads itself; every other one's option given (its value under the key's
 # name) is the key's value. --executor is the run's (`run_and_report`).
@@ -41,7 +42,6 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def default_preset() -> str:
-    from benchmarks.hardware.provenance import detect_platform
 
     return "tiny" if detect_platform() == "cpu" else "qwen3-4b"
 
@@ -49,7 +49,6 @@ def default_preset() -> str:
 def bench_interleaves(engine: str) -> bool:
     """Whether `make bench` loads its cells side by side: always for JAX (one process), for vLLM on CPU (one worker
     per cell); vLLM on a TPU cannot (one process owns the chip), on a GPU only with gpu_memory_utilization split."""
-    from benchmarks.hardware.provenance import detect_platform
 
     return not catalog.engine(engine).worker or detect_platform() == "cpu"
 

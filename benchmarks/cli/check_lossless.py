@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.report import run_folder
 from benchmarks.cli.run import exit_status, left_out_status
 from benchmarks.core.exit_codes import worst
+from benchmarks.records.store import RunStore
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -15,8 +17,6 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.records.store import RunStore
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))

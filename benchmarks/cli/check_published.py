@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.report import run_folder
+from benchmarks.cli.run import left_out_status
+from benchmarks.records.store import RunStore
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -13,11 +16,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.analysis.summary_csv import summary_frame
-    from benchmarks.cli.run import left_out_status
-    from benchmarks.records.store import RunStore
-    from benchmarks.report.published_report import comparison_markdown
+    from benchmarks.analysis.summary_csv import summary_frame  # lazy: imports pandas
+    from benchmarks.report.published_report import comparison_markdown  # lazy: imports pandas
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))

@@ -8,15 +8,22 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.analysis import cost_model_compute as cm
+from benchmarks.analysis.cost_model_compute import Engine, read_kflat
+from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.k_schedule import chip_schedule_main, run_engine, schedule_main
 from benchmarks.cli.report import run_folder
+from benchmarks.cli.run import left_out_status
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
+from benchmarks.hardware.chips import CHIPS
+from benchmarks.hardware.roofline import chip_device
+from benchmarks.records.store import RunStore
+from benchmarks.report.cost_model_render import batch_markdown, chip_markdown, cost_model_markdown
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    from benchmarks.core.shapes import SHAPES
-    from benchmarks.hardware.chips import CHIPS
 
     ap.add_argument("run_dir", type=Path, nargs="?", help="a run folder (without --chip; default: the latest run)")
     ap.add_argument("--kflat", type=Path,
@@ -73,10 +80,8 @@ def _batches(text: str) -> list[int]:
 def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> Any:
     """The published runs' target (by its HF id, or --shape) with the released drafts' layout (one layer of the
     target's widths per tap), at the table's K and block, or --k and --block-size where it gives none."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas
 
-    from benchmarks.analysis.cost_model_compute import Engine
-    from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
 
     target = frame["target"].iloc[0]
     if not args.shape and target not in HF_SHAPES:
@@ -89,10 +94,6 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
 
 
 def chip_main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis import cost_model_compute as cm
-    from benchmarks.hardware.chips import CHIPS
-    from benchmarks.hardware.roofline import chip_device
-    from benchmarks.report.cost_model_render import batch_markdown, chip_markdown
 
     if args.tau_from is None:
         raise ConfigError("--chip needs --tau-from: a published table (results/reference/*.csv) or a run folder")
@@ -101,7 +102,7 @@ def chip_main(args: argparse.Namespace) -> int:
     if args.schedule or args.calibrate_from:
         return chip_schedule_main(args, device, itemsize)
     if args.tau_from.suffix == ".csv":
-        from benchmarks.data.reference import ReferenceDataError, present, read_results_table
+        from benchmarks.data.reference import ReferenceDataError, present, read_results_table  # lazy: imports pandas
 
         try:
             frame = read_results_table(args.tau_from)
@@ -114,8 +115,6 @@ def chip_main(args: argparse.Namespace) -> int:
         about = [frame[c].iloc[0] for c in ("hardware", "harness", "source")]
         source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if present(v))})"
     else:
-        from benchmarks.analysis.summary import summarize_run
-        from benchmarks.records.store import RunStore
 
         summary = summarize_run(RunStore(run_folder(args.tau_from)))
         engine = run_engine(list(summary.manifest.cells.values()), args, itemsize)
@@ -182,16 +181,11 @@ def main(args: argparse.Namespace) -> int:
         return chip_main(chip_options(args))
     if args.schedule or args.calibrate_from:
         return schedule_main(args)
-    from benchmarks.analysis.cost_model_compute import read_kflat
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.records.store import RunStore
-    from benchmarks.report.cost_model_render import cost_model_markdown
 
     try:
         kflat = read_kflat(args.kflat) if args.kflat else None
     except ValueError as exc:
         raise ConfigError(f"--kflat {exc}") from None
-    from benchmarks.cli.run import left_out_status
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))

@@ -25,12 +25,12 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.cli.report import run_folder
-    from benchmarks.cli.run import left_out_status
-    from benchmarks.figures.published_figures import published_figures
-    from benchmarks.figures.run_figures import run_figures
-    from benchmarks.records.store import RunStore
+    from benchmarks.analysis.summary import summarize_run  # lazy: imports numpy, packaging, scipy
+    from benchmarks.cli.report import run_folder  # lazy: imports numpy, packaging, scipy, yaml
+    from benchmarks.cli.run import left_out_status  # lazy: imports numpy, packaging, scipy, yaml
+    from benchmarks.figures.published_figures import published_figures  # lazy: imports matplotlib, numpy, pandas, scipy
+    from benchmarks.figures.run_figures import run_figures  # lazy: imports matplotlib, numpy, packaging, pandas, scipy
+    from benchmarks.records.store import RunStore  # lazy: imports numpy, packaging, scipy
 
     default_run = RUNS_DIR / "latest"
     want_published = args.published or args.run is None

@@ -9,17 +9,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.analysis.summary import Summary
+from benchmarks.analysis import k_schedule_compute as ksd
+from benchmarks.analysis.cost_model_compute import Engine, kflat_batch_points, read_kflat
+from benchmarks.analysis.k_schedule_compute import schedule_of
+from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.cli.report import run_folder
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.cells import Cell
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.guarded import read_csv_text
+from benchmarks.core.metrics import mean_interval
+from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
+from benchmarks.hardware import measure, roofline
+from benchmarks.hardware.roofline import Device
+from benchmarks.records.store import RunStore
+from benchmarks.report.k_schedule_render import (
+    calibration_markdown,
+    choices_markdown,
+    config_files,
+    configs_markdown,
+    grid_markdown,
+)
 
 
 def run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> Any:
     """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
-    from benchmarks.analysis.cost_model_compute import Engine
-    from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
 
     dflash = [c for c in cells if c.method == "dflash" and c.draft]
     if not dflash:
@@ -57,7 +71,6 @@ class Source:
 def sources(summary: Summary, where: Path) -> list[Source]:
     """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
     assumed not to depend on B) and the measured grid."""
-    from benchmarks.analysis import k_schedule_compute as ksd
 
     spec = [u for u in summary.units if u.speculative and u.level is None and u.reqs
             and any(r.accept_lengths for r in u.reqs)]
@@ -85,8 +98,6 @@ def _matrix_base(summary: Summary, src: Source) -> dict[str, Any]:
 
 def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:
     """The schedule's configs and its tables written under folder/k_schedule/name/; returns the Markdown printed."""
-    from benchmarks.analysis.k_schedule_compute import schedule_of
-    from benchmarks.report.k_schedule_render import config_files, configs_markdown
 
     files = config_files(schedule_of(choices), base, max_batch)
     out = folder / OUT_FOLDER / name
@@ -100,8 +111,6 @@ def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[
 
 def _calibration_points(summary: Summary, engine: str) -> dict[int, float]:
     """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
-    from benchmarks.analysis import k_schedule_compute as ksd
-    from benchmarks.core.metrics import mean_interval
 
     by_b: dict[int, list[float]] = {}
     for u in summary.units:
@@ -113,7 +122,6 @@ def _calibration_points(summary: Summary, engine: str) -> dict[int, float]:
 def _published_points(path: Path) -> dict[int, float]:
     """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total, through the guarded reader): the
     AR step time (ms) per B."""
-    from benchmarks.core.guarded import read_csv_text
 
     columns = ("batch_size", "tok_per_s_total")
     try:
@@ -132,10 +140,6 @@ def _published_points(path: Path) -> dict[int, float]:
 def schedule_main(args: argparse.Namespace) -> int:
     """A run's own schedule: τ(K) from its largest K, the step at (B, K) from its measured Ks (or the calibrated
     model of --calibrate-from), beside the measured grid; configs written into the run folder."""
-    from benchmarks.analysis import k_schedule_compute as ksd
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.records.store import RunStore
-    from benchmarks.report.k_schedule_render import choices_markdown, grid_markdown
 
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))
@@ -185,12 +189,6 @@ def schedule_main(args: argparse.Namespace) -> int:
 def _cpu_calibrated(args: argparse.Namespace, summary: Summary, src: Source) -> tuple[Any, str]:
     """The step cost on this CPU from the roofline calibrated on the AR curve of --calibrate-from (a run folder),
     and the calibration's table against the measured steps."""
-    from benchmarks.analysis import k_schedule_compute as ksd
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.hardware import measure
-    from benchmarks.hardware.roofline import Device
-    from benchmarks.records.store import RunStore
-    from benchmarks.report.k_schedule_render import calibration_markdown
 
     if args.calibrate_from.suffix == ".csv":
         raise ConfigError("--calibrate-from a published table needs --chip (whose peak it is a fraction of)")
@@ -216,11 +214,6 @@ def _cpu_calibrated(args: argparse.Namespace, summary: Summary, src: Source) -> 
 def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> int:
     """The schedule on a chip: τ(K) from a run folder's largest K, the step at (B, K) from the chip's roofline
     (calibrated on a published plain-decoding curve with --calibrate-from), configs written into that run folder."""
-    from benchmarks.analysis import k_schedule_compute as ksd
-    from benchmarks.analysis.summary import summarize_run
-    from benchmarks.hardware import roofline
-    from benchmarks.records.store import RunStore
-    from benchmarks.report.k_schedule_render import choices_markdown
 
     if args.tau_from.suffix == ".csv":
         raise ConfigError(f"--tau-from {args.tau_from}: --schedule needs per-position acceptance (τ at every K); "
@@ -267,7 +260,6 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
 
 def _measured_verify(args: argparse.Namespace, batches: list[int]) -> dict[tuple[int, int], Any]:
     """--kflat with --chip: the verify forward timed on the chip at each (B, K), every B asked among those timed."""
-    from benchmarks.analysis.cost_model_compute import kflat_batch_points, read_kflat
 
     try:
         points = kflat_batch_points(read_kflat(args.kflat), args.context, args.kflat)

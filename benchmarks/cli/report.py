@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 from benchmarks.cli import shown
+from benchmarks.cli.run import left_out_status, verdict_status
 from benchmarks.config.matrix_parse import ConfigError
+from benchmarks.core.exit_codes import worst
 from benchmarks.core.guarded import file_problem
 from benchmarks.core.paths import RUNS_DIR
+from benchmarks.report.tables import results_table
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -35,10 +38,7 @@ def run_folder(run_dir: Path | None) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.cli.run import left_out_status, verdict_status
-    from benchmarks.core.exit_codes import worst
-    from benchmarks.report.report_write import write_reports
-    from benchmarks.report.tables import results_table
+    from benchmarks.report.report_write import write_reports  # lazy: imports matplotlib, pandas
 
     folder = run_folder(args.run_dir)
     report = write_reports(folder)

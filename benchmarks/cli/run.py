@@ -11,7 +11,11 @@ from typing import Any
 from benchmarks.config.matrix_parse import Matrix
 from benchmarks.config.placement_keys import EXECUTORS, check_executor
 from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.records.records import rerun_may_help
+from benchmarks.records.store import RunStore, latest_link
 from benchmarks.records.summary_row import SummaryRow
+from benchmarks.report.capacity_report import capacity_lines
+from benchmarks.report.tables import results_table
 
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:
@@ -64,7 +68,6 @@ def left_out_status(run_dir: Path, left_out: Sequence[str]) -> int:
 def latest_note(run_dir: Path) -> str:
     """Where `latest` stands with respect to a finished run, as it is now: here, at another run that moved it since
     (two runs at once in one runs folder), not a link the harness made, or not moved (the run holds no unit)."""
-    from benchmarks.records.store import RunStore, latest_link
 
     latest = latest_link()
     target = latest.resolve() if latest.is_symlink() else None
@@ -80,7 +83,6 @@ def latest_note(run_dir: Path) -> str:
 def retry_advice(failed_rows: list[SummaryRow]) -> str:
     """Whether rerunning the command would help the failed units (`records.rerun_may_help`): only those whose
     cause may pass on a retry are offered one; the rest are named as failing the same way again."""
-    from benchmarks.records.records import rerun_may_help
 
     lasting = [r for r in failed_rows if not rerun_may_help(r.error or "")]
     if not lasting:
@@ -95,11 +97,9 @@ def retry_advice(failed_rows: list[SummaryRow]) -> str:
 def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     """Plan the matrix (its executor overridden by --executor), run it, write its reports, print the table and
     verdicts, and map them to the exit status."""
-    from benchmarks.report.capacity_report import capacity_lines
-    from benchmarks.report.report_write import write_reports
-    from benchmarks.report.tables import results_table
-    from benchmarks.run.execute import execute
-    from benchmarks.run.plan import build_plan
+    from benchmarks.report.report_write import write_reports  # lazy: imports matplotlib, pandas
+    from benchmarks.run.execute import execute  # lazy: imports tqdm
+    from benchmarks.run.plan import build_plan  # lazy: imports tqdm
 
     if args.executor:
         matrix = dataclasses.replace(matrix, executor=check_executor("--executor", args.executor, matrix.engines))

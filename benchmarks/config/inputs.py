@@ -78,7 +78,7 @@ def model_config(ref: str, role: str, source: str, found: InputProblems) -> dict
 
 def hub_dataset_cached(spec: DatasetSpec) -> bool:
     """Whether a hub dataset's files or prepared rows are in this machine's caches (the run then loads it offline)."""
-    from huggingface_hub import constants as hf
+    from huggingface_hub import constants as hf  # lazy: huggingface_hub
 
     folders = [Path(hf.HF_HUB_CACHE) / f"datasets--{spec.hf_id.replace('/', '--')}"]
     datasets_cache = os.environ.get("HF_DATASETS_CACHE") or Path(hf.HF_HOME) / "datasets"

@@ -25,8 +25,8 @@ def hub_out_of_reach(repo: str, repo_type: str = "model") -> str | None:
 def _hub_answer(repo: str, repo_type: str) -> tuple[str | None, bool]:
     """What the hub said about `repo` (asked once a process): why it gave no answer (None where it answered), and
     whether it holds the repository."""
-    from huggingface_hub import dataset_info, model_info
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub import dataset_info, model_info  # lazy: huggingface_hub
+    from huggingface_hub.errors import HfHubHTTPError  # lazy: huggingface_hub
 
     try:
         (dataset_info if repo_type == "dataset" else model_info)(repo, timeout=HUB_TIMEOUT_S)

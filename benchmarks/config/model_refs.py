@@ -12,6 +12,7 @@ from benchmarks.config.matrix_expand import expand
 from benchmarks.config.matrix_parse import ConfigError, Matrix
 from benchmarks.core.cells import Cell
 from benchmarks.core.paths import CACHE_DIR, resolve_model_ref
+from benchmarks.data.tiny_checkpoints import build_pair
 from benchmarks.hardware import provenance
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
@@ -36,7 +37,6 @@ def materialize(ref: str | None) -> str | None:
             raise ConfigError(f"unknown builtin model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
         root = BUILTIN_MODELS[name]
         if not (root / "done").is_file():
-            from benchmarks.data.tiny_checkpoints import build_pair
 
             print(f"generating {name} into {root} (once)", file=sys.stderr)
             build_pair(root, seed=0)
@@ -50,7 +50,7 @@ def materialize(ref: str | None) -> str | None:
 
 
 def load_tokenizer(target: str) -> Any:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
     try:
         return AutoTokenizer.from_pretrained(target)

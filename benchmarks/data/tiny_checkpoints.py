@@ -9,6 +9,7 @@ target layers for vLLM's +1 on DFlash layer ids, and rope_theta 1e6 (Qwen3's val
 from __future__ import annotations
 
 import json
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,6 @@ def default_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]
 
 def stdlib_corpus(max_files: int | None = None) -> list[str]:
     """Source files of the running Python's standard library: a corpus present offline on every machine."""
-    import sysconfig
 
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in root.glob("*.py") if p.is_file())
@@ -58,8 +58,8 @@ def stdlib_corpus(max_files: int | None = None) -> list[str]:
 
 def build_tokenizer(out_dir: Path, vocab_size: int, texts: list[str]):
     """A byte-level BPE tokenizer with a Qwen-style chat template and a <|MASK|> token, saved in HF format."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # lazy: tokenizers
+    from transformers import PreTrainedTokenizerFast  # lazy: transformers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -105,8 +105,8 @@ def _qwen3_fields(shape: TinyShape, num_layers: int) -> dict:
 def save_target(out_dir: Path, shape: TinyShape, eos_ids: list[int], seed: int, tie: bool = True,
                 state: dict[str, np.ndarray] | None = None) -> None:
     """A Qwen3ForCausalLM checkpoint (random init unless `state` is given) through transformers."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    import torch  # lazy: torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM  # lazy: transformers
 
     torch.manual_seed(seed)
     fields = _qwen3_fields(shape, shape.num_layers)
@@ -126,7 +126,7 @@ def save_target(out_dir: Path, shape: TinyShape, eos_ids: list[int], seed: int, 
 
 
 def _save_safetensors(out_dir: Path, config: dict, weights: dict[str, np.ndarray]) -> None:
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save_file  # lazy: safetensors
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -226,7 +226,7 @@ def make_oracle(target_dir: Path, dflash_dir: Path, shape: TinyShape, token: int
     Every o_proj/down_proj is zeroed, so the residual stream stays the token embedding; the embedding carries a
     constant 1.0 in `column`; the final norms select that column; an untied lm_head maps it to `token` only.
     """
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file, save_file  # lazy: safetensors
 
     tw = load_file(str(target_dir / "model.safetensors"))
     emb = tw["model.embed_tokens.weight"]

@@ -34,7 +34,7 @@ class RayHost(EngineHost):
 
     def environment(self) -> dict[str, Any]:
         """The provenance environment of the actor's machine (git SHA, packages, hardware)."""
-        from benchmarks.hardware import provenance
+        from benchmarks.hardware import provenance  # lazy: imports numpy, scipy
 
         return provenance.environment()
 

@@ -82,14 +82,14 @@ def device_name_without_jax(platform_name: str) -> str:
 
 
 def jax_platform() -> str:
-    import jax
+    import jax  # lazy: jax
 
     p = jax.default_backend()
     return "gpu" if p in ("cuda", "rocm", "gpu") else p
 
 
 def jax_device_name() -> str:
-    import jax
+    import jax  # lazy: jax
 
     return cpu_name() if jax_platform() == "cpu" else jax.devices()[0].device_kind
 

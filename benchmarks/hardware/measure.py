@@ -109,8 +109,8 @@ def best_seconds(fn: Callable[[], object], repeats: int) -> float:
 def measure_read_bytes_per_s(nbytes: int = BUFFER_BYTES, repeats: int = 10) -> float:
     """The fastest read stream: numpy reductions on 1..all usable threads, XLA's reduction and XLA's 1-row matmul
     over an [n, 4096] weight (how a decode step reads its weights), each the best of `repeats`."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
     x = np.ones(nbytes // 4, np.float32)
     rates = [x.nbytes / best_seconds(lambda: on_threads(t, lambda lo, hi: np.add.reduce(x[lo:hi]), len(x)),
@@ -130,7 +130,7 @@ def read_bytes_per_s() -> float:
 
 def linear(layout: str) -> Callable:
     """x [T, n_in] times a weight stored [n_out, n_in] ("oi", HF's layout) or [n_in, n_out] ("io")."""
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # lazy: jax
 
     return (lambda x, w: jnp.einsum("ti,oi->to", x, w)) if layout == "oi" else \
         (lambda x, w: jnp.einsum("ti,io->to", x, w))
@@ -139,8 +139,8 @@ def linear(layout: str) -> Callable:
 def matmul_chain(layout: str, n_in: int) -> Callable:
     """A jitted chain of matmuls, one per weight, each on the previous one's output (cut or tiled back to n_in
     columns, as a layer feeds the next): a forward's matmuls without a dispatch between them."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
     mm = linear(layout)
 
@@ -158,7 +158,7 @@ def measure_matmul_seconds(rows: list[int], n_in: int, n_out: int, dtype: str, l
     """Median time of one XLA matmul [r, n_in] x weight for each r in rows (a forward's times are medians too), timed
     in a chain of 16 or more (`matmul_chain`) over enough weight copies that each streams from DRAM, or over one
     weight when `resident` (a model that fits the cache)."""
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # lazy: jax
 
     shape = (n_out, n_in) if layout == "oi" else (n_in, n_out)
     copies = 1 if resident else -(-STREAM_BYTES // (n_in * n_out * jnp.dtype(dtype).itemsize))
@@ -180,7 +180,7 @@ def matmul_table(shapes: Iterable[tuple[int, int, int]], dtype: str, layout: str
                  resident: bool = False) -> dict[tuple[int, int, int], float]:
     """Seconds of one matmul per (rows, n_in, n_out), from the cache or measured (one weight allocation per
     (n_in, n_out)); keyed by the JAX release, whose compiler makes the figure."""
-    import jax
+    import jax  # lazy: jax
 
     def key(r: int, n_in: int, n_out: int) -> str:
         where = "resident" if resident else "stream"
@@ -202,7 +202,7 @@ def matmul_table(shapes: Iterable[tuple[int, int, int]], dtype: str, layout: str
 
 def matmul_flops_per_s(dtype: str = "float32", n: int = 1024) -> float:
     """FLOP/s of an n x n x n XLA matmul: the CPU's compute peak as the engine's compiler reaches it."""
-    import jax
+    import jax  # lazy: jax
 
     key = f"matmul_flops_per_s/jax{jax.__version__}/{dtype}/{n}"
     return cached(key, lambda: 2.0 * n ** 3 / measure_matmul_seconds([n], n, n, dtype, "io", True)[n])

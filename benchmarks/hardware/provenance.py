@@ -104,7 +104,7 @@ def content_id(obj: Any) -> str:
 
 def hub_offline() -> bool:
     """Whether HF_HUB_OFFLINE keeps the Hugging Face hub out of reach (the cache only)."""
-    from huggingface_hub import constants as hf
+    from huggingface_hub import constants as hf  # lazy: huggingface_hub
 
     return bool(hf.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
 
@@ -115,7 +115,7 @@ def resolve_model(ref: str) -> tuple[Path | None, str]:
     if path.is_dir():
         return path, "local folder"
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # lazy: optional: huggingface_hub
     except ImportError:
         return None, "huggingface_hub is not installed"
     for local_only in (True, False):

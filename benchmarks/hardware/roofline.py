@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from benchmarks.core import metrics
+from benchmarks.hardware import measure
 from benchmarks.hardware.chips import Chip
 from benchmarks.hardware.step_cost import Matmul, Pass, Step, matmul_shapes
 
@@ -39,7 +40,6 @@ def cpu_device(name: str, dtype: str, layout: str, resident: bool, steps: Iterab
     """This machine's CPU (benchmarks.hardware.measure, cached): its read stream, a large matmul's FLOP/s, and the
     time of each matmul shape of `steps` measured as the engine runs it (`layout`), weights streamed from DRAM unless
     `resident` (a model that fits the CPU cache)."""
-    from benchmarks.hardware import measure
 
     table = measure.matmul_table([s for step in steps for s in matmul_shapes(step)], dtype, layout, resident)
     return Device(name, measure.read_bytes_per_s(), measure.matmul_flops_per_s(dtype),

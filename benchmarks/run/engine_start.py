@@ -12,6 +12,7 @@ from benchmarks.config.matrix_parse import Matrix
 from benchmarks.config.placement import in_worker
 from benchmarks.core.cells import Cell
 from benchmarks.engines import Engine, create_engine, implementation
+from benchmarks.engines.worker import WorkerEngine
 from benchmarks.records.records import Line, cause
 from benchmarks.records.store import StoreWriteError
 from benchmarks.run.cell_files import with_model_files
@@ -25,7 +26,6 @@ def engine_factory(matrix: Matrix) -> Callable[[Cell], Engine]:
     def make(cell: Cell) -> Engine:
         if not in_worker(matrix, cell.engine):
             return create_engine(cell.engine)
-        from benchmarks.engines.worker import WorkerEngine
 
         # Interleaved, a loaded engine waits between its turns: its processes are stopped meanwhile, because vLLM's
         # CPU worker spins on its shared-memory queue for 1 s after each read (SpinCondition). Measured on 2 shared

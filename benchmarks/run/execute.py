@@ -83,7 +83,7 @@ def _run(plan: RunPlan, store: RunStore) -> int:
         store.retire_unit(cell_id, key)
     failed = run_stages(ctx)
     if plan.matrix.executor == "ray":  # cells run concurrently, on whichever node: a before/after recheck means nothing
-        from benchmarks.run.ray_executor import run_groups
+        from benchmarks.run.ray_executor import run_groups  # lazy: imports ray
 
         return failed + run_groups(ctx, plan.groups)
     recheck_after = {followers[-1].cell_id: (base, followers) for base, followers in plan.drift_families}

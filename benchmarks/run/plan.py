@@ -34,6 +34,7 @@ from benchmarks.decide.capacity import space_of
 from benchmarks.decide.k_schedules import Schedule
 from benchmarks.decide.slo import slos_of
 from benchmarks.engines import catalog
+from benchmarks.engines.llamacpp import llamacpp_build
 from benchmarks.hardware import provenance
 from benchmarks.hardware.batch_memory import batch_memory_problem, device_memory_bytes
 from benchmarks.records.records import RequestLine
@@ -478,7 +479,6 @@ def builds_of(cells: list[Cell]) -> list[str]:
     llama.cpp cell would fail on it)."""
     if not any(catalog.engine(c.engine).base == "llama.cpp" for c in cells):
         return []
-    from benchmarks.engines.llamacpp import llamacpp_build
 
     problem = llamacpp_build.cache_problem()
     if problem:

@@ -26,6 +26,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.paths import ROOT
 from benchmarks.engines import implementation
 from benchmarks.engines.ray_worker import RayEngine
+from benchmarks.hardware.provenance import detect_platform
 from benchmarks.records.records import ErrorLine, Line
 from benchmarks.records.store import RunStore
 from benchmarks.run.context import RunContext
@@ -105,7 +106,6 @@ class SharedStore(RunStore):
 
 def run_groups(ctx: RunContext, groups: list[list[Cell]]) -> int:
     """Run every group concurrently on the cluster; return the number of failed units."""
-    from benchmarks.hardware.provenance import detect_platform
 
     owned = connect()
     pool = ThreadPoolExecutor(max_workers=max(1, len(groups)), thread_name_prefix="group")

@@ -24,7 +24,8 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import LoadResult, RequestRecord, SpecCounters
 from benchmarks.data.datasets import Prompt, sent_text
 from benchmarks.decide.capacity import Step
-from benchmarks.engines import catalog
+from benchmarks.engines import catalog, engine_class
+from benchmarks.engines.server import Load
 from benchmarks.records.records import (
     ErrorLine,
     Level,
@@ -38,6 +39,7 @@ from benchmarks.records.records import (
 )
 from benchmarks.records.store import StoreWriteError
 from benchmarks.run.capacity_search import Search, paths, run_search
+from benchmarks.run.sampling import cell_samples
 
 if TYPE_CHECKING:
     from benchmarks.engines.server import Server
@@ -123,9 +125,8 @@ def run_serve_group(ctx: RunContext, group: list[Cell]) -> int:
     catalog's class for the cell's engine), run the levels, then the searches (benchmarks/run/capacity_search.py),
     stop it. A server that does not start fails the cell's pending levels and its searches' next probes with its log
     tail as the cause; returns failed units."""
-    from benchmarks.engines import engine_class
-    from benchmarks.run.cell_files import with_model_files
-    from benchmarks.run.engine_start import fail_units
+    from benchmarks.run.cell_files import with_model_files  # lazy: imports yaml
+    from benchmarks.run.engine_start import fail_units  # lazy: imports yaml
 
     def error(unit: Unit, exc: BaseException) -> ErrorLine:
         return error_line(unit.cell, unit.workload_key, exc, concurrency=unit.concurrency)
@@ -180,7 +181,6 @@ class LevelRunner:
                 tag: str) -> tuple[list[Line], LoadResult]:
         """One pass at a level over the workload's measured prompts `prompts` (after its warm-up prompts): its
         records and the load generator's result."""
-        from benchmarks.engines.server import Load
 
         cell, server = self.cell, self.server
         measured, (texts, warmup_texts) = self.ctx.prompts[name][0][prompts], self.texts[name]
@@ -198,7 +198,6 @@ class LevelRunner:
 
     def run_levels(self, pending: list[Unit], provenance_id: str) -> int:
         """Measure the cell's pending serving levels, one unit each; returns those that failed."""
-        from benchmarks.run.sampling import cell_samples
 
         ctx, cell, failed = self.ctx, self.cell, 0
         first_level = ctx.plan.matrix.concurrency[0] if ctx.plan.matrix.concurrency else None

@@ -60,7 +60,7 @@ def simulate(levels: list[int], batches: list[int], speedups: list[float], sd: f
 
 def matrix_power(path: Path, speedups: list[float] | None, sd: float, runs: int, seed: int) -> Power:
     """The power of a matrix file's batch axis."""
-    from benchmarks.config.matrix_parse import load_matrix
+    from benchmarks.config.matrix_parse import load_matrix  # lazy: imports packaging, yaml
 
     matrix = load_matrix(path)
     levels = matrix.batch_size or [1]

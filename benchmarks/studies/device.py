@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -30,7 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import Exit  # nothing else at import: `env` must run where numpy or jax is missing
+from benchmarks.core.paths import REFERENCE_DIR, ROOT
+from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, released_draft
+from benchmarks.hardware import step_cost
+from benchmarks.hardware.step_cost import kv_bytes_per_token
 
 # import name -> distribution: what `bench --engine jax --preset tiny --dataset humaneval` and this study import.
 REQUIRED = {
@@ -97,7 +103,7 @@ def probe(platform: str, wheels_site: str | None,
                        if site and where.startswith(str(Path(site).resolve()) + os.sep)), "")
         lines.append(f"  {dist} {version}{origin}")
     if not failed & {"jax", "jaxlib"}:
-        import jax
+        import jax  # lazy: jax
 
         backend = jax.default_backend()
         devices = ", ".join(sorted({d.device_kind for d in jax.devices()}))
@@ -118,7 +124,6 @@ def install_from_index(dists: list[str], index_url: str, site: str) -> str | Non
     """pip-install `dists` (binary wheels, with what they need) from `index_url` into `site`, which sits after the
     machine's own packages on the path, so a numpy or JAX brought along never hides the machine's; None on success,
     else pip's last words."""
-    import subprocess
 
     cmd = [sys.executable, "-m", "pip", "install", "--isolated", "-q", "--disable-pip-version-check", "--no-compile",
            "--only-binary=:all:", "--index-url", index_url, "--target", site, *dists]
@@ -155,7 +160,6 @@ def env_main(args: argparse.Namespace) -> int:
 # Models
 
 def resolve_shape(name: str) -> Any:
-    from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES
 
     if name in STANDINS:
         base, fields = STANDINS[name]
@@ -165,7 +169,6 @@ def resolve_shape(name: str) -> Any:
 
 def draft_config(cfg: Any, block_size: int = 16) -> Any:
     """The released Qwen3 drafts' layout on a target shape (benchmarks.core.shapes.released_draft)."""
-    from benchmarks.core.shapes import released_draft
 
     return released_draft(cfg, block_size)
 
@@ -176,9 +179,9 @@ def oracle(tparams: dict, dparams: dict, cfg: Any, token: int = ORACLE_TOKEN, co
     Every o_proj and down_proj is zero, so the residual stream stays the token embedding; the embedding carries 1.0
     in `column`; both final norms select that column; the LM head (the embedding when tied) maps it to `token`.
     """
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.engines.jax.model import head_in_layout
+    from benchmarks.engines.jax.model import head_in_layout  # lazy: imports jax, numpy, packaging
 
     def zeroed(layers: list[dict]) -> list[dict]:
         return [{**lp, "o_proj": jnp.zeros_like(lp["o_proj"]), "down_proj": jnp.zeros_like(lp["down_proj"])}
@@ -205,7 +208,6 @@ def predicted_floor(figures: dict[str, Any]) -> str:
 
 def published_tau() -> dict[str, float]:
     """The published τ the implied speedup is given at: Qwen3-4B on TPU v5p, the mean row and math500."""
-    from benchmarks.core.paths import REFERENCE_DIR
 
     with open(REFERENCE_DIR / "tpu_v5p_qwen3_4b.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -225,8 +227,8 @@ def split(dec: Any, prompt: list[int], new_tokens: int, repeats: int = 3) -> dic
     device_ms = (full loop - fixed) / steps, host_ms = loop_ms - device_ms; counted_ms is the counted loop's step,
     which a platform that reads a while loop's stop test back to the host between iterations beats; dispatch_ms is
     the host's time to dispatch a request's loop."""
-    import jax
-    import numpy as np
+    import jax  # lazy: jax
+    import numpy as np  # lazy: numpy
 
     def loop(limit: int, count: int = 0) -> tuple[float, float, int]:
         req = dec.request(prompt, limit)
@@ -264,9 +266,9 @@ def split_line(sp: dict[str, float]) -> str:
 def request_figures(gens: list[Any], dec: Any) -> dict[str, Any]:
     """TPOT per request (the harness's definition), decode steps and their mean time, less the warm-up request;
     host round trips per request; and the seconds of each graph the decoder compiled."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
-    from benchmarks.core import metrics
+    from benchmarks.core import metrics  # lazy: imports numpy, scipy
 
     timed = gens[1:]
     tpots = [metrics.tpot_ms(g.ttft_s, g.last_token_s, len(g.tokens)) for g in timed]
@@ -287,12 +289,12 @@ class Study:
     """One shape's parts, their floors and predictions, and what was dropped; `result` is device.json."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        import jax
-        import jax.numpy as jnp
-        import numpy as np
+        import jax  # lazy: jax
+        import jax.numpy as jnp  # lazy: jax
+        import numpy as np  # lazy: numpy
 
-        from benchmarks.engines.jax import model as M
-        from benchmarks.hardware import detect, step_cost
+        from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
+        from benchmarks.hardware import detect, step_cost  # lazy: imports numpy, scipy
 
         self.t_start = time.perf_counter()
         self.budget_s, self.out, self.profile = args.budget_s, args.out, args.profile
@@ -337,7 +339,6 @@ class Study:
         return self.budget_s - self.elapsed()
 
     def save(self) -> None:
-        from benchmarks.core.atomic import atomic_write_json
 
         atomic_write_json(self.out / "device.json", self.result)
 
@@ -349,8 +350,8 @@ class Study:
     def check(self, what: str, ms: float, step: Any) -> dict[str, Any]:
         """A measured step time against its floor (everything the step reads / bandwidth) and the roofline's
         prediction; a time below a binding floor is a violation."""
-        from benchmarks.core import metrics
-        from benchmarks.hardware import roofline
+        from benchmarks.core import metrics  # lazy: imports numpy, scipy
+        from benchmarks.hardware import roofline  # lazy: imports numpy, scipy
 
         applies, why = self.hw.floor_applies(step.bytes())
         bw = self.hw.bandwidth_bytes_per_s
@@ -370,7 +371,7 @@ class Study:
         """fn() under a jax.profiler trace into OUT/profile/<name> when --profile is given."""
         if not self.profile:
             return fn()
-        import jax
+        import jax  # lazy: jax
 
         with jax.profiler.trace(str(self.out / "profile" / name)):
             return fn()
@@ -378,7 +379,7 @@ class Study:
     # -- parts ------------------------------------------------------------------------------------------------
 
     def ar(self) -> None:
-        from benchmarks.engines.jax import decode
+        from benchmarks.engines.jax import decode  # lazy: imports jax, numpy, packaging, scipy
 
         s = self.sizes
         dec = decode.Decoder(self.cfg, self.params, s.prompt_len + s.new_tokens, self.dtype)
@@ -392,11 +393,11 @@ class Study:
               f"{compile_line(figures)}", flush=True)
 
     def dflash(self) -> None:
-        import jax
-        import numpy as np
+        import jax  # lazy: jax
+        import numpy as np  # lazy: numpy
 
-        from benchmarks.engines.jax import decode
-        from benchmarks.engines.jax.draft import init_draft_params
+        from benchmarks.engines.jax import decode  # lazy: imports jax, numpy, packaging, scipy
+        from benchmarks.engines.jax.draft import init_draft_params  # lazy: imports jax, numpy, packaging
 
         s = self.sizes
         dcfg = draft_config(self.cfg)
@@ -437,8 +438,7 @@ class Study:
               flush=True)
 
     def verify(self) -> None:
-        from benchmarks.hardware import step_cost
-        from benchmarks.studies import kflat
+        from benchmarks.studies import kflat  # lazy: imports numpy, packaging, scipy, yaml
 
         s = self.sizes
         taps = kflat.tap_ids_for(self.cfg.num_layers)
@@ -505,12 +505,11 @@ def memory_line(shape: str, parts: list[str], memory_gb: float | None = None) ->
     """None when the study's arrays fit the device's memory (`memory_gb`, else its own limit; unchecked where it
     reports none), else the line that names the bytes: the weights (and the draft's, for the DFlash part) at the
     accelerator's bf16, with the caches the parts allocate and a tenth more for work space."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.engines.jax import model as M
-    from benchmarks.engines.jax.draft import init_draft_params
-    from benchmarks.hardware.step_cost import kv_bytes_per_token
+    from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
+    from benchmarks.engines.jax.draft import init_draft_params  # lazy: imports jax, numpy, packaging
 
     limit = memory_gb * 1e9 if memory_gb is not None else (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
     if not limit:
@@ -563,8 +562,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.command == "env":
         return env_main(args)
-    from benchmarks.config.matrix_parse import ConfigError
-    from benchmarks.core.paths import ROOT
+    from benchmarks.config.matrix_parse import ConfigError  # lazy: imports numpy, packaging, scipy, yaml
 
     try:
         resolve_shape(args.shape)
@@ -574,7 +572,6 @@ def main(args: argparse.Namespace) -> int:
     args.out = args.out or ROOT / "results" / "device-check" / f"device-{args.shape}"
     skipped = memory_line(args.shape, args.parts, args.memory_gb)
     if skipped:
-        from benchmarks.core.atomic import atomic_write_json
 
         args.out.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.out / "device.json", {"shape": args.shape, "skipped": skipped})

@@ -26,6 +26,7 @@ import argparse
 import csv
 import dataclasses
 import glob
+import importlib.metadata
 import math
 import re
 import shutil
@@ -35,7 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import BadInput, Exit  # jax, numpy and scipy beside these: no yaml, no pandas
+from benchmarks.core.paths import ROOT
+from benchmarks.hardware import step_cost
+from benchmarks.hardware.step_cost import kv_bytes_per_token
+from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
 CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
                "floor_ms", "ratio_to_floor", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes",
@@ -70,7 +76,6 @@ def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, i
     """(KV cache bytes, cache + work space bytes) a point allocates beyond the weights: the target's and, for DFlash,
     the draft's caches of every request, the float32 logits of every verified and drafted row, and the float32
     attention scores of one layer (twice: scores and probabilities)."""
-    from benchmarks.hardware.step_cost import kv_bytes_per_token
 
     rows = cache_rows(point.context, dcfg.block_size)
     per_token = kv_bytes_per_token(cfg, itemsize) + (kv_bytes_per_token(dcfg.layers, itemsize) if point.k else 0)
@@ -85,7 +90,7 @@ def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, i
 def free_device_bytes(memory_gb: float | None) -> tuple[float | None, str]:
     """(bytes free for a point's caches, where the figure comes from): --memory-gb, else the device's own memory
     statistics (limit less what is in use), else None (not checked)."""
-    import jax
+    import jax  # lazy: jax
 
     if memory_gb is not None:
         return memory_gb * 1e9, f"--memory-gb {memory_gb:g}"
@@ -106,7 +111,7 @@ def op_kind(event_name: str) -> str:
 def profile_ops(trace_dir: Path, steps: int, top: int = 12) -> list[dict[str, Any]]:
     """The device ops of a jax.profiler trace of `steps` steps, summed by kind (`op_kind`) and longest first: kind,
     ms per step, calls per step, share of the device's op time. The loop that holds them is left out."""
-    from jax.profiler import ProfileData
+    from jax.profiler import ProfileData  # lazy: jax
 
     files = glob.glob(str(trace_dir / "**" / "*.xplane.pb"), recursive=True)
     if not files:
@@ -131,13 +136,12 @@ class Grid:
     """The points of one shape on this device; `result` is grid.json."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        import jax
-        import jax.numpy as jnp
+        import jax  # lazy: jax
+        import jax.numpy as jnp  # lazy: jax
 
-        from benchmarks.engines.jax import model as M
-        from benchmarks.engines.jax.draft import init_draft_params
-        from benchmarks.hardware import detect
-        from benchmarks.studies.device import draft_config, oracle, resolve_shape
+        from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
+        from benchmarks.engines.jax.draft import init_draft_params  # lazy: imports jax, numpy, packaging
+        from benchmarks.hardware import detect  # lazy: imports numpy, scipy
 
         self.t_start = time.perf_counter()
         self.args = args
@@ -172,7 +176,6 @@ class Grid:
         return self.args.budget_s - self.elapsed()
 
     def save(self) -> None:
-        from benchmarks.core.atomic import atomic_write_json
 
         atomic_write_json(self.args.out / "grid.json", self.result)
         with open(self.args.out / "grid.csv", "w", newline="") as f:
@@ -183,7 +186,6 @@ class Grid:
 
     def step(self, point: Point) -> Any:
         """What one step of the point reads and computes (benchmarks.hardware.step_cost)."""
-        from benchmarks.hardware import step_cost
 
         if point.k == 0:
             return step_cost.ar_step(self.cfg, point.context, self.itemsize, point.batch)
@@ -193,13 +195,13 @@ class Grid:
     def loop(self, point: Point) -> tuple[Callable[[int], Any], Callable[[Any], tuple[Any, ...]]]:
         """(state for a loop of n steps, the engine's loop over the point's span taking that state), the caches kept
         between calls (they are donated)."""
-        import jax
-        import jax.numpy as jnp
-        import numpy as np
+        import jax  # lazy: jax
+        import jax.numpy as jnp  # lazy: jax
+        import numpy as np  # lazy: numpy
 
-        from benchmarks.engines.jax import batch as B
-        from benchmarks.engines.jax import decode
-        from benchmarks.engines.jax import model as M
+        from benchmarks.engines.jax import batch as B  # lazy: imports jax, numpy, packaging, scipy
+        from benchmarks.engines.jax import decode  # lazy: imports jax, numpy, packaging, scipy
+        from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
 
         b, k, span = point.batch, point.k, point.context
         rows = cache_rows(span, self.dcfg.block_size)
@@ -249,8 +251,8 @@ class Grid:
         return state, run
 
     def measure(self, point: Point) -> dict[str, Any]:
-        import jax
-        import numpy as np
+        import jax  # lazy: jax
+        import numpy as np  # lazy: numpy
 
         n, reps = self.args.steps, self.args.repeats
         state, run = self.loop(point)
@@ -306,14 +308,14 @@ class Grid:
         return 1e3 * self.step(point).bytes() / bw if bw else math.nan
 
     def _memory_bound(self, point: Point) -> bool | None:
-        from benchmarks.hardware import roofline
+        from benchmarks.hardware import roofline  # lazy: imports numpy, scipy
 
         if self.device is None:
             return None
         return not any(roofline.compute_bound(p, self.device) for p in self.step(point).passes)
 
     def row(self, point: Point, status: str, note: str = "", **figures: Any) -> dict[str, Any]:
-        from benchmarks.hardware import roofline
+        from benchmarks.hardware import roofline  # lazy: imports numpy, scipy
 
         step = self.step(point)
         kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)
@@ -391,7 +393,6 @@ def _gb(n: float) -> str:
 
 
 def _version(dist: str) -> str | None:
-    import importlib.metadata
 
     try:
         return importlib.metadata.version(dist)
@@ -426,9 +427,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.core.paths import ROOT
-    from benchmarks.engines.jax.batch import BATCH_SIZES
-    from benchmarks.studies.device import draft_config, resolve_shape
+    from benchmarks.engines.jax.batch import BATCH_SIZES  # lazy: imports jax, numpy, packaging, scipy
 
     try:
         cfg = resolve_shape(args.shape)

@@ -15,7 +15,7 @@ from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import TokenScores
 from benchmarks.core.exit_codes import BadInput, Exit
-from benchmarks.engines import catalog
+from benchmarks.engines import ScoreTokens, catalog, create_engine, offers
 from benchmarks.records.records import RequestLine
 from benchmarks.records.store import RunStore
 from verification import ties
@@ -68,10 +68,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.config.matrix_parse import load_matrix
-    from benchmarks.engines import ScoreTokens, create_engine, offers
-    from benchmarks.run.cell_files import with_model_files
-    from benchmarks.run.plan import build_plan
+    from benchmarks.config.matrix_parse import load_matrix  # lazy: imports yaml
+    from benchmarks.run.cell_files import with_model_files  # lazy: imports yaml
+    from benchmarks.run.plan import build_plan  # lazy: imports tqdm, yaml
 
     plan = build_plan(load_matrix(args.config), args.run_dir, reuse=True, progress=False)
     store = RunStore(args.run_dir)

@@ -32,10 +32,11 @@ import numpy as np
 
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core import metrics
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.paths import ROOT
 from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, tap_ids_for
-from benchmarks.hardware import roofline, step_cost
+from benchmarks.hardware import detect, provenance, roofline, step_cost
 
 DEFAULT_KS = (0, 1, 3, 7, 15, 31, 63, 127)
 DEFAULT_CONTEXTS = (256, 2048)
@@ -141,11 +142,11 @@ def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, re
     whichever K ran last. compile_log gets each K's first call (its compile) in seconds. batch > 1: B requests per
     forward, each with its own tokens and cache (`batched_forward`), all at context_len.
     """
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.engines.jax import batch as B
-    from benchmarks.engines.jax import model as M
+    from benchmarks.engines.jax import batch as B  # lazy: imports jax
+    from benchmarks.engines.jax import model as M  # lazy: imports jax
 
     rng = np.random.default_rng(seed)
     lead = () if batch == 1 else (batch,)
@@ -177,9 +178,9 @@ def time_forwards(params: Any, cfg: Any, ks: Sequence[int], context_len: int, re
 
 @functools.cache
 def _batched_jit() -> Any:
-    import jax
+    import jax  # lazy: jax
 
-    from benchmarks.engines.jax import model as M
+    from benchmarks.engines.jax import model as M  # lazy: imports jax
 
     def run(params, tokens, start, cache, cfg, tap_ids):
         return jax.vmap(lambda t, s, c: M.forward(params, t, s, c, cfg=cfg, tap_ids=tap_ids))(tokens, start, cache)
@@ -212,9 +213,8 @@ def measure(params: Any, cfg: Any, ks: Sequence[int], contexts: Sequence[int], r
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """kflat.csv: CSV_COLUMNS, or BATCH_CSV_COLUMNS where the rows carry a batch."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas
 
-    from benchmarks.core.atomic import atomic_write_text
 
     columns = BATCH_CSV_COLUMNS if rows and "batch" in rows[0] else CSV_COLUMNS
     atomic_write_text(path, pd.DataFrame(list(rows), columns=list(columns)).to_csv(index=False, float_format="%.6g"))
@@ -224,10 +224,10 @@ def plot(rows: Sequence[dict[str, Any]], floor: Floor, path: Path, title: str) -
     """Two panels: absolute ms vs K with the roofline's prediction (dotted) and the bandwidth floor (dashed where it
     binds, dash-dotted where it does not), and the same normalised to K=0. Points below their floor are red crosses
     outside the curves."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib
+    from matplotlib.figure import Figure  # lazy: matplotlib
 
-    from benchmarks.figures.figure_style import save_figure
+    from benchmarks.figures.figure_style import save_figure  # lazy: imports matplotlib, pandas
 
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
@@ -344,12 +344,11 @@ def main(args: argparse.Namespace) -> int:
     problems = option_problems(args)
     if problems:
         raise BadInput(problems)
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.engines.jax import loader
-    from benchmarks.engines.jax import model as M
-    from benchmarks.hardware import detect, provenance
+    from benchmarks.engines.jax import loader  # lazy: imports jax, safetensors
+    from benchmarks.engines.jax import model as M  # lazy: imports jax
 
     args = resolve_args(args)
     hw = detect.detect()

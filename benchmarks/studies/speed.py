@@ -16,6 +16,7 @@ other checks interleave their variants too. What they measured: docs/engine-find
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,10 @@ from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams
+from benchmarks.core.shapes import SHAPES
+from benchmarks.data.tiny_checkpoints import build_pair
+from benchmarks.engines import create_engine
+from benchmarks.studies.device import draft_config
 
 
 def tpots_ms(records: list[RequestRecord]) -> list[float]:
@@ -39,7 +44,6 @@ def prompts(n: int, length: int, vocab: int = 1000) -> list[list[int]]:
 
 def jax_engine(target: Path, method: str = "baseline", draft: Path | None = None, k: int = 0,
                max_model_len: int = 1024, **options: Any):
-    from benchmarks.engines import create_engine
 
     engine = create_engine("jax")
     engine.load(Cell("jax", str(target), method, str(draft) if draft else None, k, 0.0, 0, 0,
@@ -62,9 +66,9 @@ def alternate(sides: dict[str, Callable[[list[int]], RequestRecord]], requests: 
 
 def hf_generate_fn(target: Path, new: int) -> Callable[[list[int]], RequestRecord]:
     """transformers generate() (greedy, exactly `new` tokens), timed per token through a streamer."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformers.generation.streamers import BaseStreamer
+    import torch  # lazy: torch
+    from transformers import AutoModelForCausalLM  # lazy: transformers
+    from transformers.generation.streamers import BaseStreamer  # lazy: transformers
 
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
     model.generation_config.eos_token_id = None
@@ -135,7 +139,6 @@ def jax_vs_vllm(target: Path, draft: Path | None, k: int, new: int, n_prompts: i
     """Both engines on the same cell; vLLM runs alone afterwards (it allows one engine per process, and its engine-core
     process would compete for the cores). Here both keep the model's EOS; the other checks generate exactly `new`
     tokens (EOS ignored)."""
-    from benchmarks.engines import create_engine
 
     method = "dflash" if draft else "baseline"
     requests = prompts(n_prompts, prompt_len)
@@ -198,12 +201,12 @@ def batch_vs_single(target: Path, draft: Path | None, k: int, batch: int, new: i
 def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repeats: int = 200) -> float:
     """Verify forwards of K+1 tokens at position `context`, reading the smallest span that holds the context vs the
     whole cache (what the engine did before spans), interleaved call by call; returns the time ratio."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.engines.jax import model as M
-    from benchmarks.engines.jax.decode import buckets, span_for
-    from benchmarks.engines.jax.loader import load_target
+    from benchmarks.engines.jax import model as M  # lazy: imports jax
+    from benchmarks.engines.jax.decode import buckets, span_for  # lazy: imports jax
+    from benchmarks.engines.jax.loader import load_target  # lazy: imports jax, safetensors
 
     cfg, params = load_target(target, "float32")
     span = span_for(buckets(cache_len, smallest=256), context)
@@ -230,9 +233,9 @@ def span_vs_whole_cache(target: Path, k: int, context: int, cache_len: int, repe
 def dispatch_us(leaves: list[int], calls: int = 2000) -> dict[int, float]:
     """Median µs of a jitted call that returns one of `n` small array arguments, per n: what flattening and
     checking the arguments costs the host, every call."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
+    import numpy as np  # lazy: numpy
 
     out = {}
     for n in leaves:
@@ -249,7 +252,6 @@ def dispatch_us(leaves: list[int], calls: int = 2000) -> dict[int, float]:
 
 
 def dispatch(leaves: list[int]) -> None:
-    from benchmarks.core.shapes import SHAPES
 
     us = dispatch_us(leaves)
     print("dispatch: µs per jitted call against its array leaves: "
@@ -264,15 +266,13 @@ def dispatch(leaves: list[int]) -> None:
 def compile_seconds(shape: Any, depth: int, dtype: Any, k: int, cache_len: int) -> dict[str, float]:
     """Seconds to compile the engine's prefill (a 256-token bucket), AR loop and DFlash loop (K, the released drafts'
     layout) for `shape` cut to `depth` layers, from abstract arguments: nothing is allocated."""
-    import dataclasses
 
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.engines.jax import decode
-    from benchmarks.engines.jax import draft as D
-    from benchmarks.engines.jax import model as M
-    from benchmarks.studies.device import draft_config
+    from benchmarks.engines.jax import decode  # lazy: imports jax
+    from benchmarks.engines.jax import draft as D  # lazy: imports jax
+    from benchmarks.engines.jax import model as M  # lazy: imports jax
 
     cfg = dataclasses.replace(shape, num_layers=depth, weight_layout=M.platform_layout())
     dcfg = draft_config(cfg)
@@ -310,10 +310,9 @@ def compile_seconds(shape: Any, depth: int, dtype: Any, k: int, cache_len: int) 
 
 
 def compile_vs_depth(shapes: list[str], depths: list[int]) -> None:
-    import jax
-    import jax.numpy as jnp
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
 
-    from benchmarks.core.shapes import SHAPES
 
     dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
     print(f"compile: seconds per graph against depth ({jnp.dtype(dtype).name}, abstract arguments, cache 2304 rows)")
@@ -327,14 +326,12 @@ def layers_in_place(shape_name: str, depth: int, repeats: int = 7) -> dict[tuple
     """Median ms of `depth` layers' four matmuls (no attention) at 1 and 8 rows, with the weights as the engine holds
     them (a buffer per weight), stacked [L, ...] and indexed layer by layer, and stacked under lax.scan: a platform
     that copies a weight out of a stacked array before multiplying reads it three times."""
-    import dataclasses
 
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
+    import numpy as np  # lazy: numpy
 
-    from benchmarks.core.shapes import SHAPES
-    from benchmarks.engines.jax import model as M
+    from benchmarks.engines.jax import model as M  # lazy: imports jax
 
     cfg = dataclasses.replace(SHAPES[shape_name], num_layers=depth, weight_layout=M.platform_layout())
     names = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
@@ -428,7 +425,6 @@ def main(args: argparse.Namespace) -> int:
             jax_vs_vllm(args.target, args.draft, args.k, **common)
         return 0
 
-    from benchmarks.data.tiny_checkpoints import build_pair
 
     with tempfile.TemporaryDirectory() as tmp:
         pair = args.pair or build_pair(Path(tmp) / "random")["target"].parent

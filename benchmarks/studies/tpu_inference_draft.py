@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.data.datasets import load_prompts
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import loader
 from benchmarks.engines.jax import model as M
@@ -36,8 +38,8 @@ def reference_attention() -> Iterator[None]:
     requests in Python, which a shard_map trace cannot do. On a one-device mesh the shard_map is the identity, and
     the arguments go to the reference as the wrapper passes them to the kernel.
     """
-    import tpu_inference.layers.common.attention_interface as ai
-    from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa
+    import tpu_inference.layers.common.attention_interface as ai  # lazy: tpu_inference
+    from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa  # lazy: tpu_inference
 
     def ref(mesh: Any, q: jax.Array, k: jax.Array, v: jax.Array, kv_cache: jax.Array, kv_lens: jax.Array,
             page_indices: jax.Array, cu_q_lens: jax.Array, distribution: jax.Array, attention_sink: Any,
@@ -60,7 +62,6 @@ def reference_attention() -> Iterator[None]:
 
 
 def versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
 
     out = {}
     for name in ("tpu-inference", "vllm", "transformers", "jax", "flax"):
@@ -73,7 +74,7 @@ def versions() -> dict[str, str]:
 
 def hf_config(path: Path) -> Any:
     """The HF config as vLLM parses it for an engine (its own parser, then its RoPE patching)."""
-    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.config import get_config  # lazy: vllm
 
     return get_config(str(path), trust_remote_code=False)
 
@@ -110,7 +111,7 @@ def vllm_config(target: Path, draft: Path, target_hf: Any, draft_hf: Any, num_sp
 
 
 def mesh() -> Any:
-    from jax.sharding import Mesh
+    from jax.sharding import Mesh  # lazy: jax
 
     devices = np.array(jax.local_devices()[:1]).reshape(1, 1, 1, 1)
     return Mesh(devices, axis_names=("data", "attn_dp", "expert", "model"))
@@ -132,10 +133,10 @@ class TheirDraft:
                  rope_theta: float | None = None) -> None:
         """rope_theta: None builds the draft from the configs as parsed; a value first sets rope_theta to it and
         rope_scaling to None on both configs (the draft's constructor copies them from the target's)."""
-        from flax import nnx
-        from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa
-        from tpu_inference.models.common.model_loader import _get_model_architecture
-        from tpu_inference.spec_decode.jax import dflash as proposer
+        from flax import nnx  # lazy: flax
+        from tpu_inference.kernels.ragged_paged_attention.v3 import kernel as rpa  # lazy: tpu_inference
+        from tpu_inference.models.common.model_loader import _get_model_architecture  # lazy: tpu_inference
+        from tpu_inference.spec_decode.jax import dflash as proposer  # lazy: tpu_inference
 
         target_hf, draft_hf = hf_config(target), hf_config(draft)
         self.block = int(draft_hf.block_size)
@@ -169,7 +170,7 @@ class TheirDraft:
     @staticmethod
     def _share_target_weights(model: Any, embed: jax.Array, proposer: Any) -> None:
         """The proposer's load_model step: the target's embedding into the draft, and its LM head ([V, H], tied)."""
-        from flax import nnx
+        from flax import nnx  # lazy: flax
 
         state = nnx.state(model)
         emb = proposer._find_param(state, proposer.DRAFT_EMBED_PATHS)
@@ -187,7 +188,7 @@ class TheirDraft:
 
     def logits(self, taps: jax.Array, ctx_start: int, anchor: int, s: int) -> np.ndarray:
         """Draft logits [B-1, V] of the block [anchor, MASK...] at s, after the context taps at ctx_start..s-1."""
-        from tpu_inference.layers.common.attention_metadata import AttentionMetadata
+        from tpu_inference.layers.common.attention_metadata import AttentionMetadata  # lazy: tpu_inference
 
         ctx = self.model.combine_hidden_states(taps.astype(self.dtype))
         if self.dtype == jnp.bfloat16:
@@ -248,8 +249,7 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
         ropes: tuple[str, ...], log: Callable[[str], None]) -> dict[str, list[StepDiff]]:
     """Per-step comparisons over n_prompts chat-templated prompts of a dataset, for each RoPE variant of their draft
     (all fed the same steps of one trajectory)."""
-    from benchmarks.config.model_refs import load_tokenizer
-    from benchmarks.data.datasets import load_prompts
+    from benchmarks.config.model_refs import load_tokenizer  # lazy: imports yaml
 
     jax.config.update("jax_default_matmul_precision", "highest")
     dtype = DTYPES[dtype_name]

@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"parity-tpu-inference: error: {sys.executable} has no tpu-inference/vllm; run it in the TPU venv "
               "(make parity-tpu-inference TPU_VENV=...)", file=sys.stderr)
         return Exit.BAD_INPUT
-    from benchmarks.studies import tpu_inference_draft as drive
+    from benchmarks.studies import tpu_inference_draft as drive  # lazy: imports jax, packaging, safetensors, scipy
 
     tol = args.tol if args.tol is not None else (1e-3 if args.dtype == "float32" else 0.25)
     ropes = ("as-loaded", "corrected") if args.rope == "both" else (args.rope,)

@@ -22,11 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.config.matrix_expand import expand
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.core.exit_codes import Exit
+from benchmarks.data.datasets import load_prompts
+from benchmarks.engines import implementation
 from benchmarks.engines.vllm.vllm_options import PRELOAD_OPTION
+from benchmarks.engines.worker import WorkerEngine
 
 ARMS = (True, False)  # preloaded, not
 LOAD_TIMEOUT_S = 1800.0
@@ -56,8 +60,7 @@ class Arm:
 
 def arm_cells(preset: str, dataset: str, prompts: int) -> list[Cell]:
     """The preset's vLLM AR and DFlash cells, as set up and with the preloads off (in that order)."""
-    from benchmarks.config.matrix_expand import expand
-    from benchmarks.config.matrix_parse import parse_matrix
+    from benchmarks.config.matrix_parse import parse_matrix  # lazy: imports yaml
 
     matrix = parse_matrix({"name": "vllm-preload", "preset": preset, "engine": "vllm", "interleave": True,
                            "methods": ["baseline", "dflash"], "datasets": [dataset], "num_prompts": prompts},
@@ -69,8 +72,6 @@ def arm_cells(preset: str, dataset: str, prompts: int) -> list[Cell]:
 def run(cells: list[Cell], prompts: list[list[int]], warmup: list[int]) -> list[Arm]:
     """Load the cells' engines side by side (worker processes, paused between calls), send the warm-up prompt to
     each, then each prompt to all of them, rotating the order; close them."""
-    from benchmarks.engines import implementation
-    from benchmarks.engines.worker import WorkerEngine
 
     def load(cell: Cell) -> WorkerEngine:
         engine = WorkerEngine(implementation(cell.engine), request_timeout_s=REQUEST_TIMEOUT_S,
@@ -148,8 +149,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.config.model_refs import load_tokenizer
-    from benchmarks.data.datasets import load_prompts
+    from benchmarks.config.model_refs import load_tokenizer  # lazy: imports yaml
 
     if args.prompts < 2:
         print("study vllm-preload: error: --prompts must be at least 2 (an interval needs two)")

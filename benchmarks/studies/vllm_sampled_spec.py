@@ -23,7 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.core.paths import ROOT
+from benchmarks.data.datasets import load_prompts
 from verification import distribution as D
 
 MATRIX = "configs/matrices/tiny-sampled.yaml"
@@ -142,10 +145,8 @@ def patch_state(folder: Path) -> tuple[bool, str]:
 
 
 def _prompts() -> tuple[Any, str, list[Any]]:
-    from benchmarks.config.matrix_parse import load_matrix
-    from benchmarks.config.model_refs import load_tokenizer, materialize
-    from benchmarks.core.paths import ROOT
-    from benchmarks.data.datasets import load_prompts
+    from benchmarks.config.matrix_parse import load_matrix  # lazy: imports packaging, yaml
+    from benchmarks.config.model_refs import load_tokenizer, materialize  # lazy: imports packaging, yaml
 
     m = load_matrix(ROOT / MATRIX)
     target = materialize(m.target)
@@ -156,11 +157,10 @@ def _samples(m: Any, target: str, prompts: list[Any], method: str, temperatures:
              engine_name: str = "vllm") -> dict[float, list[D.Samples]]:
     """One engine of `method` (tiny-sampled's cell of that engine), sampled at each temperature: the check's arm
     per T."""
-    from benchmarks.config.matrix_expand import expand
-    from benchmarks.config.model_refs import materialize
-    from benchmarks.core.engine_io import SamplingParams
-    from benchmarks.engines import SampleMany, create_engine
-    from benchmarks.run.sampling import seeds
+    from benchmarks.config.matrix_expand import expand  # lazy: imports packaging
+    from benchmarks.config.model_refs import materialize  # lazy: imports packaging, yaml
+    from benchmarks.engines import SampleMany, create_engine  # lazy: imports packaging
+    from benchmarks.run.sampling import seeds  # lazy: imports packaging, tqdm
 
     cell = next(c for c in expand(m) if c.engine == engine_name and c.method == method and c.temperature > 0)
     engine = create_engine(engine_name)
@@ -235,7 +235,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import vllm
+    import vllm  # lazy: vllm
 
     if any(t <= 0 for t in args.temperatures):
         print("error: study vllm-sampled-spec: --temperatures must be > 0 (greedy never calls expand_kernel)")

@@ -17,7 +17,7 @@ MAX_BATCHED_TOKENS = 512  # < REQUESTS * PROMPT_TOKENS: some prefill is split ov
 
 def reproduce(target: str) -> str | None:
     """Submit REQUESTS seeded requests whose prefills cannot share one step; the error text, or None if they ran."""
-    from vllm import LLM, SamplingParams, TokensPrompt
+    from vllm import LLM, SamplingParams, TokensPrompt  # lazy: vllm
 
     llm = LLM(target, enforce_eager=True, max_model_len=1024, max_num_batched_tokens=MAX_BATCHED_TOKENS,
               enable_chunked_prefill=True, enable_prefix_caching=False, dtype="float32")

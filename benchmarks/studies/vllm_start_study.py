@@ -161,10 +161,10 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import yaml
+    import yaml  # lazy: yaml
 
-    from benchmarks.config.matrix_expand import expand
-    from benchmarks.config.matrix_parse import parse_matrix
+    from benchmarks.config.matrix_expand import expand  # lazy: imports numpy, packaging, scipy
+    from benchmarks.config.matrix_parse import parse_matrix  # lazy: imports numpy, packaging, scipy, yaml
 
     env = dict(item.split("=", 1) for item in args.env if "=" in item)
     options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.option if "=" in item)}

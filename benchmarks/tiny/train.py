@@ -355,7 +355,7 @@ def train_eagle3(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: R
 
 def _save_bf16(out_dir: Path, config: dict, weights: dict[str, torch.Tensor]) -> None:
     """Write bf16 safetensors and config.json (with dtype bfloat16)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # lazy: safetensors
 
     out_dir.mkdir(parents=True, exist_ok=True)
     config = {k: v for k, v in config.items() if k != "torch_dtype"} | {"dtype": "bfloat16"}
@@ -368,7 +368,7 @@ def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list
     """HF Qwen3ForCausalLM checkpoint (`save_target`), then stored as bf16."""
     state = {k: v.float().numpy() for k, v in model.state_dict().items()}
     save_target(out_dir, cfg.shape, eos, cfg.seed, tie=True, state=state)
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # lazy: safetensors
 
     config = json.loads((out_dir / "config.json").read_text())
     _save_bf16(out_dir, config, load_file(str(out_dir / "model.safetensors")))

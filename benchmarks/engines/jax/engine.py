@@ -22,7 +22,7 @@ def resolve_checkpoint(name: str) -> Path:
     if path.is_dir():
         return path
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # lazy: optional: huggingface_hub
 
         return Path(snapshot_download(name, allow_patterns=["*.json", "*.safetensors"]))
     except Exception as err:
@@ -65,11 +65,15 @@ class JaxEngine:
     def load(self, cell: Cell) -> None:
         for key, value in MEMORY_ENV.items():  # read when JAX first initialises a device backend
             os.environ.setdefault(key, value)
-        import jax
-        import jax.numpy as jnp
+        import jax  # lazy: jax
+        import jax.numpy as jnp  # lazy: jax
 
-        from benchmarks.engines.jax.decode import Decoder
-        from benchmarks.engines.jax.loader import load_draft, load_target, resolve_dtype
+        from benchmarks.engines.jax.decode import Decoder  # lazy: imports jax
+        from benchmarks.engines.jax.loader import (  # lazy: imports jax, safetensors
+            load_draft,
+            load_target,
+            resolve_dtype,
+        )
 
         if cell.method in ("eagle3", "ngram"):
             raise ValueError(f"the JAX engine runs baseline and dflash; run {cell.method} with the vllm engine")
@@ -150,7 +154,7 @@ class JaxEngine:
         one each (one temperature): record i holds the tokens and accept lengths `generate(prompts[i], params[i])`
         gives, and the batch's times (its TTFT, and its end as every request's last token: docs/engine-findings.md).
         Its extra adds the batch's size and steps, the request's idle steps and the batch's wasted row-steps."""
-        from benchmarks.engines.jax.batch import BatchDecoder
+        from benchmarks.engines.jax.batch import BatchDecoder  # lazy: imports jax
 
         if self.decoder is None:
             raise RuntimeError("load() a cell first")
@@ -203,7 +207,7 @@ class JaxEngine:
         """The loaded target's raw (temperature 1) log-likelihood of each continuation after the prompt, teacher-forced
         in the run's dtype (score.logliks; the distribution check's sequence statistic). Untimed, with scratch caches
         of its own: the live caches are left untouched."""
-        from benchmarks.engines.jax.score import logliks
+        from benchmarks.engines.jax.score import logliks  # lazy: imports jax
 
         if self.decoder is None:
             raise RuntimeError("load() a cell first")
@@ -215,11 +219,11 @@ class JaxEngine:
         teacher-forced prefill in the run's dtype, the live target cache as scratch (the next request's prefill
         rewrites it from row 0, as after warm-up). Returns the dtype, the top_n ids and logits (best first) and the
         logits of token_ids."""
-        import jax
-        import jax.numpy as jnp
-        import numpy as np
+        import jax  # lazy: jax
+        import jax.numpy as jnp  # lazy: jax
+        import numpy as np  # lazy: numpy
 
-        from benchmarks.engines.jax import model as M
+        from benchmarks.engines.jax import model as M  # lazy: imports jax
 
         d = self.decoder
         if d is None:

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> None:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = ap.parse_args(argv[:cut])
     sys.path[:0] = [str(args.source), str(args.source / "gguf-py")]
-    from conversion import base
+    from conversion import base  # lazy: conversion
 
     if args.pre:
         known = base.TextModel.get_vocab_base_pre
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> None:
                 return args.pre
 
         base.TextModel.get_vocab_base_pre = pre_or_fallback
-    import convert_hf_to_gguf
+    import convert_hf_to_gguf  # lazy: convert_hf_to_gguf
 
     sys.argv = ["convert_hf_to_gguf.py", *argv[cut + 1:]]
     convert_hf_to_gguf.main()

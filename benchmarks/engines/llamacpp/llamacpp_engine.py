@@ -143,7 +143,7 @@ def prepare(cell: Cell, opts: dict[str, Any]) -> tuple[Install, Path, Gguf, Gguf
 
 def check_tokenizer(server: LlamaServer, target_dir: Path) -> int:
     """Raise unless llama-server makes the HF tokenizer's ids of every probe text; returns how many matched."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
     tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
     for text in TOKENIZER_PROBES:

@@ -137,7 +137,7 @@ class VllmEngine:
             args.setdefault("logprobs_mode", TOKEN_SCORES_MODE)
         _set_environment(cell)
         preload = engine_preload(cell.engine_options)
-        from vllm import LLM
+        from vllm import LLM  # lazy: vllm
 
         output = OutputTail()
         output.start()
@@ -161,7 +161,7 @@ class VllmEngine:
 
     def _sampling(self, prompt_ids: list[int], params: SamplingParams) -> Any:
         """The request's vLLM SamplingParams, after checking it fits max_model_len (vLLM would silently stop at it)."""
-        from vllm import SamplingParams as VllmSamplingParams
+        from vllm import SamplingParams as VllmSamplingParams  # lazy: vllm
 
         limit = self.llm.llm_engine.model_config.max_model_len
         if len(prompt_ids) + params.max_new_tokens > limit:
@@ -183,7 +183,7 @@ class VllmEngine:
         transport to the frontend is left out of both. vLLM's frontend TTFT (first_token_latency, which adds
         request handling and the output's trip back) is kept in `extra` for reference.
         """
-        from vllm import TokensPrompt
+        from vllm import TokensPrompt  # lazy: vllm
 
         sampling = self._sampling(prompt_ids, params)
         [out] = self.llm.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, use_tqdm=False)
@@ -194,7 +194,7 @@ class VllmEngine:
         each request timed by its own engine-core timestamps as `generate` times one. Its times count from its own
         queueing; `extra.queued_offset_s` is how long after the batch's first request it was queued, which puts a
         batch's requests on one clock (docs/engine-findings.md says what these timings mean)."""
-        from vllm import TokensPrompt
+        from vllm import TokensPrompt  # lazy: vllm
 
         sampling = [self._sampling(p, params) for p in prompts]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sampling,
@@ -218,8 +218,8 @@ class VllmEngine:
         0.32 once a batch chunks their prefill: the model runner's `_bookkeeping_sync` rewinds each discarded
         request's torch.Generator with `set_offset`, which CPU generators do not support ("CPU Generator does not
         use offset")."""
-        from vllm import SamplingParams as VllmSamplingParams
-        from vllm import TokensPrompt
+        from vllm import SamplingParams as VllmSamplingParams  # lazy: vllm
+        from vllm import TokensPrompt  # lazy: vllm
 
         prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))
         sampling = VllmSamplingParams(temperature=params.temperature, max_tokens=params.max_new_tokens,
@@ -232,8 +232,8 @@ class VllmEngine:
         check's sequence statistic), untimed: the prompt logprobs of prompt + continuation, one request each,
         submitted together. The draft plays no part: prompt logprobs come from the target's forward over the prompt.
         They are log-softmax of the raw logits under logprobs_mode raw_logprobs (vLLM's default)."""
-        from vllm import SamplingParams as VllmSamplingParams
-        from vllm import TokensPrompt
+        from vllm import SamplingParams as VllmSamplingParams  # lazy: vllm
+        from vllm import TokensPrompt  # lazy: vllm
 
         config = self.llm.llm_engine.model_config
         if config.logprobs_mode != "raw_logprobs":
@@ -259,8 +259,8 @@ class VllmEngine:
         are the logits (the greedy baseline's default, TOKEN_SCORES_MODE). One request per token of token_ids not
         already among the scored ones (one for prompt + prefix otherwise). Returns the dtype, the top_n ids and
         logits (best first) and the logits of token_ids."""
-        from vllm import SamplingParams as VllmSamplingParams
-        from vllm import TokensPrompt
+        from vllm import SamplingParams as VllmSamplingParams  # lazy: vllm
+        from vllm import TokensPrompt  # lazy: vllm
 
         config = self.llm.llm_engine.model_config
         if config.logprobs_mode not in ("raw_logits", "processed_logits"):
@@ -318,9 +318,9 @@ class VllmEngine:
 
     def describe(self) -> dict[str, Any]:
         """Versions, the arguments given to vllm.LLM and what vLLM resolved them to, and the platform."""
-        import torch
-        import vllm
-        from vllm.platforms import current_platform
+        import torch  # lazy: torch
+        import vllm  # lazy: vllm
+        from vllm.platforms import current_platform  # lazy: vllm
 
         config = self.llm.llm_engine.vllm_config
         spec = config.speculative_config

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 
 from benchmarks.engines.vllm.vllm_options import NGRAM_OPTIONS
 from benchmarks.engines.vllm.vllm_options import VLLM_OWNED_ARGS as OWNED_ARGS
@@ -25,7 +26,6 @@ REQUIRED_STATS = ("queued_ts", "first_token_ts", "last_token_ts", "num_generatio
 
 def _fields(module: str, name: str) -> set[str]:
     """The dataclass fields of vllm's `module.name`, or none when this release does not have it."""
-    import importlib
 
     try:
         return {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
@@ -35,7 +35,7 @@ def _fields(module: str, name: str) -> set[str]:
 
 def features() -> dict[str, bool]:
     """Which optional features (FEATURE_LOSS) the installed vLLM has; raises if a required timestamp is missing."""
-    import vllm
+    import vllm  # lazy: vllm
 
     stats = _fields("vllm.v1.metrics.stats", "RequestStateStats")
     missing = [name for name in REQUIRED_STATS if name not in stats]
@@ -55,7 +55,7 @@ def option_names() -> frozenset[str] | None:
     """The engine options a cell may set: vllm's EngineArgs fields but those the adapter owns, plus the n-gram
     options; None when vllm does not import here (the options cannot be checked before a run)."""
     try:
-        from vllm.engine.arg_utils import EngineArgs
+        from vllm.engine.arg_utils import EngineArgs  # lazy: optional: vllm
     except Exception:  # noqa: BLE001 - a vllm that does not import here cannot run here either; load() says why
         return None
     return frozenset({f.name for f in dataclasses.fields(EngineArgs)} - OWNED_ARGS) | frozenset(NGRAM_OPTIONS)

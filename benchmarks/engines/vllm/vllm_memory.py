@@ -44,7 +44,7 @@ def cpu_memory_environment(cell: Cell, sequences: int = 1) -> dict[str, str | No
     """The memory setting of a vLLM engine for `cell` on CPU, as environment changes (None: unset the variable):
     what the run needs (`kv_cache_gib`: `sequences` requests in flight), never a share of the machine's total; the
     cell's own MEMORY_OPTIONS when it sets one; a value the user exported. Empty off CPU."""
-    from vllm.platforms import current_platform
+    from vllm.platforms import current_platform  # lazy: vllm
 
     if not current_platform.is_cpu():
         return {}

@@ -108,7 +108,7 @@ def preload_plan(enabled: bool, prefix: Path, inherited: str | None, machine: st
 def engine_preload(options: dict[str, Any]) -> Preload | None:
     """The preloads of a vLLM engine with these engine options, in this interpreter's venv on this machine; None off
     CPU (vLLM asks for them on CPU only)."""
-    from vllm.platforms import current_platform
+    from vllm.platforms import current_platform  # lazy: vllm
 
     if not current_platform.is_cpu():
         return None

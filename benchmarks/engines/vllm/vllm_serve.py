@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import platform
 import sys
 import urllib.error
 import urllib.request
@@ -138,9 +139,8 @@ class VllmServer(ServerProcess):
 
     def describe(self) -> dict[str, Any]:
         """What the unit is measured with: the server's command line, engine arguments and versions."""
-        import platform
 
-        import vllm
+        import vllm  # lazy: vllm
 
         return {"engine": "vllm-serve", "vllm": vllm.__version__, "engine_args": self.args,
                 "missing": SERVED_LOSS if self.cell.method in SPEC_METHODS else {},
@@ -159,12 +159,12 @@ class VllmServer(ServerProcess):
         batch-1 engines' policy, so that the outputs and τ compare with theirs token for token; output lengths may then
         differ between requests.
         """
-        from vllm.benchmarks.serve import add_cli_args, main
+        from vllm.benchmarks.serve import add_cli_args, main  # lazy: vllm
 
         try:
-            from vllm.utils.argparse_utils import FlexibleArgumentParser
+            from vllm.utils.argparse_utils import FlexibleArgumentParser  # lazy: optional: vllm
         except ImportError:  # releases before the vllm.utils split (the TPU set's 0.27 may be one)
-            from vllm.utils import FlexibleArgumentParser
+            from vllm.utils import FlexibleArgumentParser  # lazy: vllm
 
         workdir.mkdir(parents=True, exist_ok=True)
         dataset = workdir / f"{tag}.prompts.jsonl"
