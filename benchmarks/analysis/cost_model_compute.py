@@ -15,6 +15,7 @@ report/cost_model_render.py renders all of it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,7 +31,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.numbers import as_float, is_number
 from benchmarks.core.shapes import ModelConfig
-from benchmarks.hardware import roofline, step_cost
+from benchmarks.hardware import roofline, step_cost, step_model
 from benchmarks.records.records import RequestLine
 from benchmarks.records.summary_row import SummaryRow
 
@@ -363,3 +364,26 @@ def run_taus(rows: Sequence[SummaryRow]) -> list[Tau]:
         out.append(Tau(dataset, as_float(top.tau), float(top.speedup_mean_ratio or math.nan),
                        base.tpot_ms_mean if base else math.nan, as_float(top.tau) * top.tpot_ms_mean))
     return out
+
+
+def grid_points(rows: Sequence[Mapping[str, Any]], engine: Engine) -> list[step_model.Measured]:
+    """The measured steps of a device grid (`study device-grid`'s grid.csv: batch, context, k, status, step_ms) at
+    `engine`'s shapes: plain decoding at K = 0, DFlash with its draft at K > 0; the points that did not run left out."""
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        b, c, k = int(r["batch"]), int(r["context"]), int(r["k"])
+        at = dataclasses.replace(engine, batch=b, context=c, k=max(k, 1))
+        out.append(step_model.Measured(f"B={b} context={c} K={k}", at.ar_step() if k == 0 else at.dflash_step(), b,
+                                       float(r["step_ms"]) / 1e3))
+    return out
+
+
+def fitted_rows(engine: Engine, terms: step_model.Terms, taus: Sequence[Tau]) -> list[dict[str, Any]]:
+    """`chip_rows` with the steps priced by fitted terms (benchmarks/hardware/step_model.py)."""
+    ar = terms.step_seconds(engine.ar_step(), engine.batch) * 1e3
+    step = terms.step_seconds(engine.dflash_step(), engine.batch) * 1e3
+    return [{"dataset": t.dataset, "tau": t.tau, "ar_ms": ar, "step_ms": step,
+             "tok_per_s": metrics.output_tok_per_s(engine.batch * t.tau, step / 1e3),
+             "speedup": metrics.predicted_speedup(t.tau, ar, step)} for t in taus]

@@ -29,7 +29,7 @@ from benchmarks.analysis.row_records import RowRecords
 from benchmarks.core import metrics
 from benchmarks.core.metrics import Interval
 from benchmarks.decide import k_schedules
-from benchmarks.hardware import roofline, step_cost
+from benchmarks.hardware import roofline, step_cost, step_model
 from benchmarks.records.records import RequestLine
 
 StepCost = Callable[[int, int], Interval | None]  # (B, K) -> step ms, None where the source cannot say
@@ -243,6 +243,14 @@ def chip_cost(engine: Engine, device: roofline.Device, ar_draft_ms: float | None
     def cost(batch: int, k: int) -> Interval:
         ms = roofline.step_seconds(step_at(engine, batch, k, ar_draft_ms), device) * 1e3
         return metrics.exact(ms + (k * ar_draft_ms if ar_draft_ms is not None and k else 0.0))
+    return cost
+
+
+def fitted_cost(engine: Engine, terms: step_model.Terms) -> StepCost:
+    """The step at (B, K) priced by terms fitted to measured steps (benchmarks/hardware/step_model.py): exact figures
+    of the fit; its held-out errors say how far they carry."""
+    def cost(batch: int, k: int) -> Interval:
+        return metrics.exact(terms.step_seconds(step_at(engine, batch, k), batch) * 1e3)
     return cost
 
 

@@ -11,16 +11,24 @@ from typing import Any
 from benchmarks.analysis import cost_model_compute as cm
 from benchmarks.analysis.cost_model_compute import Engine, read_kflat
 from benchmarks.analysis.summary import summarize_run
-from benchmarks.cli.k_schedule import chip_schedule_main, run_engine, schedule_main
+from benchmarks.cli.k_schedule import calibrated_terms, chip_schedule_main, run_engine, schedule_main
 from benchmarks.cli.report import run_folder
 from benchmarks.cli.run import left_out_status
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.guarded import read_csv_text, read_json_file
 from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
+from benchmarks.hardware import step_model
 from benchmarks.hardware.chips import CHIPS
 from benchmarks.hardware.roofline import chip_device
 from benchmarks.records.store import RunStore
-from benchmarks.report.cost_model_render import batch_markdown, chip_markdown, cost_model_markdown
+from benchmarks.report.cost_model_render import (
+    batch_markdown,
+    chip_markdown,
+    cost_model_markdown,
+    fitted_batch_markdown,
+    fitted_markdown,
+)
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -51,6 +59,13 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="fit the per-pass overhead and the fraction of peak FLOP/s to a plain-decoding curve: a run "
                          "folder's AR baselines at several B (this CPU without --chip), or a CSV of batch_size, "
                          "tok_per_s_total (with --chip); then price every step with them")
+    ap.add_argument("--fit-from", type=Path,
+                    help="--chip: a device grid (`study device-grid`'s folder or its grid.csv, the engine's own steps "
+                         "on that chip): fit the step's named terms to it, print them with their held-out errors, "
+                         "and price the steps with them (at --batch, or --schedule)")
+    ap.add_argument("--rows-half", type=float,
+                    help="--chip --calibrate-from: the rows at which a matmul reaches half the peak FLOP/s (a plain-"
+                         "decoding curve cannot show it; default 0, the roofline's)")
     ap.add_argument("--ar-draft-ms", type=float,
                     help="--chip: an autoregressive drafter (EAGLE-3): its measured draft time per token and step, "
                          "K of them per step in place of the block draft pass")
@@ -63,7 +78,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 CHIP_DEFAULTS: dict[str, Any] = {"dtype": "bfloat16", "context": 256, "k": 15, "block_size": 16, "overhead_ms": 0.0}
-CHIP_ONLY = ("overhead_ms", "batch", "shape", "k", "context", "dtype", "block_size", "ar_draft_ms")
+CHIP_ONLY = ("overhead_ms", "batch", "shape", "k", "context", "dtype", "block_size", "ar_draft_ms", "fit_from",
+             "rows_half")
 
 
 def _batches(text: str) -> list[int]:
@@ -94,13 +110,16 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
 
 
 def chip_main(args: argparse.Namespace) -> int:
-
     if args.tau_from is None:
         raise ConfigError("--chip needs --tau-from: a published table (results/reference/*.csv) or a run folder")
     itemsize = 2 if args.dtype == "bfloat16" else 4
     device = chip_device(CHIPS[args.chip], args.dtype, args.overhead_ms / 1e3)
-    if args.schedule or args.calibrate_from:
-        return chip_schedule_main(args, device, itemsize)
+    terms = None
+    if args.fit_from:
+        terms, text = fitted_terms(args, itemsize)
+        print(text + "\n")
+    if args.schedule:
+        return chip_schedule_main(args, device, itemsize, terms)
     if args.tau_from.suffix == ".csv":
         from benchmarks.data.reference import ReferenceDataError, present, read_results_table  # lazy: imports pandas
 
@@ -115,16 +134,59 @@ def chip_main(args: argparse.Namespace) -> int:
         about = [frame[c].iloc[0] for c in ("hardware", "harness", "source")]
         source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if present(v))})"
     else:
-
         summary = summarize_run(RunStore(run_folder(args.tau_from)))
         engine = run_engine(list(summary.manifest.cells.values()), args, itemsize)
         taus = cm.run_taus(summary.rows)
         source = f"run {summary.manifest.run_id or args.tau_from.name}"
-    if args.batch:
+    if args.calibrate_from:
+        terms, text = calibrated_terms(args, engine)
+        print(text + "\n")
+    if terms is not None:
+        print(fitted_batch_markdown(engine, terms, taus, source, args.batch or [1]))
+    elif args.batch:
         print(batch_markdown(engine, device, taus, source, args.batch))
     else:
         print(chip_markdown(engine, device, taus, source))
     return Exit.OK
+
+
+def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Terms, str]:
+    """The step terms fitted to the device grid of --fit-from (its shape: --shape, else the grid's own), with the
+    held-out checks: each point left out, and where the grid has Ks between, those predicted from K = 0 and the
+    largest K."""
+    path = args.fit_from / "grid.csv" if args.fit_from.is_dir() else args.fit_from
+    about = path.with_name("grid.json")
+    shape_name = args.shape or (read_json_file(about).get("shape") if about.is_file() else None)
+    if shape_name not in SHAPES:
+        raise ConfigError(f"--fit-from {path}: the grid's shape is {shape_name or 'not recorded'}; give --shape (one "
+                          f"of {', '.join(sorted(SHAPES))})")
+    try:
+        rows = read_csv_text(path, numeric=("batch", "context", "k")).to_dict("records")
+    except ValueError as exc:
+        raise ConfigError(f"--fit-from {exc}") from None
+    missing = {"batch", "context", "k", "status", "step_ms"} - set(rows[0] if rows else {})
+    if missing:
+        raise ConfigError(f"--fit-from {path}: no {', '.join(sorted(missing))} column; give the grid.csv of "
+                          f"`python -m benchmarks study device-grid`")
+    shape = SHAPES[shape_name]
+    dcfg = released_draft(shape, args.block_size)
+    engine = Engine(shape, dcfg.layers, len(dcfg.target_layer_ids), args.k, dcfg.block_size, args.context, itemsize)
+    points = cm.grid_points(rows, engine)
+    chip = CHIPS[args.chip]
+    peak = chip.bf16_flops_per_s if itemsize == 2 else chip.fp32_flops_per_s
+    source = f"{len(points)} steps of {path} ({shape_name}, {args.dtype})"
+    try:
+        terms = step_model.fit(points, peak, chip.bytes_per_s, {name: "fitted" for name in step_model.TERMS})
+    except step_model.FitError as exc:
+        raise ConfigError(f"--fit-from {path}: {exc}") from None
+    checks = {"each point predicted by the terms fitted to the others": step_model.held_out(points, peak,
+                                                                                            chip.bytes_per_s)}
+    ks = sorted({int(r["k"]) for r in rows if r["status"] == "ok"})
+    if len(ks) > 2:
+        ends = (ks[0], ks[-1])
+        checks[f"the Ks between K = {ends[0]} and {ends[1]}, from the terms fitted to those two"] = step_model.held_out(
+            points, peak, chip.bytes_per_s, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends)
+    return terms, fitted_markdown(terms, source, checks, step_model.TOLERANCE)
 
 
 MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
@@ -159,9 +221,11 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     if args.chip and args.kflat is not None and not args.schedule:
         problems.append("--kflat with --chip prices the steps of --schedule (the verify timed on the chip at each B "
                         "and K): add --schedule, or drop --kflat")
-    if args.chip and args.kflat is not None and args.calibrate_from is not None:
-        problems.append("--kflat and --calibrate-from are two prices of one step (timed, or fitted to a plain-decoding "
-                        "curve): give one of them")
+    priced = [f"--{n.replace('_', '-')}" for n in ("kflat", "calibrate_from", "fit_from")
+              if getattr(args, n) is not None]
+    if args.chip and len(priced) > 1:
+        problems.append(f"{' and '.join(priced)} are prices of one step (timed, fitted to a plain-decoding curve, or "
+                        "fitted to the engine's grid): give one of them")
     if args.chip and args.cost_ks is not None:
         problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
                         "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")

@@ -20,9 +20,11 @@ from benchmarks.core.exit_codes import Exit
 from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.metrics import mean_interval
 from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
-from benchmarks.hardware import measure, roofline
+from benchmarks.hardware import measure, roofline, step_model
+from benchmarks.hardware.chips import CHIPS
 from benchmarks.hardware.roofline import Device
 from benchmarks.records.store import RunStore
+from benchmarks.report.cost_model_render import fitted_markdown
 from benchmarks.report.k_schedule_render import (
     calibration_markdown,
     choices_markdown,
@@ -119,7 +121,7 @@ def _calibration_points(summary: Summary, engine: str) -> dict[int, float]:
     return {b: mean_interval(v).value for b, v in sorted(by_b.items())}
 
 
-def _published_points(path: Path) -> dict[int, float]:
+def published_points(path: Path) -> dict[int, float]:
     """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total, through the guarded reader): the
     AR step time (ms) per B."""
 
@@ -211,9 +213,38 @@ def _cpu_calibrated(args: argparse.Namespace, summary: Summary, src: Source) -> 
     return cost, calibration_markdown(cal, cost, src.grid)
 
 
-def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> int:
+def calibrated_terms(args: argparse.Namespace, engine: Engine) -> tuple[step_model.Terms, str]:
+    """The step terms calibrated on the published plain-decoding curve of --calibrate-from at the engine's shapes and
+    context: the per-pass and per-request costs fitted; the bandwidth the chip's datasheet's, the FLOP efficiency
+    --rows-half's (default the roofline's), both assumed, as the text says."""
+    chip = CHIPS[args.chip]
+    peak = chip.bf16_flops_per_s if engine.itemsize == 2 else chip.fp32_flops_per_s
+    points = [step_model.Measured(f"B={b}", dataclasses.replace(engine, batch=b).ar_step(), b, ms / 1e3)
+              for b, ms in sorted(published_points(args.calibrate_from).items())]
+    rows_half = args.rows_half if args.rows_half is not None else 0.0
+    sources = {"pass_s": "fitted: the curve's intercept, less the weights at the datasheet's bandwidth",
+               "request_s": "fitted: the curve's slope, less each request's KV bytes at the datasheet's bandwidth",
+               "bytes_per_s": f"assumed: {chip.name}'s datasheet ({chip.source})",
+               "kv_bytes_per_s": "assumed: the weights' bandwidth",
+               "rows_half": ("given: --rows-half" if args.rows_half is not None else
+                             "assumed: the roofline's (plain decoding does not show it; fit a grid with --fit-from, or "
+                             "give --rows-half)")}
+    try:
+        terms = step_model.calibrate(points, peak, chip.bytes_per_s, rows_half, sources)
+    except step_model.FitError as exc:
+        raise ConfigError(f"--calibrate-from {args.calibrate_from}: {exc}") from None
+    errors = [terms.step_seconds(p.step, p.batch) / p.seconds - 1 for p in points]
+    fit = ", ".join(f"B={p.batch} {100 * e:+.1f} %" for p, e in zip(points, errors))
+    text = fitted_markdown(terms, f"{args.calibrate_from.name}'s plain-decoding curve at context {engine.context}",
+                           {}, step_model.TOLERANCE)
+    return terms, text + f"\n\nThe curve itself, as the terms reproduce it: {fit}."
+
+
+def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int,
+                       terms: step_model.Terms | None = None) -> int:
     """The schedule on a chip: τ(K) from a run folder's largest K, the step at (B, K) from the chip's roofline
-    (calibrated on a published plain-decoding curve with --calibrate-from), configs written into that run folder."""
+    (calibrated on a published plain-decoding curve with --calibrate-from), or from the terms fitted to the engine's
+    grid on the chip (`terms`, --fit-from); configs written into that run folder."""
 
     if args.tau_from.suffix == ".csv":
         raise ConfigError(f"--tau-from {args.tau_from}: --schedule needs per-position acceptance (τ at every K); "
@@ -226,15 +257,12 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
     verify = _measured_verify(args, batches) if args.kflat else None
     for src in sources(summary, folder):
         engine = run_engine([src.top], args, itemsize)
-        cal_line = ""
         if args.calibrate_from:
-            points = _published_points(args.calibrate_from)
-            cal = ksd.calibrate(points, engine, device)
-            device = cal.device(device)
-            cal_line = (f" Calibrated on {args.calibrate_from.name}: {cal.overhead_ms:.3f} ms per pass, "
-                        f"{100 * cal.flops_fraction:.3g} % of peak FLOP/s (worst error {100 * cal.worst_error:.1f} %).")
-        cost = (ksd.measured_verify_cost(verify, engine, device, args.ar_draft_ms) if verify is not None else
-                ksd.chip_cost(engine, device, args.ar_draft_ms))
+            terms, text = calibrated_terms(args, engine)
+            print(text + "\n")
+        cost = (ksd.measured_verify_cost(verify, engine, device, args.ar_draft_ms) if verify is not None
+                else ksd.fitted_cost(engine, terms) if terms is not None
+                else ksd.chip_cost(engine, device, args.ar_draft_ms))
         choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
         k1 = choices[0].best.k if choices else 0
         bound = next((c.batch for c in choices if k1 and roofline.compute_bound(
@@ -245,11 +273,13 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int) -> 
         fall = ksd.first_fall(choices)
         priced = (f"the verify forward measured on the chip at each (B, K) ({args.kflat.name}, linear in K between "
                   f"the Ks timed), the draft at the roofline of {device.name} ({device.source})" if verify is not None
+                  else f"the step at each (B, K) from the terms of {args.fit_from or args.calibrate_from} (above)"
+                  if terms is not None
                   else f"Predicted on {device.name} ({device.source}) at the roofline plus "
                        f"{device.overhead_s * 1e3:.3f} ms per forward pass")
         about = (f"## {args.chip}, {args.shape or 'the run' + chr(39) + 's target'}: {src.engine} on {src.workload}"
                  f"\n\n{priced[0].upper() + priced[1:]}; {draft}; context {engine.context}; τ(K) from "
-                 f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}).{cal_line} K first falls at "
+                 f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}). K first falls at "
                  f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
                  f"{bound or 'none asked'}.")
         name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"

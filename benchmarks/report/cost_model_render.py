@@ -8,9 +8,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.analysis.cost_model_compute import Engine, Group, Tau, chip_rows, first_batch, group_table
+from benchmarks.analysis.cost_model_compute import Engine, Group, Tau, chip_rows, first_batch, fitted_rows, group_table
 from benchmarks.core.markdown import fmt
-from benchmarks.hardware import roofline
+from benchmarks.hardware import roofline, step_model
 from benchmarks.records.summary_row import SummaryRow
 
 
@@ -129,3 +129,34 @@ def batch_markdown(engine: Engine, device: Any, taus: Sequence[Tau], source: str
     return "\n".join(lines)
 
 
+
+
+def fitted_markdown(terms: step_model.Terms, source: str, checks: dict[str, list[step_model.Check]],
+                    tolerance: float) -> str:
+    """The terms fitted to a device grid, each with its source, and each held-out check's table."""
+    lines = [f"Step terms fitted to {source} (benchmarks/hardware/step_model.py):", "",
+             *(f"- {line}" for line in terms.lines())]
+    for how, found in checks.items():
+        lines += ["", f"Held out: {how}.", "", *step_model.check_table(found, tolerance)]
+    return "\n".join(lines)
+
+
+def fitted_batch_markdown(engine: Engine, terms: step_model.Terms, taus: Sequence[Tau], source: str,
+                          batches: Sequence[int]) -> str:
+    """Per B the AR and DFlash steps the fitted terms give, and per dataset the speedup and DFlash tokens/s at its
+    τ (every request of a batch commits τ tokens per step on average)."""
+    at = {b: dataclasses.replace(engine, batch=b) for b in batches}
+    rows = {b: fitted_rows(e, terms, taus) for b, e in at.items()}
+    lines = [f"Predicted by the fitted terms; τ from {source}; K = {engine.k}, {engine.queries} draft queries, "
+             f"{engine.draft_layers.num_layers} draft layers, context {engine.context} per request.", "",
+             "| B | AR step ms | AR tok/s | DFlash step ms | DFlash step (AR steps) |", "|" + "---|" * 5]
+    for b in batches:
+        ar_ms, step_ms = rows[b][0]["ar_ms"], rows[b][0]["step_ms"]
+        lines.append(f"| {b} | {ar_ms:.3f} | {b / ar_ms * 1e3:.0f} | {step_ms:.3f} | {step_ms / ar_ms:.2f} |")
+    lines += ["", "Speedup (DFlash tok/s) per dataset and B:", "",
+              "| dataset | τ | " + " | ".join(f"B = {b}" for b in batches) + " |", "|" + "---|" * (len(batches) + 2)]
+    for i, t in enumerate(taus):
+        lines.append(f"| {t.dataset} | {t.tau:.2f} | "
+                     + " | ".join(f"{rows[b][i]['speedup']:.2f} ({rows[b][i]['tok_per_s']:.0f})" for b in batches)
+                     + " |")
+    return "\n".join(lines)

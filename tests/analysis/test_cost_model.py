@@ -7,6 +7,8 @@ import math
 import pytest
 
 from benchmarks.analysis import cost_model_compute as cm
+from benchmarks.cli import main
+from benchmarks.core.paths import ROOT
 from benchmarks.report.cost_model_render import cost_model_markdown
 from tests.typed_runs import lines, manifest, request, summary_row
 
@@ -243,3 +245,41 @@ def test_cost_model_for_a_chip_by_batch(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["cost-model", "--chip", "v5p", "--batch", "0,x", "--tau-from", table])
     assert exc.value.code == 2
+
+
+V5E_GRID = ROOT / "results" / "measured" / "tpu-v5e-2026-12-05" / "grid-before-attention-change.csv"
+PUBLISHED = ROOT / "results" / "reference" / "tpu_v5p_qwen3_4b.csv"
+
+
+def test_terms_fitted_to_a_chip_grid_price_a_published_tau_at_each_batch(capsys):
+    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(V5E_GRID), "--shape", "qwen3-4b",
+                 "--tau-from", str(PUBLISHED), "--batch", "1,8,16,32"]) == 0
+    out = capsys.readouterr().out
+    assert "Step terms fitted to 18 steps" in out and "per request and pass" in out and "KV and other bytes" in out
+    assert "Held out: each point predicted by the terms fitted to the others." in out
+    assert "held out: worst error" in out and "| B=64 context=256 K=15 | 100.008 |" in out
+    assert "| math500 | 8.80 |" in out and "| 32 |" in out  # K = 15 at every B asked
+
+
+def test_a_grid_without_its_shape_or_with_another_price_is_refused(tmp_path, capsys):
+    bare = tmp_path / "grid.csv"
+    bare.write_text(V5E_GRID.read_text())
+    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(bare), "--tau-from", str(PUBLISHED)]) == 2
+    assert "the grid's shape is not recorded; give --shape" in capsys.readouterr().err
+    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(bare), "--calibrate-from", str(bare),
+                 "--tau-from", str(PUBLISHED)]) == 2
+    assert "--calibrate-from and --fit-from are prices of one step" in capsys.readouterr().err
+
+
+def test_a_published_plain_curve_calibrates_per_pass_and_per_request_costs_at_a_fixed_k(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("batch_size,tok_per_s_total\n1,92\n4,310\n8,560\n16,930\n32,1400\n")
+    assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED),
+                 "--batch", "1,8,16,32"]) == 0
+    out = capsys.readouterr().out
+    assert "(assumed: TPU v5e's datasheet" in out and "(assumed: the roofline's" in out
+    assert "per request and pass 0.3392 ms (fitted: the curve's slope" in out
+    assert "The curve itself, as the terms reproduce it: B=1 +4.0 %" in out and "| math500 | 8.80 |" in out
+    curve.write_text("batch_size,tok_per_s_total\n8,560\n")
+    assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED)]) == 2
+    assert "a plain-decoding curve at one batch size" in capsys.readouterr().err
