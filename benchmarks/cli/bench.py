@@ -42,7 +42,6 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def default_preset() -> str:
-
     return "tiny" if detect_platform() == "cpu" else "qwen3-4b"
 
 

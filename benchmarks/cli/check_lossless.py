@@ -17,7 +17,6 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-
     folder = run_folder(args.run_dir)
     summary = summarize_run(RunStore(folder))
     rows, verdicts = summary.rows, summary.verdicts

@@ -32,7 +32,6 @@ from benchmarks.report.cost_model_render import (
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-
     ap.add_argument("run_dir", type=Path, nargs="?", help="a run folder (without --chip; default: the latest run)")
     ap.add_argument("--kflat", type=Path,
                     help="a kflat.csv (python -m benchmarks study kflat): the shape of t_verify(K) at the Ks not run; "
@@ -97,7 +96,6 @@ def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> An
     """The published runs' target (by its HF id, or --shape) with the released drafts' layout (one layer of the
     target's widths per tap), at the table's K and block, or --k and --block-size where it gives none."""
     import pandas as pd  # lazy: pandas
-
 
     target = frame["target"].iloc[0]
     if not args.shape and target not in HF_SHAPES:

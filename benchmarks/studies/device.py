@@ -160,7 +160,6 @@ def env_main(args: argparse.Namespace) -> int:
 # Models
 
 def resolve_shape(name: str) -> Any:
-
     if name in STANDINS:
         base, fields = STANDINS[name]
         return dataclasses.replace(SHAPES[base], **fields)
@@ -339,7 +338,6 @@ class Study:
         return self.budget_s - self.elapsed()
 
     def save(self) -> None:
-
         atomic_write_json(self.out / "device.json", self.result)
 
     def drop(self, what: str, need_s: float) -> None:

@@ -176,7 +176,6 @@ class Grid:
         return self.args.budget_s - self.elapsed()
 
     def save(self) -> None:
-
         atomic_write_json(self.args.out / "grid.json", self.result)
         with open(self.args.out / "grid.csv", "w", newline="") as f:
             w = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
@@ -393,7 +392,6 @@ def _gb(n: float) -> str:
 
 
 def _version(dist: str) -> str | None:
-
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:

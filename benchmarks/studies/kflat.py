@@ -215,7 +215,6 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """kflat.csv: CSV_COLUMNS, or BATCH_CSV_COLUMNS where the rows carry a batch."""
     import pandas as pd  # lazy: pandas
 
-
     columns = BATCH_CSV_COLUMNS if rows and "batch" in rows[0] else CSV_COLUMNS
     atomic_write_text(path, pd.DataFrame(list(rows), columns=list(columns)).to_csv(index=False, float_format="%.6g"))
 

@@ -135,7 +135,6 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-
     if args.dataset:
         from benchmarks.config.model_refs import load_tokenizer  # lazy: imports packaging, yaml
 

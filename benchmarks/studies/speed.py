@@ -252,7 +252,6 @@ def dispatch_us(leaves: list[int], calls: int = 2000) -> dict[int, float]:
 
 
 def dispatch(leaves: list[int]) -> None:
-
     us = dispatch_us(leaves)
     print("dispatch: µs per jitted call against its array leaves: "
           + ", ".join(f"{n} leaves {t:.0f} µs" for n, t in us.items()))
@@ -312,7 +311,6 @@ def compile_seconds(shape: Any, depth: int, dtype: Any, k: int, cache_len: int) 
 def compile_vs_depth(shapes: list[str], depths: list[int]) -> None:
     import jax  # lazy: jax
     import jax.numpy as jnp  # lazy: jax
-
 
     dtype = jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
     print(f"compile: seconds per graph against depth ({jnp.dtype(dtype).name}, abstract arguments, cache 2304 rows)")
@@ -424,7 +422,6 @@ def main(args: argparse.Namespace) -> int:
         else:
             jax_vs_vllm(args.target, args.draft, args.k, **common)
         return 0
-
 
     with tempfile.TemporaryDirectory() as tmp:
         pair = args.pair or build_pair(Path(tmp) / "random")["target"].parent

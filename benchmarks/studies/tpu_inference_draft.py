@@ -62,7 +62,6 @@ def reference_attention() -> Iterator[None]:
 
 
 def versions() -> dict[str, str]:
-
     out = {}
     for name in ("tpu-inference", "vllm", "transformers", "jax", "flax"):
         try:
