@@ -18,7 +18,7 @@ from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.guarded import read_csv_text, read_json_file
 from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
-from benchmarks.hardware import step_model
+from benchmarks.hardware import measure, step_model
 from benchmarks.hardware.chips import CHIPS
 from benchmarks.hardware.roofline import chip_device
 from benchmarks.records.store import RunStore
@@ -77,8 +77,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 CHIP_DEFAULTS: dict[str, Any] = {"dtype": "bfloat16", "context": 256, "k": 15, "block_size": 16, "overhead_ms": 0.0}
-CHIP_ONLY = ("overhead_ms", "batch", "shape", "k", "context", "dtype", "block_size", "ar_draft_ms", "fit_from",
-             "rows_half")
+CHIP_ONLY = ("overhead_ms", "batch", "k", "context", "dtype", "block_size", "ar_draft_ms", "rows_half")
 
 
 def _batches(text: str) -> list[int]:
@@ -170,20 +169,22 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     dcfg = released_draft(shape, args.block_size)
     engine = Engine(shape, dcfg.layers, len(dcfg.target_layer_ids), args.k, dcfg.block_size, args.context, itemsize)
     points = cm.grid_points(rows, engine)
-    chip = CHIPS[args.chip]
-    peak = chip.bf16_flops_per_s if itemsize == 2 else chip.fp32_flops_per_s
-    source = f"{len(points)} steps of {path} ({shape_name}, {args.dtype})"
+    if args.chip:
+        chip = CHIPS[args.chip]
+        peak, nominal = (chip.bf16_flops_per_s if itemsize == 2 else chip.fp32_flops_per_s), chip.bytes_per_s
+    else:  # a grid of this machine's CPU (float32)
+        peak, nominal = measure.matmul_flops_per_s("float32"), measure.read_bytes_per_s()
+    source = f"{len(points)} steps of {path} ({shape_name}, {'bfloat16' if itemsize == 2 else 'float32'})"
     try:
-        terms = step_model.fit(points, peak, chip.bytes_per_s, {name: "fitted" for name in step_model.TERMS})
+        terms = step_model.fit(points, peak, nominal, {name: "fitted" for name in step_model.TERMS})
     except step_model.FitError as exc:
         raise ConfigError(f"--fit-from {path}: {exc}") from None
-    checks = {"each point predicted by the terms fitted to the others": step_model.held_out(points, peak,
-                                                                                            chip.bytes_per_s)}
+    checks = {"each point predicted by the terms fitted to the others": step_model.held_out(points, peak, nominal)}
     ks = sorted({int(r["k"]) for r in rows if r["status"] == "ok"})
     if len(ks) > 2:
         ends = (ks[0], ks[-1])
         checks[f"the Ks between K = {ends[0]} and {ends[1]}, from the terms fitted to those two"] = step_model.held_out(
-            points, peak, chip.bytes_per_s, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends)
+            points, peak, nominal, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends)
     return terms, fitted_markdown(terms, source, checks, step_model.TOLERANCE)
 
 
@@ -209,6 +210,12 @@ def option_problems(args: argparse.Namespace) -> list[str]:
         problems.append(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} read only with --chip (a prediction "
                         f"for that chip); give --chip X --tau-from RUN, or drop {' and '.join(given)} to model the "
                         "run given as RUN_DIR")
+    if args.shape is not None and not (args.chip or args.fit_from):
+        problems.append("--shape is read only with --chip or --fit-from (the shape of a prediction or of a grid): "
+                        "give --chip X --tau-from RUN, or drop --shape to model the run given as RUN_DIR")
+    if args.rows_half is not None and args.calibrate_from is None:
+        problems.append("--rows-half is the FLOP efficiency a calibration on a plain-decoding curve assumes: add "
+                        "--chip X --calibrate-from curve.csv, or drop --rows-half")
     alone = [f"--{n.replace('_', '-')}" for n in ("cost_ks", "check_against") if getattr(args, n) is not None]
     if alone and not args.schedule:
         problems.append(f"{' and '.join(alone)} {'go' if len(alone) > 1 else 'goes'} with --schedule (the K per batch "
@@ -241,6 +248,10 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(problems)
     if args.chip:
         return chip_main(chip_options(args))
+    if args.fit_from:  # this machine's CPU: its measured read stream and matmul peak are the nominal figures
+        _, text = fitted_terms(chip_options(args), 4)
+        print(text)
+        return Exit.OK
     if args.schedule or args.calibrate_from:
         return schedule_main(args)
 

@@ -163,7 +163,9 @@ def test_cost_model_chip_schedule_falls_and_calibrates_on_a_published_curve(tmp_
     table = tmp_path / "published.csv"
     table.write_text("batch_size,tok_per_s_total\n1,100\n8,700\n64,3000\n")
     assert main([*argv, "--calibrate-from", str(table)]) == 0
-    assert "Calibrated on published.csv" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Step terms fitted to published.csv's plain-decoding curve at context 256" in out
+    assert "(assumed: TPU v5p's datasheet" in out and "from the terms of " in out
     table.write_text("b,tps\n1,100\n")
     assert main([*argv, "--calibrate-from", str(table)]) == 2
     assert "expected a CSV with columns batch_size and tok_per_s_total" in capsys.readouterr().err
