@@ -153,7 +153,10 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     largest K."""
     path = args.fit_from / "grid.csv" if args.fit_from.is_dir() else args.fit_from
     about = path.with_name("grid.json")
-    shape_name = args.shape or (read_json_file(about).get("shape") if about.is_file() else None)
+    try:
+        shape_name = args.shape or (read_json_file(about).get("shape") if about.is_file() else None)
+    except ValueError as exc:
+        raise ConfigError(f"--fit-from {exc}; give --shape") from None
     if shape_name not in SHAPES:
         raise ConfigError(f"--fit-from {path}: the grid's shape is {shape_name or 'not recorded'}; give --shape (one "
                           f"of {', '.join(sorted(SHAPES))})")

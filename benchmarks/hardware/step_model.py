@@ -12,7 +12,8 @@
     efficiency(rows) = rows / (rows + rows_half)                  half the peak at rows_half rows (0: the roofline)
 
 What a step reads and computes is benchmarks.hardware.step_cost's; the terms are fitted to measured steps
-(`fit`: relative least squares over all of them, from a start fitted on the memory-bound ones) and checked on points
+(`fit`: relative least squares over all of them, from a start fitted on the memory-bound ones where there are
+enough) and checked on points
 left out (`held_out`). A fit that cannot tell its terms apart is refused with what to add (`FitError`). What each
 source of measurements can and cannot separate: docs/roofline.md.
 """
@@ -97,23 +98,27 @@ def _design(point: Measured) -> tuple[float, float, float, float]:
     return passes, passes * point.batch, point.step.weight_bytes(), point.step.bytes() - point.step.weight_bytes()
 
 
-def identify(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: float) -> str | None:
+def _rows(point: Measured) -> int:
+    """The rows of the widest matmul a step multiplies."""
+    return max((m.rows for p in point.step.passes for m in p.matmuls), default=1)
+
+
+def identify(points: Sequence[Measured]) -> str | None:
     """What the points lack for every term to be fitted, in words naming what to add; None when they suffice."""
-    memory = [p for p in points if _memory_bound(p, peak_flops, nominal_bytes_per_s)]
-    if len(memory) < 4:
-        return (f"{len(memory)} memory-bound step(s) among {len(points)}: add steps of few rows to make four or more: "
-                f"plain decoding at two or more batch sizes and contexts, and a speculative step at one")
-    if len({p.batch for p in memory}) < 2:
-        return "the memory-bound steps are all at one batch size: add one at another batch size (the per-request term)"
-    if len({p.step.weight_bytes() for p in memory}) < 2:
-        return ("the memory-bound steps all read the same weights, so the per-pass cost and the weights' bandwidth "
-                "are one number: add a speculative step of few rows (it reads the draft's weights too)")
-    if np.linalg.matrix_rank(np.array([_design(p) for p in memory])) < 4:
-        return ("the memory-bound steps do not separate the KV bytes from the per-request cost: add steps at "
-                "another context (the same batch reading more KV rows)")
-    if all(_memory_bound(p, peak_flops, nominal_bytes_per_s) for p in points):
-        return ("every step is memory-bound: add steps of many rows (a large K at a large batch) for the FLOP "
-                "efficiency")
+    if len(points) < len(TERMS):
+        return (f"{len(points)} step(s): add steps to make {len(TERMS)} or more (one per term): plain decoding at two "
+                f"or more batch sizes and contexts, and speculative steps of few and of many rows")
+    if len({p.batch for p in points}) < 2:
+        return "the steps are all at one batch size: add one at another batch size (the per-request term)"
+    if len({p.step.weight_bytes() for p in points}) < 2:
+        return ("the steps all read the same weights, so the per-pass cost and the weights' bandwidth are one number: "
+                "add a speculative step (it reads the draft's weights too)")
+    if np.linalg.matrix_rank(np.array([_design(p) for p in points])) < 4:
+        return ("the steps do not separate the KV bytes from the per-request cost: add steps at another context (the "
+                "same batch reading more KV rows)")
+    if max(_rows(p) for p in points) < 8 * min(_rows(p) for p in points):
+        return ("every step multiplies about as many rows: add steps of many rows (a large K at a large batch) for "
+                "the FLOP efficiency")
     return None
 
 
@@ -121,10 +126,12 @@ def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: floa
         sources: Mapping[str, str] | None = None) -> Terms:
     """The terms that best reproduce `points` in relative least squares (each step's error as a fraction of it),
     started from the memory-bound steps' linear fit. FitError where the points cannot tell the terms apart."""
-    problem = identify(points, peak_flops, nominal_bytes_per_s)
+    problem = identify(points)
     if problem:
         raise FitError(problem)
     memory = [p for p in points if _memory_bound(p, peak_flops, nominal_bytes_per_s)]
+    if len(memory) < 4 or np.linalg.matrix_rank(np.array([_design(p) for p in memory])) < 4:
+        memory = list(points)  # too few memory-bound steps to start from: every step, its FLOPs left to the fit
     a = np.array([_design(p) for p in memory]) / np.array([[p.seconds] for p in memory])
     start, *_ = np.linalg.lstsq(a, np.ones(len(memory)), rcond=None)
     pass_s, request_s = max(float(start[0]), 0.0), max(float(start[1]), 0.0)

@@ -176,7 +176,7 @@ class Grid:
         return self.args.budget_s - self.elapsed()
 
     def save(self) -> None:
-        atomic_write_json(self.args.out / "grid.json", self.result)
+        atomic_write_json(self.args.out / "grid.json", _finite(self.result))
         with open(self.args.out / "grid.csv", "w", newline="") as f:
             w = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
             w.writeheader()
@@ -385,6 +385,17 @@ def point_line(r: dict[str, Any]) -> str:
     for op in r.get("profile") or []:
         line += f"\n    {op['ms']:7.3f} ms/step {100 * op['share']:5.1f} % x{op['calls']:<5.0f} {op['op']}"
     return line
+
+
+def _finite(value: Any) -> Any:
+    """A JSON value with every NaN as null (a figure a CPU has none of: its roofline without a chip)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _gb(n: float) -> str:

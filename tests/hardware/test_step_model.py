@@ -58,12 +58,13 @@ def test_noise_shows_in_the_held_out_errors_and_the_verdict_names_the_points_abo
 
 
 @pytest.mark.parametrize("points, says", [
-    ([(1, 256, 0), (4, 256, 0), (16, 256, 15)], "memory-bound step(s) among 3: add steps of few rows"),
-    ([(4, 256, 0), (4, 2048, 0), (4, 8192, 0), (4, 256, 15), (16, 256, 15), (64, 256, 15)],
+    ([(1, 256, 0), (4, 256, 0), (16, 256, 15)], "3 step(s): add steps to make 5 or more"),
+    ([(4, 256, 0), (4, 2048, 0), (4, 8192, 0), (4, 256, 15), (4, 2048, 15), (4, 8192, 15)],
      "all at one batch size: add one at another batch size"),
-    ([(1, 256, 0), (4, 256, 0), (1, 2048, 0), (4, 2048, 0), (64, 256, 15)],
+    ([(1, 256, 0), (4, 256, 0), (1, 2048, 0), (4, 2048, 0), (64, 256, 0), (16, 2048, 0)],
      "all read the same weights"),
-    ([(1, 256, 0), (4, 256, 0), (1, 256, 15), (4, 256, 15)], "every step is memory-bound"),
+    ([(16, 256, 0), (16, 2048, 0), (8, 256, 0), (8, 2048, 0), (1, 256, 3), (1, 2048, 3)],
+     "every step multiplies about as many rows"),
 ])
 def test_a_fit_the_points_cannot_make_is_refused_with_what_to_add(points, says):
     with pytest.raises(sm.FitError, match=re.escape(says)):
