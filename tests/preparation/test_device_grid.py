@@ -34,6 +34,7 @@ def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
     assert by[(1, 3)]["step_bytes"] > by[(1, 0)]["step_bytes"]  # the draft's weights and lm_head read again
     assert g["skipped"] == [] and g["dropped"] == [] and g["violations"] == []
     assert (tmp_path / "grid" / "grid.csv").read_text().count("\n") == 5
+    assert "NaN" not in (tmp_path / "grid" / "grid.json").read_text()  # a CPU has no roofline: null, valid JSON
 
 
 def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budget_dropped(tmp_path):
