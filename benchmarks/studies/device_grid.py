@@ -38,6 +38,7 @@ from typing import Any
 
 from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import BadInput, Exit  # jax, numpy and scipy beside these: no yaml, no pandas
+from benchmarks.core.numbers import as_float
 from benchmarks.core.paths import ROOT
 from benchmarks.hardware import step_cost
 from benchmarks.hardware.step_cost import kv_bytes_per_token
@@ -379,7 +380,8 @@ def point_line(r: dict[str, Any]) -> str:
     """One measured point in words."""
     bound = {True: "memory-bound", False: "compute-bound", None: "bound unknown"}[r["memory_bound"]]
     line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} step {r['step_ms']:8.3f} ms | floor "
-            f"{r['floor_ms']:8.3f} ms ({r['ratio_to_floor']:.2f}x), roofline {r['roofline_ms']:8.3f} ms ({bound}) | "
+            f"{as_float(r['floor_ms']):8.3f} ms ({as_float(r['ratio_to_floor']):.2f}x), roofline "
+            f"{as_float(r['roofline_ms']):8.3f} ms ({bound}) | "
             f"host {r['host_ms']:+.4f} ms ({100 * r['host_share']:+.2f} %), a call {r['call_ms']:.2f} ms | "
             f"KV {_gb(r['kv_cache_bytes'])} | compile {r['compile_s']:.1f} s")
     for op in r.get("profile") or []:
