@@ -234,6 +234,14 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     if args.chip and len(priced) > 1:
         problems.append(f"{' and '.join(priced)} are prices of one step (timed, fitted to a plain-decoding curve, or "
                         "fitted to the engine's grid): give one of them")
+    if args.chip and args.ar_draft_ms is not None and not args.schedule:
+        problems.append("--ar-draft-ms prices the draft of --schedule's steps: add --schedule, or drop --ar-draft-ms")
+    if args.ar_draft_ms is not None and (args.fit_from or args.calibrate_from):
+        problems.append("--ar-draft-ms prices a drafter beside the roofline's or --kflat's verify; fitted terms price "
+                        "the engine's own block draft: drop --ar-draft-ms, or drop --fit-from/--calibrate-from")
+    if args.chip and args.run_dir is not None:
+        problems.append(f"{args.run_dir} is not read with --chip (its τ comes from --tau-from): give --tau-from "
+                        f"{args.run_dir}, or drop --chip to model that run")
     if args.chip and args.cost_ks is not None:
         problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
                         "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")

@@ -136,6 +136,10 @@ def published_points(path: Path) -> dict[int, float]:
                           "(plain decoding), or a run folder") from None
     if any(b < 1 or b != int(b) or tps <= 0 for b, tps in rows):
         raise ConfigError(f"--calibrate-from {path}: batch sizes must be whole numbers >= 1 and tok/s above 0")
+    twice = sorted({int(b) for b, _ in rows if sum(b == o for o, _ in rows) > 1})
+    if twice:
+        raise ConfigError(f"--calibrate-from {path}: batch size {', '.join(map(str, twice))} given more than once; "
+                          "keep one row per batch size")
     return {int(b): 1e3 * b / tps for b, tps in rows}
 
 
@@ -152,8 +156,14 @@ def schedule_main(args: argparse.Namespace) -> int:
             cost, cal_text = _cpu_calibrated(args, summary, src)
             how = f"the step at (B, K) from the AR curve of {args.calibrate_from} (calibrated roofline of this CPU)"
         else:
+            measured = sorted({k for _, k in src.grid if k})
+            unmeasured = sorted(set(args.cost_ks or []) - set(measured))
+            if unmeasured:
+                raise ConfigError(f"--cost-ks {','.join(map(str, args.cost_ks))}: {src.engine} on {src.workload} "
+                                  f"measured no K = {', '.join(map(str, unmeasured))}; give Ks it measured "
+                                  f"({', '.join(map(str, measured)) or 'none'})")
             cost = ksd.run_costs(src.grid, args.cost_ks)
-            ks = args.cost_ks or sorted({k for _, k in src.grid if k})
+            ks = args.cost_ks or measured
             how = f"the step at (B, K) from the steps measured at K = {', '.join(map(str, ks))}, linear in between"
         if not args.schedule:
             print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
@@ -170,8 +180,15 @@ def schedule_main(args: argparse.Namespace) -> int:
         grid, where = src.grid, "the measured grid"
         if args.check_against:
             other = summarize_run(RunStore(run_folder(args.check_against)))
-            grid = next((o.grid for o in sources(other, args.check_against)
-                         if (o.engine, o.workload) == (src.engine, src.workload)), {})
+            theirs = sources(other, args.check_against)
+            same = [o.grid for o in theirs if (o.engine, o.workload, o.top.temperature) ==
+                    (src.engine, src.workload, src.top.temperature)]
+            if not same:
+                raise ConfigError(f"--check-against {args.check_against}: no grid of {src.engine} on {src.workload} "
+                                  f"at temperature {src.top.temperature:g} (it has "
+                                  f"{', '.join(f'{o.engine} on {o.workload} at {o.top.temperature:g}' for o in theirs)}"
+                                  "); give a replicate of the run")
+            grid = same[0]
             where = f"the grid measured in {other.manifest.run_id or args.check_against}"
         grid_ks = sorted({k for _, k in grid})
         if len(grid_ks) > 1:

@@ -98,9 +98,13 @@ def k(p: Parsing) -> dict[str, list[int] | k_schedules.Schedule]:
     for m, v in given.items():
         if k_schedules.looks_like(v):
             try:
-                per_method[m] = k_schedules.parse(v)
+                schedule = k_schedules.parse(v)
             except ValueError as err:
                 raise fail(source, "k", f"the schedule of {m}: {err}") from None
+            if not schedule.ks():
+                raise fail(source, "k", f"the schedule of {m} gives K = 0 at every batch size, so {m} would run no "
+                                        f"cell; give a K >= 1 in some range, or drop {m} from methods")
+            per_method[m] = schedule
             continue
         ks = as_list(v)
         if not ks:

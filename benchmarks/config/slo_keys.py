@@ -58,14 +58,15 @@ def _loads(p: Parsing, axis: str) -> tuple[list[float], float]:
         low, high = (float(v) for v in given)
     if low > high:
         raise fail(source, "slo_range", f"[{low:g}, {high:g}]: the low end is above the high end; give [low, high]")
+    count = round((high - low) / step) + 1  # counted before the grid is built: a tiny step would fill the memory
+    if count > MAX_LOADS:
+        raise fail(source, "slo_step", f"[{low:g}, {high:g}] in steps of {step:g} is {count:g} loads; at most "
+                                       f"{MAX_LOADS}: raise the step")
     try:
-        grid = grid_of(low, high, step, axis)
+        grid_of(low, high, step, axis)
     except ValueError as exc:
         raise fail(source, "slo_range", f"{exc}: end the range on the grid of slo_step {step:g}, or change the "
                                         f"step") from None
-    if len(grid) > MAX_LOADS:
-        raise fail(source, "slo_step", f"[{low:g}, {high:g}] in steps of {step:g} is {len(grid)} loads; at most "
-                                       f"{MAX_LOADS}: raise the step")
     return [low, high], step
 
 

@@ -23,6 +23,9 @@ def load(p: Parsing) -> tuple[list[int], float | None]:
     request rate, only on engines that serve (a batch-1 engine takes the default concurrency [1] and no rate). A
     matrix with a capacity search (`slo`) measures fixed levels only where it gives `concurrency`: none by default."""
     if "slo" in p.merged and "concurrency" not in p.merged:
+        if p.get("request_rate") is not None:
+            raise fail(p.source, "request_rate", "a capacity search sets each load itself and would not use it; "
+                                                 "drop it, or search over rates with slo_load: request_rate")
         return [], None
     source, levels = p.source, as_list(p.get("concurrency"))
     if not levels:

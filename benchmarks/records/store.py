@@ -285,12 +285,18 @@ class RunStore:
         not belong to the run (`foreign_reason`)."""
         records, damaged = [], []
         datasets = manifest_datasets(manifest) if manifest else None
+        if self.units_dir.is_dir() and not os.access(self.units_dir, os.R_OK | os.X_OK):  # glob would see no unit
+            raise BadInput(f"{self.units_dir}: permission denied, its units cannot be read; give read access to it "
+                           "(nothing was written)")
         for p in sorted(self.units_dir.glob("*.jsonl")):
             try:
                 unit = read_jsonl(p)
                 why = foreign_reason(p.name, unit, manifest["cells"], datasets) if manifest else None
                 if not why:
                     parse_lines(unit, p.name)
+            except PermissionError:
+                raise BadInput(f"{p}: permission denied, the unit cannot be read; give read access to it (nothing "
+                               "was written)") from None
             except (ValueError, UnicodeDecodeError) as exc:
                 damaged.append(f"{p.relative_to(self.run_dir)} ({type(exc).__name__}: {exc})")
                 continue

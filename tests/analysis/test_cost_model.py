@@ -283,3 +283,6 @@ def test_a_published_plain_curve_calibrates_per_pass_and_per_request_costs_at_a_
     curve.write_text("batch_size,tok_per_s_total\n8,560\n")
     assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED)]) == 2
     assert "a plain-decoding curve at one batch size" in capsys.readouterr().err
+    curve.write_text("batch_size,tok_per_s_total\n1,92\n1,95\n8,560\n")
+    assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED)]) == 2
+    assert "batch size 1 given more than once; keep one row per batch size" in capsys.readouterr().err

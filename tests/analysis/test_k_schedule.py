@@ -130,6 +130,15 @@ def test_cost_model_schedule_on_a_run_writes_each_engines_config(tmp_path, capsy
     assert (folder / "sglang.json").is_file() and (folder / "schedule.md").read_text().startswith("## jax")
     assert main(["cost-model", str(run), "--schedule", "--check-against", str(run)]) == 0
     assert "beside the grid measured in synthetic" in capsys.readouterr().out
+    warm = write_run(tmp_path / "warm")  # the same run at another temperature is no replicate
+    manifest = json.loads((warm / "manifest.json").read_text())
+    for cell in manifest["cells"].values():
+        cell["temperature"] = 0.7
+    (warm / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["cost-model", str(run), "--schedule", "--check-against", str(warm)]) == 2
+    assert "no grid of jax on humaneval at temperature 0 (it has jax on gsm8k at 0.7" in capsys.readouterr().err
+    assert main(["cost-model", str(run), "--schedule", "--cost-ks", "99"]) == 2
+    assert "--cost-ks 99: jax on humaneval measured no K = 99; give Ks it measured (" in capsys.readouterr().err
     assert main(["cost-model", "--chip", "v5p", "--tau-from", str(run), "--check-against", str(run)]) == 2
     assert "--check-against compares a run's own schedule" in capsys.readouterr().err
 

@@ -198,6 +198,14 @@ def test_cost_model_chip_options_refused_together_in_one_line(done_run, capsys):
     clear_error(["cost-model", done_run, "--cost-ks", "1,3"], capsys, "--cost-ks goes with --schedule")
 
 
+def test_cost_model_options_it_would_not_use_are_refused(done_run, capsys):
+    published = str(ROOT / "results" / "reference" / "tpu_v5p_qwen3_4b.csv")
+    clear_error(["cost-model", "--chip", "v5p", "--tau-from", published, "--ar-draft-ms", "1e308"], capsys,
+                "--ar-draft-ms prices the draft of --schedule's steps: add --schedule")
+    clear_error(["cost-model", done_run, "--chip", "v5p", "--tau-from", published], capsys,
+                "is not read with --chip (its τ comes from --tau-from)")
+
+
 @pytest.mark.parametrize("option, fragment", [
     (["--repeats", "0"], "--repeats 0: expected an int >= 1"),
     (["--random-weights", "--warmup", "-1"], "--warmup -1"),
@@ -423,3 +431,19 @@ def test_a_damaged_provenance_file_stops_a_reader_only_while_a_record_names_it(t
     rc, _, err = run(["matrix", matrix(tmp_path, prompts), "--run-dir", done_run], capsys)
     assert rc == 0 and f"{provenance[0].name}: NaN is not a finite number; no record names it: left out" in err
     assert provenance[0].read_text() == '{"engine": NaN'  # a reader leaves it as it is
+
+
+def test_a_report_on_units_it_may_not_read_says_so_and_overwrites_nothing(done_run, capsys, monkeypatch):
+    written = {name: (done_run / name).read_bytes() for name in ("summary.csv", "report.md")}
+    units = done_run / "units"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != units and real_access(p, mode))  # root reads all
+    clear_error(["report", done_run], capsys, f"{units}: permission denied, its units cannot be read")
+    monkeypatch.setattr(os, "access", real_access)
+
+    def denied(path, check=True):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(store, "read_jsonl", denied)
+    clear_error(["report", done_run], capsys, "permission denied, the unit cannot be read; give read access")
+    assert {name: (done_run / name).read_bytes() for name in written} == written

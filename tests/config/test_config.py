@@ -151,6 +151,7 @@ def test_k_as_a_schedule_gives_each_batch_size_its_k():
     ({"dflash": {2: 7}}, "the schedule of dflash: the schedule must start at batch size 1"),
     ({1: 16}, "exceeds block_size-1=15"),
     ([[1, 3, 7], [5, 8, 3]], "ranges must be contiguous"),
+    ({"dflash": {1: 0, 2: 0, 4: 0}}, "gives K = 0 at every batch size, so dflash would run no cell"),
 ])
 def test_k_schedule_refused_with_the_fix(k, fragment):
     with pytest.raises(ConfigError, match=fragment):

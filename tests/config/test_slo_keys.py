@@ -56,6 +56,9 @@ def test_without_a_search_every_key_is_none_and_the_run_id_as_before():
     ({"slo_range": [1, 16], "slo_step": 4}, "slo_range", "16 is not a whole number of steps of 4 from 1"),
     ({"slo_range": [1, 500], "slo_step": 1}, "slo_requests", "never holds 500 in flight"),
     ({"slo_range": [1, 20000], "slo_step": 1, "slo_requests": 40}, "slo_step", "at most 1024: raise the step"),
+    ({"slo_range": [1, 1000000001], "slo_step": 1}, "slo_step", "is 1e+09 loads; at most 1024"),  # counted, not built
+    ({"slo_load": "request_rate", "slo_range": [0.5, 4.0], "slo_step": 1e-9}, "slo_step", "at most 1024"),
+    ({"request_rate": 2.0}, "request_rate", "a capacity search sets each load itself and would not use it"),
     ({"slo_load": "users"}, "slo_load", "expected one of concurrency, request_rate, got 'users'"),
     ({"slo_load": "request_rate", "slo_range": [0, 2]}, "slo_range", "requests per second > 0, got 0"),
     ({"slo_requests": 41}, "slo_requests", "41 requests per round, but num_prompts"),
