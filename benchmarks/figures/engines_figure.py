@@ -8,6 +8,9 @@ from matplotlib.figure import Figure
 
 from benchmarks.figures.figure_style import CI_NOTE, ci_bars, new_figure, subtitle
 
+GROUPED_BY = (("dataset", "{}"), ("temperature", "T={:g}"), ("batch_size", "B={:g}"),
+              ("context_tokens", "ctx {:g}"), ("turn", "turn {:g}"))
+
 
 def engines_figure(summary: pd.DataFrame) -> Figure | None:
     if "speedup_vs_strongest" not in summary:
@@ -15,7 +18,10 @@ def engines_figure(summary: pd.DataFrame) -> Figure | None:
     rows = summary[pd.to_numeric(summary["speedup_vs_strongest"], errors="coerce").notna()].copy()
     if rows.empty:
         return None
-    rows["group"] = rows["engine"] + (" · " + rows["dataset"] if rows["dataset"].nunique() > 1 else "")
+    rows["group"] = rows["engine"]
+    for column, name in GROUPED_BY:  # each axis that varies names its groups: one bar per label in each
+        if column in rows and rows[column].nunique(dropna=False) > 1:
+            rows["group"] += " · " + rows[column].map(lambda v, n=name: n.format(v) if pd.notna(v) else "-")
     groups, labels = list(dict.fromkeys(rows["group"])), list(dict.fromkeys(rows["label"]))
     fig = new_figure(max(7.0, 1.6 * len(groups) + 3), 5.0)
     ax = fig.subplots()

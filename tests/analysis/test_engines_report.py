@@ -93,3 +93,8 @@ def test_the_figure_has_a_bar_per_cell_and_the_strongest_baseline_at_one():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["fast", "slow"]
     assert "strongest baseline (fast AR)" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert engines_figure(rows.drop(columns=["speedup_vs_strongest"])) is None
+    warm = pd.concat([rows.assign(temperature=t) for t in (0.0, 0.6, 1.0)])  # tiny-sampled.yaml's three
+    ax = engines_figure(warm).axes[0]
+    assert sorted(t.get_text() for t in ax.get_xticklabels()) == [f"{e} · T={t}" for e in ("fast", "slow")
+                                                                   for t in ("0", "0.6", "1")]
+    assert len(ax.patches) == 12
