@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.core.metrics import accepted_within
 from benchmarks.data.datasets import load_prompts
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import loader
@@ -244,6 +245,12 @@ def trajectory(tcfg: M.ModelConfig, tparams: M.Params, dcfg: D.DraftConfig, dpar
         pending, start, s = vtaps[: n + 1], s, s + n + 1
 
 
+def agrees(out: list[int], accepted: list[int], tokens: list[int], accept_lengths: list[int]) -> bool:
+    """Whether `trajectory`'s tokens and accept lengths are the engine's: both within the engine's output, whose
+    last step the engine counts only up to that output's end (`metrics.accepted_within`)."""
+    return out[:len(tokens)] == tokens and accepted_within(accepted, len(tokens)) == accept_lengths
+
+
 def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed: int, dtype_name: str,
         ropes: tuple[str, ...], log: Callable[[str], None]) -> dict[str, list[StepDiff]]:
     """Per-step comparisons over n_prompts chat-templated prompts of a dataset, for each RoPE variant of their draft
@@ -278,8 +285,7 @@ def run(target: Path, draft: Path, dataset: str, n_prompts: int, new: int, seed:
                 for rope, t in theirs.items():
                     diffs[rope].append(compare_step(step.logits, t.logits(step.taps, step.start, step.anchor, step.s),
                                                     i, len(accepted), step.s))
-            same = out[:len(engine.tokens)] == engine.tokens and \
-                accepted[:len(engine.accept_lengths)] == engine.accept_lengths
+            same = agrees(out, accepted, engine.tokens, engine.accept_lengths)
             if not same and dtype == jnp.float32:
                 raise RuntimeError(f"prompt {i}: this loop's tokens or accept lengths differ from the JAX engine's "
                                    "Decoder in float32")
