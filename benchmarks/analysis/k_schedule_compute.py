@@ -6,7 +6,9 @@
                        the same units (`TauCurve.ratio`), times the steps' ratio with their bounds at the extremes
 
 τ(K) comes from the largest K run, its accepted lengths cut at each K (`tau_curve`; the prefix rule of a block
-drafter or of a greedy chain); it is assumed not to depend on B. The step cost comes from one of four sources:
+drafter or of a greedy chain); it is assumed not to depend on B, except where an engine's static batch keeps its
+finished rows until its last request ends (`TauCurve.in_batches`: τ as the batch's row-steps see it). The step cost
+comes from one of four sources:
 - the run's own step times at two or more K per B (`run_costs`, linear in K between the Ks measured);
 - a chip's verify forward measured at each (B, K) by `study kflat --batch`, the draft priced at its roofline
   (`measured_verify_cost`);
@@ -103,6 +105,21 @@ def derive(batches: Sequence[int], taus: Mapping[int, Interval], cost: StepCost,
     return [c for c in (choose(b, taus, cost, ks, tau_ratio) for b in batches) if c is not None]
 
 
+def derive_batched(batches: Sequence[int], curve: TauCurve, cells: Mapping[tuple[int, int], GridCell], cost: StepCost,
+                   ks: Iterable[int] | None = None) -> list[Choice]:
+    """`derive` with τ(K) at each B as the run's static batches there see it (`TauCurve.in_batches`) where the
+    engine's batches keep their finished rows (the grid's `rows_kept`), the run's τ(K) elsewhere."""
+    ks = None if ks is None else list(ks)
+    out = []
+    for b in batches:
+        kept = next((c.rows_kept for (cb, _), c in sorted(cells.items()) if cb == b and c.rows_kept), None)
+        taus, ratio = curve.in_batches(kept, b) if kept else (curve.taus(), curve.ratio)
+        choice = choose(b, taus, cost, ks, ratio)
+        if choice is not None:
+            out.append(choice)
+    return out
+
+
 def schedule_of(choices: Sequence[Choice]) -> k_schedules.Schedule:
     """The schedule the choices give (each K from its B up to the next B chosen); B = 1 must be among them."""
     return k_schedules.from_choices({c.batch: c.best.k for c in choices})
@@ -118,6 +135,7 @@ class TauCurve:
 
     counts: dict[int, list[float]]  # K -> per unit: Σ over its steps of 1 + min(a, K)
     steps: list[float]
+    need: dict[str, list[float]]  # per request (prompt hash): the steps its tokens take at K = 0..k_max
 
     def at(self, k: int) -> Interval:
         """τ(K) pooled over steps, its interval over the units, bounded by 1 and K + 1."""
@@ -131,18 +149,37 @@ class TauCurve:
         """τ(a) / τ(b) on the same units (the steps cancel): its interval paired over them."""
         return metrics.rate_interval(self.counts[a], self.counts[b])
 
+    def in_batches(self, groups: Sequence[Iterable[str]], batch: int) -> tuple[dict[int, Interval], TauRatio]:
+        """τ(K) as static batches of `batch` rows see it when finished rows ride along until the batch's last request
+        ends (each group: one batch's prompt hashes): a batch's tokens over `batch` × the steps of its longest
+        request at K, each request's steps its tokens over its own τ(K); the interval over the batches, and the
+        ratio of two Ks paired over them (its tokens cancel)."""
+        kept = [[s for s in g if s in self.need] for g in groups]
+        kept = [g for g in kept if g]
+        tokens = [sum(self.need[s][0] for s in g) for g in kept]
+        rows = {k: [batch * max(self.need[s][k] for s in g) for g in kept] for k in self.counts}
+
+        def tau(k: int) -> Interval:
+            t = metrics.rate_interval(tokens, rows[k])
+            return Interval(t.value, t.low, min(t.high, k + 1.0), t.units)
+        return {k: tau(k) for k in rows}, lambda a, b: metrics.rate_interval(rows[b], rows[a])
+
 
 def tau_curve(requests: Sequence[RequestLine], k_max: int | None = None) -> TauCurve:
     """The TauCurve of requests run at K >= k_max (default: their K)."""
     k_max = k_max if k_max is not None else max(r.k for r in requests)
     units: dict[object, list[list[int]]] = {}
+    need = {}
     for r in requests:
         if r.accept_lengths:
-            units.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(r.accept_lengths)
+            a = r.accept_lengths
+            units.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(a)
+            made = [len(a) + sum(metrics.accepted_at(a, k)) for k in range(k_max + 1)]
+            need[r.prompt_sha256] = [len(a) * made[-1] / m for m in made]  # its tokens / its τ(K)
     steps = [float(sum(len(a) for a in u)) for u in units.values()]
     counts = {k: [float(sum(len(a) + sum(metrics.accepted_at(a, k)) for a in u)) for u in units.values()]
               for k in range(k_max + 1)}
-    return TauCurve(counts, steps)
+    return TauCurve(counts, steps, need)
 
 
 def unit_step_ms(reqs: Sequence[RequestLine]) -> list[float]:
@@ -169,6 +206,7 @@ class GridCell:
     k: int
     step_ms: Interval
     tok_per_s: Interval
+    rows_kept: tuple[frozenset[str], ...] | None = None  # its batches' prompts where finished rows ride along (JAX)
 
 
 def grid(units: Sequence[RowRecords], workload: str, engine: str) -> dict[tuple[int, int], GridCell]:
@@ -181,8 +219,10 @@ def grid(units: Sequence[RowRecords], workload: str, engine: str) -> dict[tuple[
         b = u.cell.batch_size or 1
         k = u.cell.k if u.speculative else 0
         spans = u.batches
+        kept = (tuple(x.prompts for x in spans)
+                if b > 1 and spans and all(x.wasted_row_steps is not None for x in spans) else None)
         out[(b, k)] = GridCell(b, k, metrics.mean_interval(unit_step_ms(u.reqs)),
-                               metrics.rate_interval([x.tokens for x in spans], [x.span_s for x in spans]))
+                               metrics.rate_interval([x.tokens for x in spans], [x.span_s for x in spans]), kept)
     return out
 
 

@@ -168,12 +168,15 @@ def schedule_main(args: argparse.Namespace) -> int:
         if not args.schedule:
             print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
             continue
-        choices = ksd.derive(batches, src.taus, cost, tau_ratio=src.curve.ratio)
+        choices = ksd.derive_batched(batches, src.curve, src.grid, cost)
         if not choices or choices[0].batch != 1:
             raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
                               "starts there (run the cells at B = 1 too)")
         about = (f"## {src.engine} on {src.workload}\n\nτ(K) from {src.top.method} K = {src.top.k} at B = "
-                 f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B); {how}. "
+                 f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B, but where the "
+                 f"engine's static batches keep their finished rows, τ at B counts the row-steps they ride along "
+                 f"until the batch's last request ends, each request's steps at K its tokens over its own τ(K)); "
+                 f"{how}. "
                  f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
                  f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
         text = choices_markdown(choices, about)
@@ -192,7 +195,7 @@ def schedule_main(args: argparse.Namespace) -> int:
             where = f"the grid measured in {other.manifest.run_id or args.check_against}"
         grid_ks = sorted({k for _, k in grid})
         if len(grid_ks) > 1:
-            check = ksd.derive(batches, src.taus, cost, grid_ks, src.curve.ratio)
+            check = ksd.derive_batched(batches, src.curve, src.grid, cost, grid_ks)
             text += (f"\n\nThe prediction among the Ks measured, beside {where} (tok/s of the batch with "
                      "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
                      "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, grid))

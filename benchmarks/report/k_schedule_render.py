@@ -61,18 +61,20 @@ def found(predicted_k: int, cells: Mapping[int, GridCell]) -> tuple[int, bool, f
 
 def grid_markdown(choices: Sequence[Choice], grid: Mapping[tuple[int, int], GridCell]) -> str:
     """The measured K × B grid (tok/s with its interval over the batches) beside the predicted best K among the Ks
-    measured at each B, and whether the prediction holds."""
+    measured at each B, whether the prediction holds, and the predicted tok/s at the measured best K with its error."""
     ks = sorted({k for _, k in grid})
     lines = ["| B | " + " | ".join(f"K = {k} tok/s" for k in ks) + " | measured best K | predicted best K | its "
-             "shortfall | holds |", "|" + "---|" * (len(ks) + 5)]
+             "shortfall | holds | predicted tok/s at the measured best K |", "|" + "---|" * (len(ks) + 6)]
     for c in choices:
         at = {k: cell for (b, k), cell in grid.items() if b == c.batch}
         if c.best.k not in at:
             continue
         best_k, holds, short = found(c.best.k, at)
         row = " | ".join(_iv(at[k].tok_per_s) if k in at else "–" for k in ks)
+        level = next((p.tok_per_s.value for p in c.points if p.k == best_k), math.nan)
         lines.append(f"| {c.batch} | {row} | {best_k} | {c.best.k} | {100 * short:.1f} % | "
-                     f"{'yes' if holds else '**no**'} |")
+                     f"{'yes' if holds else '**no**'} | {level:.0f} "
+                     f"({100 * (level / at[best_k].tok_per_s.value - 1):+.1f} %) |")
     return "\n".join(lines)
 
 

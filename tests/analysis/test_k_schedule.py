@@ -120,6 +120,7 @@ def test_cost_model_schedule_on_a_run_writes_each_engines_config(tmp_path, capsy
     assert main(["cost-model", str(run), "--schedule"]) == 0
     out = capsys.readouterr().out
     assert "## jax on humaneval" in out and "| B | best K |" in out and "vllm.json" in out
+    assert "static batches keep their finished rows" in out
     folder = run / "k_schedule" / "jax-humaneval"
     vllm = json.loads((folder / "vllm.json").read_text())
     ranges = vllm["num_speculative_tokens_per_batch_size"]
@@ -244,3 +245,30 @@ def test_cost_model_chip_schedule_from_a_kflat_timed_per_batch(tmp_path, capsys)
     assert "give one of them" in capsys.readouterr().err
     assert main([a for a in argv if a != "--schedule"]) == 2
     assert "--kflat with --chip prices the steps of --schedule" in capsys.readouterr().err
+
+
+def test_a_static_batch_that_keeps_finished_rows_sees_its_longest_request():
+    # 12 tokens each: one request in 3 steps of 4 at K = 3, the other in 6 steps of 2. Batched together, the fast
+    # one rides along finished for 3 steps: τ at K = 3 is 24 tokens over 2 × 6 row-steps, and K = 1 (which the slow
+    # one fills as well: 6 steps either way) sees the same τ at a cheaper step
+    reqs = lines([request(prompt_index=0, k=3, accept_lengths=[3, 3, 3]),
+                  request(prompt_index=1, k=3, accept_lengths=[1, 1, 1, 1, 1, 1])])
+    curve = ksd.tau_curve(reqs)
+    pair = [frozenset(r.prompt_sha256 for r in reqs)]
+    taus, ratio = curve.in_batches(pair, 2)
+    assert taus[3].value == pytest.approx(24 / 12) and taus[1].value == pytest.approx(24 / 12)
+    assert taus[0].value == pytest.approx(1.0) and curve.at(3).value == pytest.approx(24 / 9)
+    assert ratio(3, 1).value == pytest.approx(1.0)
+    # a batch of one is the request alone: its tokens over its own steps at K
+    alone, _ = curve.in_batches([frozenset([reqs[0].prompt_sha256])], 1)
+    assert alone[3].value == pytest.approx(4.0) and alone[1].value == pytest.approx(2.0)
+
+    def cost(batch, k):
+        return exact(10.0 + 0.1 * k)
+    cells = {(b, k): ksd.GridCell(b, k, cost(b, k), exact(1.0), pair if b == 2 else None)
+             for b in (1, 2) for k in (0, 1, 3)}
+    kept = ksd.derive_batched([1, 2], curve, cells, cost)
+    assert [c.best.k for c in kept] == [3, 1]
+    assert kept[1].best.tau.value == pytest.approx(2.0)
+    rows_free = {key: ksd.GridCell(c.batch, c.k, c.step_ms, c.tok_per_s) for key, c in cells.items()}
+    assert [c.best.k for c in ksd.derive_batched([1, 2], curve, rows_free, cost)] == [3, 3]
