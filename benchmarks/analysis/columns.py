@@ -305,7 +305,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("speedup_vs_strongest_ci_high", "×", "upper bound of its Student-t 95 % CI",
            _maybe("over_strongest", "ci_high")),
     Column("slower_than_strongest", "", "the cell is shown slower than the strongest baseline: its speedup over it "
-           "below 1 with one-sided p < 0.025 / m, m the baselines it was chosen from (Bonferroni)",
+           "below 1 with one-sided p < 0.025 on the prompts it was not chosen on (the split sets the size: no "
+           "correction for the candidates)",
            lambda u: u.strongest[0].slower(u.over_strongest) if u.strongest else None),
     Column("n_vs_strongest", "", "prompts the comparison with the strongest baseline uses (those it was not "
            "chosen on)", _maybe("over_strongest", "n")),

@@ -86,31 +86,51 @@ def test_no_interval_of_zero_width_is_printed():
         assert not s.has_interval or s.ci_high > s.ci_low
 
 
-def baselines_run(engines: int, rng: np.random.Generator, n: int = 8) -> tuple[bool | None, str]:
-    """`engines` baselines and one method, all exactly as fast (per-prompt log noise 0.1): whether the method is
-    called slower than the strongest baseline, and that baseline's engine."""
-    cells = {f"base{e}": cell("baseline", 1, f"engine{e}") for e in range(engines)}
+def baselines_run(gaps: tuple[float, ...], rng: np.random.Generator, n: int = 8, slower_by: float = 1.0,
+                  sd: float = 0.1) -> tuple[bool | None, bool]:
+    """Baselines of len(gaps) engines, engine e `gaps[e]` times slower than engine 0's, and one method `slower_by`
+    times slower than engine 0's baseline (per-prompt log noise `sd`): whether the method is called slower than the
+    strongest baseline, and whether an oracle that knows engine 0 is the fastest calls it slower on the same
+    prompts."""
+    cells = {f"base{e}": cell("baseline", 1, f"engine{e}") for e in range(len(gaps))}
     cells["method"] = cell("dflash", 1, "engine0")
+    shift = {f"base{e}": math.log(g) for e, g in enumerate(gaps)} | {"method": math.log(slower_by)}
     lines = [RequestLine(cell_id=cid, label=c.label, workload="w", engine=c.engine, method=c.method, k=c.k,
                          prompt_index=i, prompt_sha256=f"p{i}", n_prompt_tokens=9, n_out=N_OUT, ttft_ms=10.0,
-                         tpot_ms=float(np.exp(rng.normal(0.0, 0.1))), decode_s=1.0, output_ids=[0],
+                         tpot_ms=float(np.exp(rng.normal(shift[cid], sd))), decode_s=1.0, output_ids=[0],
                          accept_lengths=None) for cid, c in cells.items() for i in range(n)]
     reqs = alone_requests(lines)
     [best] = strongest_baselines(cells, [(cid, "w", None) for cid in cells], reqs).values()
     compared = [r for r in lines if r.prompt_sha256 in best.compared_on]
-    s = metrics.paired_speedup([r.tpot_ms for r in compared if r.cell_id == best.cell_id],
-                               [r.tpot_ms for r in compared if r.cell_id == "method"])
-    return best.slower(s), cells[best.cell_id].engine
+
+    def over(base: str) -> metrics.Speedup:
+        return metrics.paired_speedup([r.tpot_ms for r in compared if r.cell_id == base],
+                                      [r.tpot_ms for r in compared if r.cell_id == "method"])
+    return best.slower(over(best.cell_id)), bool(best.slower(over("base0")))
 
 
 @pytest.mark.parametrize("engines", [2, 3])
-def test_a_method_as_fast_as_the_strongest_baseline_is_rarely_called_slower(engines):
-    """Chosen on a third of the prompts and compared on the rest, with the Bonferroni level over the candidates: a
-    method exactly as fast is called slower in at most 5 % of 2,000 runs (nominally 2.5 % / m). Choosing and
-    comparing on the same prompts, with the point estimate below 1 as the rule, called it slower in 66 % (2 engines)
-    and 75 % (3) of runs."""
+def test_a_method_as_fast_as_the_strongest_baseline_is_called_slower_at_the_stated_level(engines):
+    """Chosen on a third of the prompts and compared on the rest: a method exactly as fast as every baseline is called
+    slower in 2.5 % of runs (nominal), with no correction for the candidates, since the choice saw none of the
+    compared prompts. 2,000 runs: within 3.2 % (2.5 % plus two standard errors). With the Bonferroni level 0.025 / m it
+    was 1.3 % and 1.1 % at n = 8 and 1,000 runs; choosing and comparing on the same prompts, with the point estimate
+    below 1 as the rule, 66 % and 75 %."""
     rng = np.random.default_rng(engines)
     runs = 2000
-    slower = sum(bool(baselines_run(engines, rng)[0]) for _ in range(runs))
+    slower = sum(bool(baselines_run((1.0,) * engines, rng)[0]) for _ in range(runs))
     print(f"{engines} engines: called slower in {100 * slower / runs:.1f} % of runs")
-    assert slower / runs <= 0.05
+    assert slower / runs <= 0.032
+
+
+def test_slower_has_the_power_of_an_oracle_that_knows_the_strongest_baseline():
+    """Baselines 1, 1.05 and 1.1 times engine 0's TPOT and a method 10 % slower than engine 0 (n = 8, log noise
+    0.05): called slower in nearly as many runs as by an oracle that knows engine 0 is the fastest and compares on the
+    same prompts (within 10 points; 56 % against 62 % in 1,000 runs; 33 % with the Bonferroni level 0.025 / 3). An
+    oracle on all 8 prompts, with no third spent on the choice, calls it in 90 %: the split's price."""
+    rng = np.random.default_rng(7)
+    runs = 1000
+    calls = [baselines_run((1.0, 1.05, 1.1), rng, slower_by=1.1, sd=0.05) for _ in range(runs)]
+    ours, oracle = (sum(bool(c[i]) for c in calls) / runs for i in (0, 1))
+    print(f"called slower: {100 * ours:.1f} % of runs; the oracle {100 * oracle:.1f} %")
+    assert ours >= oracle - 0.10 and ours > 0.4
