@@ -30,9 +30,9 @@ def engines_markdown(s: Summary) -> str | None:
              "geometric-mean AR TPOT), chosen on every third prompt that all its candidates measured and compared on "
              "the rest (so the choice does not favour itself), paired on the same prompts, 95 % CI; **slower** marks "
              "a cell shown slower than that baseline (one-sided p < 0.025 on those other prompts: the choice saw none "
-             "of them, so no correction for the candidates); **apart** marks a cell of another engine that did not run interleaved with it: a change of "
-             "the host's speed between the two is not seen by the comparison (run the matrix with `interleave: "
-             "true` to see it).", "",
+             "of them, so no correction for the candidates); **apart** marks a cell of another engine that did not "
+             "run interleaved with it: a change of the host's speed between the two is not seen by the comparison "
+             "(run the matrix with `interleave: true` to see it).", "",
              "| dataset | T | engine | method | AR TPOT ms | TPOT ms | τ | over own AR | over strongest | |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in s.side_by_side:
