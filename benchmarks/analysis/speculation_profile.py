@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from benchmarks.config.pairing import largest_k
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SpecCounters
@@ -132,7 +133,7 @@ def profile(key: Key, cell: Cell, lines: ByKind) -> Profile | None:
     if cell.method == "baseline":
         return None
     counters = from_counters(sum((s.counters() for s in lines.specs), SpecCounters())) if lines.specs else None
-    requests = from_requests(lines.requests, cell.k)
+    requests = from_requests(lines.requests, largest_k(cell))
     if counters is None and requests is None:
         return None
     return Profile(key, cell, counters, requests,

@@ -11,11 +11,24 @@ from benchmarks.engines import catalog
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "batch_size")
 
 
+def _schedule_option(cell: Cell) -> str | None:
+    """The engine option through which the cell's engine takes a K schedule whole, where it has one."""
+    return catalog.engine(cell.engine).k_schedule if cell.engine in catalog.ENGINES else None
+
+
 def pairing_options(cell: Cell) -> dict[str, Any]:
     """A cell's engine options as pairing compares them: without a K schedule passed to the engine (a speculative
     setting, which its baseline never has)."""
-    option = catalog.engine(cell.engine).k_schedule if cell.engine in catalog.ENGINES else None
+    option = _schedule_option(cell)
     return {k: v for k, v in cell.engine_options.items() if k != option}
+
+
+def largest_k(cell: Cell) -> int:
+    """The largest K the cell's steps can run: its K, or the largest of a K schedule passed to its engine whole (vLLM
+    runs a range's K whenever that many requests are running, so the tail of a batch of B runs the K of fewer)."""
+    option = _schedule_option(cell)
+    ranges = cell.engine_options.get(option) or [] if option else []
+    return max([cell.k, *(int(r[2]) for r in ranges)])
 
 
 def baseline_cell_id(cell: Cell, cells: Mapping[str, Cell]) -> str | None:

@@ -129,3 +129,15 @@ def test_the_synthetic_run_writes_a_profile_per_speculative_row(tmp_path):
             assert p["agreement"]["ok"] is True
         assert all(c["ok"] for s in p["sources"].values() for c in s["checks"].values())
     assert "Speculation profile checks" not in (out / "report.md").read_text()
+
+
+def test_a_k_schedule_cell_is_profiled_at_the_largest_k_its_steps_run(tmp_path, monkeypatch):
+    """A vLLM cell at B = 2 with the schedule [[1, 1, 4], [2, 2, 3]] is a K = 3 cell, but whenever one request runs
+    alone its steps run K = 4: an accept length of 4 is correct data, and the profile counts positions 1..4."""
+    schedule = {"num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 2, 3]]}
+    monkeypatch.setitem(CELLS, "dfl", {**CELLS["dfl"], "engine_options": schedule})
+    profile, report = run(tmp_path, accepted=([3, 4], [1, 2], [0, 0, 1, 1]), counters=None)
+    requests = profile["sources"]["requests"]
+    assert requests["marginal"] == [0.75, 0.375, 0.25, 0.125] and requests["tau_per_step"] == pytest.approx(1 + 12 / 8)
+    assert {name: c["ok"] for name, c in requests["checks"].items()} == {"tau_sum": True, "non_increasing": True}
+    assert "Speculation profile checks" not in report
