@@ -236,7 +236,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("throughput_speedup", "×", "aggregate tok/s of the method / the AR baseline's at the same C",
            _ratio_to_base(level_throughput, metrics.throughput_speedup), SERVING, term="throughput speedup"),
     Column("throughput_speedup_ci_low", "×", "lower bound of its 95 % CI, the width from the level's waves of C "
-           "requests paired with AR's (delta method)", _maybe("level_speedup", "ci_low"), SERVING,
+           "requests paired with AR's (jackknife)", _maybe("level_speedup", "ci_low"), SERVING,
            term="throughput speedup"),
     Column("throughput_speedup_ci_high", "×", "upper bound of that CI", _maybe("level_speedup", "ci_high"), SERVING,
            term="throughput speedup"),
@@ -285,7 +285,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("batch_speedup", "×", "throughput speedup at this B, wall-clock: output tokens over decode time in total, "
            "the method's / AR's, on the same batches (same prompts, same B)", _maybe("batch_speedup", "geomean"),
            BATCH, term="throughput speedup"),
-    Column("batch_speedup_ci_low", "×", "lower bound of its 95 % CI over the paired batches (delta method, Student-t "
+    Column("batch_speedup_ci_low", "×", "lower bound of its 95 % CI over the paired batches (jackknife, Student-t "
            "with batches − 1 degrees of freedom)",
            _maybe("batch_speedup", "ci_low"), BATCH, term="throughput speedup"),
     Column("batch_speedup_ci_high", "×", "upper bound of its Student-t 95 % CI", _maybe("batch_speedup", "ci_high"),

@@ -22,7 +22,7 @@ of those spans (first token of any request to the last of any); **tok/s per user
 *est.* where the engine times a batch only as a whole (JAX: a request ends at the batch's first token plus its own
 steps times the batch's step time); **batches** = the baseline's batches, a method's batches paired with the
 baseline's; **thr. speedup** = wall-clock: tok/s total of the method / of AR on the same batches, its 95 % CI over
-the paired batches by the delta method; **wasted row-steps** = steps the batch's rows rode along finished, padding
+the paired batches by the jackknife; **wasted row-steps** = steps the batch's rows rode along finished, padding
 rows included (JAX). **identical**: at B = 1 the lossless check; at B > 1 the measured fraction of prompts whose
 greedy tokens equal AR's at the same B. The **crossover** is the smallest B whose throughput speedup is shown below
 1: one-sided at 2.5 % (a single B: its interval lies below 1), Holm-corrected over the B levels scanned; a B without

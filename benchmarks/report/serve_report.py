@@ -16,7 +16,7 @@ excluded). Latencies are per request (TTFT from sending, TPOT after the first to
 speculative step streams several tokens in one chunk, so its ITL is per step, not per token). Requests in flight
 together share the server's steps, so at C > 1 the unit of independence is the **wave**: C consecutive requests of
 the send order. **thr. speedup** = aggregate output tok/s of the method / the AR baseline's at the same C, its 95 %
-CI's width from the waves paired with AR's (delta method); **TPOT speedup** = paired per-request TPOT_AR / TPOT_M
+CI's width from the waves paired with AR's (jackknife); **TPOT speedup** = paired per-request TPOT_AR / TPOT_M
 (geometric mean, Student-t 95 % CI over the waves), client-side; **server TPOT** = the mean of the server's own
 per-request TPOT (engine clock, from its `/metrics` histogram: immune to the client's and the server frontend's
 scheduling delays), and **server TPOT speedup** its ratio of means against AR at the same C. The **crossover** is

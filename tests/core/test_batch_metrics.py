@@ -15,18 +15,35 @@ def test_a_request_s_decode_rate_counts_the_tokens_of_its_span():
     assert math.isnan(metrics.request_tok_per_s(1, 0.5)) and math.isnan(metrics.request_tok_per_s(5, 0.0))
 
 
-def test_throughput_speedup_is_the_ratio_of_sums_with_a_delta_method_interval():
+def test_throughput_speedup_is_the_ratio_of_sums_with_a_jackknife_interval():
     tokens = [64.0, 64.0, 64.0, 64.0]
     base, meth = [1.0, 1.2, 0.9, 1.1], [0.6, 0.7, 0.65, 0.62]
     s = metrics.ratio_of_sums(tokens, meth, tokens, base)
     assert s.geomean == pytest.approx(sum(base) / sum(meth)) and s.n == s.units == 4
-    rows = np.array([tokens, meth, tokens, base]).T
-    u = (rows - rows.mean(axis=0)) / rows.mean(axis=0) @ np.array([1.0, -1.0, -1.0, 1.0])
-    half = stats.t.ppf(0.975, 3) * u.std(ddof=1) / 2
+    # the log ratio with each batch left out, by hand: tokens cancel
+    left_out = np.array([math.log((sum(base) - b) / (sum(meth) - m)) for b, m in zip(base, meth)])
+    se = math.sqrt(3 / 4 * ((left_out - left_out.mean()) ** 2).sum())
+    half = stats.t.ppf(0.975, 3) * se
     assert (s.ci_low, s.ci_high) == pytest.approx((s.geomean * math.exp(-half), s.geomean * math.exp(half)))
-    assert s.p_below == pytest.approx(stats.t.cdf(math.log(s.geomean) / (half / stats.t.ppf(0.975, 3)), 3))
+    assert s.p_below == pytest.approx(stats.t.cdf(math.log(s.geomean) / se, 3))
     centred = metrics.ratio_of_sums(tokens, meth, tokens, base, center=1.5)
     assert centred.geomean == 1.5 and centred.ci_high / centred.ci_low == pytest.approx(s.ci_high / s.ci_low)
+
+
+def test_the_throughput_interval_keeps_its_coverage_under_heavy_tailed_batch_effects():
+    """6 batches whose shared slowdown is t3-distributed (log-sd scale 0.3, both arms alike) and each arm's own
+    noise t3 (scale 0.1): the interval covers the true 1.5 in at least 94 % of 4,000 runs (94.4 %). The delta
+    method's linearised error covered 93.1 %."""
+    rng = np.random.default_rng(0)
+    runs, covered = 4000, 0
+    for _ in range(runs):
+        shared = 0.3 * rng.standard_t(3, 6)
+        base = np.exp(math.log(1.5) + shared + 0.1 * rng.standard_t(3, 6))
+        meth = np.exp(shared + 0.1 * rng.standard_t(3, 6))
+        s = metrics.ratio_of_sums([32.0] * 6, list(meth), [32.0] * 6, list(base))
+        covered += s.ci_low <= 1.5 <= s.ci_high
+    print(f"covered in {100 * covered / runs:.1f} % of runs")
+    assert covered / runs >= 0.94
 
 
 def test_one_batch_has_no_interval_and_unusable_batches_are_dropped():
@@ -58,3 +75,19 @@ def test_the_crossover_is_decided_by_holm_over_levels_with_an_interval():
     assert metrics.crossover([(1, level(1.3)), (2, level(1.0)), (4, metrics.NO_SPEEDUP)]).inconclusive == [4]
     assert metrics.crossover([(1, level(1.3)), (2, level(1.0))]).level is None  # 1 is not below 1
     assert metrics.holm({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx({"a": 0.03, "b": 0.06, "c": 0.06})
+
+
+def test_the_crossover_keeps_its_family_wise_error_when_no_level_is_below_one():
+    """4 batch sizes of 6 batches each, every one truly at 1, t3 batch effects as above: the crossover (Holm over the
+    levels, one-sided 2.5 %) names a level in 2.5 % of 4,000 runs, within 3 % (2.5 % plus two standard errors). The
+    delta method's interval gave 3.9 %."""
+    rng = np.random.default_rng(1)
+
+    def level() -> metrics.Speedup:
+        shared = 0.3 * rng.standard_t(3, 6)
+        base, meth = np.exp(shared + 0.1 * rng.standard_t(3, 6)), np.exp(shared + 0.1 * rng.standard_t(3, 6))
+        return metrics.ratio_of_sums([32.0] * 6, list(meth), [32.0] * 6, list(base))
+    runs = 4000
+    named = sum(metrics.crossover([(b, level()) for b in (1, 2, 4, 8)]).level is not None for _ in range(runs))
+    print(f"a crossover named in {100 * named / runs:.2f} % of runs")
+    assert named / runs <= 0.03
