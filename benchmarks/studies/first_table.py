@@ -83,6 +83,12 @@ def main(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.parent.is_dir():
         print(f"study first-table: error: --out {args.out}: its folder does not exist")
         return Exit.BAD_INPUT
+    known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.ref}^{{commit}}"],
+                           capture_output=True)
+    if known.returncode != 0:
+        print(f"study first-table: error: --ref {args.ref}: no commit of this repository has that name; give a "
+              "branch, tag or commit (e.g. --ref HEAD)")
+        return Exit.BAD_INPUT
     folder = Path(tempfile.mkdtemp(prefix="first-table-"))
     try:
         clone(args.ref, folder / "repo")

@@ -17,6 +17,7 @@ from pathlib import Path
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.studies.parity import EngineRun, run_engine
 from benchmarks.tiny.train import user_message
 
@@ -77,6 +78,12 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    lacking = [f"{m}/config.json" for m in ("target", "dflash", "eagle3")
+               if not (args.models / m / "config.json").is_file()]
+    if lacking:
+        what = "is not a folder" if not args.models.is_dir() else f"lacks {', '.join(lacking)}"
+        raise BadInput(f"--models {args.models} {what}; give the folder of a tiny pair (target/, dflash/, eagle3/: "
+                       "models/tiny, or one that `python -m benchmarks tiny build DIR` writes)")
     target = args.models / "target"
     prompts = humaneval_prompt_ids(target, args.prompts)
     warmup = humaneval_prompt_ids(target, 1, skip=args.prompts)[0]

@@ -447,3 +447,15 @@ def test_a_report_on_units_it_may_not_read_says_so_and_overwrites_nothing(done_r
     monkeypatch.setattr(store, "read_jsonl", denied)
     clear_error(["report", done_run], capsys, "permission denied, the unit cannot be read; give read access")
     assert {name: (done_run / name).read_bytes() for name in written} == written
+
+
+def test_tiny_check_on_a_file_or_a_folder_without_the_pair_names_what_it_lacks(tmp_path, capsys):
+    from benchmarks.cli import main
+
+    a_file = tmp_path / "models.txt"
+    a_file.write_text("")
+    assert main(["tiny", "check", "--models", str(a_file)]) == 2
+    assert f"--models {a_file} is not a folder; give the folder of a tiny pair" in capsys.readouterr().err
+    (tmp_path / "target").mkdir()
+    assert main(["tiny", "check", "--models", str(tmp_path)]) == 2
+    assert "lacks target/config.json, dflash/config.json, eagle3/config.json" in capsys.readouterr().err

@@ -79,3 +79,11 @@ def test_the_preload_ratio_is_without_over_with_per_prompt():
     assert spec["tau_with"] == pytest.approx(3.0)
     assert result["dflash_speedup"]["with"]["geomean"] > result["dflash_speedup"]["without"]["geomean"]
     assert "without / with" in vllm_preload_study.table(result)
+
+
+def test_first_table_refuses_a_ref_the_repository_lacks_before_cloning(capsys, monkeypatch):
+    from benchmarks.cli import main
+
+    monkeypatch.setattr(first_table, "clone", lambda *_: pytest.fail("cloned before the ref was checked"))
+    assert main(["study", "first-table", "--ref", "no-such-ref-anywhere"]) == 2
+    assert "--ref no-such-ref-anywhere: no commit of this repository has that name" in capsys.readouterr().out
