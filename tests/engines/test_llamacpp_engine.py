@@ -157,8 +157,10 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_no_llama_server_outlives_its_harness(sig):
+    # the harness takes SIGINT as a user's would: a shell that starts the suite in the background (`cmd &`) leaves it
+    # ignored, and an ignored signal stays ignored across exec
     harness = subprocess.Popen([sys.executable, "-c", HOLD, str(TINY / "target")], stdout=subprocess.PIPE, text=True,
-                               cwd=ROOT)
+                               cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         server_pid = int(harness.stdout.readline())
         assert alive(server_pid)
