@@ -27,7 +27,7 @@ def largest_k(cell: Cell) -> int:
     """The largest K the cell's steps can run: its K, or the largest of a K schedule passed to its engine whole (vLLM
     runs a range's K whenever that many requests are running, so the tail of a batch of B runs the K of fewer)."""
     option = _schedule_option(cell)
-    ranges = cell.engine_options.get(option) or [] if option else []
+    ranges = (cell.engine_options.get(option) or []) if option else []
     return max([cell.k, *(int(r[2]) for r in ranges)])
 
 
