@@ -168,17 +168,19 @@ class TauCurve:
 def tau_curve(requests: Sequence[RequestLine], k_max: int | None = None) -> TauCurve:
     """The TauCurve of requests run at K >= k_max (default: their K)."""
     k_max = k_max if k_max is not None else max(r.k for r in requests)
-    units: dict[object, list[list[int]]] = {}
+    units: dict[object, list[list[float]]] = {}  # per unit, per request: the tokens its steps commit at each K
+    steps_of: dict[object, float] = {}
     need = {}
     for r in requests:
         if r.accept_lengths:
             a = r.accept_lengths
-            units.setdefault(r.prompt_sha256 if r.batch_index is None else r.batch_index, []).append(a)
-            made = [len(a) + sum(metrics.accepted_at(a, k)) for k in range(k_max + 1)]
+            made = [float(len(a) + sum(metrics.accepted_at(a, k))) for k in range(k_max + 1)]
+            unit = r.prompt_sha256 if r.batch_index is None else r.batch_index
+            units.setdefault(unit, []).append(made)
+            steps_of[unit] = steps_of.get(unit, 0.0) + len(a)
             need[r.prompt_sha256] = [len(a) * made[-1] / m for m in made]  # its tokens / its τ(K)
-    steps = [float(sum(len(a) for a in u)) for u in units.values()]
-    counts = {k: [float(sum(len(a) + sum(metrics.accepted_at(a, k)) for a in u)) for u in units.values()]
-              for k in range(k_max + 1)}
+    counts = {k: [sum(m[k] for m in u) for u in units.values()] for k in range(k_max + 1)}
+    steps = list(steps_of.values())
     return TauCurve(counts, steps, need)
 
 
