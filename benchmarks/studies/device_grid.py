@@ -45,8 +45,8 @@ from benchmarks.hardware.step_cost import kv_bytes_per_token
 from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
 CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
-               "floor_ms", "ratio_to_floor", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes",
-               "compile_s", "oracle_ok", "note")
+               "floor_ms", "ratio_to_floor", "ratio_to_stream", "roofline_ms", "memory_bound", "kv_cache_bytes",
+               "need_bytes", "compile_s", "oracle_ok", "note")
 
 
 @dataclass(frozen=True)
@@ -164,11 +164,18 @@ class Grid:
             "draft": {"layers": self.dcfg.layers.num_layers, "block_size": self.dcfg.block_size},
             "points": [], "skipped": [], "dropped": [], "violations": [],
         }
+        self.result["stream"] = stream_bandwidth(self.dtype, self.cfg.hidden_size, args.stream_gb) \
+            if args.stream_gb else None
         args.out.mkdir(parents=True, exist_ok=True)
         bw = self.hw.bandwidth_bytes_per_s
         print(f"device-grid: {args.shape} ({self.result['dtype']}) on {self.hw.device}, jax {jax.__version__}; "
               f"bandwidth {bw / 1e9 if bw else math.nan:.0f} GB/s ({self.hw.bandwidth_source})"
               + f"; set up in {self.elapsed():.1f} s", flush=True)
+        if self.result["stream"]:
+            st = self.result["stream"]
+            share = f" ({st['bytes_per_s'] / bw:.0%} of it)" if bw else ""
+            print(f"device-grid: stream: a matrix-vector product reads {_gb(st['bytes'])} at "
+                  f"{st['bytes_per_s'] / 1e9:.0f} GB/s{share}", flush=True)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t_start
@@ -327,6 +334,9 @@ class Grid:
                "memory_bound": self._memory_bound(point), **figures}
         if "step_ms" in figures:
             row["ratio_to_floor"] = figures["step_ms"] / floor
+            stream = self.result["stream"]
+            if stream:  # the step against its bytes at the bandwidth the device's own op reached
+                row["ratio_to_stream"] = figures["step_ms"] * stream["bytes_per_s"] / (1e3 * step.bytes())
         return row
 
     def run(self, points: list[Point]) -> int:
@@ -376,11 +386,50 @@ class Grid:
         return Exit.VIOLATION if self.result["violations"] else Exit.OK
 
 
+def stream_bandwidth(dtype: Any, width: int, gb: float, n: int = 8, repeats: int = 5) -> dict[str, float]:
+    """What the device reads weights at in the step's own op: a [1, width] row times a [width, N] matrix of about
+    `gb` GB, n in a loop on the device (each the next's input), the median of `repeats` less a loop of none.
+
+    A matrix-vector product is how a decode step reads its weights, so this is the bandwidth a step can reach: the
+    floor at the datasheet's bandwidth over it is what the kernels leave, not the step's own waste.
+    """
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
+    import numpy as np  # lazy: numpy
+
+    cols = max(width, int(gb * 1e9 / (width * jnp.dtype(dtype).itemsize)) // width * width)
+    w = jax.random.normal(jax.random.key(2), (width, cols), dtype)
+
+    @jax.jit
+    def loop(x: jax.Array, w: jax.Array, count: jax.Array) -> jax.Array:
+        def body(_: Any, x: jax.Array) -> jax.Array:
+            y = jnp.dot(x, w, preferred_element_type=jnp.float32)
+            return (y.reshape(1, -1, width).sum(axis=1) * 1e-3).astype(x.dtype)
+        return jax.lax.fori_loop(0, count, body, x)
+
+    x = jnp.ones((1, width), dtype)
+
+    def timed(count: int) -> float:
+        t0 = time.perf_counter()
+        jax.block_until_ready(loop(x, w, jnp.int32(count)))
+        return time.perf_counter() - t0
+
+    timed(n)
+    full, empty = [], []
+    for _ in range(repeats):
+        full.append(timed(n))
+        empty.append(timed(0))
+    seconds = (float(np.median(full)) - float(np.median(empty))) / n
+    nbytes = float(w.size * w.dtype.itemsize)
+    return {"bytes": nbytes, "seconds": seconds, "bytes_per_s": nbytes / seconds}
+
+
 def point_line(r: dict[str, Any]) -> str:
     """One measured point in words."""
     bound = {True: "memory-bound", False: "compute-bound", None: "bound unknown"}[r["memory_bound"]]
     line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} step {r['step_ms']:8.3f} ms | floor "
-            f"{as_float(r['floor_ms']):8.3f} ms ({as_float(r['ratio_to_floor']):.2f}x), roofline "
+            f"{as_float(r['floor_ms']):8.3f} ms ({as_float(r['ratio_to_floor']):.2f}x"
+            + (f", {r['ratio_to_stream']:.2f}x at the stream's" if r.get("ratio_to_stream") else "") + "), roofline "
             f"{as_float(r['roofline_ms']):8.3f} ms ({bound}) | "
             f"host {r['host_ms']:+.4f} ms ({100 * r['host_share']:+.2f} %), a call {r['call_ms']:.2f} ms | "
             f"KV {_gb(r['kv_cache_bytes'])} | compile {r['compile_s']:.1f} s")
@@ -434,6 +483,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--profile-above", type=float, default=0.0,
                     help="profile memory-bound points above this many times their floor (0: none)")
     ap.add_argument("--profile-max", type=int, default=3, help="points profiled at most")
+    ap.add_argument("--stream-gb", type=float, default=2.0,
+                    help="GB of the matrix whose matrix-vector product measures the read bandwidth (0: none)")
     ap.add_argument("--out", type=Path, help="output folder (default results/device-check/grid-<shape>)")
 
 

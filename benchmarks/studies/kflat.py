@@ -181,16 +181,18 @@ def _batched_jit() -> Any:
     import jax  # lazy: jax
 
     from benchmarks.engines.jax import model as M  # lazy: imports jax
+    from benchmarks.engines.jax.batch import CACHE_AXIS  # lazy: imports jax
 
     def run(params, tokens, start, cache, cfg, tap_ids):
-        return jax.vmap(lambda t, s, c: M.forward(params, t, s, c, cfg=cfg, tap_ids=tap_ids))(tokens, start, cache)
+        return jax.vmap(lambda t, s, c: M.forward(params, t, s, c, cfg=cfg, tap_ids=tap_ids),
+                        in_axes=(0, 0, CACHE_AXIS), out_axes=(0, 0, CACHE_AXIS))(tokens, start, cache)
 
     return jax.jit(run, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
 
 
 def batched_forward(params: Any, tokens: Any, start: Any, cache: Any, *, cfg: Any, tap_ids: tuple[int, ...]) -> Any:
-    """The batch-1 `model.forward` under jax.vmap over tokens [B, T], starts [B] and B stacked caches (jitted once,
-    the caches donated), as the engine's batch path (engines/jax/batch.py) verifies."""
+    """The batch-1 `model.forward` under jax.vmap over tokens [B, T], starts [B] and a batch's caches (batch_cache's;
+    jitted once, the caches donated), as the engine's batch path (engines/jax/batch.py) verifies."""
     return _batched_jit()(params, tokens, start, cache, cfg=cfg, tap_ids=tap_ids)
 
 

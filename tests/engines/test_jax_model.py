@@ -242,3 +242,22 @@ def test_hardware_floor(random_pair):
     step = step_cost.dflash_step(tcfg, dcfg.layers, len(dcfg.target_layer_ids), 4, 16, 0, 4)
     draft_matrices = sum(x.nbytes for x in jax.tree.leaves(dp) if x.ndim == 2)
     assert step.passes[0].weight_bytes() == draft_matrices + tp["embed"].nbytes  # + the target's head it borrows
+
+
+@pytest.mark.parametrize("batched", [(True, True, True), (True, True, False), (False, True, True),
+                                     (True, False, True)])
+def test_a_batchs_cache_write_is_each_requests_own(batched):
+    """write_rows under vmap (one update per request, the batch axis of the cache at 1 as batch.batch_cache keeps
+    it) writes what each request's own write does, whichever of cache, rows and start carry the batch."""
+    size, layers, heads, span, dim, t = 3, 2, 2, 8, 4, 2
+    key = iter(jax.random.split(jax.random.key(0), 3))
+    cache = jax.random.normal(next(key), (layers, size, heads, span, dim))
+    rows = jax.random.normal(next(key), (layers, size, heads, t, dim))
+    start = jnp.asarray([0, 3, 6], jnp.int32)
+    args = [x if b else x.take(0, axis=a) for x, b, a in zip((cache, rows, start), batched, (1, 1, 0))]
+    axes = tuple(a if b else None for b, a in zip(batched, (1, 1, 0)))
+    got = jax.jit(jax.vmap(M.write_rows, in_axes=axes, out_axes=1))(*args)
+    own = [M.write_rows(*(x.take(i, axis=a) if b else x for x, b, a in zip(args, batched, (1, 1, 0))))
+           for i in range(size)]
+    np.testing.assert_array_equal(np.asarray(got), np.stack(own, axis=1))
+    assert got.shape == (layers, size, heads, span, dim)

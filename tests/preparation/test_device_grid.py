@@ -15,18 +15,23 @@ pytestmark = pytest.mark.jax
 
 def grid_args(tmp_path, **over):
     args = dict(shape="qwen3-tiny", batch=(1, 2), context=(256,), ks=(0, 3), steps=3, repeats=2, budget_s=600.0,
-                memory_gb=None, profile_above=0.0, profile_max=1, out=tmp_path / "grid")
+                memory_gb=None, profile_above=0.0, profile_max=1, stream_gb=0.0, out=tmp_path / "grid")
     return argparse.Namespace(**(args | over))
 
 
 def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
-    code = device_grid.Grid(grid_args(tmp_path)).run(device_grid.order((1, 2), (256,), (0, 3)))
+    code = device_grid.Grid(grid_args(tmp_path, stream_gb=0.01)).run(device_grid.order((1, 2), (256,), (0, 3)))
     assert code == 0
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    stream = g["stream"]
+    assert stream["bytes"] > 5e6 and stream["seconds"] > 0
+    assert stream["bytes_per_s"] == pytest.approx(stream["bytes"] / stream["seconds"])
     assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0), (2, 0), (1, 3), (2, 3)]  # plain decoding first
     for p in g["points"]:
         assert p["status"] == "ok" and p["oracle_ok"] and p["step_ms"] > 0 and p["compile_s"] > 0
         assert p["floor_ms"] > 0 and p["ratio_to_floor"] == pytest.approx(p["step_ms"] / p["floor_ms"])
+        # the same step against its bytes at the bandwidth the device's own matrix-vector product reached
+        assert p["ratio_to_stream"] == pytest.approx(p["step_ms"] * stream["bytes_per_s"] / (1e3 * p["step_bytes"]))
         assert p["host_ms"] == pytest.approx(p["engine_step_ms"] - p["step_ms"])
         assert p["kv_cache_bytes"] > 0 and p["need_bytes"] > p["kv_cache_bytes"]
     by = {(p["batch"], p["k"]): p for p in g["points"]}
@@ -46,6 +51,7 @@ def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budg
     args = grid_args(tmp_path, memory_gb=free / 1e9, budget_s=0.0)
     device_grid.Grid(args).run(device_grid.order((1, 2), (256,), (0, 3)))
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    assert g["stream"] is None and "ratio_to_stream" not in g["points"][0]  # --stream-gb 0: not measured
     assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0)]  # the first point runs whatever the budget
     skipped = {(p["batch"], p["k"]): p for p in g["skipped"]}
     assert (2, 0) in skipped and skipped[(2, 0)]["note"].startswith("does not fit: ")

@@ -61,11 +61,9 @@ def context_kv(dparams: Params, taps: jax.Array, start: jax.Array, dcfg: DraftCo
 
 def prefill_context(dparams: Params, taps: jax.Array, dcache: Cache, dcfg: DraftConfig) -> Cache:
     """Write the prompt's context K/V (taps [T, n*H] of positions 0..T-1) into the draft cache."""
-    out: Cache = {"k": [], "v": []}
-    for (k, v), ck, cv in zip(context_kv(dparams, taps, jnp.int32(0), dcfg), dcache["k"], dcache["v"]):
-        out["k"].append(jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, 0, 0)))
-        out["v"].append(jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, 0, 0)))
-    return out
+    kv = context_kv(dparams, taps, jnp.int32(0), dcfg)
+    return {name: jax.lax.dynamic_update_slice(dcache[name], jnp.stack([layer[j] for layer in kv]).astype(
+        dcache[name].dtype), (0, 0, 0, 0)) for j, name in enumerate(("k", "v"))}
 
 
 def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.Array, pending_start: jax.Array,
@@ -81,22 +79,23 @@ def draft_logits(dparams: Params, tparams: Params, dcache: Cache, pending: jax.A
     cfg = dcfg.layers
     tokens = jnp.full((num_queries,), dcfg.mask_token_id, jnp.int32).at[0].set(anchor)
     positions = start + jnp.arange(num_queries, dtype=jnp.int32)
-    span = dcache["k"][0].shape[1] if span is None else span
+    span = dcache["k"].shape[2] if span is None else span
     cached = jnp.arange(span) < pending_start
     fresh = pending_start + jnp.arange(pending.shape[0]) < start
     block = jnp.ones((num_queries, num_queries), bool)  # non-causal
     h = tparams["embed"][tokens]
-    out: Cache = {"k": [], "v": []}
-    layers = zip(dparams["layers"], dcache["k"], dcache["v"], context_kv(dparams, pending, pending_start, dcfg))
-    for lp, ck, cv, (pk, pv) in layers:
+    rows: dict[str, list[jax.Array]] = {"k": [], "v": []}
+    for i, (lp, (pk, pv)) in enumerate(zip(dparams["layers"], context_kv(dparams, pending, pending_start, dcfg))):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
-        attn = attend(q, [(ck[:, :span], cv[:, :span], cached), (pk.astype(ck.dtype), pv.astype(cv.dtype), fresh),
+        ck, cv = dcache["k"][i, :, :span], dcache["v"][i, :, :span]
+        attn = attend(q, [(ck, cv, cached), (pk.astype(ck.dtype), pv.astype(cv.dtype), fresh),
                           (k.astype(ck.dtype), v.astype(cv.dtype), block)])
-        out["k"].append(write_after(ck, pk, pending_start, attn))
-        out["v"].append(write_after(cv, pv, pending_start, attn))
+        rows["k"].append(pk)
+        rows["v"].append(pv)
         h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
         h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps), cfg)
-    return lm_head(tparams, rms_norm(h[1:], dparams["norm"], cfg.rms_norm_eps), tcfg), out
+    h = rms_norm(h[1:], dparams["norm"], cfg.rms_norm_eps)
+    return lm_head(tparams, h, tcfg), write_after(dcache, rows, pending_start, h)
 
 
 def propose(dparams: Params, tparams: Params, dcache: Cache, pending: jax.Array, pending_start: jax.Array,

@@ -21,9 +21,10 @@ import numpy as np
 
 from benchmarks.core.shapes import ModelConfig
 
-# Params: one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every weight and cache array is read
-# in place, never sliced out of a stacked array (XLA's CPU backend copies a slice before a matmul reads it); q/k/v and
-# gate/up are stacked into one matmul each. Matrices are stored in the config's `weight_layout`: "oi" is HF's
+# Params: one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every weight is read in place, never
+# sliced out of a stacked array (XLA's CPU backend copies a slice before a matmul reads it); q/k/v and gate/up are
+# stacked into one matmul each. The KV cache is one array per K and V, every layer's rows in it, so that a step writes
+# it once (write_after). Matrices are stored in the config's `weight_layout`: "oi" is HF's
 # [out, in], "io" is [in, out] (what XLA's CPU matmuls of 2-16 rows read fastest; platform_layout). Shapes in "oi"
 # (docs/engine-findings.md):
 #   {"embed": [V, H], "norm": [H], "lm_head": [V, H] (untied, or in "io" a transposed copy of a tied embedding),
@@ -31,7 +32,7 @@ from benchmarks.core.shapes import ModelConfig
 #                "gate_up_proj": [2F, H] (gate_proj, up_proj stacked), "down_proj",
 #                "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}, ...]}
 Params = dict[str, Any]
-Cache = dict[str, list[jax.Array]]  # {"k", "v"}: L arrays of [KVH, max_len, D]
+Cache = dict[str, jax.Array]  # {"k", "v"}: [L, KVH, max_len, D], every layer's rows in one array
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -124,14 +125,38 @@ def attend(q: jax.Array, parts: list[tuple[jax.Array, jax.Array, jax.Array]]) ->
     return out.reshape(kvh, g, t, d).transpose(2, 0, 1, 3).reshape(t, nh * d).astype(q.dtype)
 
 
-def write_after(cache: jax.Array, rows: jax.Array, start: jax.Array, read: jax.Array) -> jax.Array:
-    """Write rows [KVH, T, D] into cache [KVH, S, D] at start, ordered after `read` (a result of reading the cache).
+@jax.custom_batching.custom_vmap
+def write_rows(cache: jax.Array, rows: jax.Array, start: jax.Array) -> jax.Array:
+    """cache [L, KVH, S, D] with rows [L, KVH, T, D] written at start."""
+    return jax.lax.dynamic_update_slice(cache, rows, (0, 0, start, 0))
 
-    The zero term makes the write data-depend on the read, which lets XLA update the donated cache in place;
+
+@write_rows.def_vmap
+def _write_rows_per_request(size: int, batched: list[bool], cache: jax.Array, rows: jax.Array,
+                            start: jax.Array) -> tuple[jax.Array, bool]:
+    """A batch's write: each request's rows at its own position, one in-place update per request, into the cache as
+    a batch keeps it, [L, B, KVH, S, D] (batch.batch_cache; vmap hands it here with the batch axis first). vmap's
+    own rule makes the write a scatter, which XLA's TPU backend ran with a copy of the whole cache
+    (docs/engine-findings.md)."""
+    cache, rows, start = (x if b else jnp.broadcast_to(x, (size, *jnp.shape(x)))
+                          for x, b in zip((cache, rows, start), batched))
+    cache, rows = jnp.moveaxis(cache, 0, 1), jnp.moveaxis(rows, 0, 1)
+    for i in range(size):
+        cache = jax.lax.dynamic_update_slice(cache, rows[:, i:i + 1], (0, i, 0, start[i], 0))
+    return jnp.moveaxis(cache, 1, 0), True
+
+
+def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array, read: jax.Array) -> Cache:
+    """Write every layer's new rows [KVH, T, D] into the cache [L, KVH, S, D] at start, ordered after `read` (a
+    result of every read of the cache): one write per array and request, not one per layer (under a batch's vmap,
+    one per layer made 2 * L ops per request and step; docs/engine-findings.md).
+
+    The zero term makes the write data-depend on the reads, which lets XLA update the donated cache in place;
     without it XLA copies the whole cache on every call (measured on CPU: 10x slower at 4k rows).
     """
-    rows = rows.astype(cache.dtype) + jnp.zeros((), cache.dtype) * read.ravel()[0].astype(cache.dtype)
-    return jax.lax.dynamic_update_slice(cache, rows, (0, start, 0))
+    after = jnp.zeros((), cache["k"].dtype) * read.ravel()[0].astype(cache["k"].dtype)
+    return {name: write_rows(cache[name], jnp.stack(rows[name]).astype(cache[name].dtype) + after, start)
+            for name in ("k", "v")}
 
 
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -158,24 +183,26 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
     Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span.
     """
     t = tokens.shape[0]
-    span = cache["k"][0].shape[1] if span is None else span
+    span = cache["k"].shape[2] if span is None else span
     positions = start + jnp.arange(t, dtype=jnp.int32)
     earlier = jnp.arange(span) < start
     causal = jnp.tril(jnp.ones((t, t), bool))
     h = params["embed"][tokens]
     taps: dict[int, jax.Array] = {}
-    new_cache: Cache = {"k": [], "v": []}
-    for i, (lp, ck, cv) in enumerate(zip(params["layers"], cache["k"], cache["v"])):
+    rows: dict[str, list[jax.Array]] = {"k": [], "v": []}
+    for i, lp in enumerate(params["layers"]):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
-        attn = attend(q, ([(ck[:, :span], cv[:, :span], earlier)] if span else []) + [(k, v, causal)])
-        new_cache["k"].append(write_after(ck, k, start, attn))
-        new_cache["v"].append(write_after(cv, v, start, attn))
+        past = [(cache["k"][i, :, :span], cache["v"][i, :, :span], earlier)] if span else []
+        attn = attend(q, past + [(k, v, causal)])
+        rows["k"].append(k)
+        rows["v"].append(v)
         h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
         h = h + mlp(lp, rms_norm(h, lp["post_norm"], cfg.rms_norm_eps), cfg)
         if i in tap_ids:
             taps[i] = h
     tapped = jnp.concatenate([taps[i] for i in tap_ids], axis=-1) if tap_ids else jnp.zeros((t, 0), h.dtype)
-    return rms_norm(h, params["norm"], cfg.rms_norm_eps), tapped, new_cache
+    h = rms_norm(h, params["norm"], cfg.rms_norm_eps)
+    return h, tapped, write_after(cache, rows, start, h)
 
 
 @partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
@@ -210,9 +237,9 @@ def prefill(params: Params, tokens: jax.Array, length: jax.Array, cache: Cache, 
 # Allocation
 
 def init_cache(cfg: ModelConfig, max_len: int, dtype: Any = jnp.bfloat16) -> Cache:
-    """A zeroed KV cache of static length max_len: {"k", "v"}, each a list of L arrays [KVH, max_len, D]."""
-    shape = (cfg.num_kv_heads, max_len, cfg.head_dim)
-    return {name: [jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)] for name in ("k", "v")}
+    """A zeroed KV cache of static length max_len: {"k", "v"}, each [L, KVH, max_len, D]."""
+    shape = (cfg.num_layers, cfg.num_kv_heads, max_len, cfg.head_dim)
+    return {name: jnp.zeros(shape, dtype) for name in ("k", "v")}
 
 
 def layer_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
