@@ -172,22 +172,24 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     dcfg = released_draft(shape, args.block_size)
     engine = Engine(shape, dcfg.layers, len(dcfg.target_layer_ids), args.k, dcfg.block_size, args.context, itemsize)
     points = cm.grid_points(rows, engine)
+    chip = bool(args.chip)  # a chip's datasheet bandwidth is a ceiling; a CPU's measured stream is not (its caches)
     if args.chip:
-        chip = CHIPS[args.chip]
-        peak, nominal = (chip.bf16_flops_per_s if itemsize == 2 else chip.fp32_flops_per_s), chip.bytes_per_s
+        spec = CHIPS[args.chip]
+        peak, nominal = (spec.bf16_flops_per_s if itemsize == 2 else spec.fp32_flops_per_s), spec.bytes_per_s
     else:  # a grid of this machine's CPU (float32)
         peak, nominal = measure.matmul_flops_per_s("float32"), measure.read_bytes_per_s()
     source = f"{len(points)} steps of {path} ({shape_name}, {'bfloat16' if itemsize == 2 else 'float32'})"
     try:
-        terms = step_model.fit(points, peak, nominal, {name: "fitted" for name in step_model.TERMS})
+        terms = step_model.fit(points, peak, nominal, {name: "fitted" for name in step_model.TERMS}, ceiling=chip)
     except step_model.FitError as exc:
         raise ConfigError(f"--fit-from {path}: {exc}") from None
-    checks = {"each point predicted by the terms fitted to the others": step_model.held_out(points, peak, nominal)}
+    checks = {"each point predicted by the terms fitted to the others": step_model.held_out(points, peak, nominal,
+                                                                                           ceiling=chip)}
     ks = sorted({int(r["k"]) for r in rows if r["status"] == "ok"})
     if len(ks) > 2:
         ends = (ks[0], ks[-1])
         checks[f"the Ks between K = {ends[0]} and {ends[1]}, from the terms fitted to those two"] = step_model.held_out(
-            points, peak, nominal, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends)
+            points, peak, nominal, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends, ceiling=chip)
     return terms, fitted_markdown(terms, source, checks, step_model.TOLERANCE)
 
 
@@ -229,6 +231,10 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     if args.chip and args.kflat is not None and not args.schedule:
         problems.append("--kflat with --chip prices the steps of --schedule (the verify timed on the chip at each B "
                         "and K): add --schedule, or drop --kflat")
+    if not args.chip and args.kflat is not None and (args.schedule or args.calibrate_from or args.fit_from):
+        problems.append("--kflat shapes the verify of a run's cost table; a run's schedule, a calibration and a fit "
+                        "price the steps themselves and would ignore it: drop --kflat, or add --chip to price the "
+                        "verify timed on that chip")
     priced = [f"--{n.replace('_', '-')}" for n in ("kflat", "calibrate_from", "fit_from")
               if getattr(args, n) is not None]
     if args.chip and len(priced) > 1:

@@ -123,9 +123,13 @@ def identify(points: Sequence[Measured]) -> str | None:
 
 
 def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: float,
-        sources: Mapping[str, str] | None = None) -> Terms:
+        sources: Mapping[str, str] | None = None, ceiling: bool = False) -> Terms:
     """The terms that best reproduce `points` in relative least squares (each step's error as a fraction of it),
-    started from the memory-bound steps' linear fit. FitError where the points cannot tell the terms apart."""
+    started from the memory-bound steps' linear fit. FitError where the points cannot tell the terms apart.
+
+    ceiling: no bandwidth above the nominal one (a chip's datasheet figure, which nothing reads faster than). Where
+    every step reads the weights once, the per-pass cost and the weights' bandwidth trade against each other; a
+    chip's fit is held to bandwidths it can have."""
     problem = identify(points)
     if problem:
         raise FitError(problem)
@@ -148,6 +152,9 @@ def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: floa
     scale = np.array([max(pass_s, 1e-6), max(request_s, 1e-7), inv_bw, inv_kv, 1.0])
     low = [0, 0, inv_bw / 10, min(inv_kv, inv_bw) / 10, math.log(1e-3)]
     high = [np.inf, np.inf, inv_bw * 10, max(inv_kv, inv_bw) * 100, math.log(1e6)]
+    if ceiling:
+        low[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in low[2:4]]
+        high[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in high[2:4]]
     best = min((least_squares(residuals, np.clip([pass_s, request_s, inv_bw, inv_kv, math.log(h)], low, high),
                               bounds=(low, high), x_scale=scale) for h in (1.0, 32.0, 256.0, 2048.0)),
                key=lambda r: r.cost)
@@ -169,20 +176,20 @@ class Check:
 
 
 def held_out(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: float,
-             fitted_on: Callable[[Measured], bool] | None = None) -> list[Check]:
+             fitted_on: Callable[[Measured], bool] | None = None, ceiling: bool = False) -> list[Check]:
     """Each point predicted without it: leave one out (default), or, with `fitted_on`, every point it rejects
-    predicted by the terms fitted on those it keeps."""
+    predicted by the terms fitted on those it keeps (`fit`'s ceiling as given)."""
     if fitted_on is not None:
         kept = [p for p in points if fitted_on(p)]
         try:
-            terms = fit(kept, peak_flops, nominal_bytes_per_s)
+            terms = fit(kept, peak_flops, nominal_bytes_per_s, ceiling=ceiling)
         except FitError as exc:
             return [Check(p.label, p.seconds, None, str(exc)) for p in points if not fitted_on(p)]
         return [Check(p.label, p.seconds, terms.step_seconds(p.step, p.batch)) for p in points if not fitted_on(p)]
     out = []
     for i, p in enumerate(points):
         try:
-            terms = fit([q for j, q in enumerate(points) if j != i], peak_flops, nominal_bytes_per_s)
+            terms = fit([q for j, q in enumerate(points) if j != i], peak_flops, nominal_bytes_per_s, ceiling=ceiling)
         except FitError as exc:
             out.append(Check(p.label, p.seconds, None, str(exc)))
             continue

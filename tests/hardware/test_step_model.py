@@ -72,3 +72,18 @@ def test_a_fit_the_points_cannot_make_is_refused_with_what_to_add(points, says):
     checks = sm.held_out(grid(points=points), PEAK, NOMINAL)
     assert all(c.predicted_s is None and c.why for c in checks)
     assert "not predicted:" in sm.check_table(checks, 0.10)[2]
+
+
+def test_a_chips_fit_holds_its_bandwidths_to_the_datasheets():
+    """With the ceiling no bandwidth comes out above the nominal one, even from steps made faster than it, and planted
+    terms within it are still recovered."""
+    fast = sm.Terms(pass_s=0.2e-3, request_s=0.03e-3, bytes_per_s=900e9, kv_bytes_per_s=850e9, rows_half=80.0,
+                    peak_flops=PEAK)
+    free = sm.fit(grid(fast), PEAK, NOMINAL)
+    held = sm.fit(grid(fast), PEAK, NOMINAL, ceiling=True)
+    assert free.bytes_per_s == pytest.approx(900e9, rel=0.02)
+    assert held.bytes_per_s <= NOMINAL * (1 + 1e-9) and held.kv_bytes_per_s <= NOMINAL * (1 + 1e-9)
+    assert held.pass_s < free.pass_s  # steps faster than the ceiling allows: the fixed costs give way
+    within = sm.fit(grid(), PEAK, NOMINAL, ceiling=True)
+    for name in sm.TERMS:
+        assert getattr(within, name) == pytest.approx(getattr(PLANTED, name), rel=0.02), name
