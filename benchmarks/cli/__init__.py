@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Union
 
 from benchmarks.core.exit_codes import TABLE, BadInput, Exit, Lacking
-from benchmarks.core.guarded import file_problem, output_folder_problem
+from benchmarks.core.guarded import file_problem, output_file_problem, output_folder_problem
 
 Command = tuple[str, str]  # (module, one-line purpose)
 Group = dict[str, Command]
@@ -173,9 +173,14 @@ def readable_output() -> None:
             stream.reconfigure(errors="replace")
 
 
-def input_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    """The input paths of a command (its options `names`) that are not there, one line each, checked before it
-    loads anything: missing, a link loop or to nothing, a name too long."""
+def option_labels(ap: argparse.ArgumentParser) -> dict[str, str]:
+    """How the command line names each argument: an option by its longest flag, a positional by its name."""
+    return {a.dest: max(a.option_strings, key=len) if a.option_strings else a.dest for a in ap._actions}
+
+
+def input_problems(args: argparse.Namespace, names: tuple[str, ...], labels: dict[str, str] | None = None) -> list[str]:
+    """The input paths of a command (its arguments `names`, shown by `labels`) that are not there, one line each,
+    checked before it loads anything: missing, a link loop or to nothing, a name too long."""
 
     problems = []
     for name in names:
@@ -185,23 +190,28 @@ def input_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str
         try:
             os.stat(path)  # there: a file or a folder, which the command checks
         except OSError:
-            problems.append(f"--{name.replace('_', '-')} {shown(path)} {file_problem(path)}; give the path of what "
-                            f"it names")
+            label = (labels or {}).get(name, f"--{name.replace('_', '-')}")
+            problems.append(f"{label} {shown(path)} {file_problem(path)}; give the path of what it names")
     return problems
 
 
-def output_problems(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    """The output folders of a command (its options `names`, and DFLASH_RUNS_DIR when set) that it could not write,
-    one line each, checked before it does any work: a file, a FIFO or a link loop in the way, a name too long."""
+def output_problems(args: argparse.Namespace, folders: tuple[str, ...], files: tuple[str, ...] = (),
+                    labels: dict[str, str] | None = None) -> list[str]:
+    """The outputs of a command that it could not write, one line each, checked before it does any work: its output
+    folders (options `folders`) and files (`files`): a file, a FIFO or a link loop in the way, a name too long, no
+    write access. DFLASH_RUNS_DIR when set, for the commands that make run folders there (an output `run_dir`)."""
 
-    given = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in names]
-    if os.environ.get("DFLASH_RUNS_DIR"):
-        given.append(("DFLASH_RUNS_DIR", Path(os.environ["DFLASH_RUNS_DIR"])))
+    given = [(name, output_folder_problem, "a folder") for name in folders]
+    given += [(name, output_file_problem, "a file") for name in files]
+    named = [((labels or {}).get(name, f"--{name.replace('_', '-')}"), getattr(args, name, None), check, kind)
+             for name, check, kind in given]
+    if "run_dir" in folders and os.environ.get("DFLASH_RUNS_DIR"):
+        named.append(("DFLASH_RUNS_DIR", Path(os.environ["DFLASH_RUNS_DIR"]), output_folder_problem, "a folder"))
     problems = []
-    for what, path in given:
-        problem = output_folder_problem(path) if isinstance(path, Path) else None
+    for what, path, check, kind in named:
+        problem = check(path) if isinstance(path, Path) else None
         if problem:
-            problems.append(f"{what} {shown(path)} {problem}; give a folder that can be written")
+            problems.append(f"{what} {shown(path)} {problem}; give {kind} that can be written")
     return problems
 
 
@@ -232,8 +242,10 @@ def command(argv: list[str]) -> int:
     args = ap.parse_args(rest)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
-        path_problems = (input_problems(args, getattr(module, "INPUT_ARGS", ()))
-                         + output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",))))
+        labels = option_labels(ap)
+        path_problems = (input_problems(args, getattr(module, "INPUT_ARGS", ()), labels)
+                         + output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)),
+                                           getattr(module, "OUTPUT_FILE_ARGS", ()), labels))
         if path_problems:
             raise BadInput(path_problems)
         status = int(module.main(args))

@@ -8,7 +8,8 @@ file (ValueError; the callers turn it into their own error) instead of a traceba
 - `read_json_file`: both, for a whole JSON file (manifests, provenance, configs);
 - `read_csv_text`: a CSV table's text (published tables, kflat.csv), its numeric columns finite;
 - `name_problem`: a name read from a file (a run id) that will become part of a path;
-- `output_folder_problem`: a folder the command will write into, checked before any work.
+- `output_folder_problem`: a folder the command will write into, checked before any work;
+- `output_file_problem`: a file the command will write, the same.
 """
 from __future__ import annotations
 
@@ -189,3 +190,18 @@ def output_folder_problem(path: Path) -> str | None:
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"cannot be written ({probe} is read-only to this user)"
     return None
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be written as a file (phrased to follow its name), or None: a folder, FIFO or device in its
+    place, a file this user may not write, or a folder for it that `output_folder_problem` refuses."""
+    path = Path(path)
+    if os.path.isdir(path):
+        return "is a folder, not a file"
+    if os.path.exists(path):
+        if not os.path.isfile(path):
+            return "is not a regular file"
+        if not os.access(path, os.W_OK):
+            return "cannot be written (read-only to this user)"
+    problem = output_folder_problem(path.parent)
+    return f"cannot be written: its folder {path.parent} {problem}" if problem else None

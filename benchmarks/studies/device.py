@@ -540,6 +540,9 @@ def _parts(text: str) -> list[str]:
     return parts
 
 
+OUTPUT_FILE_ARGS = ("json",)  # checked before any work, as --out (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("command", choices=["env", "run"])
     ap.add_argument("--platform", choices=sorted(BACKENDS), default="gpu", help="env: the backend JAX must have")

@@ -70,6 +70,10 @@ def phases(lines: list[tuple[float, str]], total: float) -> list[tuple[str, floa
     return out
 
 
+OUTPUT_ARGS: tuple[str, ...] = ()  # --out is a file: checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS = ("out",)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--ref", default="HEAD", help="the commit to clone (default HEAD)")
     ap.add_argument("--venv", type=Path, default=ROOT / ".venv",

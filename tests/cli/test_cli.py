@@ -278,3 +278,42 @@ def test_a_sampled_run_draws_its_samples_and_the_lossless_sentence_counts_no_gre
     assert rc == 3 and "DISTRIBUTION VIOLATION: vllm dflash-k3 at T=0.6 on good" in err and "NOT CHECKED" not in err
     report = (tmp_path / "run" / "report.md").read_text()
     assert "No greedy row was checked: the run has no greedy speculative cell." in report
+
+
+def test_model_folders_and_output_files_are_checked_before_any_work(tmp_path, capsys):
+    """A model folder that is not there, or not a model, and an output file whose place holds a folder, end in one
+    line naming the argument as the command line writes it, before anything loads (vllm-seeded-cpu and tiny check
+    would otherwise start vLLM first)."""
+    rc, _, err = run_cli(["study", "vllm-seeded-cpu", str(tmp_path / "nowhere")], capsys)
+    assert rc == 2 and err.startswith(f"error: target {tmp_path / 'nowhere'} does not exist")
+    (tmp_path / "file.txt").write_text("not a model\n")
+    rc, _, err = run_cli(["study", "vllm-seeded-cpu", str(tmp_path / "file.txt")], capsys)
+    assert rc == 2 and "not a model folder (no config.json)" in err
+    rc, _, err = run_cli(["tiny", "check", "--json", str(tmp_path)], capsys)
+    assert rc == 2 and err.strip() == (f"error: --json {tmp_path} is a folder, not a file; give a file that can be "
+                                       f"written")
+
+
+def test_the_runs_folder_is_checked_only_by_the_commands_that_make_runs_there(tmp_path, monkeypatch):
+    """DFLASH_RUNS_DIR with a file in its place stops a command that writes a run folder (an output run_dir), and
+    no other: `check lossless`, `cost-model` and `figures` on a run named explicitly never write there."""
+    import argparse
+
+    (tmp_path / "runs").write_text("a file in the way\n")
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path / "runs"))
+    args = argparse.Namespace(run_dir=None, out=tmp_path / "out", json=tmp_path / "x.json")
+    assert cli.output_problems(args, ("out",), ("json",)) == []
+    (problem,) = cli.output_problems(args, ("run_dir",))
+    assert problem.startswith(f"DFLASH_RUNS_DIR {tmp_path / 'runs'} is a file")
+
+
+def test_an_output_file_names_what_stands_in_its_way(tmp_path, monkeypatch):
+    from benchmarks.core.guarded import output_file_problem
+
+    assert output_file_problem(tmp_path / "new" / "deeper" / "x.json") is None  # folders it can make
+    assert output_file_problem(tmp_path) == "is a folder, not a file"
+    (tmp_path / "plain").write_text("x\n")
+    assert output_file_problem(tmp_path / "plain" / "x.json") == (f"cannot be written: its folder {tmp_path / 'plain'} "
+                                                                  f"is a file")
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # the suite runs as root, which ignores permissions
+    assert output_file_problem(tmp_path / "plain") == "cannot be written (read-only to this user)"

@@ -204,6 +204,10 @@ def test_cost_model_options_it_would_not_use_are_refused(done_run, capsys):
                 "--ar-draft-ms prices the draft of --schedule's steps: add --schedule")
     clear_error(["cost-model", done_run, "--chip", "v5p", "--tau-from", published], capsys,
                 "is not read with --chip (its τ comes from --tau-from)")
+    kflat = ROOT / "results" / "measured" / "kflat.csv"  # never read: refused before
+    clear_error(["cost-model", done_run, "--schedule", "--kflat", kflat], capsys,
+                "--kflat shapes the verify of a run's cost table; a run's schedule, a calibration and a fit price the "
+                "steps themselves and would ignore it")
 
 
 @pytest.mark.parametrize("option, fragment", [
@@ -221,6 +225,7 @@ def test_out_being_a_file_is_one_line(tmp_path, capsys):
     out = tmp_path / "file"
     out.write_text("x")
     clear_error(["figures", "--published", "--out", out], capsys, "is a file; give a folder")
+    clear_error(["study", "vllm-start", "--out", tmp_path], capsys, "is a folder, not a file; give a file")
     clear_error(["study", "kflat", "--random-weights", "--out", out], capsys, "is a file; give a folder")
 
 
