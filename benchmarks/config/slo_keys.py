@@ -3,12 +3,13 @@ load it searches over (`slo_load`, `slo_range`, `slo_step`), the requests of a p
 search's mode (`slo_search`). What they mean: docs/serving.md ("Capacity at a latency target")."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail
 from benchmarks.core.numbers import is_finite
 from benchmarks.decide.capacity import AXES, MAX_LOADS, MODES, grid_of
-from benchmarks.decide.slo import METRICS, PERCENTILES, THRESHOLD_NAME, Slo, fewest_requests
+from benchmarks.decide.slo import METRICS, PERCENTILES, THRESHOLD_NAME, Slo, fewest_requests, look_confidence
 from benchmarks.engines import catalog
 
 SEARCH_KEYS = ("slo_load", "slo_range", "slo_step", "slo_requests", "slo_search")
@@ -104,13 +105,17 @@ def slo(p: Parsing) -> tuple[list[dict[str, float]] | None, str | None, list[flo
         raise fail(source, "slo_requests", f"a round of {requests} requests never holds {high:g} in flight: give at "
                                            f"least {high:g} (several times that, so that a round is more than one "
                                            f"wave), or lower the top of slo_range")
+    looks = math.ceil(num_prompts / requests)  # a load is read after each round
     for mapping in slos:
-        threshold, need = fewest_requests(Slo.of(mapping))
+        threshold, need = fewest_requests(Slo.of(mapping), looks)
         if need > num_prompts:
-            raise fail(source, "slo", f"{threshold.name} can never be shown met: a 95 % order-statistic upper bound "
-                                      f"of the {threshold.percentile}th percentile needs at least {need} requests at "
-                                      f"one load, and num_prompts (the most one load gets) is {num_prompts}; raise "
-                                      f"num_prompts to {need}, or judge a lower percentile")
+            spent = f" (each of a load's {looks} looks reads at 1 - 5 %/{looks})" if looks > 1 else ""
+            level = f"{100 * look_confidence(looks):.3g} %"
+            raise fail(source, "slo", f"{threshold.name} can never be shown met: a {level} order-statistic upper "
+                                      f"bound{spent} of the {threshold.percentile}th percentile "
+                                      f"needs at least {need} requests at one load, and num_prompts (the most one "
+                                      f"load gets) is {num_prompts}; raise num_prompts to {need}, or judge a lower "
+                                      f"percentile")
     search = p.get("slo_search")
     if search not in MODES:
         raise fail(source, "slo_search", f"expected {' or '.join(MODES)}, got {search!r}")

@@ -1,5 +1,6 @@
 """The capacity search, pure: which load to probe next given the probes so far, where it stops, and the capacity
-the probes show (the largest load of the range that meets every threshold of an SLO, with the range it may lie in).
+the probes show (the largest load of the range shown to meet every threshold of an SLO with every load read below it,
+and the range it may lie in). Each load's looks and the loads together keep the error of one verdict: docs/serving.md.
 
 A search runs over a grid of loads (`Space`: concurrency levels, or request rates) and assumes that latency grows
 with load. It probes the two ends, then bisects between the largest load shown to meet and the smallest shown to fail
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.decide.slo import FAILS, MEETS, UNCERTAIN, Judgment, RequestLatency, Slo, judge
+from benchmarks.decide.slo import FAILS, MEETS, UNCERTAIN, Judgment, RequestLatency, Slo, judge, look_confidence
 
 AXES = ("concurrency", "request_rate")
 BISECT, SWEEP = "bisect", "sweep"
@@ -107,9 +108,11 @@ class Reading:
 def read_load(space: Space, slo: Slo, rounds: Sequence[Round]) -> Reading:
     """Rounds 0, 1, ... of one load (at least one) read against an SLO: the first prefix that decides it, else all of
     them, asking for the next round while any is left. The first decision stands however many rounds follow, so a
-    reading never changes once made."""
+    reading never changes once made. Each look reads at `look_confidence` of the space's rounds: its looks together
+    keep the error of one."""
+    confidence = look_confidence(space.rounds)
     for used in range(1, len(rounds) + 1):
-        j = judge(slo, [r for rnd in rounds[:used] for r in rnd.requests])
+        j = judge(slo, [r for rnd in rounds[:used] for r in rnd.requests], confidence)
         if j.verdict != UNCERTAIN:
             return Reading(rounds[0].load, tuple(rounds[:used]), j, None)
     return Reading(rounds[0].load, tuple(rounds), j, len(rounds) if len(rounds) < space.rounds else None)
@@ -126,10 +129,10 @@ class Step:
 
 @dataclass(frozen=True)
 class Capacity:
-    """What probes show: `low`, the largest load shown to meet (None: none was), and `high`, the largest load the
-    capacity may be (the one below the smallest load shown to fail above `low`; None: the lowest load fails);
-    `open_above` when no load above `low` was shown to fail (the capacity may exceed the range), and the loads left
-    uncertain between them."""
+    """What probes show: `low`, the largest load shown to meet with every load read below it (None: none was), and
+    `high`, the largest load the capacity may be (the one below the smallest load shown to fail above `low`; None:
+    the lowest load fails); `open_above` when no load above `low` was shown to fail (the capacity may exceed the
+    range), and the loads left uncertain between them."""
 
     low: float | None
     high: float | None
@@ -159,12 +162,17 @@ class Capacity:
 
 
 def capacity_of(space: Space, readings: Mapping[float, Reading]) -> Capacity:
-    """The capacity some readings show: the largest load shown to meet, and the load below the smallest one shown to
-    fail above it."""
+    """The capacity some readings show: the largest load shown to meet with every load read below it shown to meet
+    too, and the load below the smallest one shown to fail above it.
+
+    Read from the bottom up and stopped at the first load not shown to meet, the loads form a fixed sequence of tests:
+    a capacity above the truth needs the first load that truly fails to be called "meets", so the claim keeps the
+    error of one verdict however many loads were read (a sweep reads them all)."""
     grid = space.grid
     at = {load: i for i, load in enumerate(grid)}
     verdict = {at[load]: r.verdict for load, r in readings.items()}
-    low = max((i for i, v in verdict.items() if v == MEETS), default=-1)
+    first_not = min((i for i, v in verdict.items() if v != MEETS), default=len(grid))
+    low = max((i for i, v in verdict.items() if v == MEETS and i < first_not), default=-1)
     high = min((i for i, v in verdict.items() if v == FAILS and i > low), default=len(grid))
     uncertain = tuple(grid[i] for i, v in sorted(verdict.items()) if v == UNCERTAIN and low < i < high)
     return Capacity(grid[low] if low >= 0 else None, grid[high - 1] if high > 0 else None, high == len(grid),

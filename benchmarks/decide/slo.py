@@ -1,8 +1,10 @@
 """A latency target (SLO) and how one probe's requests are judged against it: thresholds on a percentile of TTFT,
 TPOT, ITL or end-to-end latency, each read with its order-statistic interval (`metrics.quantile_interval`): the probe
 "meets" a threshold when the interval's upper end is within it, "fails" when its lower end is beyond it, and is
-"uncertain" otherwise; a probe meets the SLO when it meets every threshold and fails it when it fails any. Goodput
-counts the requests that met every threshold themselves. Pure: docs/serving.md ("Capacity at a latency target")."""
+"uncertain" otherwise; a probe meets the SLO when it meets every threshold and fails it when it fails any. A load
+read after each of up to R rounds reads each look at `look_confidence(R)`, so that its R looks together call a
+failing load "meets" at most as often as one look at CONFIDENCE would. Goodput counts the requests that met every
+threshold themselves. Pure: docs/serving.md ("Capacity at a latency target")."""
 from __future__ import annotations
 
 import math
@@ -18,6 +20,13 @@ PERCENTILES = (50, 90, 95, 99)
 THRESHOLD_NAME = re.compile(r"p(\d+)_([a-z0-9]+)_ms")
 CONFIDENCE = 0.95
 MEETS, FAILS, UNCERTAIN = "meets", "fails", "uncertain"
+
+
+def look_confidence(looks: int) -> float:
+    """The two-sided confidence of each of a load's `looks` readings (one after each round, the rounds pooled): the
+    error of one look at CONFIDENCE spent in equal parts over them, so that over every look a load at the threshold
+    is called "meets" (or "fails") at most (1 - CONFIDENCE) / 2 of the time, whichever look decides it."""
+    return 1.0 - (1.0 - CONFIDENCE) / max(looks, 1)
 
 
 @dataclass(frozen=True)
@@ -116,18 +125,18 @@ class Judgment:
         return "; ".join(j.text() for j in self.judged)
 
 
-def judge_threshold(t: Threshold, requests: Sequence[RequestLatency]) -> Judged:
-    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at CONFIDENCE)."""
+def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judged:
+    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at `confidence`)."""
     values = [v for r in requests if not math.isnan(v := r.value(t.metric))]
-    estimate, low, high = metrics.quantile_interval(values, t.percentile / 100.0, CONFIDENCE)
+    estimate, low, high = metrics.quantile_interval(values, t.percentile / 100.0, confidence)
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
     return Judged(t, len(values), estimate, low, high, verdict)
 
 
-def judge(slo: Slo, requests: Sequence[RequestLatency]) -> Judgment:
+def judge(slo: Slo, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judgment:
     """A probe against an SLO: it fails when any threshold fails, meets when every threshold meets, and is uncertain
     otherwise (an interval that straddles a threshold, or too few requests for a bound)."""
-    judged = tuple(judge_threshold(t, requests) for t in slo.thresholds)
+    judged = tuple(judge_threshold(t, requests, confidence) for t in slo.thresholds)
     verdicts = {j.verdict for j in judged}
     verdict = FAILS if FAILS in verdicts else MEETS if verdicts == {MEETS} else UNCERTAIN
     return Judgment(judged, verdict, len(requests))
@@ -155,8 +164,8 @@ def goodput(slo: Slo, requests: Iterable[RequestLatency], duration_s: float) -> 
                    metrics.aggregate_tok_per_s(sum(r.n_out for r in good), duration_s), len(good), len(reqs))
 
 
-def fewest_requests(slo: Slo) -> tuple[Threshold, int]:
-    """The threshold that needs the most requests at one load before it can be judged "meets", and that number
-    (`metrics.min_values_for_bound` of its percentile)."""
-    need = [(t, metrics.min_values_for_bound(t.percentile / 100.0, CONFIDENCE)) for t in slo.thresholds]
+def fewest_requests(slo: Slo, looks: int = 1) -> tuple[Threshold, int]:
+    """The threshold that needs the most requests at one load before it can be judged "meets" when a load is read
+    up to `looks` times, and that number (`metrics.min_values_for_bound` of its percentile)."""
+    need = [(t, metrics.min_values_for_bound(t.percentile / 100.0, look_confidence(looks))) for t in slo.thresholds]
     return max(need, key=lambda tn: tn[1])

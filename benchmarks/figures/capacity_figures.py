@@ -61,8 +61,9 @@ def capacity_vs_threshold_figure(found: list[Decision], manifest: Manifest) -> F
     for ax in axes.flat:
         if not ax.has_data():
             ax.set_visible(False)
-    fig.suptitle("Capacity against each threshold (the others kept): line = largest load shown to meet, band = the "
-                 f"range it may lie in; from every probe stored\n{_subtitle(manifest)}", fontsize=9)
+    fig.suptitle("Capacity against each threshold (the others kept): line = largest load with every load below it "
+                 f"shown to meet, band = the range it may lie in; from every probe stored\n{_subtitle(manifest)}",
+                 fontsize=9)
     return fig
 
 

@@ -15,13 +15,15 @@ from benchmarks.decide.slo import goodput
 
 EXPLAIN = """\
 Each configuration's capacity is the largest load of the searched range whose probe **meets** every threshold of
-the SLO. A threshold is read at its percentile over the probe's requests, with the distribution-free 95 % interval
-of that percentile (order statistics, binomial ranks): a probe **meets** it when the interval's upper end is within
-it, **fails** when its lower end is beyond it, and is **uncertain** otherwise; it meets the SLO when it meets every
-threshold and fails it when it fails any. An uncertain load gets another round of requests (the next measured
-prompts, pooled with the rounds before) while its prompts last. The bracketing search assumes that latency grows with
-load: it probes both ends of the range, then halves the gap between the largest load shown to meet and the smallest
-shown to fail above it; a load it cannot decide leaves the capacity a **range** (the loads it may be). **× best
+the SLO. A threshold is read at its percentile over the probe's requests, with the distribution-free interval of
+that percentile (order statistics, binomial ranks; 95 %, or 1 − 5 %/R at each of a load's R looks where R rounds may
+be pooled): a probe **meets** it when the interval's upper end is within it, **fails** when its lower end is beyond
+it, and is **uncertain** otherwise; it meets the SLO when it meets every threshold and fails it when it fails any. An
+uncertain load gets another round of requests (the next measured prompts, pooled with the rounds before) while its
+prompts last. The bracketing search assumes that latency grows with load: it probes both ends of the range, then
+halves the gap between the largest load shown to meet and the smallest shown to fail above it. The capacity is the
+largest load with every load read below it shown to meet; a load it cannot decide leaves it a **range** (the loads
+it may be). **× best
 plain** divides the capacity by the largest plain-decoding capacity of the run on any engine (the range: what the
 two ranges allow); configurations whose ranges overlap the leader's are a **tie**, not a win. **Goodput**: requests/s
 and output tokens/s of the requests that met every threshold themselves, at the capacity's probe. Intervals treat a

@@ -24,7 +24,8 @@ def test_a_search_takes_its_defaults_and_no_fixed_level_unless_given():
     assert space is not None and space.grid == tuple(range(1, 17)) and (space.requests, space.rounds) == (40, 1)
     assert slos_of(vars(m)) == [Slo.of({"p90_tpot_ms": 20.0, "p90_ttft_ms": 500.0})]
     rate = parse_matrix({**BASE, "slo": [{"p50_e2el_ms": 900}, {"p90_itl_ms": 50}], "slo_load": "request_rate",
-                         "slo_range": [0.5, 4], "slo_step": 0.5, "slo_requests": 20, "slo_search": "sweep"})
+                         "slo_range": [0.5, 4], "slo_step": 0.5, "slo_requests": 20, "slo_search": "sweep",
+                         "num_prompts": 60})  # 3 looks at a load: p90 needs 46 requests
     assert space_of(vars(rate)).grid == (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0) and len(rate.slo) == 2
 
 
@@ -34,7 +35,8 @@ def test_without_a_search_every_key_is_none_and_the_run_id_as_before():
     assert m.concurrency == [1] and space_of(vars(m)) is None
     thresholds = parse_matrix({**BASE, **SEARCH, "slo": {"p90_tpot_ms": 30}})  # what changes a measurement only
     assert run_id_for(thresholds) == run_id_for(parse_matrix({**BASE, **SEARCH}))
-    assert run_id_for(parse_matrix({**BASE, **SEARCH, "slo_requests": 20})) != run_id_for(thresholds)
+    more = {**BASE, **SEARCH, "num_prompts": 48}  # two rounds of 24 (each look at 97.5 %: p90 needs 42)
+    assert run_id_for(parse_matrix({**more, "slo_requests": 24})) != run_id_for(parse_matrix(more))
 
 
 @pytest.mark.parametrize("patch, key, fragment", [
