@@ -287,6 +287,13 @@ class RowRecords:
                                       [self.unit_of[m.prompt_sha256] for _, m in self.pairs])
 
     @cached_property
+    def headline(self) -> metrics.Speedup | None:
+        """The speedup a user feels, the `speedup` of Results and summary.csv: at B > 1 the batches' wall-clock
+        throughput against the baseline's (`batch_speedup`: a batch ends with its slowest request), elsewhere the
+        paired TPOT speedup."""
+        return self.batch_speedup if (self.batch or 1) > 1 and self.batch_speedup is not None else self.speedup
+
+    @cached_property
     def over_strongest(self) -> metrics.Speedup | None:
         """The speedup over the strongest baseline of the run, paired on the prompts it was not chosen on (batch-1
         rows)."""

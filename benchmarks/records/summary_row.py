@@ -114,6 +114,9 @@ class SummaryRow:
     batch_speedup_ci_low: float | None = None
     batch_speedup_ci_high: float | None = None
     n_batch_pairs: int | None = None
+    tpot_speedup: float | None = None
+    tpot_speedup_ci_low: float | None = None
+    tpot_speedup_ci_high: float | None = None
     wasted_row_steps: int | None = None
     strongest_baseline: str | None = None
     speedup_vs_strongest: float | None = None

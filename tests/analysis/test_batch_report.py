@@ -116,3 +116,32 @@ def test_a_run_without_batches_draws_no_batch_figure(rows):
     one = pd.DataFrame([r for r in rows if r.batch_size == 1], columns=COLUMNS)
     assert batch_figures(one) == {"batch_speedup_vs_batch_size": None, "batch_pareto": None}
     assert not math.isnan(one["tok_per_s_total"].astype(float).iloc[0])
+
+
+def test_the_headline_at_b_above_1_is_the_wall_clock_and_the_tpot_speedup_keeps_its_column():
+    """At B = 2 each DFlash batch holds one request that ends early (TPOT 4× AR's) and a straggler (TPOT 1.1× AR's):
+    the per-request TPOT speedup reads about 2.1, while the batch, which ends with its straggler, decodes its tokens
+    1.1× as fast. `speedup` is the wall clock; `tpot_speedup` keeps the other; at B = 1 both are the TPOT one."""
+    cells2 = {"ar": {**CELL, "method": "baseline", "draft": None, "k": 0, "batch_size": 2},
+              "df": {**CELL, "method": "dflash", "draft": "d", "k": 3, "batch_size": 2}}
+    out = []
+    for cid, spans in (("ar", (0.070, 0.070)), ("df", (0.070 / 4, 0.070 / 1.1))):
+        for i in range(8):
+            j = i // 2
+            wobble = 1 + 0.01 * j * (cid == "df")  # DFlash's four batches are not alike: the intervals have a width
+            span = spans[i % 2] * wobble
+            out.append({"kind": "request", "cell_id": cid, "label": "baseline" if cid == "ar" else "dflash-k3",
+                        "engine": "jax", "method": cells2[cid]["method"], "k": cells2[cid]["k"], "dataset": "humaneval",
+                        "prompt_index": i, "prompt_sha256": f"p{i}", "n_prompt_tokens": 9, "n_out": 8,
+                        "ttft_ms": 10.0, "tpot_ms": 1000 * span / 7, "decode_s": span, "output_ids": list(range(8)),
+                        "accept_lengths": None, "extra": {}, "batch_index": j})
+    out.append({"kind": "spec", "cell_id": "df", "label": "dflash-k3", "dataset": "humaneval", "num_drafts": 10,
+                "num_draft_tokens": 30, "num_accepted_tokens": 12, "accepted_per_pos": [8, 4]})
+    manifest = {"run_id": "straggler", "cells": cells2, "config": {"batch_size": [2]}, "platform": "cpu",
+                "hardware": {"device": "Test CPU"}}
+    spec = {r.method: r for r in summary_json(out, manifest).rows}["dflash"]
+    assert spec.tpot_speedup == pytest.approx(math.sqrt(4 * 1.1), rel=0.02)
+    assert spec.speedup == spec.batch_speedup == pytest.approx(1.1, rel=0.02)
+    assert spec.speedup_ci_low == spec.batch_speedup_ci_low and spec.speedup_ci_high == spec.batch_speedup_ci_high
+    assert spec.tpot_speedup_ci_low < spec.tpot_speedup < spec.tpot_speedup_ci_high
+    assert spec.speedup_units == 4  # batches
