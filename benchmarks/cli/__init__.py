@@ -117,6 +117,29 @@ FIXES = {errno.EACCES: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR)
          errno.ENXIO: "a named pipe or device stands where a file is needed: give a regular file"}
 
 
+def os_error_line(exc: OSError) -> str:
+    """The one line a file-system error ends a command with: the path, the system's words and the fix. Permission
+    denied on a path that exists and this user may not read asks for read access, naming the user; elsewhere the fix
+    of its errno (FIXES)."""
+    path = exc.filename or ""
+    fix = FIXES[exc.errno] if exc.errno in FIXES else "see the path above"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        user = f"this user ({_user_name()})"
+        unreadable = path and os.path.lexists(path) and not os.access(path, os.R_OK)
+        fix = (f"{user} may not read it: give read access to it, or run as its owner" if unreadable
+               else f"{user} may not write there: {fix}")
+    return f"error: {path}: {exc.strerror}; {fix}".replace("error: : ", "error: ")
+
+
+def _user_name() -> str:
+    try:
+        import pwd  # lazy: POSIX only
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return f"uid {os.geteuid()}" if hasattr(os, "geteuid") else "this user"
+
+
 LONG_WORD = re.compile(r"\S{121,}")
 
 
@@ -265,6 +288,5 @@ def command(argv: list[str]) -> int:
     except OSError as exc:
         if exc.errno not in FIXES:
             raise
-        print(f"error: {exc.filename or ''}: {exc.strerror}; {FIXES[exc.errno]}".replace("error: : ", "error: "),
-              file=sys.stderr)
+        print(os_error_line(exc), file=sys.stderr)
         return Exit.BAD_INPUT

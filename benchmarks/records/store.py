@@ -264,8 +264,11 @@ class RunStore:
         """The provenance records of the run, by id (`guarded.read_json_file`): BadInput naming a file that is not
         one JSON object (the harness writes whole files), or, given the ids `needed` (those the records name), only
         when it is one of them; another is named on stderr and left out."""
-        found = {}
-        for p in sorted((self.run_dir / "provenance").glob("*.json")):
+        found, folder = {}, self.run_dir / "provenance"
+        if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):  # glob would see none: "none recorded"
+            raise BadInput(f"{folder}: permission denied, its records cannot be read; give read access to it "
+                           "(nothing was written)")
+        for p in sorted(folder.glob("*.json")):
             try:
                 value = read_json_file(p)
                 if not isinstance(value, dict):

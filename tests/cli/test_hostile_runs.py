@@ -386,7 +386,7 @@ def test_a_run_folder_that_cannot_be_written_is_one_line(tmp_path, prompts, monk
 
     monkeypatch.setattr(store.RunStore, "write_manifest", refused)
     clear_error(["matrix", matrix(tmp_path, prompts), "--run-dir", tmp_path / "run"], capsys,
-                "Permission denied; give a folder you may write")
+                "Permission denied; this user (", "may not write there: give a folder you may write")
 
 
 # --- units measured again, and `latest` -----------------------------------------------------------------------------
@@ -452,6 +452,36 @@ def test_a_report_on_units_it_may_not_read_says_so_and_overwrites_nothing(done_r
     monkeypatch.setattr(store, "read_jsonl", denied)
     clear_error(["report", done_run], capsys, "permission denied, the unit cannot be read; give read access")
     assert {name: (done_run / name).read_bytes() for name in written} == written
+
+
+def test_unreadable_provenance_and_files_are_named_as_unreadable_and_overwrite_nothing(done_run, capsys, monkeypatch,
+                                                                                      tmp_path):
+    """An unreadable provenance/ is named (it read as "a run from before they were recorded"); a file this user may
+    not read asks for read access, naming the user; a write refused in a folder names the file to be written, never
+    the temporary name of an atomic write."""
+    from benchmarks.cli import os_error_line
+    from benchmarks.core import atomic
+
+    written = {name: (done_run / name).read_bytes() for name in ("summary.csv", "report.md")}
+    folder = done_run / "provenance"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != folder and real_access(p, mode))  # root reads all
+    clear_error(["report", done_run], capsys, f"{folder}: permission denied, its records cannot be read")
+    assert {name: (done_run / name).read_bytes() for name in written} == written
+    unit = next((done_run / "units").iterdir())
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != unit and real_access(p, mode))
+    line = os_error_line(PermissionError(13, "Permission denied", str(unit)))
+    assert line.startswith(f"error: {unit}: Permission denied; this user (") and "may not read it: give read " \
+        "access to it" in line
+    monkeypatch.setattr(os, "access", real_access)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".summary.csv.x1y2.tmp"))
+
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", refused)
+    with pytest.raises(PermissionError) as caught:
+        atomic.atomic_write_text(tmp_path / "summary.csv", "x")
+    assert caught.value.filename == str(tmp_path / "summary.csv")
 
 
 def test_tiny_check_on_a_file_or_a_folder_without_the_pair_names_what_it_lacks(tmp_path, capsys):
