@@ -164,8 +164,8 @@ class Grid:
             "draft": {"layers": self.dcfg.layers.num_layers, "block_size": self.dcfg.block_size},
             "points": [], "skipped": [], "dropped": [], "violations": [],
         }
-        self.result["stream"] = stream_bandwidth(self.dtype, self.cfg.hidden_size, args.stream_gb) \
-            if args.stream_gb else None
+        gb = args.stream_gb if args.stream_gb is not None else 0.25 if self.hw.platform == "cpu" else 2.0
+        self.result["stream"] = stream_bandwidth(self.dtype, self.cfg.hidden_size, gb) if gb else None
         args.out.mkdir(parents=True, exist_ok=True)
         bw = self.hw.bandwidth_bytes_per_s
         print(f"device-grid: {args.shape} ({self.result['dtype']}) on {self.hw.device}, jax {jax.__version__}; "
@@ -483,8 +483,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--profile-above", type=float, default=0.0,
                     help="profile memory-bound points above this many times their floor (0: none)")
     ap.add_argument("--profile-max", type=int, default=3, help="points profiled at most")
-    ap.add_argument("--stream-gb", type=float, default=2.0,
-                    help="GB of the matrix whose matrix-vector product measures the read bandwidth (0: none)")
+    ap.add_argument("--stream-gb", type=float,
+                    help="GB of the matrix whose matrix-vector product measures the read bandwidth (default 2 on an "
+                         "accelerator, 0.25 on a CPU; 0: none)")
     ap.add_argument("--out", type=Path, help="output folder (default results/device-check/grid-<shape>)")
 
 
@@ -505,6 +506,8 @@ def main(args: argparse.Namespace) -> int:
                  for c in args.context if c < least]
     if args.steps < 1 or args.repeats < 1:
         problems.append("--steps and --repeats: at least 1")
+    if args.stream_gb is not None and not 0 <= args.stream_gb <= 8:
+        problems.append(f"--stream-gb {args.stream_gb}: from 0 (none) to 8 GB")
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
