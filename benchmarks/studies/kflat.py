@@ -181,11 +181,10 @@ def _batched_jit() -> Any:
     import jax  # lazy: jax
 
     from benchmarks.engines.jax import model as M  # lazy: imports jax
-    from benchmarks.engines.jax.batch import CACHE_AXIS  # lazy: imports jax
 
     def run(params, tokens, start, cache, cfg, tap_ids):
         return jax.vmap(lambda t, s, c: M.forward(params, t, s, c, cfg=cfg, tap_ids=tap_ids),
-                        in_axes=(0, 0, CACHE_AXIS), out_axes=(0, 0, CACHE_AXIS))(tokens, start, cache)
+                        in_axes=(0, 0, M.CACHE_AXIS), out_axes=(0, 0, M.CACHE_AXIS))(tokens, start, cache)
 
     return jax.jit(run, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
 

@@ -26,8 +26,6 @@ from benchmarks.engines.jax import decode
 from benchmarks.engines.jax import model as M
 from benchmarks.engines.jax.jax_options import MAX_BATCH
 
-CACHE_AXIS = 1  # the batch axis of a batch's caches (batch_cache); every other batched array has it first
-
 # The batch shapes that compile, 1, 2, 4, …, 64; a batch runs in the smallest that holds it.
 BATCH_SIZES = tuple(2 ** i for i in range(MAX_BATCH.bit_length()))
 
@@ -40,7 +38,7 @@ def batch_size_for(n: int) -> int:
 
 
 def batch_cache(cfg: M.ModelConfig, rows: int, dtype: Any, size: int) -> M.Cache:
-    """`size` zeroed KV caches of model.init_cache's layout stacked on axis 1 (CACHE_AXIS), [L, B, KVH, S, D]: a
+    """`size` zeroed KV caches of model.init_cache's layout stacked on axis 1 (M.CACHE_AXIS), [L, B, KVH, S, D]: a
     layer's rows of the whole batch are one contiguous block, as each step reads them."""
     shapes = jax.eval_shape(partial(M.init_cache, cfg, rows, dtype))
     return jax.tree.map(lambda x: jnp.zeros((x.shape[0], size, *x.shape[1:]), x.dtype), shapes)
@@ -51,7 +49,7 @@ def prefill_rows(tparams, dparams, tokens, length, limit, eos, tcache, dcache, k
                  width):
     """The batch-1 prefill of every row (DFlash's when dcfg is given): first tokens [B], the batch's loop state
     (idle steps at 0) and the caches."""
-    c = CACHE_AXIS
+    c = M.CACHE_AXIS
     if dcfg is None:
         first, state, tcache = jax.vmap(lambda *row: decode.prefill_step(
             tparams, *row, temperature, cfg=tcfg, width=width), in_axes=(0, 0, 0, 0, c, 0), out_axes=(0, 0, c))(
@@ -66,7 +64,7 @@ def prefill_rows(tparams, dparams, tokens, length, limit, eos, tcache, dcache, k
 def rows_step(body: Any, carry: tuple, keys: jax.Array) -> tuple:
     """One batched step: `body` (one row's step: (carry, key) -> carry) under vmap; a finished row keeps its state and
     counts an idle step (its caches take writes it never reads)."""
-    axes = (0,) + (CACHE_AXIS,) * (len(carry) - 1)
+    axes = (0,) + (M.CACHE_AXIS,) * (len(carry) - 1)
     state, new = carry[0], jax.vmap(body, in_axes=(axes, 0), out_axes=axes)(carry, keys)
     done = state["done"]
     kept = jax.tree.map(lambda old, x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), old, x), state,

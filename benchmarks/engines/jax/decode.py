@@ -196,26 +196,26 @@ def _sample_batch(tparams, dparams, tcache, dcache, first, start, eos, keys, tem
     dcfg is None, else `spec_body`): length - 1 steps (a step commits at least one token), a finished sample's state
     frozen (its later steps redo rows it never reads). The caches are this batch's own, read whole.
     Returns tokens [B, length + K + 1] and committed counts [B] (a verify step may commit past `length`)."""
-    width, span = length + k + 1, tcache["k"][0].shape[1]
+    width, span, size = length + k + 1, tcache["k"][0].shape[1], keys.shape[0]
+    width_taps = len(dcfg.target_layer_ids) * tcfg.hidden_size if dcfg is not None else 0
+    pending = jnp.zeros((k + 1, width_taps), tcache["k"][0].dtype) if dcfg is not None else None
+    states = jax.vmap(lambda token: start_state(token, start, jnp.int32(length), eos, width, pending))(first)
+    # each sample's own copy of the prompt's caches, kept as a batch keeps them (model.CACHE_AXIS)
+    caches = jax.tree.map(lambda x: jnp.repeat(jnp.expand_dims(x, M.CACHE_AXIS), size, M.CACHE_AXIS),
+                          (tcache, dcache))
 
-    def one(key, token):
-        width_taps = len(dcfg.target_layer_ids) * tcfg.hidden_size if dcfg is not None else 0
-        pending = jnp.zeros((k + 1, width_taps), tcache["k"][0].dtype) if dcfg is not None else None
-        state = start_state(token, start, jnp.int32(length), eos, width, pending)
+    def row(state, tc, dc, key):
+        if dcfg is None:
+            new, tc = ar_body(tparams, state, tc, key, temperature, tcfg, span)
+        else:
+            new, tc, dc = spec_body(tparams, dparams, state, tc, dc, key, temperature, dcfg, tcfg, k, num_queries,
+                                    span)
+        return jax.tree.map(lambda a, b: jnp.where(state["done"], a, b), state, new), tc, dc
 
-        def body(_, carry):
-            state, tc, dc = carry
-            if dcfg is None:
-                new, tc = ar_body(tparams, state, tc, key, temperature, tcfg, span)
-            else:
-                new, tc, dc = spec_body(tparams, dparams, state, tc, dc, key, temperature, dcfg, tcfg, k,
-                                        num_queries, span)
-            return jax.tree.map(lambda a, b: jnp.where(state["done"], a, b), state, new), tc, dc
-
-        state, _, _ = jax.lax.fori_loop(0, length - 1, body, (state, tcache, dcache))
-        return state["out"], state["count"]
-
-    return jax.vmap(one)(keys, first)
+    axes = (0, M.CACHE_AXIS, M.CACHE_AXIS, 0)
+    step = jax.vmap(row, in_axes=axes, out_axes=axes[:3])
+    states, _, _ = jax.lax.fori_loop(0, length - 1, lambda _, c: step(*c, keys), (states, *caches))
+    return states["out"], states["count"]
 
 
 def sample_rows(bucket: int, prompt_len: int, length: int, k: int) -> int:

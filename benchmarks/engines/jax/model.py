@@ -33,6 +33,7 @@ from benchmarks.core.shapes import ModelConfig
 #                "input_norm", "post_norm", "q_norm", "k_norm" (Qwen3 only)}, ...]}
 Params = dict[str, Any]
 Cache = dict[str, jax.Array]  # {"k", "v"}: [L, KVH, max_len, D], every layer's rows in one array
+CACHE_AXIS = 1  # the batch axis of a batch's caches, [L, B, KVH, S, D]; every other batched array has it first
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def write_rows(cache: jax.Array, rows: jax.Array, start: jax.Array) -> jax.Array
 def _write_rows_per_request(size: int, batched: list[bool], cache: jax.Array, rows: jax.Array,
                             start: jax.Array) -> tuple[jax.Array, bool]:
     """A batch's write: each request's rows at its own position, one in-place update per request, into the cache as
-    a batch keeps it, [L, B, KVH, S, D] (batch.batch_cache; vmap hands it here with the batch axis first). vmap's
+    a batch keeps it, [L, B, KVH, S, D] (CACHE_AXIS; vmap hands it here with the batch axis first). vmap's
     own rule makes the write a scatter, which XLA's TPU backend ran with a copy of the whole cache
     (docs/engine-findings.md)."""
     cache, rows, start = (x if b else jnp.broadcast_to(x, (size, *jnp.shape(x)))
