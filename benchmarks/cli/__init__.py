@@ -121,8 +121,7 @@ def os_error_line(exc: OSError) -> str:
     """The one line a file-system error ends a command with: the path, the system's words and the fix. Permission
     denied on a path that exists and this user may not read asks for read access, naming the user; elsewhere the fix
     of its errno (FIXES)."""
-    path = exc.filename or ""
-    fix = FIXES[exc.errno] if exc.errno in FIXES else "see the path above"
+    path, fix = exc.filename or "", FIXES.get(exc.errno or 0, exc.strerror or "")
     if exc.errno in (errno.EACCES, errno.EPERM):
         user = f"this user ({_user_name()})"
         unreadable = path and os.path.lexists(path) and not os.access(path, os.R_OK)
@@ -201,6 +200,11 @@ def option_labels(ap: argparse.ArgumentParser) -> dict[str, str]:
     return {a.dest: max(a.option_strings, key=len) if a.option_strings else a.dest for a in ap._actions}
 
 
+def _label(name: str, labels: dict[str, str] | None) -> str:
+    """An argument as `labels` name it, else as its option would be spelled."""
+    return (labels or {}).get(name, f"--{name.replace('_', '-')}")
+
+
 def input_problems(args: argparse.Namespace, names: tuple[str, ...], labels: dict[str, str] | None = None) -> list[str]:
     """The input paths of a command (its arguments `names`, shown by `labels`) that are not there, one line each,
     checked before it loads anything: missing, a link loop or to nothing, a name too long."""
@@ -213,8 +217,8 @@ def input_problems(args: argparse.Namespace, names: tuple[str, ...], labels: dic
         try:
             os.stat(path)  # there: a file or a folder, which the command checks
         except OSError:
-            label = (labels or {}).get(name, f"--{name.replace('_', '-')}")
-            problems.append(f"{label} {shown(path)} {file_problem(path)}; give the path of what it names")
+            problems.append(f"{_label(name, labels)} {shown(path)} {file_problem(path)}; give the path of what it "
+                            f"names")
     return problems
 
 
@@ -224,10 +228,9 @@ def output_problems(args: argparse.Namespace, folders: tuple[str, ...], files: t
     folders (options `folders`) and files (`files`): a file, a FIFO or a link loop in the way, a name too long, no
     write access. DFLASH_RUNS_DIR when set, for the commands that make run folders there (an output `run_dir`)."""
 
-    given = [(name, output_folder_problem, "a folder") for name in folders]
-    given += [(name, output_file_problem, "a file") for name in files]
-    named = [((labels or {}).get(name, f"--{name.replace('_', '-')}"), getattr(args, name, None), check, kind)
-             for name, check, kind in given]
+    named = [(_label(name, labels), getattr(args, name, None), check, kind)
+             for names, check, kind in ((folders, output_folder_problem, "a folder"),
+                                        (files, output_file_problem, "a file")) for name in names]
     if "run_dir" in folders and os.environ.get("DFLASH_RUNS_DIR"):
         named.append(("DFLASH_RUNS_DIR", Path(os.environ["DFLASH_RUNS_DIR"]), output_folder_problem, "a folder"))
     problems = []

@@ -3,12 +3,11 @@ load it searches over (`slo_load`, `slo_range`, `slo_step`), the requests of a p
 search's mode (`slo_search`). What they mean: docs/serving.md ("Capacity at a latency target")."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail
 from benchmarks.core.numbers import is_finite
-from benchmarks.decide.capacity import AXES, MAX_LOADS, MODES, grid_of
+from benchmarks.decide.capacity import AXES, MAX_LOADS, MODES, grid_of, rounds_of
 from benchmarks.decide.slo import METRICS, PERCENTILES, THRESHOLD_NAME, Slo, fewest_requests, look_confidence
 from benchmarks.engines import catalog
 
@@ -105,7 +104,7 @@ def slo(p: Parsing) -> tuple[list[dict[str, float]] | None, str | None, list[flo
         raise fail(source, "slo_requests", f"a round of {requests} requests never holds {high:g} in flight: give at "
                                            f"least {high:g} (several times that, so that a round is more than one "
                                            f"wave), or lower the top of slo_range")
-    looks = math.ceil(num_prompts / requests)  # a load is read after each round
+    looks = rounds_of(num_prompts, requests)
     for mapping in slos:
         threshold, need = fewest_requests(Slo.of(mapping), looks)
         if need > num_prompts:

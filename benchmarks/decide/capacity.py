@@ -62,7 +62,12 @@ def space_of(config: Mapping[str, Any]) -> Space | None:
     low, high = config["slo_range"]
     requests = int(config["slo_requests"])
     return Space(config["slo_load"], grid_of(low, high, config["slo_step"], config["slo_load"]), requests,
-                 math.ceil(int(config["num_prompts"]) / requests), config.get("slo_search") or BISECT)
+                 rounds_of(int(config["num_prompts"]), requests), config.get("slo_search") or BISECT)
+
+
+def rounds_of(num_prompts: int, requests: int) -> int:
+    """The most rounds one load gets, each a look at it: the measured prompts in rounds of `requests`."""
+    return math.ceil(num_prompts / requests)
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ uncertain load gets another round of requests (the next measured prompts, pooled
 prompts last. The bracketing search assumes that latency grows with load: it probes both ends of the range, then
 halves the gap between the largest load shown to meet and the smallest shown to fail above it. The capacity is the
 largest load with every load read below it shown to meet; a load it cannot decide leaves it a **range** (the loads
-it may be). **× best
-plain** divides the capacity by the largest plain-decoding capacity of the run on any engine (the range: what the
-two ranges allow); configurations whose ranges overlap the leader's are a **tie**, not a win. **Goodput**: requests/s
-and output tokens/s of the requests that met every threshold themselves, at the capacity's probe. Intervals treat a
-probe's requests as independent draws; those in flight together share the server (docs/serving.md)."""
+it may be). **× best plain** divides the capacity by the largest plain-decoding capacity of the run on any engine
+(the range: what the two ranges allow); configurations whose ranges overlap the leader's are a **tie**, not a win.
+**Goodput**: requests/s and output tokens/s of the requests that met every threshold themselves, at the capacity's
+probe. Intervals treat a probe's requests as independent draws; those in flight together share the server
+(docs/serving.md)."""
 
 
 def _ms(x: float) -> str:
