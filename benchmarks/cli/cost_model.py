@@ -69,8 +69,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="--chip: an autoregressive drafter (EAGLE-3): its measured draft time per token and step, "
                          "K of them per step in place of the block draft pass")
     ap.add_argument("--check-against", type=Path,
-                    help="RUN_DIR --schedule: check the prediction against this run folder's measured K × B grid (a "
-                         "replicate) instead of the run's own")
+                    help="--schedule: check the prediction against this run folder's measured K × B grid (a "
+                         "replicate): in place of the run's own, or with --chip, the grid of --tau-from's engine")
     ap.add_argument("--cost-ks", type=_batches,
                     help="RUN_DIR --schedule: take the step cost at (B, K) from these Ks' measured step times only "
                          "(linear in between), so that the other Ks of the run are a held-out check")
@@ -225,9 +225,6 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     if alone and not args.schedule:
         problems.append(f"{' and '.join(alone)} {'go' if len(alone) > 1 else 'goes'} with --schedule (the K per batch "
                         f"size they price or check): add --schedule, or drop {' and '.join(alone)}")
-    if args.chip and args.check_against is not None:
-        problems.append("--check-against compares a run's own schedule with another run's grid: drop --chip, or drop "
-                        "--check-against")
     if args.chip and args.kflat is not None and not args.schedule:
         problems.append("--kflat with --chip prices the steps of --schedule (the verify timed on the chip at each B "
                         "and K): add --schedule, or drop --kflat")

@@ -111,6 +111,31 @@ def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[
     return md
 
 
+def grid_check(src: Source, cost: Any, against: Path | None) -> str:
+    """The prediction among the Ks measured, beside a measured K × B grid: the run's own, or `against`'s (a
+    replicate). τ at each B is what the run's static batches see where its engine keeps finished rows: the measured
+    engine's tail, whatever priced the steps. Empty where the grid has one K."""
+
+    grid, where = src.grid, "the measured grid"
+    if against:
+        other = summarize_run(RunStore(run_folder(against)))
+        theirs = sources(other, against)
+        same = [o.grid for o in theirs if (o.engine, o.workload, o.top.temperature) ==
+                (src.engine, src.workload, src.top.temperature)]
+        if not same:
+            has = ", ".join(f"{o.engine} on {o.workload} at {o.top.temperature:g}" for o in theirs)
+            raise ConfigError(f"--check-against {against}: no grid of {src.engine} on {src.workload} at temperature "
+                              f"{src.top.temperature:g} (it has {has}); give a replicate of the run")
+        grid, where = same[0], f"the grid measured in {other.manifest.run_id or against}"
+    grid_ks = sorted({k for _, k in grid})
+    if len(grid_ks) < 2:
+        return ""
+    check = ksd.derive_batched(sorted({b for b, _ in grid}), src.curve, src.grid, cost, grid_ks)
+    return (f"\n\nThe prediction among the Ks measured, beside {where} (tok/s of the batch with its 95 % interval "
+            "over the batches); it holds where the predicted best K's measured tok/s lies within the measured best's "
+            "interval or within 5 % of it:\n\n" + grid_markdown(check, grid))
+
+
 def _calibration_points(summary: Summary, engine: str) -> dict[int, float]:
     """The run's AR step times (ms) per B of one engine, pooled over its workloads' units."""
 
@@ -180,25 +205,7 @@ def schedule_main(args: argparse.Namespace) -> int:
                  f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
                  f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
         text = choices_markdown(choices, about)
-        grid, where = src.grid, "the measured grid"
-        if args.check_against:
-            other = summarize_run(RunStore(run_folder(args.check_against)))
-            theirs = sources(other, args.check_against)
-            same = [o.grid for o in theirs if (o.engine, o.workload, o.top.temperature) ==
-                    (src.engine, src.workload, src.top.temperature)]
-            if not same:
-                raise ConfigError(f"--check-against {args.check_against}: no grid of {src.engine} on {src.workload} "
-                                  f"at temperature {src.top.temperature:g} (it has "
-                                  f"{', '.join(f'{o.engine} on {o.workload} at {o.top.temperature:g}' for o in theirs)}"
-                                  "); give a replicate of the run")
-            grid = same[0]
-            where = f"the grid measured in {other.manifest.run_id or args.check_against}"
-        grid_ks = sorted({k for _, k in grid})
-        if len(grid_ks) > 1:
-            check = ksd.derive_batched(batches, src.curve, src.grid, cost, grid_ks)
-            text += (f"\n\nThe prediction among the Ks measured, beside {where} (tok/s of the batch with "
-                     "its 95 % interval over the batches); it holds where the predicted best K's measured tok/s lies "
-                     "within the measured best's interval or within 5 % of it:\n\n" + grid_markdown(check, grid))
+        text += grid_check(src, cost, args.check_against)
         if cal_text:
             text += "\n\n" + cal_text
         name = f"{src.engine}-{src.workload}" + (f"-cost-ks-{'-'.join(map(str, args.cost_ks))}" if args.cost_ks else
@@ -246,6 +253,7 @@ def calibrated_terms(args: argparse.Namespace, engine: Engine) -> tuple[step_mod
                "request_s": "fitted: the curve's slope, less each request's KV bytes at the datasheet's bandwidth",
                "bytes_per_s": f"assumed: {chip.name}'s datasheet ({chip.source})",
                "kv_bytes_per_s": "assumed: the weights' bandwidth",
+               "attention_flops_per_s": "assumed: the peak (the roofline's)",
                "rows_half": ("given: --rows-half" if args.rows_half is not None else
                              "assumed: the roofline's (plain decoding does not show it; fit a grid with --fit-from, or "
                              "give --rows-half)")}
@@ -302,9 +310,12 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int,
                  f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}). K first falls at "
                  f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
                  f"{bound or 'none asked'}.")
+        text = choices_markdown(choices, about)
         name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"
-        print(write_schedule(folder, name, choices, choices_markdown(choices, about), _matrix_base(summary, src),
-                             max(batches)))
+        if args.check_against:
+            text += grid_check(src, cost, args.check_against)
+            name += f"-checked-on-{args.check_against.name}"
+        print(write_schedule(folder, name, choices, text, _matrix_base(summary, src), max(batches)))
     return Exit.OK
 
 

@@ -9,6 +9,8 @@
                                                                   with the rows a matmul multiplies
             + other bytes / KV bandwidth                          every request's KV rows read and written, norms:
                                                                   attention streams them at its own rate
+            + attention FLOPs / attention FLOP/s                  its scores and weighted sums (rows x context), at
+                                                                  a rate of their own, at most the peak
     efficiency(rows) = rows / (rows + rows_half)                  half the peak at rows_half rows (0: the roofline)
 
 What a step reads and computes is benchmarks.hardware.step_cost's; the terms are fitted to measured steps
@@ -29,7 +31,7 @@ from scipy.optimize import least_squares
 
 from benchmarks.hardware.step_cost import Pass, Step
 
-TERMS = ("pass_s", "request_s", "bytes_per_s", "kv_bytes_per_s", "rows_half")
+TERMS = ("pass_s", "request_s", "bytes_per_s", "kv_bytes_per_s", "attention_flops_per_s", "rows_half")
 TOLERANCE = 0.10  # the held-out error a fit is held to
 
 
@@ -45,6 +47,7 @@ class Terms:
     request_s: float
     bytes_per_s: float
     kv_bytes_per_s: float
+    attention_flops_per_s: float
     rows_half: float
     peak_flops: float
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -57,7 +60,7 @@ class Terms:
         rows = max((m.rows for m in p.matmuls), default=1)
         matmuls = max(p.weight_bytes() / self.bytes_per_s,
                       sum(m.flops() for m in p.matmuls) / (self.peak_flops * self.efficiency(rows)))
-        rest = max(p.other_bytes / self.kv_bytes_per_s, p.attention_flops / (self.peak_flops * self.efficiency(rows)))
+        rest = p.other_bytes / self.kv_bytes_per_s + p.attention_flops / self.attention_flops_per_s
         return self.pass_s + batch * self.request_s + matmuls + rest
 
     def step_seconds(self, step: Step, batch: int) -> float:
@@ -71,6 +74,9 @@ class Terms:
                 f"per request and pass {1e3 * self.request_s:.4f} ms{src('request_s')}",
                 f"weights at {self.bytes_per_s / 1e9:.1f} GB/s{src('bytes_per_s')}",
                 f"KV and other bytes at {self.kv_bytes_per_s / 1e9:.1f} GB/s{src('kv_bytes_per_s')}",
+                f"attention's FLOPs at {self.attention_flops_per_s / 1e12:.3g} TFLOP/s "
+                f"({100 * self.attention_flops_per_s / self.peak_flops:.3g} % of the peak)"
+                f"{src('attention_flops_per_s')}",
                 f"FLOP efficiency rows / (rows + {self.rows_half:.0f}) of {self.peak_flops / 1e12:.1f} TFLOP/s "
                 f"({100 * self.efficiency(16):.0f} % at 16 rows, {100 * self.efficiency(256):.0f} % at 256)"
                 f"{src('rows_half')}"]
@@ -143,19 +149,21 @@ def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: floa
     inv_kv = float(start[3]) if start[3] > 0 else inv_bw
 
     def terms_of(x: np.ndarray) -> Terms:
-        return Terms(float(x[0]), float(x[1]), 1 / float(x[2]), 1 / float(x[3]), float(math.exp(x[4])), peak_flops)
+        return Terms(float(x[0]), float(x[1]), 1 / float(x[2]), 1 / float(x[3]), 1 / float(x[5]),
+                     float(math.exp(x[4])), peak_flops)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         t = terms_of(x)
         return np.array([t.step_seconds(p.step, p.batch) / p.seconds - 1 for p in points])
 
-    scale = np.array([max(pass_s, 1e-6), max(request_s, 1e-7), inv_bw, inv_kv, 1.0])
-    low = [0, 0, inv_bw / 10, min(inv_kv, inv_bw) / 10, math.log(1e-3)]
-    high = [np.inf, np.inf, inv_bw * 10, max(inv_kv, inv_bw) * 100, math.log(1e6)]
+    inv_attn = 1 / peak_flops
+    scale = np.array([max(pass_s, 1e-6), max(request_s, 1e-7), inv_bw, inv_kv, 1.0, inv_attn])
+    low = [0, 0, inv_bw / 10, min(inv_kv, inv_bw) / 10, math.log(1e-3), inv_attn]
+    high = [np.inf, np.inf, inv_bw * 10, max(inv_kv, inv_bw) * 100, math.log(1e6), inv_attn * 1e3]
     if ceiling:
         low[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in low[2:4]]
         high[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in high[2:4]]
-    best = min((least_squares(residuals, np.clip([pass_s, request_s, inv_bw, inv_kv, math.log(h)], low, high),
+    best = min((least_squares(residuals, np.clip([pass_s, request_s, inv_bw, inv_kv, math.log(h), inv_attn], low, high),
                               bounds=(low, high), x_scale=scale) for h in (1.0, 32.0, 256.0, 2048.0)),
                key=lambda r: r.cost)
     return dataclasses.replace(terms_of(best.x), sources=dict(sources or {}))
@@ -226,7 +234,7 @@ def calibrate(ar_steps: Sequence[Measured], peak_flops: float, bytes_per_s: floa
     if len({p.batch for p in ar_steps}) < 2:
         raise FitError("a plain-decoding curve at one batch size: give it at two or more (the per-request cost is "
                        "its slope)")
-    base = Terms(0.0, 0.0, bytes_per_s, bytes_per_s, rows_half, peak_flops)
+    base = Terms(0.0, 0.0, bytes_per_s, bytes_per_s, peak_flops, rows_half, peak_flops)
     a = np.array([[len(p.step.passes), len(p.step.passes) * p.batch] for p in ar_steps]) \
         / np.array([[p.seconds] for p in ar_steps])
     rest = np.array([1 - base.step_seconds(p.step, p.batch) / p.seconds for p in ar_steps])
@@ -234,5 +242,5 @@ def calibrate(ar_steps: Sequence[Measured], peak_flops: float, bytes_per_s: floa
     if request_s < 0:  # the bytes alone grow faster than the curve: no per-request cost, the intercept refitted
         request_s = 0.0
         pass_s = float(np.sum(a[:, 0] * rest) / np.sum(a[:, 0] ** 2))
-    return Terms(max(float(pass_s), 0.0), float(request_s), bytes_per_s, bytes_per_s, rows_half, peak_flops,
+    return Terms(max(float(pass_s), 0.0), float(request_s), bytes_per_s, bytes_per_s, peak_flops, rows_half, peak_flops,
                  dict(sources))

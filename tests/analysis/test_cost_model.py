@@ -278,7 +278,8 @@ def test_a_published_plain_curve_calibrates_per_pass_and_per_request_costs_at_a_
                  "--batch", "1,8,16,32"]) == 0
     out = capsys.readouterr().out
     assert "(assumed: TPU v5e's datasheet" in out and "(assumed: the roofline's" in out
-    assert "per request and pass 0.3392 ms (fitted: the curve's slope" in out
+    assert "attention's FLOPs at 197 TFLOP/s (100 % of the peak) (assumed: the peak" in out
+    assert "per request and pass 0.3385 ms (fitted: the curve's slope" in out
     assert "The curve itself, as the terms reproduce it: B=1 +4.0 %" in out and "| math500 | 8.80 |" in out
     curve.write_text("batch_size,tok_per_s_total\n8,560\n")
     assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED)]) == 2

@@ -141,7 +141,7 @@ def test_cost_model_schedule_on_a_run_writes_each_engines_config(tmp_path, capsy
     assert main(["cost-model", str(run), "--schedule", "--cost-ks", "99"]) == 2
     assert "--cost-ks 99: jax on humaneval measured no K = 99; give Ks it measured (" in capsys.readouterr().err
     assert main(["cost-model", "--chip", "v5p", "--tau-from", str(run), "--check-against", str(run)]) == 2
-    assert "--check-against compares a run's own schedule" in capsys.readouterr().err
+    assert "--check-against goes with --schedule" in capsys.readouterr().err
 
 
 def _tiny_run(tmp_path):
@@ -170,6 +170,12 @@ def test_cost_model_chip_schedule_falls_and_calibrates_on_a_published_curve(tmp_
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "K first falls at B = " in out and (run / "k_schedule" / "v5p-qwen3-4b-humaneval" / "vllm.json").is_file()
+    assert "beside the" not in out
+    assert main([*argv, "--check-against", str(run)]) == 0  # the chip's prices against a measured grid
+    out = capsys.readouterr().out
+    assert "The prediction among the Ks measured, beside the grid measured in synthetic" in out
+    assert "| measured best K | predicted best K |" in out
+    assert (run / "k_schedule" / "v5p-qwen3-4b-humaneval-checked-on-run" / "schedule.md").is_file()
     table = tmp_path / "published.csv"
     table.write_text("batch_size,tok_per_s_total\n1,100\n8,700\n64,3000\n")
     assert main([*argv, "--calibrate-from", str(table)]) == 0

@@ -9,8 +9,8 @@ from benchmarks.hardware import step_cost
 from benchmarks.hardware import step_model as sm
 
 PEAK, NOMINAL = 197e12, 819e9
-PLANTED = sm.Terms(pass_s=0.6e-3, request_s=0.25e-3, bytes_per_s=760e9, kv_bytes_per_s=420e9, rows_half=120.0,
-                   peak_flops=PEAK)
+PLANTED = sm.Terms(pass_s=0.6e-3, request_s=0.25e-3, bytes_per_s=760e9, kv_bytes_per_s=420e9,
+                   attention_flops_per_s=20e12, rows_half=120.0, peak_flops=PEAK)
 CFG = SHAPES["qwen3-4b"]
 DRAFT = released_draft(CFG)
 
@@ -40,7 +40,7 @@ def test_a_point_left_out_is_predicted_within_its_tolerance():
     checks = sm.held_out(grid(), PEAK, NOMINAL)
     assert len(checks) == len(grid()) and all(abs(c.error) < 0.01 for c in checks)
     between = sm.held_out(grid(points=[(b, 256, k) for b in (1, 4, 16, 64) for k in (0, 3, 7, 15)]
-                               + [(b, 2048, 0) for b in (1, 4)]), PEAK, NOMINAL,
+                               + [(b, 2048, k) for b in (1, 4) for k in (0, 15)]), PEAK, NOMINAL,
                           fitted_on=lambda p: p.label.endswith(("K=0", "K=15")))
     assert {c.label for c in between} == {f"B={b} ctx=256 K={k}" for b in (1, 4, 16, 64) for k in (3, 7)}
     assert all(abs(c.error) < 0.01 for c in between)
@@ -58,7 +58,7 @@ def test_noise_shows_in_the_held_out_errors_and_the_verdict_names_the_points_abo
 
 
 @pytest.mark.parametrize("points, says", [
-    ([(1, 256, 0), (4, 256, 0), (16, 256, 15)], "3 step(s): add steps to make 5 or more"),
+    ([(1, 256, 0), (4, 256, 0), (16, 256, 15)], "3 step(s): add steps to make 6 or more"),
     ([(4, 256, 0), (4, 2048, 0), (4, 8192, 0), (4, 256, 15), (4, 2048, 15), (4, 8192, 15)],
      "all at one batch size: add one at another batch size"),
     ([(1, 256, 0), (4, 256, 0), (1, 2048, 0), (4, 2048, 0), (64, 256, 0), (16, 2048, 0)],
@@ -77,8 +77,8 @@ def test_a_fit_the_points_cannot_make_is_refused_with_what_to_add(points, says):
 def test_a_chips_fit_holds_its_bandwidths_to_the_datasheets():
     """With the ceiling no bandwidth comes out above the nominal one, even from steps made faster than it, and planted
     terms within it are still recovered."""
-    fast = sm.Terms(pass_s=0.2e-3, request_s=0.03e-3, bytes_per_s=900e9, kv_bytes_per_s=850e9, rows_half=80.0,
-                    peak_flops=PEAK)
+    fast = sm.Terms(pass_s=0.2e-3, request_s=0.03e-3, bytes_per_s=900e9, kv_bytes_per_s=850e9,
+                    attention_flops_per_s=40e12, rows_half=80.0, peak_flops=PEAK)
     free = sm.fit(grid(fast), PEAK, NOMINAL)
     held = sm.fit(grid(fast), PEAK, NOMINAL, ceiling=True)
     assert free.bytes_per_s == pytest.approx(900e9, rel=0.02)
