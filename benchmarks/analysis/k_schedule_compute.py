@@ -2,8 +2,8 @@
 
     throughput(B, K) = B · τ(K) / step(B, K)      τ(0) = 1, step(B, 0) = the plain-decoding step
     best K at B      = argmax over K (K = 0 allowed) of throughput(B, K)
-    margin           = throughput(best) / throughput(next best) − 1; its interval: τ(best) / τ(next) paired over
-                       the same units (`TauCurve.ratio`), times the steps' ratio with their bounds at the extremes
+    margin           = throughput(best) / throughput(next best) − 1; its interval covers throughput(best) / the
+                       largest other throughput − 1, with the best chosen on the same data (`choose`)
 
 τ(K) comes from the largest K run, its accepted lengths cut at each K (`tau_curve`; the prefix rule of a block
 drafter or of a greedy chain); it is assumed not to depend on B, except where an engine's static batch keeps its
@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri, stdtrit
 
 from benchmarks.analysis.cost_model_compute import Engine
 from benchmarks.analysis.row_records import RowRecords
@@ -70,14 +71,55 @@ class Choice:
         return self.runner_up is not None and self.margin.low > 0
 
 
-TauRatio = Callable[[int, int], Interval]  # (K_a, K_b) -> τ(K_a) / τ(K_b), paired over the same units
+TauRatio = Callable[[int, int, float], Interval]  # (K_a, K_b, level) -> τ(K_a) / τ(K_b), paired over the same units
+
+LEVEL = 0.95  # the margin's two-sided level: each bound wrong at most 2.5 % of the time, the choice included
+
+
+def _log_se(iv: Interval, crit: float) -> float:
+    """The standard error on the log scale of an interval whose bounds are its value ∓ crit standard errors (0 for
+    an exact one, inf where a bound is missing or not positive)."""
+    if iv.low == iv.high == iv.value:
+        return 0.0
+    if not (iv.low > 0 and iv.high > 0 and math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return math.inf
+    return (math.log(iv.high) - math.log(iv.low)) / (2 * crit)
+
+
+def _crit(level: float, units: int) -> float:
+    """The two-sided Student-t critical value at `level` over `units` independent units (normal where unknown)."""
+    return float(stdtrit(units - 1, 0.5 + level / 2)) if units >= 2 else float(ndtri(0.5 + level / 2))
+
+
+def _pair(best: Point, other: Point, tail: float, tau_ratio: TauRatio | None) -> tuple[float, float, float]:
+    """throughput(best) / throughput(other) with one-sided bounds each wrong at most `tail` of the time: τ's ratio
+    (paired over its units where `tau_ratio` gives it, else the two τ apart) and the two steps, combined on the log
+    scale as independent errors, at the Student-t critical value of τ's units."""
+    units = best.tau.units or 0
+    crit = _crit(1 - 2 * tail, units)
+    if tau_ratio is not None:
+        t = tau_ratio(best.k, other.k, 1 - 2 * tail)
+        var = _log_se(t, crit) ** 2
+    else:
+        t = Interval(best.tau.value / other.tau.value, math.nan, math.nan, units)
+        var = sum(_log_se(x.tau, _crit(LEVEL, x.tau.units or 0)) ** 2 for x in (best, other))
+    var += sum(_log_se(x.step_ms, _crit(LEVEL, x.step_ms.units or 0)) ** 2 for x in (best, other))
+    centre = math.log(t.value * other.step_ms.value / best.step_ms.value)
+    if not math.isfinite(var):
+        return math.exp(centre) - 1, math.nan, math.nan
+    half = crit * math.sqrt(var)
+    return math.exp(centre) - 1, math.exp(centre - half) - 1, math.exp(centre + half) - 1
 
 
 def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterable[int] | None = None,
            tau_ratio: TauRatio | None = None) -> Choice | None:
     """The best K at `batch` among `ks` (default: every K with a τ), K = 0 included where `taus` has it and the cost
-    source prices it; None where no K is priced. The margin's bounds: τ's ratio paired over its units where
-    `tau_ratio` gives it (else each τ's bounds at their extremes), times the steps' ratio at its extremes."""
+    source prices it; None where no K is priced.
+
+    The margin is chosen on the data that bound it, so its interval is selection-aware (multiple comparisons with the
+    best, Bonferroni): the best against each other K, each bound at a one-sided 2.5 % / (m − 1) for m Ks priced; the
+    lower bound the smallest of those against every other K, the upper the smallest upper bound. Both then hold,
+    whichever K the data made best, with at least 95 % between them; it is decided when the lower bound is above 0."""
     points = []
     for k in sorted(taus if ks is None else ks):
         step = cost(batch, k)
@@ -89,12 +131,11 @@ def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterabl
     best, nxt = ranked[0], (ranked[1] if len(ranked) > 1 else None)
     if nxt is None:
         return Choice(batch, best, None, Interval(math.nan, math.nan, math.nan, 0), points)
-    t = (tau_ratio(best.k, nxt.k) if tau_ratio is not None else
-         Interval(best.tau.value / nxt.tau.value, best.tau.low / nxt.tau.high, best.tau.high / nxt.tau.low,
-                  best.tau.units))
-    s = nxt.step_ms
-    margin = Interval(t.value * s.value / best.step_ms.value - 1, t.low * s.low / best.step_ms.high - 1,
-                      t.high * s.high / best.step_ms.low - 1, t.units)
+    tail = (1 - LEVEL) / 2 / (len(points) - 1)
+    pairs = [_pair(best, other, tail, tau_ratio) for other in ranked[1:]]
+    bounded = all(math.isfinite(p[1]) and math.isfinite(p[2]) for p in pairs)
+    margin = Interval(pairs[0][0], min(p[1] for p in pairs) if bounded else math.nan,
+                      min(p[2] for p in pairs) if bounded else math.nan, best.tau.units)
     return Choice(batch, best, nxt, margin, points)
 
 
@@ -145,9 +186,9 @@ class TauCurve:
     def taus(self) -> dict[int, Interval]:
         return {k: self.at(k) if k else metrics.exact(1.0) for k in self.counts}
 
-    def ratio(self, a: int, b: int) -> Interval:
+    def ratio(self, a: int, b: int, level: float = 0.95) -> Interval:
         """τ(a) / τ(b) on the same units (the steps cancel): its interval paired over them."""
-        return metrics.rate_interval(self.counts[a], self.counts[b])
+        return metrics.rate_interval(self.counts[a], self.counts[b], level)
 
     def in_batches(self, groups: Sequence[Iterable[str]], batch: int) -> tuple[dict[int, Interval], TauRatio]:
         """τ(K) as static batches of `batch` rows see it when finished rows ride along until the batch's last request
@@ -162,7 +203,7 @@ class TauCurve:
         def tau(k: int) -> Interval:
             t = metrics.rate_interval(tokens, rows[k])
             return Interval(t.value, t.low, min(t.high, k + 1.0), t.units)
-        return {k: tau(k) for k in rows}, lambda a, b: metrics.rate_interval(rows[b], rows[a])
+        return {k: tau(k) for k in rows}, lambda a, b, level=0.95: metrics.rate_interval(rows[b], rows[a], level)
 
 
 def tau_curve(requests: Sequence[RequestLine], k_max: int | None = None) -> TauCurve:
