@@ -406,7 +406,9 @@ def exact(value: float) -> Interval:
 
 
 def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
-    """The mean of independent units and its Student-t interval, mean ± t_{n−1} · sd / √n (NaN bounds at n < 2)."""
+    """The mean of independent units and its Student-t interval (NaN bounds at n < 2): on the log scale,
+    mean · exp(± t_{n−1} · sd / (√n · mean)) by the delta method, where every unit is positive (a time, a rate: no
+    negative bound), else mean ± t_{n−1} · sd / √n."""
     x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
     n = len(x)
     if not n:
@@ -415,13 +417,15 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(m, math.nan, math.nan, 1)
     half = float(stdtrit(n - 1, 0.5 + level / 2) * x.std(ddof=1) / math.sqrt(n))
+    if (x > 0).all():
+        return Interval(m, m * math.exp(-half / m), m * math.exp(half / m), n)
     return Interval(m, m - half, m + half, n)
 
 
 def rate_interval(counts: Sequence[float], spans: Sequence[float], level: float = 0.95) -> Interval:
     """Σ counts / Σ spans over independent units (tokens over seconds, tokens over steps), with the delta method's
-    Student-t interval over the units: the rate ± t_{n−1} · sd(u)/√n, u_i = (c_i − R·s_i) / mean(s). Units with a
-    non-positive span are dropped; NaN bounds at n < 2."""
+    Student-t interval over the units on the log scale, so that no bound is negative: R · exp(± t_{n−1} · sd(u) /
+    (√n · R)), u_i = (c_i − R·s_i) / mean(s). Units with a non-positive span are dropped; NaN bounds at n < 2."""
     pairs = np.array([(c, s) for c, s in zip(counts, spans, strict=True)
                       if s > 0 and math.isfinite(c) and math.isfinite(s)], dtype=float).reshape(-1, 2)
     n = len(pairs)
@@ -432,6 +436,8 @@ def rate_interval(counts: Sequence[float], spans: Sequence[float], level: float 
         return Interval(rate, math.nan, math.nan, 1)
     u = (pairs[:, 0] - rate * pairs[:, 1]) / pairs[:, 1].mean()
     half = float(stdtrit(n - 1, 0.5 + level / 2) * u.std(ddof=1) / math.sqrt(n))
+    if rate > 0:
+        return Interval(rate, rate * math.exp(-half / rate), rate * math.exp(half / rate), n)
     return Interval(rate, rate - half, rate + half, n)
 
 

@@ -297,12 +297,18 @@ def test_accepted_at():
 
 def test_mean_and_rate_intervals():
     m = metrics.mean_interval([1.0, 2.0, 3.0])
-    assert (m.value, m.units) == (2.0, 3) and m.low == pytest.approx(2 - 4.302653 / math.sqrt(3), rel=1e-5)
+    assert (m.value, m.units) == (2.0, 3) and m.low == pytest.approx(2 * math.exp(-4.302653 / math.sqrt(3) / 2), rel=1e-5)
+    assert m.low > 0 and m.high == pytest.approx(4 / m.low)  # positive units: on the log scale, never below 0
+    two = metrics.mean_interval([1.0, 30.0])  # two far-apart batches: the linear interval reached -171
+    assert 0 < two.low < 15.5 < two.high
+    assert metrics.mean_interval([-1.0, 1.0, 3.0]).low < 0  # values of either sign: the linear interval
     assert not metrics.mean_interval([5.0]).has_interval
     r = metrics.rate_interval([10, 20, 30], [1, 2, 3])  # every unit at the same rate: no spread
     assert (r.value, r.low, r.high) == pytest.approx((10.0, 10.0, 10.0))
     r = metrics.rate_interval([10, 30, 20, 0], [1, 2, 2, 0])  # the unit without a span is dropped
     assert r.units == 3 and r.value == pytest.approx(12.0) and r.low < 12.0 < r.high
+    wide = metrics.rate_interval([100, 2000], [1, 1])  # two batches 20x apart: a positive low bound
+    assert 0 < wide.low < wide.value < wide.high
     assert metrics.exact(3.0) == metrics.Interval(3.0, 3.0, 3.0, 0)
 
 
