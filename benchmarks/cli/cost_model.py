@@ -154,9 +154,13 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     path = args.fit_from / "grid.csv" if args.fit_from.is_dir() else args.fit_from
     about = path.with_name("grid.json")
     try:
-        shape_name = args.shape or (read_json_file(about).get("shape") if about.is_file() else None)
+        recorded = read_json_file(about) if about.is_file() else {}
     except ValueError as exc:
         raise ConfigError(f"--fit-from {exc}; give --shape") from None
+    shape_name = args.shape or recorded.get("shape")
+    if args.chip and recorded.get("dtype") not in (None, args.dtype):
+        raise ConfigError(f"--fit-from {path}: the grid was timed in {recorded['dtype']}, the steps are priced in "
+                          f"{args.dtype}; give --dtype {recorded['dtype']}")
     if shape_name not in SHAPES:
         raise ConfigError(f"--fit-from {path}: the grid's shape is {shape_name or 'not recorded'}; give --shape (one "
                           f"of {', '.join(sorted(SHAPES))})")

@@ -147,7 +147,9 @@ class Grid:
         self.t_start = time.perf_counter()
         self.args = args
         self.hw = detect.detect()
-        self.dtype = jnp.float32 if self.hw.platform == "cpu" else jnp.bfloat16
+        self.dtype = jnp.dtype(args.dtype or ("float32" if self.hw.platform == "cpu" else "bfloat16"))
+        if self.dtype == jnp.float32 and self.hw.platform != "cpu":  # as the engine multiplies float32 there
+            jax.config.update("jax_default_matmul_precision", "highest")
         self.itemsize = jnp.dtype(self.dtype).itemsize
         self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
         self.dcfg = draft_config(self.cfg)
@@ -475,6 +477,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--batch", type=_ints, default=(1, 4, 16, 64), help="batch sizes, powers of 2 up to 64")
     ap.add_argument("--context", type=_ints, default=(256, 2048, 8192), help="cache rows every step reads")
     ap.add_argument("--ks", type=_ints, default=(0, 7, 15), help="0 (plain decoding) and DFlash Ks")
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"),
+                    help="weights' and caches' dtype (default float32 on a CPU, bfloat16 on an accelerator); float32 "
+                         "multiplies at full precision, as the engine does")
     ap.add_argument("--steps", type=int, default=12, help="steps per timed loop")
     ap.add_argument("--repeats", type=int, default=5, help="timed loops per point (medians)")
     ap.add_argument("--budget-s", type=float, default=480.0, help="seconds for everything, compiles included")

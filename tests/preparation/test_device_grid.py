@@ -7,6 +7,7 @@ import json
 import pytest
 
 from benchmarks.cli import main
+from benchmarks.core.paths import ROOT
 from benchmarks.studies import device_grid
 from benchmarks.studies.device_summary import grid_lines
 
@@ -14,8 +15,8 @@ pytestmark = pytest.mark.jax
 
 
 def grid_args(tmp_path, **over):
-    args = dict(shape="qwen3-tiny", batch=(1, 2), context=(256,), ks=(0, 3), steps=3, repeats=2, budget_s=600.0,
-                memory_gb=None, profile_above=0.0, profile_max=1, stream_gb=0.0, out=tmp_path / "grid")
+    args = dict(shape="qwen3-tiny", dtype=None, batch=(1, 2), context=(256,), ks=(0, 3), steps=3, repeats=2,
+                budget_s=600.0, memory_gb=None, profile_above=0.0, profile_max=1, stream_gb=0.0, out=tmp_path / "grid")
     return argparse.Namespace(**(args | over))
 
 
@@ -40,6 +41,18 @@ def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
     assert g["skipped"] == [] and g["dropped"] == [] and g["violations"] == []
     assert (tmp_path / "grid" / "grid.csv").read_text().count("\n") == 5
     assert "NaN" not in (tmp_path / "grid" / "grid.json").read_text()  # a CPU has no roofline: null, valid JSON
+    assert g["dtype"] == "float32"  # a CPU's default
+
+
+def test_a_grid_in_another_dtype_says_so_and_a_fit_in_the_wrong_one_is_refused(tmp_path, capsys):
+    args = grid_args(tmp_path, dtype="bfloat16", batch=(1,), ks=(0,))
+    assert device_grid.Grid(args).run(device_grid.order((1,), (256,), (0,))) == 0
+    g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    assert g["dtype"] == "bfloat16" and g["points"][0]["status"] == "ok"
+    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(tmp_path / "grid"), "--dtype", "float32",
+                 "--tau-from", str(ROOT / "results" / "reference" / "tpu_v5p_qwen3_4b.csv")]) == 2
+    assert "the grid was timed in bfloat16, the steps are priced in float32; give --dtype bfloat16" in \
+        capsys.readouterr().err
 
 
 def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budget_dropped(tmp_path):
