@@ -188,6 +188,8 @@ def output_folder_problem(path: Path) -> str | None:
         what = "a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a file"
         return f"is {what}" if probe == path else f"lies under {probe}, which is {what}"
     if not os.access(probe, os.W_OK | os.X_OK):
+        if not os.access(probe, os.R_OK | os.X_OK):
+            return f"cannot be written ({probe} may not even be opened by this user: permission denied)"
         return f"cannot be written ({probe} is read-only to this user)"
     return None
 

@@ -16,7 +16,9 @@ type, nan/inf, negative, zero, huge, deeply nested, non-UTF-8, and the slot's ow
 - `wrong cause`: refused, but its message does not name the kind's cause (CAUSES: a FIFO must read as a FIFO, not
   as "no such file");
 - `clear error` (bad input refused without a traceback, nothing changed) or `ok` (valid input ran).
-Kinds that cannot be made here (unreadable and read-only as root) are `n/a`.
+Permissions do not bite root: as root the unreadable and read-only kinds run as an unprivileged user instead
+(`runuser -u nobody`, this checkout's packages on its path, the case's folder given to it; `as_user`), and are `n/a`
+only where no interpreter of this Python's version is open to that user (the reason printed).
 
 From a checkout's root: `python -m tests.cli.hostile_grid` prints the table of commands × kinds and the counts per
 outcome; `--all` adds the slower cases (study kflat, matrix runs); `--cases` lists each case with its first line.
@@ -28,8 +30,11 @@ import argparse
 import hashlib
 import json
 import os
+import functools
 import shutil
+import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -47,8 +52,14 @@ CAUSES = {"missing": ("does not exist", "no such"), "FIFO": ("FIFO", "named pipe
           "read-only": ("read-only", "cannot be written", "permission"), "non-UTF-8": ("UTF-8",),
           "deeply nested": ("nested",), "nan/inf": ("nan", "finite"), "inf": ("inf", "finite", "expected"),
           "nan in records": ("nan", "finite"), "provenance nested": ("nested",), "provenance NaN": ("finite",),
+          "units unreadable": ("permission",), "provenance unreadable": ("permission",),
           "truncated": ("JSON", "YAML", "column", "CSV", "empty")}
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
+PERMISSION_KINDS = ("unreadable", "read-only", "units unreadable", "provenance unreadable")
+USER = "nobody"
+# What the unprivileged process runs: the CLI with the scripted engine's catalog row, the arguments after it
+BOOT = ("import sys; from tests.cli.hostile_cases import scripted_engine; scripted_engine(); "
+        "from benchmarks import cli; sys.exit(cli.main(sys.argv[1:]))")
 HANG_S = 60  # a case still running after this long waits on something that never comes (a FIFO)
 SLOW_HANG_S = 300  # the same for a case that measures (a run, a study that compiles)
 NESTED = "[" * 100_000 + "]" * 100_000
@@ -204,6 +215,8 @@ RUN = Slot("run folder", run_copy, {
     "unit a folder": unit_folder,
     "provenance nested": lambda run: next((run / "provenance").glob("*.json")).write_text(NESTED),
     "provenance NaN": lambda run: next((run / "provenance").glob("*.json")).write_text('{"engine": NaN}'),
+    "units unreadable": lambda run: os.chmod(run / "units", 0o000),
+    "provenance unreadable": lambda run: os.chmod(run / "provenance", 0o000),
 }, folder=True, reads=lambda run: [run / name for name in ("manifest.json", "units", "provenance", "records.jsonl")])
 
 
@@ -420,21 +433,83 @@ def snapshot(paths: list[Path]) -> dict[str, str]:
     return seen
 
 
+@functools.cache
+def as_user() -> tuple[tuple[str, ...], str]:
+    """As root: the command that runs Python as USER (runuser, then an interpreter of this version that USER can
+    execute, with this checkout and its packages on PYTHONPATH), or () and why there is none."""
+    repo = str(Path(__file__).resolve().parents[2])
+    runuser = shutil.which("runuser")
+    if not runuser:
+        return (), "no runuser here"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    paths = [repo] + list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
+    candidates = [sys.executable, os.path.realpath(sys.executable), shutil.which(f"python{version}"),
+                  f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
+    for py in dict.fromkeys(c for c in candidates if c):
+        prefix = (runuser, "-u", USER, "--", "env", f"PYTHONPATH={os.pathsep.join(paths)}", "HF_HUB_OFFLINE=1", py)
+        try:
+            probe = subprocess.run([*prefix, "-c", "import benchmarks.cli, tests.cli.hostile_cases"], cwd="/",
+                                   capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0:
+            return prefix, ""
+    return (), (f"no Python {version} that {USER} may run with this checkout ({repo}) and its packages on its path "
+                "(a set-up in a private home folder: docs/setup.md)")
+
+
 def applies(case: Case) -> bool:
-    """Whether the kind can be made here: as root, permissions do not bite."""
-    return not (ROOT_USER and case.kind in ("unreadable", "read-only"))
+    """Whether the kind can be made here: as root, permissions bite only a process run as another user."""
+    return not (ROOT_USER and case.kind in PERMISSION_KINDS and not as_user()[0])
+
+
+def _give(folder: Path, owner: str) -> None:
+    """The case's folder and everything in it to `owner` (modes kept: a damaged mode still bites its owner)."""
+    import pwd
+
+    entry = pwd.getpwnam(owner)
+    for p in [folder, *folder.rglob("*")]:
+        os.chown(p, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+
+@functools.cache
+def _home() -> str:
+    """A home folder of USER's for the session (matplotlib's caches go there, not into a case's folder)."""
+    home = Path(tempfile.mkdtemp(prefix="hostile-grid-home-"))
+    _give(home, USER)
+    return str(home)
+
+
+def call_as_user(argv: list[str], env: dict[str, str], folder: Path, timeout: int) -> Outcome:
+    """One CLI command as USER, in a process of its own: its status and output, or a hang."""
+    prefix, _ = as_user()
+    extra = [f"{k}={v}" for k, v in {"DFLASH_RUNS_DIR": str(folder / "runs"), "HOME": _home(), **env}.items()]
+    command = [*prefix[:5], *extra, *prefix[5:], "-c", BOOT, *map(str, argv)]
+    try:
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return Outcome(None, str(exc.stdout or ""), str(exc.stderr or ""), hung=True)
+    return Outcome(done.returncode, done.stdout, done.stderr)
 
 
 def run_case(case: Case, folder: Path) -> tuple[str, Outcome | None]:
     if not applies(case):
         return "n/a", None
+    unprivileged = ROOT_USER and case.kind in PERMISSION_KINDS
+    if unprivileged:  # a folder USER can reach (a test's tmp_path sits in root's own)
+        folder = Path(tempfile.mkdtemp(prefix="hostile-grid-as-user-"))
+        os.chmod(folder, 0o755)
     argv, env, read = case.make(folder)
     hostile_cases.HANG_S = SLOW_HANG_S if case.slow else HANG_S
     before, before_read = snapshot([folder]), snapshot(read)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        outcome = call(argv)
+        if unprivileged:
+            _give(folder, USER)
+            outcome = call_as_user(argv, env, folder, hostile_cases.HANG_S)
+        else:
+            outcome = call(argv)
     finally:
         for k, v in saved.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -455,6 +530,8 @@ def run_case(case: Case, folder: Path) -> tuple[str, Outcome | None]:
         kind = "wrong cause"
     else:
         kind = "clear error"
+    if unprivileged:
+        shutil.rmtree(folder, ignore_errors=True)
     return kind, outcome
 
 
