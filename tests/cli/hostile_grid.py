@@ -27,10 +27,10 @@ tests/cli/test_hostile_grid.py asserts the default grid holds only `clear error`
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
-import functools
 import shutil
 import subprocess
 import sys
