@@ -202,8 +202,9 @@ def schedule_main(args: argparse.Namespace) -> int:
                  f"engine's static batches keep their finished rows, τ at B counts the row-steps they ride along "
                  f"until the batch's last request ends, each request's steps at K its tokens over its own τ(K)); "
                  f"{how}. "
-                 f"Margin: the best K's tok/s over the next best's − 1; its bounds: the τ ratio's 95 % interval paired "
-                 f"over the prompts (batches), times the steps' ratio with their 95 % intervals at their extremes.")
+                 "Margin: the best K's tok/s over the next best's − 1; its bounds compare the best with every other K "
+                 "(Bonferroni over them, the best chosen on the same data), τ's ratio paired over the prompts "
+                 "(batches) and the two steps' intervals combined on the log scale (docs/statistics.md).")
         text = choices_markdown(choices, about)
         text += grid_check(src, cost, args.check_against)
         if cal_text:
