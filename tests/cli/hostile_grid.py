@@ -57,6 +57,7 @@ CAUSES = {"missing": ("does not exist", "no such"), "FIFO": ("FIFO", "named pipe
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
 PERMISSION_KINDS = ("unreadable", "read-only", "units unreadable", "provenance unreadable")
 USER = "nobody"
+REPO = str(Path(__file__).resolve().parents[2])
 # What the unprivileged process runs: the CLI with the scripted engine's catalog row, the arguments after it
 BOOT = ("import sys; from tests.cli.hostile_cases import scripted_engine; scripted_engine(); "
         "from benchmarks import cli; sys.exit(cli.main(sys.argv[1:]))")
@@ -434,28 +435,33 @@ def snapshot(paths: list[Path]) -> dict[str, str]:
 
 
 @functools.cache
-def as_user() -> tuple[tuple[str, ...], str]:
-    """As root: the command that runs Python as USER (runuser, then an interpreter of this version that USER can
-    execute, with this checkout and its packages on PYTHONPATH), or () and why there is none."""
-    repo = str(Path(__file__).resolve().parents[2])
+def as_user() -> tuple[tuple[str, ...], str, str]:
+    """As root: what runs a command as USER (`runuser ... env`, to be given its environment: `user_env`), an
+    interpreter of this Python's version that USER can execute with this checkout, and "" for the reason; or
+    ((), "", why there is none)."""
     runuser = shutil.which("runuser")
     if not runuser:
-        return (), "no runuser here"
+        return (), "", "no runuser here"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    paths = [repo] + list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
     candidates = [sys.executable, os.path.realpath(sys.executable), shutil.which(f"python{version}"),
                   f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
     for py in dict.fromkeys(c for c in candidates if c):
-        prefix = (runuser, "-u", USER, "--", "env", f"PYTHONPATH={os.pathsep.join(paths)}", "HF_HUB_OFFLINE=1", py)
+        command = (runuser, "-u", USER, "--", "env", *user_env({}), py)
         try:
-            probe = subprocess.run([*prefix, "-c", "import benchmarks.cli, tests.cli.hostile_cases"], cwd="/",
+            probe = subprocess.run([*command, "-c", "import benchmarks.cli, tests.cli.hostile_cases"], cwd="/",
                                    capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if probe.returncode == 0:
-            return prefix, ""
-    return (), (f"no Python {version} that {USER} may run with this checkout ({repo}) and its packages on its path "
+            return (runuser, "-u", USER, "--", "env"), py, ""
+    return (), "", (f"no Python {version} that {USER} may run with this checkout ({REPO}) and its packages on its path "
                 "(a set-up in a private home folder: docs/setup.md)")
+
+
+def user_env(extra: dict[str, str]) -> list[str]:
+    """`env`'s arguments for USER's process: this checkout and this Python's packages on its path, then `extra`."""
+    paths = [REPO] + list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
+    return [f"{k}={v}" for k, v in {"PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1", **extra}.items()]
 
 
 def applies(case: Case) -> bool:
@@ -482,11 +488,11 @@ def _home() -> str:
 
 def call_as_user(argv: list[str], env: dict[str, str], folder: Path, timeout: int) -> Outcome:
     """One CLI command as USER, in a process of its own: its status and output, or a hang."""
-    prefix, _ = as_user()
-    extra = [f"{k}={v}" for k, v in {"DFLASH_RUNS_DIR": str(folder / "runs"), "HOME": _home(), **env}.items()]
-    command = [*prefix[:5], *extra, *prefix[5:], "-c", BOOT, *map(str, argv)]
+    runner, py, _ = as_user()
+    extra = user_env({"DFLASH_RUNS_DIR": str(folder / "runs"), "HOME": _home(), **env})
     try:
-        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run([*runner, *extra, py, "-c", BOOT, *map(str, argv)], cwd=folder, capture_output=True,
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         return Outcome(None, str(exc.stdout or ""), str(exc.stderr or ""), hung=True)
     return Outcome(done.returncode, done.stdout, done.stderr)

@@ -28,7 +28,7 @@ def test_the_grid_walks_every_kind_of_every_slot():
 @pytest.mark.parametrize("case", GRID, ids=[f"{c.command}: {c.slot}: {c.kind}" for c in GRID])
 def test_each_case_is_a_clear_error_or_runs(case, tmp_path):
     if not applies(case):  # as root with no interpreter open to an unprivileged user: said, not passed
-        pytest.skip(f"{case.kind} cannot bite root, and {as_user()[1]}")
+        pytest.skip(f"{case.kind} cannot bite root, and {as_user()[2]}")
     kind, outcome = run_case(case, tmp_path)
     assert kind in GOOD, (kind, outcome and (outcome.rc, outcome.err[-2000:], outcome.error[-2000:]))
     assert kind == ("clear error" if case.bad else "ok")
