@@ -96,7 +96,10 @@ class Decision:
     leaders: list[CellCapacity]
 
     def ratio(self, c: CellCapacity) -> Ratio | None:
-        return None if self.best_plain is None else ratio(c.capacity, self.best_plain.capacity)
+        """c's capacity over the best plain one; exactly 1 for that one itself, whatever its range."""
+        if self.best_plain is None:
+            return None
+        return Ratio(1.0, 1.0, 1.0) if c is self.best_plain else ratio(c.capacity, self.best_plain.capacity)
 
     def verdict(self) -> str:
         if not self.leaders:

@@ -63,6 +63,7 @@ def test_a_capacity_search_finds_the_planted_capacities_and_reports_them(slo_row
     by_label = {c["label"]: c for c in decision["configurations"]}
     assert by_label["baseline"]["capacity"]["text"] == "8" and by_label["dflash-k3"]["capacity"]["text"] == "18"
     assert by_label["dflash-k3"]["vs_best_plain"]["ratio"] == pytest.approx(18 / 8)
+    assert by_label["baseline"]["vs_best_plain"] == {"ratio": 1.0, "low": 1.0, "high": 1.0}  # itself: exactly 1
     assert decision["leaders"] == [f"{ROW.name} dflash-k3"] and decision["best_plain"] == f"{ROW.name} baseline"
     probe = by_label["baseline"]["probes"][0]
     assert (probe["load"], probe["why"], probe["verdict"]) == (1, "the low end of the range", "meets")
