@@ -99,12 +99,12 @@ def _pair(best: Point, other: Point, tail: float, tau_ratio: TauRatio | None) ->
     crit = _crit(1 - 2 * tail, units)
     if tau_ratio is not None:
         t = tau_ratio(best.k, other.k, 1 - 2 * tail)
-        var = _log_se(t, crit) ** 2
+        value, var = t.value, _log_se(t, crit) ** 2
     else:
-        t = Interval(best.tau.value / other.tau.value, math.nan, math.nan, units)
+        value = best.tau.value / other.tau.value
         var = sum(_log_se(x.tau, _crit(LEVEL, x.tau.units or 0)) ** 2 for x in (best, other))
     var += sum(_log_se(x.step_ms, _crit(LEVEL, x.step_ms.units or 0)) ** 2 for x in (best, other))
-    centre = math.log(t.value * other.step_ms.value / best.step_ms.value)
+    centre = math.log(value * other.step_ms.value / best.step_ms.value)
     if not math.isfinite(var):
         return math.exp(centre) - 1, math.nan, math.nan
     half = crit * math.sqrt(var)

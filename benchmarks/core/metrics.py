@@ -417,9 +417,7 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(m, math.nan, math.nan, 1)
     half = float(stdtrit(n - 1, 0.5 + level / 2) * x.std(ddof=1) / math.sqrt(n))
-    if (x > 0).all():
-        return Interval(m, m * math.exp(-half / m), m * math.exp(half / m), n)
-    return Interval(m, m - half, m + half, n)
+    return _spread(m, half, n, log=bool((x > 0).all()))
 
 
 def rate_interval(counts: Sequence[float], spans: Sequence[float], level: float = 0.95) -> Interval:
@@ -436,9 +434,15 @@ def rate_interval(counts: Sequence[float], spans: Sequence[float], level: float 
         return Interval(rate, math.nan, math.nan, 1)
     u = (pairs[:, 0] - rate * pairs[:, 1]) / pairs[:, 1].mean()
     half = float(stdtrit(n - 1, 0.5 + level / 2) * u.std(ddof=1) / math.sqrt(n))
-    if rate > 0:
-        return Interval(rate, rate * math.exp(-half / rate), rate * math.exp(half / rate), n)
-    return Interval(rate, rate - half, rate + half, n)
+    return _spread(rate, half, n, log=rate > 0)
+
+
+def _spread(value: float, half: float, n: int, log: bool) -> Interval:
+    """value ± half, or with `log` the same half-width on the log scale by the delta method, value · exp(± half /
+    value): no bound below 0."""
+    if log:
+        return Interval(value, value * math.exp(-half / value), value * math.exp(half / value), n)
+    return Interval(value, value - half, value + half, n)
 
 
 def predicted_speedup(tau: float, tpot_base_ms: float, step_ms: float) -> float:

@@ -148,8 +148,8 @@ class Grid:
         self.args = args
         self.hw = detect.detect()
         self.dtype = jnp.dtype(args.dtype or ("float32" if self.hw.platform == "cpu" else "bfloat16"))
-        if self.dtype == jnp.float32 and self.hw.platform != "cpu":  # as the engine multiplies float32 there
-            jax.config.update("jax_default_matmul_precision", "highest")
+        if self.hw.platform != "cpu":  # float32 as the engine multiplies it there
+            M.full_precision(self.dtype)
         self.itemsize = jnp.dtype(self.dtype).itemsize
         self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
         self.dcfg = draft_config(self.cfg)

@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -471,8 +472,6 @@ def applies(case: Case) -> bool:
 
 def _give(folder: Path, owner: str) -> None:
     """The case's folder and everything in it to `owner` (modes kept: a damaged mode still bites its owner)."""
-    import pwd
-
     entry = pwd.getpwnam(owner)
     for p in [folder, *folder.rglob("*")]:
         os.chown(p, entry.pw_uid, entry.pw_gid, follow_symlinks=False)

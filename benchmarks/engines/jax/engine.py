@@ -68,6 +68,7 @@ class JaxEngine:
         import jax  # lazy: jax
         import jax.numpy as jnp  # lazy: jax
 
+        from benchmarks.engines.jax import model as M  # lazy: imports jax
         from benchmarks.engines.jax.decode import Decoder  # lazy: imports jax
         from benchmarks.engines.jax.loader import (  # lazy: imports jax, safetensors
             load_draft,
@@ -90,8 +91,7 @@ class JaxEngine:
         target_path = resolve_checkpoint(cell.target)
         tcfg, tparams = load_target(target_path, opts["dtype"])
         dtype = resolve_dtype(opts["dtype"], json.loads((target_path / "config.json").read_text()))
-        if jnp.dtype(dtype) == jnp.float32:  # GPUs and TPUs otherwise multiply float32 in TF32 or bf16 passes
-            jax.config.update("jax_default_matmul_precision", "highest")
+        M.full_precision(dtype)
         dcfg = dparams = None
         if cell.method == "dflash":
             if not cell.draft:

@@ -234,6 +234,13 @@ def prefill(params: Params, tokens: jax.Array, length: jax.Array, cache: Cache, 
     return lm_head(params, h[length - 1], cfg), taps, cache
 
 
+def full_precision(dtype: Any) -> None:
+    """Where `dtype` is float32, JAX's default matmul precision (process-wide) set to highest: GPUs and TPUs otherwise
+    multiply float32 in TF32 or bf16 passes."""
+    if jnp.dtype(dtype) == jnp.float32:
+        jax.config.update("jax_default_matmul_precision", "highest")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Allocation
 
