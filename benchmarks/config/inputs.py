@@ -138,7 +138,8 @@ def check_inputs(matrix: Matrix) -> InputProblems:
             continue
         if len(rows) < wanted:
             found.wrong.append(f"{source}: 'num_prompts': {matrix.num_prompts} prompts + {matrix.warmup_prompts} "
-                               f"warm-up asked of {d.name}, which has {len(rows)} rows; lower num_prompts")
+                               f"warm-up asked of {d.name}, which has {len(rows)} rows; lower num_prompts or "
+                               f"warmup_prompts")
         elif d.path is not None and tokenizer is not None:
             try:  # the run's seeded selection, rendered: two rows that render to the same ids are refused there
                 select_prompts(d.name, wanted, matrix.seed, tokenizer, d.path, None, matrix.chat_template, rows)

@@ -144,10 +144,10 @@ class Matrix:
         "speed drifts slows every cell alike; costs memory for all the cells' models at once (vLLM cells each run in "
         "their own worker process)", placement_keys.flag("interleave"), default=False, identity=True))
     drift_prompts: int = field(metadata=key(
-        "drift_prompts", "int >= 0", "when cells run one after another, the baseline is measured again on this many "
-        "measured prompts (evenly spaced, at most num_prompts) after its speculative cells, and a speedup is flagged "
+        "drift_prompts", "int >= 0, at most num_prompts", "when cells run one after another, the baseline is measured "
+        "again on this many measured prompts (evenly spaced, at most num_prompts) after its speculative cells, and a speedup is flagged "
         "when the baseline's drift is real (its CI over these prompts excludes 0) and moves the speedup out of its "
-        "own CI; fewer than 2 give no drift CI and no flag; 0 turns it off", at_least("drift_prompts", 0),
+        "own CI; fewer than 2 give no drift CI and no flag; 0 turns it off", run_keys.drift_prompts,
         default=8, identity=True))
     concurrency: list[int] = field(metadata=key(
         "concurrency", "int >= 1 or a list of distinct ones", f"requests in flight at once against a server; "
@@ -198,10 +198,10 @@ class Matrix:
         "cell's units); vLLM cells of an interleaved matrix always do", placement_keys.flag("workers"),
         default=False))
     request_timeout_s: float = field(metadata=key(
-        "request_timeout_s", "number > 0", "a worker's time limit per request",
+        "request_timeout_s", "number > 0, at most a week", "a worker's time limit per request",
         placement_keys.seconds("request_timeout_s"), default=REQUEST_TIMEOUT_S))
     load_timeout_s: float = field(metadata=key(
-        "load_timeout_s", "number > 0", "a worker's time limit to start and load its engine",
+        "load_timeout_s", "number > 0, at most a week", "a worker's time limit to start and load its engine",
         placement_keys.seconds("load_timeout_s"), default=LOAD_TIMEOUT_S))
     # None: the prompts as they are
     context_tokens: list[int] | None = field(metadata=key(

@@ -10,6 +10,7 @@ from benchmarks.engines import catalog
 
 REQUEST_TIMEOUT_S = 600.0
 LOAD_TIMEOUT_S = 1800.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a worker's time limit at most: longer waits overflow the platform's clock
 EXECUTORS = ("local", "ray")
 # What one cell's actor asks of a Ray cluster by default, per platform (benchmarks.hardware.provenance.detect_platform).
 DEFAULT_RESOURCES: dict[str, dict[str, float]] = {"tpu": {"TPU": 4}, "gpu": {"GPU": 1}, "cpu": {"CPU": 1}}
@@ -48,9 +49,11 @@ def check_flag(source: str, key: str, value: Any, engines: list[str]) -> bool:
 
 
 def check_seconds(source: str, key: str, value: Any, default: float) -> float:
-    """A worker's time limit: a finite number of seconds > 0."""
-    if not is_finite(value) or value <= 0:
-        raise fail(source, key, f"expected a number of seconds > 0 (default {default:g}), got {value!r}")
+    """A worker's time limit: a number of seconds > 0 and at most MAX_TIMEOUT_S (a wait of more overflows the
+    platform's clock)."""
+    if not is_finite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise fail(source, key, f"expected a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (a week; default "
+                                f"{default:g}), got {value!r}")
     return float(value)
 
 

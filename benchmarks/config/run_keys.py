@@ -72,6 +72,12 @@ def methods(p: Parsing) -> list[str]:
 
 def drafts(p: Parsing) -> dict[str, str]:
     drafts = p.get("drafts")
+    for m, ref in drafts.items():
+        if m not in DRAFT_METHODS:
+            raise fail(p.source, "drafts", f"{m!r} is not a method that takes a draft; those are: "
+                                           f"{', '.join(DRAFT_METHODS)}")
+        if not isinstance(ref, str) or not ref.strip():
+            raise fail(p.source, "drafts", f"{m}: expected an HF id or a local folder, got {ref!r}")
     for m in p.parsed["methods"]:
         if m in DRAFT_METHODS and not drafts.get(m):
             raise fail(p.source, "drafts", f"method {m!r} needs a draft model: add 'drafts: {{{m}: <HF id or "
@@ -204,3 +210,13 @@ def seed(p: Parsing) -> int:
                                      f"harness adds offsets of up to 2^31 per arm, engine and prompt; give a "
                                      f"smaller seed")
     return seed
+
+
+def drift_prompts(p: Parsing) -> int:
+    """The baseline's prompts measured again (an int >= 0): when given, at most num_prompts, since they are drawn
+    from the measured prompts (the default is cut to num_prompts instead)."""
+    value = check_int(p.source, "drift_prompts", p.get("drift_prompts"), 0)
+    if "drift_prompts" in p.merged and value > p.parsed["num_prompts"]:
+        raise fail(p.source, "drift_prompts", f"{value} asked, but the baseline is measured again on its measured "
+                                              f"prompts, num_prompts = {p.parsed['num_prompts']}: give at most that")
+    return value
