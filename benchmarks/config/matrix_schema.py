@@ -145,9 +145,9 @@ class Matrix:
         "their own worker process)", placement_keys.flag("interleave"), default=False, identity=True))
     drift_prompts: int = field(metadata=key(
         "drift_prompts", "int >= 0, at most num_prompts", "when cells run one after another, the baseline is measured "
-        "again on this many measured prompts (evenly spaced, at most num_prompts) after its speculative cells, and a speedup is flagged "
-        "when the baseline's drift is real (its CI over these prompts excludes 0) and moves the speedup out of its "
-        "own CI; fewer than 2 give no drift CI and no flag; 0 turns it off", run_keys.drift_prompts,
+        "again on this many measured prompts (evenly spaced, at most num_prompts) after its speculative cells, and a "
+        "speedup is flagged when the baseline's drift is real (its CI over these prompts excludes 0) and moves the "
+        "speedup out of its own CI; fewer than 2 give no drift CI and no flag; 0 turns it off", run_keys.drift_prompts,
         default=8, identity=True))
     concurrency: list[int] = field(metadata=key(
         "concurrency", "int >= 1 or a list of distinct ones", f"requests in flight at once against a server; "
