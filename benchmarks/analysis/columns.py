@@ -292,7 +292,7 @@ COLUMNS: tuple[Column, ...] = (
            "the method's / AR's, on the same batches (same prompts, same B)", _maybe("batch_speedup", "geomean"),
            BATCH, term="throughput speedup"),
     Column("batch_speedup_ci_low", "×", "lower bound of its 95 % CI over the paired batches (jackknife, Student-t "
-           "with batches − 1 degrees of freedom)",
+           "with batches − 1 degrees of freedom where the batches weigh alike, fewer where not)",
            _maybe("batch_speedup", "ci_low"), BATCH, term="throughput speedup"),
     Column("batch_speedup_ci_high", "×", "upper bound of its Student-t 95 % CI", _maybe("batch_speedup", "ci_high"),
            BATCH, term="throughput speedup"),

@@ -193,14 +193,25 @@ def log_mean_interval(logs: np.ndarray, level: float = 0.95) -> tuple[np.ndarray
     return mean, mean - half, mean + half
 
 
-def _t_summary(est: float, se: float, n_units: int) -> tuple[float, float, float]:
-    """The 95 % Student-t interval of a log estimate from its standard error over n_units (n_units − 1 degrees of
-    freedom), and the one-sided p-value of "the ratio is 1 or above"; NaN bounds with fewer than two units, or with no
-    spread between them (a zero-width interval would claim a certainty the units cannot give)."""
+def _t_summary(est: float, se: float, n_units: int, df: float | None = None) -> tuple[float, float, float]:
+    """The 95 % Student-t interval of a log estimate from its standard error over n_units (`df` degrees of freedom,
+    n_units − 1 by default), and the one-sided p-value of "the ratio is 1 or above"; NaN bounds with fewer than two
+    units, or with no spread between them (a zero-width interval would claim a certainty the units cannot give)."""
     if n_units < 2 or not se > 1e-12:  # no spread (to rounding): no interval, rather than one of zero width
         return math.nan, math.nan, math.nan
-    half = stdtrit(n_units - 1, 0.975) * se
-    return est - half, est + half, float(stdtr(n_units - 1, est / se))
+    df = n_units - 1 if df is None else df
+    half = stdtrit(df, 0.975) * se
+    return est - half, est + half, float(stdtr(df, est / se))
+
+
+def weighted_df(weights: np.ndarray) -> float:
+    """The degrees of freedom of t for a ratio of sums over units of unequal weight: halfway between n − 1 and
+    Satterthwaite's (Σw²)² / Σw⁴ − 1 for the weights, so n − 1 for equal weights, fewer as one unit outweighs the
+    others. At n − 1 whatever the weights, t ran liberal on 4–8 units; at Satterthwaite's, conservative (a crossover
+    named in 0.6–1.4 % of runs for 2.5 %); halfway holds both (docs/statistics.md)."""
+    w2 = np.asarray(weights, dtype=float) ** 2
+    satterthwaite = max(1.0, float(w2.sum() ** 2 / (w2 ** 2).sum()) - 1.0)
+    return (len(w2) - 1 + satterthwaite) / 2
 
 
 def paired_ratio(numerator: list[float], denominator: list[float], clusters: list[Hashable] | None = None
@@ -232,9 +243,10 @@ def ratio_of_sums(tokens_m: list[float], spans_m: list[float], tokens_b: list[fl
                   center: float | None = None) -> Speedup:
     """The wall-clock throughput speedup over paired units (a method's batch and the baseline's batch of the same
     prompts): (Σ tokens_M / Σ span_M) / (Σ tokens_AR / Σ span_AR), with a 95 % interval over the units: log of the
-    ratio ± t_{n−1} · its jackknife standard error (the ratio recomputed with each unit left out). The delta method's
-    linearised error ran liberal on a few units with heavy-tailed batch effects (docs/statistics.md). Units with a
-    non-positive value are dropped; `mean_ratio` is the mean of the units' own ratios. `center`: another estimate of
+    ratio ± t · its jackknife standard error (the ratio recomputed with each unit left out), t with the degrees of
+    freedom of units of unequal weight (`weighted_df`: n − 1 when the units' decode times are equal). The delta
+    method's linearised error, and t at n − 1 whatever the weights, ran liberal on a few units (docs/statistics.md).
+    Units with a non-positive value are dropped; `mean_ratio` is the mean of the units' own ratios. `center`: another estimate of
     the same ratio (a serving level's aggregate), given the interval's width from the units."""
     rows = np.array([r for r in zip(tokens_m, spans_m, tokens_b, spans_b, strict=True)
                      if all(x > 0 and math.isfinite(x) for x in r)], dtype=float).reshape(-1, 4)
@@ -251,7 +263,8 @@ def ratio_of_sums(tokens_m: list[float], spans_m: list[float], tokens_b: list[fl
         se = math.sqrt((n - 1) / n * float(((left_out - left_out.mean()) ** 2).sum()))
     else:
         se = math.nan
-    low, high, p = _t_summary(log_r, se, n)
+    # a unit weighs in the ratio by its share of each arm's decode time: t's degrees of freedom from those shares
+    low, high, p = _t_summary(log_r, se, n, weighted_df(rows[:, 1] / total[1] + rows[:, 3] / total[3]))
     own = (rows[:, 0] / rows[:, 1]) / (rows[:, 2] / rows[:, 3])
     return Speedup(geomean=math.exp(log_r), ci_low=math.exp(low), ci_high=math.exp(high),
                    mean_ratio=float(own.mean()), n=n, units=n, p_below=p)

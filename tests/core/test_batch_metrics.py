@@ -23,17 +23,21 @@ def test_throughput_speedup_is_the_ratio_of_sums_with_a_jackknife_interval():
     # the log ratio with each batch left out, by hand: tokens cancel
     left_out = np.array([math.log((sum(base) - b) / (sum(meth) - m)) for b, m in zip(base, meth)])
     se = math.sqrt(3 / 4 * ((left_out - left_out.mean()) ** 2).sum())
-    half = stats.t.ppf(0.975, 3) * se
+    # t's degrees of freedom: halfway between n − 1 = 3 and Satterthwaite's for the batches' shares of decode time
+    w2 = (np.array(base) / sum(base) + np.array(meth) / sum(meth)) ** 2
+    df = (3 + w2.sum() ** 2 / (w2 ** 2).sum() - 1) / 2
+    assert 2.9 < df < 3
+    half = stats.t.ppf(0.975, df) * se
     assert (s.ci_low, s.ci_high) == pytest.approx((s.geomean * math.exp(-half), s.geomean * math.exp(half)))
-    assert s.p_below == pytest.approx(stats.t.cdf(math.log(s.geomean) / se, 3))
+    assert s.p_below == pytest.approx(stats.t.cdf(math.log(s.geomean) / se, df))
     centred = metrics.ratio_of_sums(tokens, meth, tokens, base, center=1.5)
     assert centred.geomean == 1.5 and centred.ci_high / centred.ci_low == pytest.approx(s.ci_high / s.ci_low)
 
 
 def test_the_throughput_interval_keeps_its_coverage_under_heavy_tailed_batch_effects():
     """6 batches whose shared slowdown is t3-distributed (log-sd scale 0.3, both arms alike) and each arm's own
-    noise t3 (scale 0.1): the interval covers the true 1.5 in at least 94 % of 4,000 runs (94.4 %). The delta
-    method's linearised error covered 93.1 %."""
+    noise t3 (scale 0.1): the interval covers the true 1.5 in at least 94 % of 4,000 runs (95.5 %). The delta
+    method's linearised error covered 93.1 %, the jackknife with n − 1 degrees of freedom 95.3 %."""
     rng = np.random.default_rng(0)
     runs, covered = 4000, 0
     for _ in range(runs):
@@ -77,17 +81,21 @@ def test_the_crossover_is_decided_by_holm_over_levels_with_an_interval():
     assert metrics.holm({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx({"a": 0.03, "b": 0.06, "c": 0.06})
 
 
-def test_the_crossover_keeps_its_family_wise_error_when_no_level_is_below_one():
-    """4 batch sizes of 6 batches each, every one truly at 1, t3 batch effects as above: the crossover (Holm over the
-    levels, one-sided 2.5 %) names a level in 2.5 % of 4,000 runs, within 3 % (2.5 % plus two standard errors). The
-    delta method's interval gave 3.9 %."""
-    rng = np.random.default_rng(1)
+@pytest.mark.parametrize("effects", ["normal", "t3"])
+@pytest.mark.parametrize("batches", [4, 8])
+def test_the_crossover_keeps_its_family_wise_error_when_no_level_is_below_one(effects, batches):
+    """4 batch sizes, every one truly at 1, each batch's shared slowdown (log scale 0.3, both arms alike) and each
+    arm's own noise (0.1) normal or t3: the crossover (Holm over the levels, one-sided 2.5 %) names a level in at most
+    2.5 % of 4,000 runs (1.5–2.1 % of 8,000 at 4, 6 and 8 batches). With n − 1 degrees of freedom whatever the
+    batches' weights it named one in 2.4–2.9 %, with the delta method's interval in 3.3–3.9 %."""
+    rng = np.random.default_rng(batches)
+    draw = (lambda: rng.standard_t(3, batches)) if effects == "t3" else (lambda: rng.standard_normal(batches))
 
     def level() -> metrics.Speedup:
-        shared = 0.3 * rng.standard_t(3, 6)
-        base, meth = np.exp(shared + 0.1 * rng.standard_t(3, 6)), np.exp(shared + 0.1 * rng.standard_t(3, 6))
-        return metrics.ratio_of_sums([32.0] * 6, list(meth), [32.0] * 6, list(base))
+        shared = 0.3 * draw()
+        base, meth = np.exp(shared + 0.1 * draw()), np.exp(shared + 0.1 * draw())
+        return metrics.ratio_of_sums([32.0] * batches, list(meth), [32.0] * batches, list(base))
     runs = 4000
     named = sum(metrics.crossover([(b, level()) for b in (1, 2, 4, 8)]).level is not None for _ in range(runs))
     print(f"a crossover named in {100 * named / runs:.2f} % of runs")
-    assert named / runs <= 0.03
+    assert named / runs <= 0.025
