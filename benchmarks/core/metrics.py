@@ -246,8 +246,8 @@ def ratio_of_sums(tokens_m: list[float], spans_m: list[float], tokens_b: list[fl
     ratio ± t · its jackknife standard error (the ratio recomputed with each unit left out), t with the degrees of
     freedom of units of unequal weight (`weighted_df`: n − 1 when the units' decode times are equal). The delta
     method's linearised error, and t at n − 1 whatever the weights, ran liberal on a few units (docs/statistics.md).
-    Units with a non-positive value are dropped; `mean_ratio` is the mean of the units' own ratios. `center`: another estimate of
-    the same ratio (a serving level's aggregate), given the interval's width from the units."""
+    Units with a non-positive value are dropped; `mean_ratio` is the mean of the units' own ratios. `center`: another
+    estimate of the same ratio (a serving level's aggregate), given the interval's width from the units."""
     rows = np.array([r for r in zip(tokens_m, spans_m, tokens_b, spans_b, strict=True)
                      if all(x > 0 and math.isfinite(x) for x in r)], dtype=float).reshape(-1, 4)
     n = len(rows)
