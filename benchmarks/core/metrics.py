@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import bdtr, stdtr, stdtrit
+from scipy.special import bdtr, fdtrc, fdtri, ndtri, stdtr, stdtrit
 
 from benchmarks.core.engine_io import SpecCounters
 
@@ -58,20 +58,67 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(clean, q)) if clean else math.nan
 
 
-def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.95) -> tuple[float, float, float]:
+def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.95, design_effect: float = 1.0
+                      ) -> tuple[float, float, float]:
     """The q-quantile (0 < q < 1) of `values` (NaN left out; linear interpolation, as `percentile`) and its
     distribution-free `confidence` interval from order statistics: [x_(l), x_(u)] (ranks from 1), l the largest rank
     with P(B <= l - 1) <= a and u the smallest with P(B >= u) <= a, B ~ Binomial(n, q) the values below the true
     quantile and a = (1 - confidence) / 2; it covers the quantile with probability >= confidence for independent
     draws of any continuous distribution. A bound that no rank reaches is infinite (-inf, +inf): too few values
-    (`min_values_for_bound`). NaN everywhere without values."""
+    (`min_values_for_bound`). NaN everywhere without values.
+
+    Values that are not independent (requests sharing a slowdown) count as n / design_effect: the ranks are those of
+    that many values, each taken at its place among the n (outward), as Woodruff's interval does with a design's
+    variance."""
     x = np.sort([v for v in values if not math.isnan(v)])
     n = len(x)
     if not n:
         return math.nan, math.nan, math.nan
-    low, high = _quantile_ranks(n, q, confidence)
+    n_eff = max(1, int(n / max(design_effect, 1.0)))
+    low, high = _quantile_ranks(n_eff, q, confidence)
+    if n_eff < n:
+        low, high = math.floor(low * n / n_eff), (math.ceil(high * n / n_eff) if high <= n_eff else n + 1)
     return (float(np.percentile(x, 100.0 * q)), float(x[low - 1]) if low else -math.inf,
             float(x[high - 1]) if high <= n else math.inf)
+
+
+def design_effect(logs: Sequence[float], groups: Sequence[Hashable], q: float | None = None, alpha: float = 0.2
+                  ) -> float:
+    """How many values one independent value is worth when the values come in groups that may share an effect (the
+    requests of one wave, slowed by one host): 1 + (m − 1) · ρ, m the groups' mean size and ρ the intra-group
+    correlation of `logs` at the upper end of its one-sided 1 − `alpha` interval (one-way ANOVA's, from the F ratio:
+    a few groups tell ρ poorly, and an estimate that falls short would overstate the values), where the groups differ
+    beyond chance (the ANOVA F-test at `alpha`); 1 where they do not, or where no group holds two values. For a
+    q-quantile, ρ is that of being below it (`_indicator_correlation`), which is what its interval counts."""
+    by: dict[Hashable, list[float]] = {}
+    for v, g in zip(logs, groups, strict=True):
+        if math.isfinite(v):
+            by.setdefault(g, []).append(v)
+    sizes = np.array([len(v) for v in by.values()], dtype=float)
+    k, n = len(by), float(sizes.sum())
+    if k < 2 or n - k < 1 or sizes.max() < 2:
+        return 1.0
+    grand = float(np.mean([x for v in by.values() for x in v]))
+    between = float(sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values())) / (k - 1)
+    within = float(sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in by.values())) / (n - k)
+    if within <= 0 or fdtrc(k - 1, n - k, between / within) >= alpha:
+        return 1.0
+    m0 = (n - float((sizes ** 2).sum()) / n) / (k - 1)
+    f = between / within / fdtri(k - 1, n - k, alpha)  # the F ratio at its upper bound: few groups, a wide one
+    rho = max((f - 1) / (f + m0 - 1), 0.0)
+    return 1.0 + (n / k - 1) * (rho if q is None else _indicator_correlation(rho, q))
+
+
+def _indicator_correlation(rho: float, q: float) -> float:
+    """The correlation of two values' being below their q-quantile when the values are jointly normal with
+    correlation rho: (P(both below) − q²) / (q (1 − q))."""
+    from scipy.stats import multivariate_normal  # lazy: scipy.stats takes a while to import
+
+    if rho <= 0:
+        return 0.0
+    z = float(ndtri(q))
+    both = float(multivariate_normal(mean=[0.0, 0.0], cov=[[1.0, rho], [rho, 1.0]]).cdf([z, z]))
+    return min(1.0, max(0.0, (both - q * q) / (q * (1 - q))))
 
 
 @functools.lru_cache(maxsize=4096)

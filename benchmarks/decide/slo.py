@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from benchmarks.core import metrics
@@ -82,13 +82,15 @@ def slos_of(config: Mapping[str, object]) -> list[Slo]:
 class RequestLatency:
     """What one request of a probe contributes: its latencies in ms (NaN where it has none: one output token has no
     TPOT, one streamed chunk no ITL) and its output tokens. `itl` is its longest gap between streamed chunks (the
-    longest a user waits mid-answer)."""
+    longest a user waits mid-answer). `wave`: the requests in flight with it (one host's slowdown may fall on all of
+    them), None where unknown."""
 
     ttft: float
     tpot: float
     itl: float
     e2el: float
     n_out: int
+    wave: Hashable | None = None
 
     def value(self, metric: str) -> float:
         return float(getattr(self, metric))
@@ -97,7 +99,8 @@ class RequestLatency:
 @dataclass(frozen=True)
 class Judged:
     """One threshold read on a probe's requests: the percentile with its interval over the n requests that have the
-    metric, and the verdict."""
+    metric, and the verdict. `design_effect` > 1 where the requests' waves differ beyond chance: the interval then
+    counts n / design_effect independent requests (`metrics.design_effect`)."""
 
     threshold: Threshold
     n: int
@@ -105,12 +108,15 @@ class Judged:
     low: float
     high: float
     verdict: str
+    design_effect: float = 1.0
 
     def text(self) -> str:
         def ms(x: float) -> str:
             return "–" if math.isnan(x) else "∞" if math.isinf(x) else f"{x:.3g}"
+        shared = (f" (its waves differ: read as {self.n / self.design_effect:.0f} of {self.n} requests)"
+                  if self.design_effect > 1 else "")
         return (f"p{self.threshold.percentile} {METRIC_WORDS[self.threshold.metric]} {ms(self.estimate)} ms "
-                f"[{ms(self.low)}, {ms(self.high)}] vs ≤ {self.threshold.limit_ms:g}: {self.verdict}")
+                f"[{ms(self.low)}, {ms(self.high)}]{shared} vs ≤ {self.threshold.limit_ms:g}: {self.verdict}")
 
 
 @dataclass(frozen=True)
@@ -126,11 +132,17 @@ class Judgment:
 
 
 def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judged:
-    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at `confidence`)."""
-    values = [v for r in requests if not math.isnan(v := r.value(t.metric))]
-    estimate, low, high = metrics.quantile_interval(values, t.percentile / 100.0, confidence)
+    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at `confidence`), counting
+    requests of waves that differ beyond chance as fewer independent ones (`metrics.design_effect` of their logs)."""
+    kept = [(v, r.wave) for r in requests if not math.isnan(v := r.value(t.metric))]
+    values = [v for v, _ in kept]
+    waved = [(math.log(v), w) for v, w in kept if w is not None and v > 0]
+    q = t.percentile / 100.0
+    effect = (metrics.design_effect([x for x, _ in waved], [w for _, w in waved], q)
+              if len(waved) == len(kept) and waved else 1.0)
+    estimate, low, high = metrics.quantile_interval(values, q, confidence, effect)
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
-    return Judged(t, len(values), estimate, low, high, verdict)
+    return Judged(t, len(values), estimate, low, high, verdict, effect)
 
 
 def judge(slo: Slo, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judgment:

@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Sequence
 
 from benchmarks.decide.capacity import Round, Space
 from benchmarks.decide.slo import RequestLatency
 from benchmarks.records.records import Level, Line, ProbeLine, ProbeRequestLine, RequestLine
 
 
-def latency_of(r: RequestLine) -> RequestLatency:
+def latency_of(r: RequestLine, wave: Hashable | None = None) -> RequestLatency:
     """One request's latencies: TTFT, TPOT (a request whose stream reached the client in one burst has no decode
     timing, and counts with the TPOT its client saw), its longest gap between streamed chunks, and TTFT + decode."""
     tpot = r.tpot_ms if r.tpot_ms is not None else (r.extra or {}).get("client_tpot_ms")
     return RequestLatency(ttft=r.ttft_ms, tpot=math.nan if tpot is None else float(tpot),
                           itl=max(r.itl_ms) if r.itl_ms else math.nan, e2el=r.ttft_ms + 1000.0 * r.decode_s,
-                          n_out=r.n_out)
+                          n_out=r.n_out, wave=wave)
+
+
+def waves_of(load: float, axis: str, reqs: Sequence[RequestLine]) -> list[int] | None:
+    """Each request's wave, by the order the requests were sent: groups of as many as were in flight at once (the
+    concurrency; at a request rate, the rate times the mean end-to-end latency, Little's law), at least 2. None where
+    a request lacks its start time."""
+    if any(r.start_s is None for r in reqs):
+        return None
+    in_flight = load if axis == "concurrency" else load * sum(r.ttft_ms / 1e3 + r.decode_s for r in reqs) / len(reqs)
+    size = max(2, round(in_flight))
+    order = sorted(range(len(reqs)), key=lambda i: (reqs[i].start_s, i))
+    wave = [0] * len(reqs)
+    for rank, i in enumerate(order):
+        wave[i] = rank // size
+    return wave
 
 
 def load_of(space: Space, level: Level) -> float:
@@ -30,7 +45,10 @@ def round_of(space: Space, lines: Iterable[Line]) -> Round:
     lines = list(lines)
     [probe] = [line for line in lines if isinstance(line, ProbeLine)]
     reqs = sorted((line for line in lines if isinstance(line, ProbeRequestLine)), key=lambda r: r.prompt_index)
-    return Round(load_of(space, probe.level), probe.round, tuple(latency_of(r) for r in reqs), probe.duration_s,
+    load = load_of(space, probe.level)
+    waves = waves_of(load, space.axis, reqs) if reqs else None
+    tagged = [None] * len(reqs) if waves is None else [(probe.round, w) for w in waves]
+    return Round(load, probe.round, tuple(latency_of(r, w) for r, w in zip(reqs, tagged)), probe.duration_s,
                  probe.total_output_tokens)
 
 

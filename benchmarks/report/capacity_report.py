@@ -26,8 +26,10 @@ largest load with every load read below it shown to meet; a load it cannot decid
 it may be). **× best plain** divides the capacity by the largest plain-decoding capacity of the run on any engine
 (the range: what the two ranges allow); configurations whose ranges overlap the leader's are a **tie**, not a win.
 **Goodput**: requests/s and output tokens/s of the requests that met every threshold themselves, at the capacity's
-probe. Intervals treat a probe's requests as independent draws; those in flight together share the server
-(docs/serving.md)."""
+probe. The requests in flight together (a wave: as many as the concurrency, sent one after another) share the
+server: where a probe's waves differ beyond chance (an F-test on their log latencies), its interval counts its
+requests as fewer independent ones (the design effect of their correlation; "waves differ" in the probe log), else
+as independent draws (docs/serving.md)."""
 
 
 def _ms(x: float) -> str:
@@ -74,7 +76,9 @@ def probe_rows(d: Decision, c: CellCapacity) -> list[list[str]]:
     for i, p in enumerate(c.path.probes, 1):
         r, good = p.reading, goodput(d.slo, p.reading.requests, p.reading.duration_s)
         rows.append([str(i), d.space.text(p.step.load), str(p.step.round), str(len(r.requests)),
-                     *(f"{_ms(j.estimate)} [{_ms(j.low)}, {_ms(j.high)}]" for j in r.judgment.judged),
+                     *(f"{_ms(j.estimate)} [{_ms(j.low)}, {_ms(j.high)}]"
+                       + (f" (waves differ: as {j.n / j.design_effect:.0f} of {j.n})" if j.design_effect > 1 else "")
+                       for j in r.judgment.judged),
                      r.verdict, fmt(good.requests_per_s), fmt(r.tok_per_s, 1), fmt(user_rate(r, d.slo), 1),
                      p.step.why])
     return rows
@@ -134,7 +138,7 @@ def _probe_json(d: Decision, p: Probe) -> dict[str, Any]:
             "goodput_requests_per_s": _num(good.requests_per_s), "goodput_tok_per_s": _num(good.tok_per_s),
             "thresholds": [{"name": j.threshold.name, "limit_ms": j.threshold.limit_ms, "n": j.n,
                             "estimate_ms": _num(j.estimate), "ci_low_ms": _num(j.low), "ci_high_ms": _num(j.high),
-                            "verdict": j.verdict} for j in r.judgment.judged]}
+                            "design_effect": j.design_effect, "verdict": j.verdict} for j in r.judgment.judged]}
 
 
 def capacity_json(found: list[Decision]) -> str:

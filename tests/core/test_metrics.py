@@ -322,3 +322,26 @@ def test_rate_interval_covers_the_true_rate():
         r = metrics.rate_interval(list(counts), list(spans))
         hits += r.low <= 5.0 <= r.high
     assert 0.92 <= hits / 400 <= 0.985
+
+
+def test_the_design_effect_counts_waves_that_differ_and_ignores_chance():
+    rng = np.random.default_rng(3)
+    waves = np.repeat(np.arange(6), 8)
+    alone = [metrics.design_effect(0.3 * rng.standard_normal(48), waves) for _ in range(400)]
+    assert np.mean(np.array(alone) > 1) == pytest.approx(0.2, abs=0.06)  # the F-test's 20 %: a false alarm's rate
+    shared = [metrics.design_effect(0.25 * rng.standard_normal(6)[waves] + 0.1 * rng.standard_normal(48), waves)
+              for _ in range(100)]
+    assert np.mean(np.array(shared) > 3) > 0.9  # ρ ≈ 0.86 in waves of 8: D = 1 + 7 ρ
+    assert metrics.design_effect([0.1, 0.2, 0.3], [0, 1, 2]) == 1.0  # no wave of two
+    # being below the median of jointly normal values with correlation 1/2: 2/π · asin(1/2) = 1/3
+    assert metrics._indicator_correlation(0.5, 0.5) == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_a_quantile_interval_of_values_worth_fewer_is_the_fewer_values_ranks_placed_among_all():
+    x = list(np.arange(1.0, 101.0))
+    _, low, high = metrics.quantile_interval(x, 0.5, 0.95)
+    _, low2, high2 = metrics.quantile_interval(x, 0.5, 0.95, design_effect=2.0)
+    ranks = metrics._quantile_ranks(50, 0.5, 0.95)
+    assert (low2, high2) == (x[2 * ranks[0] - 1], x[2 * ranks[1] - 1])
+    assert low2 < low < high < high2
+    assert metrics.quantile_interval(x, 0.99, 0.95, design_effect=4.0)[2] == math.inf  # 25 values bound no p99

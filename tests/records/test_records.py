@@ -107,3 +107,14 @@ def test_docs_list_every_kind_with_its_declared_fields():
         if documented.startswith("the fields of `"):
             documented = rows[documented.removeprefix("the fields of `").rstrip("`")].strip()
         assert documented == ", ".join(n + "?" * o for n, o in json_fields(cls)[2:]), kind
+
+
+def test_a_probes_requests_fall_in_waves_of_what_was_in_flight_in_the_order_they_were_sent():
+    from benchmarks.records.probe_rounds import waves_of
+
+    def sent(*starts: float) -> list:
+        return [type("R", (), {"start_s": s, "ttft_ms": 100.0, "decode_s": 0.9})() for s in starts]
+    assert waves_of(2, "concurrency", sent(0.3, 0.0, 0.1, 0.2, 0.4)) == [1, 0, 0, 1, 2]
+    assert waves_of(4.0, "request_rate", sent(*range(6))) == [0, 0, 0, 0, 1, 1]  # 4 req/s × 1 s in flight
+    assert waves_of(1, "concurrency", sent(0.0, 1.0, 2.0)) == [0, 0, 1]  # at least 2 a wave
+    assert waves_of(2, "concurrency", sent(0.0, None)) is None
