@@ -101,7 +101,9 @@ def design_effect(logs: Sequence[float], groups: Sequence[Hashable], q: float | 
     grand = float(np.mean([x for v in by.values() for x in v]))
     between = float(sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values())) / (k - 1)
     within = float(sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in by.values())) / (n - k)
-    if within <= 0 or fdtrc(k - 1, n - k, between / within) >= alpha:
+    if within <= 0:  # every group's values alike: a group is worth one value where the groups differ
+        return n / k if between > 0 else 1.0
+    if fdtrc(k - 1, n - k, between / within) >= alpha:
         return 1.0
     m0 = (n - float((sizes ** 2).sum()) / n) / (k - 1)
     f = between / within / fdtri(k - 1, n - k, alpha)  # the F ratio at its upper bound: few groups, a wide one

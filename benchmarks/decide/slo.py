@@ -110,13 +110,16 @@ class Judged:
     verdict: str
     design_effect: float = 1.0
 
+    def waves_note(self) -> str:
+        """' (waves differ: as N of n)' where the interval counted fewer requests than it read, else ''."""
+        return f" (waves differ: as {self.n / self.design_effect:.0f} of {self.n})" if self.design_effect > 1 else ""
+
     def text(self) -> str:
         def ms(x: float) -> str:
             return "–" if math.isnan(x) else "∞" if math.isinf(x) else f"{x:.3g}"
-        shared = (f" (its waves differ: read as {self.n / self.design_effect:.0f} of {self.n} requests)"
-                  if self.design_effect > 1 else "")
         return (f"p{self.threshold.percentile} {METRIC_WORDS[self.threshold.metric]} {ms(self.estimate)} ms "
-                f"[{ms(self.low)}, {ms(self.high)}]{shared} vs ≤ {self.threshold.limit_ms:g}: {self.verdict}")
+                f"[{ms(self.low)}, {ms(self.high)}]{self.waves_note()} vs ≤ {self.threshold.limit_ms:g}: "
+                f"{self.verdict}")
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,7 @@ def probe_rows(d: Decision, c: CellCapacity) -> list[list[str]]:
     for i, p in enumerate(c.path.probes, 1):
         r, good = p.reading, goodput(d.slo, p.reading.requests, p.reading.duration_s)
         rows.append([str(i), d.space.text(p.step.load), str(p.step.round), str(len(r.requests)),
-                     *(f"{_ms(j.estimate)} [{_ms(j.low)}, {_ms(j.high)}]"
-                       + (f" (waves differ: as {j.n / j.design_effect:.0f} of {j.n})" if j.design_effect > 1 else "")
-                       for j in r.judgment.judged),
+                     *(f"{_ms(j.estimate)} [{_ms(j.low)}, {_ms(j.high)}]{j.waves_note()}" for j in r.judgment.judged),
                      r.verdict, fmt(good.requests_per_s), fmt(r.tok_per_s, 1), fmt(user_rate(r, d.slo), 1),
                      p.step.why])
     return rows

@@ -345,3 +345,8 @@ def test_a_quantile_interval_of_values_worth_fewer_is_the_fewer_values_ranks_pla
     assert (low2, high2) == (x[2 * ranks[0] - 1], x[2 * ranks[1] - 1])
     assert low2 < low < high < high2
     assert metrics.quantile_interval(x, 0.99, 0.95, design_effect=4.0)[2] == math.inf  # 25 values bound no p99
+
+
+def test_waves_whose_requests_are_alike_are_worth_one_request_each():
+    assert metrics.design_effect([1.0, 1.0, 2.0, 2.0], [0, 0, 1, 1]) == 2.0
+    assert metrics.design_effect([1.0, 1.0, 1.0, 1.0], [0, 0, 1, 1]) == 1.0

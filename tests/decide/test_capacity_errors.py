@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.decide.capacity import BISECT, SWEEP, Round, Space, grid_of, read_load, replay
-from benchmarks.decide.slo import MEETS, RequestLatency, Slo
+from benchmarks.decide.slo import MEETS, RequestLatency, Slo, judge
 
 SLO = Slo.of({"p90_tpot_ms": 20.0})
 LIMIT, SIGMA, TRUTH = 20.0, 0.3, 8  # the threshold, the requests' log-sd, and the true capacity of every curve
@@ -88,6 +88,15 @@ def test_a_load_whose_waves_share_a_slowdown_is_called_met_within_the_level(n, l
     assert met_at_the_threshold(1, 1000, rng, n, load, shared=0.2) <= LEVEL
     plain = met_at_the_threshold(1, 200, rng, n, load, p90=0.8 * LIMIT)
     assert abs(met_at_the_threshold(1, 200, rng, n, load, shared=1e-9, p90=0.8 * LIMIT) - plain) <= 0.1
+
+
+def test_a_probe_whose_waves_differ_says_so_and_counts_fewer_requests():
+    rng = np.random.default_rng(5)
+    reqs = requests(LIMIT, 200, rng, 20, shared=0.29)
+    judged = judge(SLO, reqs).judged[0]
+    alone = judge(SLO, [replace(r, wave=None) for r in reqs]).judged[0]
+    assert judged.design_effect > 2 and "waves differ: as" in judged.text() and alone.waves_note() == ""
+    assert judged.low <= alone.low <= alone.high <= judged.high
 
 
 @pytest.mark.parametrize("mode", [BISECT, SWEEP])
