@@ -88,15 +88,16 @@ def design_effect(logs: Sequence[float], groups: Sequence[Hashable], q: float | 
     requests of one wave, slowed by one host): 1 + (m − 1) · ρ, m the groups' mean size and ρ the intra-group
     correlation of `logs` at the upper end of its one-sided 1 − `alpha` interval (one-way ANOVA's, from the F ratio:
     a few groups tell ρ poorly, and an estimate that falls short would overstate the values), where the groups differ
-    beyond chance (the ANOVA F-test at `alpha`); 1 where they do not, or where no group holds two values. For a
-    q-quantile, ρ is that of being below it (`_indicator_correlation`), which is what its interval counts."""
+    beyond chance (the ANOVA F-test at `alpha`); 1 where they do not, where no group holds two values, or where
+    fewer than three groups leave ρ untold. For a q-quantile, ρ is that of being below it (`_indicator_correlation`),
+    which is what its interval counts."""
     by: dict[Hashable, list[float]] = {}
     for v, g in zip(logs, groups, strict=True):
         if math.isfinite(v):
             by.setdefault(g, []).append(v)
     sizes = np.array([len(v) for v in by.values()], dtype=float)
     k, n = len(by), float(sizes.sum())
-    if k < 2 or n - k < 1 or sizes.max() < 2:
+    if k < 3 or n - k < 1 or sizes.max() < 2:
         return 1.0
     grand = float(np.mean([x for v in by.values() for x in v]))
     between = float(sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values())) / (k - 1)

@@ -22,12 +22,13 @@ def latency_of(r: RequestLine, wave: Hashable | None = None) -> RequestLatency:
 
 def waves_of(load: float, axis: str, reqs: Sequence[RequestLine]) -> list[int] | None:
     """Each request's wave, by the order the requests were sent: groups of as many as were in flight at once (the
-    concurrency; at a request rate, the rate times the mean end-to-end latency, Little's law), at least 2. None where
-    a request lacks its start time."""
-    if any(r.start_s is None for r in reqs):
+    concurrency; at a request rate, the rate times the mean end-to-end latency, Little's law; one alone at
+    concurrency 1). None where a request lacks its start time, or where all started at once (the load generator kept
+    no order)."""
+    if any(r.start_s is None for r in reqs) or len({r.start_s for r in reqs}) < 2:
         return None
     in_flight = load if axis == "concurrency" else load * sum(r.ttft_ms / 1e3 + r.decode_s for r in reqs) / len(reqs)
-    size = max(2, round(in_flight))
+    size = max(1, round(in_flight))
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].start_s, i))
     wave = [0] * len(reqs)
     for rank, i in enumerate(order):

@@ -348,5 +348,6 @@ def test_a_quantile_interval_of_values_worth_fewer_is_the_fewer_values_ranks_pla
 
 
 def test_waves_whose_requests_are_alike_are_worth_one_request_each():
-    assert metrics.design_effect([1.0, 1.0, 2.0, 2.0], [0, 0, 1, 1]) == 2.0
-    assert metrics.design_effect([1.0, 1.0, 1.0, 1.0], [0, 0, 1, 1]) == 1.0
+    assert metrics.design_effect([1.0, 1.0, 2.0, 2.0, 3.0, 3.0], [0, 0, 1, 1, 2, 2]) == 2.0
+    assert metrics.design_effect([1.0] * 6, [0, 0, 1, 1, 2, 2]) == 1.0
+    assert metrics.design_effect([1.0, 1.0, 2.0, 2.0], [0, 0, 1, 1]) == 1.0  # two waves leave ρ untold

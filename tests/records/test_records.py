@@ -116,5 +116,6 @@ def test_a_probes_requests_fall_in_waves_of_what_was_in_flight_in_the_order_they
         return [type("R", (), {"start_s": s, "ttft_ms": 100.0, "decode_s": 0.9})() for s in starts]
     assert waves_of(2, "concurrency", sent(0.3, 0.0, 0.1, 0.2, 0.4)) == [1, 0, 0, 1, 2]
     assert waves_of(4.0, "request_rate", sent(*range(6))) == [0, 0, 0, 0, 1, 1]  # 4 req/s × 1 s in flight
-    assert waves_of(1, "concurrency", sent(0.0, 1.0, 2.0)) == [0, 0, 1]  # at least 2 a wave
+    assert waves_of(1, "concurrency", sent(0.0, 1.0, 2.0)) == [0, 1, 2]  # one alone
     assert waves_of(2, "concurrency", sent(0.0, None)) is None
+    assert waves_of(2, "concurrency", sent(0.0, 0.0, 0.0)) is None  # no order to group by
