@@ -239,6 +239,7 @@ def test_other_methods_count_the_steps_that_made_the_output(request, run_name: s
 
 
 @slow
+@pytest.mark.heavy  # its own vLLM engine (~50 s): make test ALL=1 and CI
 def test_a_request_ending_on_eos_mid_block_counts_within_its_output(tmp_path) -> None:
     """The shipped tiny pair, greedy, K = 15, then again with a target whose generation_config adds an EOS id: the
     second token of a step that accepted 3 or more drafts. vLLM counts that step's drafts past EOS (its own counters

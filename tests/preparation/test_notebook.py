@@ -45,6 +45,7 @@ def test_notebook_has_parameters_and_clone_step() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the whole notebook (~36 s): make test ALL=1 and CI
 def test_notebook_runs_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in OFFLINE.items():
         monkeypatch.setenv(key, value)

@@ -95,6 +95,7 @@ def jax_ar_outputs(prompts: list[list[int]], max_tokens: int) -> list[list[int]]
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a vLLM engine of its own (~40 s): make test ALL=1 and CI
 @pytest.mark.vllm
 @pytest.mark.jax
 def test_vllm_eagle3_acceptance_and_identity():

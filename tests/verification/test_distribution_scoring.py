@@ -15,7 +15,7 @@ from benchmarks.engines.jax.score import logliks
 from benchmarks.engines.vllm.vllm_engine import VllmEngine
 from verification import distribution
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.jax]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.vllm, pytest.mark.jax]  # heavy: its own vLLM engine
 TARGET = ROOT / "models" / "tiny" / "target"
 CELL = Cell(engine="vllm", target=str(TARGET), method="baseline", draft=None, k=0, temperature=1.0,
             max_new_tokens=distribution.LENGTH, seed=0,
