@@ -109,10 +109,16 @@ class Judged:
     high: float
     verdict: str
     design_effect: float = 1.0
+    waves: int | None = None  # the requests' waves, where known
 
     def waves_note(self) -> str:
-        """' (waves differ: as N of n)' where the interval counted fewer requests than it read, else ''."""
-        return f" (waves differ: as {self.n / self.design_effect:.0f} of {self.n})" if self.design_effect > 1 else ""
+        """' (waves differ: as N of n)' where the interval counted fewer requests than it read; ' (N wave(s): a shared
+        slowdown untold)' where too few waves of several requests leave it unchecked; else ''."""
+        if self.design_effect > 1:
+            return f" (waves differ: as {self.n / self.design_effect:.0f} of {self.n})"
+        if self.waves is not None and self.waves < 3 and self.n > self.waves:
+            return f" ({self.waves} wave{'s' if self.waves > 1 else ''}: a shared slowdown untold)"
+        return ""
 
     def text(self) -> str:
         def ms(x: float) -> str:
@@ -141,11 +147,11 @@ def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence
     values = [v for v, _ in kept]
     waved = [(math.log(v), w) for v, w in kept if w is not None and v > 0]
     q = t.percentile / 100.0
-    effect = (metrics.design_effect([x for x, _ in waved], [w for _, w in waved], q)
-              if len(waved) == len(kept) and waved else 1.0)
+    told = len(waved) == len(kept) and bool(waved)
+    effect = metrics.design_effect([x for x, _ in waved], [w for _, w in waved], q) if told else 1.0
     estimate, low, high = metrics.quantile_interval(values, q, confidence, effect)
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
-    return Judged(t, len(values), estimate, low, high, verdict, effect)
+    return Judged(t, len(values), estimate, low, high, verdict, effect, len({w for _, w in waved}) if told else None)
 
 
 def judge(slo: Slo, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judgment:

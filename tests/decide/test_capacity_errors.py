@@ -97,6 +97,8 @@ def test_a_probe_whose_waves_differ_says_so_and_counts_fewer_requests():
     alone = judge(SLO, [replace(r, wave=None) for r in reqs]).judged[0]
     assert judged.design_effect > 2 and "waves differ: as" in judged.text() and alone.waves_note() == ""
     assert judged.low <= alone.low <= alone.high <= judged.high
+    two = judge(SLO, requests(LIMIT, 40, rng, 20, shared=0.29)).judged[0]
+    assert two.design_effect == 1 and two.waves_note() == " (2 waves: a shared slowdown untold)"
 
 
 @pytest.mark.parametrize("mode", [BISECT, SWEEP])
