@@ -2,15 +2,25 @@
 line the report prints for it (docs/engine-findings.md)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, TypedDict, cast
 
 from packaging.version import InvalidVersion, Version
 
 from benchmarks.core.cells import SPEC_METHODS
+from benchmarks.core.shapes import HfConfig
 from benchmarks.engines import catalog
+from benchmarks.hardware.provenance import ModelFingerprint
 from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.store import ProvenanceRecord
 from benchmarks.records.summary_row import SummaryRow
+
+
+class Preload(TypedDict, total=False):
+    """vLLM's LD_PRELOAD on CPU as its describe() records it (engines/vllm/vllm_preload.py): the fields read here."""
+
+    missing: dict[str, str]  # each library vLLM's CPU docs preload that was not, and why
 
 
 @dataclass(frozen=True)
@@ -21,10 +31,10 @@ class UnitContext:
     platform: str | None
     method: str
     packages: dict[str, str]
-    draft_config: dict[str, Any] | None
+    draft_config: HfConfig | None
     temperature: float | None = None  # the cell's; None where the run does not say (a provenance of an unknown cell)
     missing: frozenset[str] = frozenset()  # optional engine features the load lacked (its describe()'s `missing`)
-    preload: dict[str, Any] | None = None  # vLLM's LD_PRELOAD on CPU as its describe() recorded it (vllm_preload.py)
+    preload: Preload | None = None
 
 
 @dataclass(frozen=True)
@@ -132,24 +142,35 @@ ENGINE_CAVEATS: list[Caveat] = [
 ]
 
 
+def _config(fingerprint: ModelFingerprint | None) -> HfConfig | None:
+    return fingerprint.get("config") if fingerprint else None
+
+
+def _described(p: ProvenanceRecord) -> tuple[frozenset[str], Preload | None]:
+    """What an engine load's describe() says: the optional features it lacked, and its LD_PRELOAD record."""
+    describe = p.get("describe") or {}
+    missing, preload = describe.get("missing") or {}, describe.get("preload")
+    return (frozenset(missing) if isinstance(missing, Iterable) else frozenset(),
+            cast(Preload, preload) if isinstance(preload, dict) else None)
+
+
 def unit_contexts(rows: list[SummaryRow], manifest: Manifest,
-                  provenances: dict[str, dict[str, Any]] | None = None) -> list[UnitContext]:
+                  provenances: dict[str, ProvenanceRecord] | None = None) -> list[UnitContext]:
     """One context per provenance the run's units were measured with; for older runs, the rows and the manifest."""
     cells = manifest.cells
     if provenances:
         return [UnitContext(p["engine"], p["environment"].get("platform"), p["method"],
                             p["environment"].get("packages") or {},
-                            (p["models"].get("draft") or {}).get("config"),
+                            _config(p["models"].get("draft")),
                             cell.temperature if (cell := cells.get(p.get("cell_id") or "")) else None,
-                            frozenset((p.get("describe") or {}).get("missing") or {}),
-                            (p.get("describe") or {}).get("preload")) for p in provenances.values()]
+                            *_described(p)) for p in provenances.values()]
     return [UnitContext(r.engine, manifest.platform, r.method, manifest.packages,
-                        (manifest.models.get(r.draft or "") or {}).get("config"), r.temperature)
+                        _config(manifest.models.get(r.draft or "")), r.temperature)
             for r in rows]
 
 
 def caveat_lines(rows: list[SummaryRow], manifest: Manifest,
-                 provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
+                 provenances: dict[str, ProvenanceRecord] | None = None) -> list[str]:
     """The known engine faults that apply to this run's units."""
     lines: list[str] = []
     for u in unit_contexts(rows, manifest, provenances):

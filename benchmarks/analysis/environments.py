@@ -2,13 +2,14 @@
 cell order."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from benchmarks.config.matrix_schema import Matrix
+from benchmarks.hardware.provenance import EnvironmentKey
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flatten(d: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
     for k, v in d.items():
         if isinstance(v, dict):
             out |= _flatten(v, f"{prefix}{k}.")
@@ -17,7 +18,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def provenance_lines(environments: dict[str, tuple[dict[str, Any], set[str]]]) -> list[str]:
+def provenance_lines(environments: Mapping[str, tuple[EnvironmentKey, set[str]]]) -> list[str]:
     """Which environment each unit was measured in (`Summary.environments`); loud when a resumed run mixes several."""
     envs = {env_id: key for env_id, (key, _) in environments.items()}
     units = {env_id: names for env_id, (_, names) in environments.items()}

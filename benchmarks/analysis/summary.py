@@ -18,10 +18,10 @@ from benchmarks.analysis.columns import row
 from benchmarks.analysis.crossovers import SeriesCrossover, crossovers
 from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
 from benchmarks.config.pairing import baseline_cell_id
-from benchmarks.hardware.provenance import content_id, environment_key
+from benchmarks.hardware.provenance import EnvironmentKey, content_id, environment_key
 from benchmarks.records.manifest_read import Manifest
 from benchmarks.records.records import PROBE_KINDS, ByKind, Line, RequestLine, SamplesLine
-from benchmarks.records.store import RunStore
+from benchmarks.records.store import ProvenanceRecord, RunStore
 from benchmarks.records.summary_row import SummaryRow
 from verification import distribution
 from verification.lossless import Verdicts, judge
@@ -116,7 +116,7 @@ class Summary:
     units: list[RowRecords]
     rows: list[SummaryRow]
     verdicts: Verdicts
-    provenances: dict[str, dict[str, Any]]  # the provenance records the run's units name, by id
+    provenances: dict[str, ProvenanceRecord]  # the provenance records the run's units name, by id
     left_out: tuple[str, ...] = ()  # the run's own unit files its records lack (damaged), each with its reason
 
     @cached_property
@@ -159,10 +159,10 @@ class Summary:
         return out
 
     @cached_property
-    def environments(self) -> dict[str, tuple[dict[str, Any], set[str]]]:
+    def environments(self) -> dict[str, tuple[EnvironmentKey, set[str]]]:
         """Each environment the run's units were measured in (by its content id): its key and the units measured
         there ("<label> on <workload>")."""
-        out: dict[str, tuple[dict[str, Any], set[str]]] = {}
+        out: dict[str, tuple[EnvironmentKey, set[str]]] = {}
         for r in self.records.all():
             if r.provenance_id in self.provenances:
                 key = environment_key(self.provenances[r.provenance_id]["environment"])
@@ -196,7 +196,7 @@ class Summary:
         return cost_model_compute.groups(self.rows, requests, self.manifest.cells)
 
 
-def summarize(records: list[Line], manifest: Manifest, provenances: dict[str, dict[str, Any]] | None = None
+def summarize(records: list[Line], manifest: Manifest, provenances: dict[str, ProvenanceRecord] | None = None
               ) -> Summary:
     """A run's records summarised under its manifest: one row per (cell, dataset, serving level) (a speculative row
     whose due check could not run names why in `not_checked` and, at T > 0, has `dist_verdict` "unchecked"), and the

@@ -4,13 +4,13 @@ is imported."""
 from __future__ import annotations
 
 import difflib
-from typing import Any
 
 from benchmarks.config.matrix_checks import Parsing, fail
+from benchmarks.core.cells import CellOptions, OptionValue
 from benchmarks.engines import catalog
 
 
-def engine_options(p: Parsing) -> dict[str, Any]:
+def engine_options(p: Parsing) -> CellOptions:
     options = p.merged["engine_options"]
     for e in catalog.ENGINES:
         if not isinstance(options.get(e) or {}, dict):
@@ -19,7 +19,7 @@ def engine_options(p: Parsing) -> dict[str, Any]:
     return options
 
 
-def _check_engine_options(source: str, engines: list[str], options: dict[str, Any]) -> None:
+def _check_engine_options(source: str, engines: list[str], options: CellOptions) -> None:
     """Each shared option must be one every engine of the matrix accepts, and each engine's sub-mapping its own
     (benchmarks.engines.vllm.vllm_options: data, so no engine is imported)."""
     shared = [key for key in options if key not in catalog.ENGINES]
@@ -28,9 +28,9 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
         known = row.options()
         own = [e, row.serves] if row.serves else [e]  # a server takes its engine's options too
         for key, where in [(k, "engine_options") for k in shared] + [(k, f"engine_options.{o}") for o in own
-                                                                      for k in options.get(o) or {}]:
+                                                                      for k in own_options(options, o)]:
             if key in known:
-                value = (options if where == "engine_options" else options[where.split(".", 1)[1]])[key]
+                value = (options if where == "engine_options" else own_options(options, where.split(".", 1)[1]))[key]
                 allowed = row.choices.get(key)
                 if allowed is not None and (isinstance(value, bool) != isinstance(allowed[0], bool)
                                             or value not in allowed):
@@ -49,7 +49,7 @@ def _check_engine_options(source: str, engines: list[str], options: dict[str, An
             raise fail(source, where, f"{key!r} is not an option of the {e} engine; {scope}{hint}")
 
 
-def _check_range(source: str, where: str, engine: str, key: str, value: Any, options: dict[str, Any]) -> None:
+def _check_range(source: str, where: str, engine: str, key: str, value: OptionValue, options: CellOptions) -> None:
     """An int option within its declared range (`EngineRow.ranges`): an int, at least its lowest, at most its
     highest, or below the cell's max_model_len for an n-gram the context must hold."""
     low, high = catalog.engine(engine).ranges[key]
@@ -59,26 +59,32 @@ def _check_range(source: str, where: str, engine: str, key: str, value: Any, opt
         span = f"an int from {low} to {top}" if top is not None else f"an int >= {low}"
         why = f" (below max_model_len {context}: the n-gram must fit the context)" if context is not None else ""
         raise fail(source, where, f"{key}: {value!r} is not a value the {engine} engine takes; expected {span}{why}")
-    lookup = {**options, **(options.get(engine) or {})}
-    if key == "prompt_lookup_max" and isinstance(lookup.get("prompt_lookup_min"), int) and \
-            lookup["prompt_lookup_min"] > value:
-        raise fail(source, where, f"prompt_lookup_max {value} is below prompt_lookup_min "
-                                  f"{lookup['prompt_lookup_min']}: give a min <= max")
+    lookup = {**options, **own_options(options, engine)}
+    least = lookup.get("prompt_lookup_min")
+    if key == "prompt_lookup_max" and isinstance(least, int) and least > value:
+        raise fail(source, where, f"prompt_lookup_max {value} is below prompt_lookup_min {least}: give a min <= max")
 
 
-def engine_max_model_len(engine: str, options: dict[str, Any]) -> int | None:
+def own_options(options: CellOptions, engine: str | None) -> CellOptions:
+    """A matrix's sub-mapping of `engine`'s own options (`vllm: {enforce_eager: true}`); {} where it has none."""
+    value = options.get(engine) if engine else None
+    return value if isinstance(value, dict) else {}
+
+
+def engine_max_model_len(engine: str, options: CellOptions) -> int | None:
     """The max_model_len a cell of `engine` gets (its own options, the served engine's, the shared ones, the engine's
     default); None where the engine takes the model's own."""
     row = catalog.engine(engine)
-    for scope in (options.get(engine) or {}, (options.get(row.serves) or {}) if row.serves else {}, options):
+    for scope in (own_options(options, engine), own_options(options, row.serves), options):
         if "max_model_len" in scope:
             value = scope["max_model_len"]
             return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return row.defaults.get("max_model_len")
+    default = row.defaults.get("max_model_len")
+    return default if isinstance(default, int) else None
 
 
-def max_model_lens(engines: list[str], options: dict[str, Any]) -> list[tuple[str, Any]]:
+def max_model_lens(engines: list[str], options: CellOptions) -> list[tuple[str, OptionValue]]:
     """Each max_model_len a matrix sets (shared, or an engine's own), with where it is set."""
     found = [("engine_options", options.get("max_model_len"))] + [
-        (f"engine_options.{e}", (options.get(e) or {}).get("max_model_len")) for e in engines]
+        (f"engine_options.{e}", own_options(options, e).get("max_model_len")) for e in engines]
     return [(where, value) for where, value in found if value is not None]

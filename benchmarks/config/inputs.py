@@ -107,7 +107,7 @@ def check_inputs(matrix: Matrix) -> InputProblems:
     found.wrong += wrong
     positions = (target or {}).get("max_position_embeddings")
     for where, length in max_model_lens(matrix.engines, matrix.engine_options):
-        if isinstance(positions, int) and length > positions:
+        if isinstance(positions, int) and isinstance(length, int) and length > positions:
             found.wrong.append(f"{source}: '{where}': max_model_len {length} exceeds the target's "
                                f"max_position_embeddings {positions}; the model has no positions beyond it: lower "
                                f"max_model_len to {positions} or less")

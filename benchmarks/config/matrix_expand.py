@@ -8,8 +8,9 @@ import json
 import os
 from typing import Any
 
+from benchmarks.config.engine_option_keys import own_options
 from benchmarks.config.matrix_schema import IDENTITY_FIELDS, Matrix
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, CellOptions, OptionValue
 from benchmarks.decide.k_schedules import Schedule
 from benchmarks.engines import catalog
 
@@ -20,13 +21,11 @@ _LEGACY_PLACEMENT = ("executor", "resources", "workers", "request_timeout_s", "l
 _LEGACY_UNSET_HASHED = ("block_size", "request_rate")
 
 
-def options_for(engine: str, options: dict[str, Any]) -> dict[str, Any]:
+def options_for(engine: str, options: CellOptions) -> CellOptions:
     """Shared engine options plus the engine's own sub-mapping (e.g. `vllm: {enforce_eager: true}`); a serving
     engine also takes the sub-mapping of the engine it serves (`vllm-serve` takes `vllm:`), its own winning."""
     shared = {k: v for k, v in options.items() if k not in catalog.ENGINES}
-    serves = catalog.engine(engine).serves
-    served = options.get(serves) or {} if serves else {}
-    return {**shared, **served, **(options.get(engine) or {})}
+    return {**shared, **own_options(options, catalog.engine(engine).serves), **own_options(options, engine)}
 
 
 def expand(m: Matrix) -> list[Cell]:
@@ -51,8 +50,8 @@ def expand(m: Matrix) -> list[Cell]:
     return cells
 
 
-def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: dict[str, Any]
-           ) -> list[tuple[int, dict[str, Any]]]:
+def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: CellOptions
+           ) -> list[tuple[int, CellOptions]]:
     """The (K, engine options) of a method's cells at one batch size: each K of a list; a schedule's K at that B (no
     cell where it is 0, but at B = 1, which runs the schedule's largest K: the greedy-identity verdict its cells at
     larger B take), the schedule itself passed whole to an engine that takes one (closed at that B)."""
@@ -64,7 +63,8 @@ def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: dict
         return []
     if option is None:
         return [(k, options)]
-    ranges = [[r.first, min(r.last or batch_size, batch_size), r.k] for r in ks.ranges if r.first <= batch_size]
+    ranges: list[OptionValue] = [[r.first, min(r.last or batch_size, batch_size), r.k] for r in ks.ranges
+                                 if r.first <= batch_size]
     return [(k, {**options, option: ranges})]
 
 

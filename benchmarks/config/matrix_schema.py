@@ -17,7 +17,7 @@ from benchmarks.config import engine_option_keys, placement_keys, run_keys, slo_
 from benchmarks.config.matrix_checks import Parser, at_least
 from benchmarks.config.placement_keys import DEFAULT_RESOURCES, EXECUTORS, LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S
 from benchmarks.config.run_keys import MAX_SEED, MIN_TEMPERATURE, DatasetEntry
-from benchmarks.core.cells import METHODS
+from benchmarks.core.cells import METHODS, CellOptions
 from benchmarks.core.numbers import MISSING
 from benchmarks.data.dataset_registry import DATASETS
 from benchmarks.decide.capacity import AXES, BISECT, MODES
@@ -132,7 +132,7 @@ class Matrix:
     seed: int = field(metadata=key(
         "seed", f"int in 0..{MAX_SEED}", "prompt subset and sampling", run_keys.seed, default=0, identity=True,
         bench="--seed"))
-    engine_options: dict[str, Any] = field(metadata=key(
+    engine_options: CellOptions = field(metadata=key(
         "engine_options", "mapping", "passed to every engine (max_model_len, dtype, ...), with per-engine "
         "sub-mappings 'vllm: {enforce_eager, tensor_parallel_size, ...}' and 'jax: {breakdown, ...}'",
         engine_option_keys.engine_options, default={}, identity=True))

@@ -14,6 +14,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.paths import CACHE_DIR, resolve_model_ref
 from benchmarks.data.tiny_checkpoints import build_pair
 from benchmarks.hardware import provenance
+from benchmarks.hardware.provenance import ModelFingerprint
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 BUILTIN_MODELS = {"builtin:tiny-random": CACHE_DIR / "tiny-random"}
@@ -60,19 +61,19 @@ def load_tokenizer(target: str) -> Any:
             f"hub (or a pre-populated HF cache); offline, use a local folder or PRESET=tiny.") from exc
 
 
-def fingerprint_models(matrix: Matrix, cells: list[Cell]) -> dict[str, dict[str, Any]]:
+def fingerprint_models(matrix: Matrix, cells: list[Cell]) -> dict[str, ModelFingerprint]:
     """The files behind every model reference of a matrix: content hash, config, weight size."""
     return {ref: provenance.model_fingerprint(materialize(ref) or "")
             for ref in sorted({matrix.target, *(c.draft for c in cells if c.draft)})}
 
 
-def identify_weights(cells: list[Cell], models: dict[str, dict[str, Any]]) -> list[Cell]:
+def identify_weights(cells: list[Cell], models: dict[str, ModelFingerprint]) -> list[Cell]:
     """Cells whose ids include the content of the model files they load."""
     return [dataclasses.replace(c, weights=provenance.weights_id(models[c.target], models.get(c.draft or "")))
             for c in cells]
 
 
-def matrix_cells(matrix: Matrix) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
+def matrix_cells(matrix: Matrix) -> tuple[list[Cell], dict[str, ModelFingerprint]]:
     """A matrix's cells with their final ids (settings and model files), and the fingerprints of those files."""
     cells = expand(matrix)
     models = fingerprint_models(matrix, cells)

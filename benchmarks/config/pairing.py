@@ -3,9 +3,8 @@ share."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, CellOptions, k_ranges
 from benchmarks.engines import catalog
 
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "batch_size")
@@ -16,7 +15,7 @@ def _schedule_option(cell: Cell) -> str | None:
     return catalog.engine(cell.engine).k_schedule if cell.engine in catalog.ENGINES else None
 
 
-def pairing_options(cell: Cell) -> dict[str, Any]:
+def pairing_options(cell: Cell) -> CellOptions:
     """A cell's engine options as pairing compares them: without a K schedule passed to the engine (a speculative
     setting, which its baseline never has)."""
     option = _schedule_option(cell)
@@ -27,8 +26,8 @@ def largest_k(cell: Cell) -> int:
     """The largest K the cell's steps can run: its K, or the largest of a K schedule passed to its engine whole (vLLM
     runs a range's K whenever that many requests are running, so the tail of a batch of B runs the K of fewer)."""
     option = _schedule_option(cell)
-    ranges = (cell.engine_options.get(option) or []) if option else []
-    return max([cell.k, *(int(r[2]) for r in ranges)])
+    ranges = k_ranges(cell.engine_options.get(option)) if option else []
+    return max([cell.k, *(r[2] for r in ranges)])
 
 
 def baseline_cell_id(cell: Cell, cells: Mapping[str, Cell]) -> str | None:

@@ -2,6 +2,7 @@
 worker processes or the run's own, and whether they can share this machine's device."""
 from __future__ import annotations
 
+from benchmarks.config.engine_option_keys import own_options
 from benchmarks.config.matrix_schema import Matrix
 from benchmarks.engines import catalog
 
@@ -35,10 +36,10 @@ def interleave_problem(matrix: Matrix, engines: list[str], platform: str) -> str
                 f"({workers} in worker processes); drop 'interleave' (and 'workers') so that cells run one after "
                 f"another, or use engine: jax")
     row = next((r for r in map(catalog.engine, engines) if r.gpu_share), None)  # an engine that reserves a share
-    if platform == "gpu" and row is not None and processes > 1:
+    if platform == "gpu" and row is not None and row.gpu_share and processes > 1:
         option = row.gpu_share
-        share = {**matrix.engine_options, **(matrix.engine_options.get(row.name) or {})}.get(option)
-        if share is None or share * processes > 1.0:
+        share = {**matrix.engine_options, **own_options(matrix.engine_options, row.name)}.get(option)
+        if not isinstance(share, (int, float)) or share * processes > 1.0:
             return (f"{where}: {processes} processes share the GPU, and each vLLM engine takes {option}="
                     f"{share if share is not None else '0.9 (the vLLM default)'} of it; set engine_options: "
                     f"{{{row.name}: {{{option}: {int(100 / processes) / 100:.2f}}}}} or less, "

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 
 METHODS = ("baseline", "dflash", "eagle3", "ngram")
 SPEC_METHODS = tuple(m for m in METHODS if m != "baseline")
@@ -13,6 +13,10 @@ DRAFT_METHODS = ("dflash", "eagle3")  # the methods that load a draft model
 CELL_FIELDS = ("engine", "target", "method", "draft", "k", "temperature", "max_new_tokens", "seed")  # required
 # Bounds of a cell read from a file, beyond any run: K and the batch (2^16), tokens (2^24), a seed (2^31 - 1)
 MAX_K, MAX_TOKENS, MAX_SEED = 1 << 16, 1 << 24, 2**31 - 1
+# An engine option's value as a matrix gives it (YAML): a scalar, or a list or mapping of them (vLLM's engine
+# arguments, a K schedule passed whole); a matrix's per-engine sub-mappings are values of its engine_options too.
+OptionValue: TypeAlias = int | float | str | bool | None | list["OptionValue"] | dict[str, "OptionValue"]
+CellOptions: TypeAlias = dict[str, OptionValue]
 
 
 def cell_label(method: str, k: int | None) -> str:
@@ -39,7 +43,7 @@ class Cell:
     temperature: float
     max_new_tokens: int
     seed: int
-    engine_options: dict[str, Any] = field(default_factory=dict)
+    engine_options: CellOptions = field(default_factory=dict)
     weights: str = ""
     batch_size: int = 1
 
@@ -92,6 +96,30 @@ class Cell:
     @property
     def label(self) -> str:
         return cell_label(self.method, self.k)
+
+
+def int_option(options: Mapping[str, OptionValue], key: str, default: int | None = None) -> int:
+    """`int()` of an option that holds a number (or its text), `default` where it is unset; TypeError on any other
+    value."""
+    value = options.get(key, default)
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"engine option {key}: {value!r:.40} is not a number")
+
+
+def k_ranges(value: OptionValue) -> list[list[int]]:
+    """A K schedule that a cell's options pass to its engine whole, [[first B, last B, K], ...] (as
+    benchmarks.config.matrix_expand writes it); [] for none. ValueError on any other value."""
+    if not value:
+        return []
+    if _is_k_ranges(value):
+        return value
+    raise ValueError(f"{value!r:.60} is not a K schedule [[first B, last B, K], ...]")
+
+
+def _is_k_ranges(value: OptionValue) -> TypeGuard[list[list[int]]]:
+    return isinstance(value, list) and all(
+        isinstance(r, list) and len(r) == 3 and all(isinstance(x, int) for x in r) for r in value)
 
 
 def has_batch_one(cell: Cell, cells: Iterable[Cell], scheduled: bool = False) -> bool:

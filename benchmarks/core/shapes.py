@@ -11,12 +11,64 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 QWEN3_MASK_TOKEN = 151669  # dflash_config.mask_token_id of the released Qwen3 drafts
+
+
+class RopeParameters(TypedDict, total=False):
+    """An HF config's `rope_parameters` (transformers 5) or `rope_scaling` (4): the fields read here."""
+
+    rope_theta: float
+    rope_type: str | None
+    type: str | None
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: float
+
+
+class DFlashConfig(TypedDict, total=False):
+    """A DFlash draft's `dflash_config`: the fields read here."""
+
+    mask_token_id: int | None
+    target_layer_ids: list[int] | None
+
+
+class HfConfig(TypedDict, total=False):
+    """An HF config.json, as the fields the harness reads (a checkpoint carries others; any may be absent)."""
+
+    model_type: str
+    architectures: list[str] | None
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int | None
+    rms_norm_eps: float | None
+    tie_word_embeddings: bool | None
+    attention_bias: bool
+    mlp_bias: bool
+    rope_theta: float | None
+    rope_parameters: RopeParameters | None
+    rope_scaling: RopeParameters | None
+    max_position_embeddings: int | None
+    dtype: str | None
+    torch_dtype: str | None
+    # a DFlash draft's
+    dflash_config: DFlashConfig | None
+    mask_token_id: int | None
+    block_size: int | None
+    target_layer_ids: list[int] | None
+    num_target_layers: int | None
+
+
+DefaultedField = Literal["num_key_value_heads", "head_dim", "rms_norm_eps", "tie_word_embeddings"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +92,7 @@ class ModelConfig:
     weight_layout: str = "oi"  # how matrices are stored: "oi" HF's [out, in], "io" [in, out]
 
     @classmethod
-    def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "ModelConfig":
+    def from_hf(cls, hf: HfConfig, source: str = "config.json") -> "ModelConfig":
         """From an HF config.json dict (transformers 4 `rope_theta`/`rope_scaling` or 5 `rope_parameters`).
 
         A missing shape field or RoPE base fails naming `source` and the key; the fields transformers' own Qwen3 /
@@ -63,7 +115,9 @@ class ModelConfig:
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         scaling: tuple[tuple[str, float], ...] = ()
         if rope_type == "llama3":
-            names = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+            names: tuple[Literal["factor", "low_freq_factor", "high_freq_factor",
+                                 "original_max_position_embeddings"], ...] = (
+                "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
             absent = [n for n in names if n not in rope]
             if absent:
                 raise ValueError(f"{source}: llama3 RoPE scaling lacks {', '.join(absent)}")
@@ -72,7 +126,7 @@ class ModelConfig:
             raise ValueError(f"{source}: unsupported RoPE type {rope_type!r}")
         heads = hf["num_attention_heads"]
 
-        def field(key: str) -> Any:
+        def field(key: DefaultedField) -> Any:
             if hf.get(key) is not None:
                 return hf[key]
             value = ARCH_DEFAULTS[key](hf)
@@ -98,7 +152,7 @@ class ModelConfig:
 
 REQUIRED_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 # What transformers' Qwen3Config and LlamaConfig take when config.json omits a field (the same for both).
-ARCH_DEFAULTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+ARCH_DEFAULTS: dict[DefaultedField, Callable[[HfConfig], int | float | bool]] = {
     "num_key_value_heads": lambda hf: hf["num_attention_heads"],
     "head_dim": lambda hf: hf["hidden_size"] // hf["num_attention_heads"],
     "rms_norm_eps": lambda hf: 1e-6,
@@ -126,7 +180,7 @@ HF_SHAPES = {"Qwen/Qwen3-1.7B": "qwen3-1.7b", "Qwen/Qwen3-4B": "qwen3-4b", "Qwen
              "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b"}
 
 
-def read_config(ref: str | Path) -> dict[str, Any]:
+def read_config(ref: str | Path) -> HfConfig:
     """The config.json of a checkpoint folder, or of an HF hub id (that one file, from the local cache or the hub)."""
     path = Path(ref).expanduser()
     if path.is_dir():
@@ -163,21 +217,23 @@ class DraftConfig:
     target_layer_ids: tuple[int, ...]
 
     @classmethod
-    def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> "DraftConfig":
+    def from_hf(cls, hf: HfConfig, source: str = "config.json") -> "DraftConfig":
         layers = ModelConfig.from_hf({**hf, "model_type": "qwen3"}, source)
         dflash = hf.get("dflash_config") or {}
         mask = dflash.get("mask_token_id", hf.get("mask_token_id"))
         if mask is None:
             raise ValueError(f"{source}: no 'dflash_config: {{mask_token_id: ...}}'")
-        if hf.get("block_size") is None:
+        block = hf.get("block_size")
+        if block is None:
             raise ValueError(f"{source}: no 'block_size'")
-        ids = dflash.get("target_layer_ids") or hf.get("target_layer_ids")
+        ids: Sequence[int] | None = dflash.get("target_layer_ids") or hf.get("target_layer_ids")
         if not ids:
-            if hf.get("num_target_layers") is None:
+            targets = hf.get("num_target_layers")
+            if targets is None:
                 raise ValueError(f"{source}: neither 'dflash_config: {{target_layer_ids}}' nor 'num_target_layers'")
             # the reference's default: one tap per draft layer
-            ids = default_target_layer_ids(hf["num_target_layers"], hf["num_hidden_layers"])
-        return cls(layers, int(hf["block_size"]), int(mask), tuple(int(i) for i in ids))
+            ids = default_target_layer_ids(targets, hf["num_hidden_layers"])
+        return cls(layers, int(block), int(mask), tuple(int(i) for i in ids))
 
 
 def released_draft(target: ModelConfig, block_size: int = 16) -> DraftConfig:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from benchmarks.data.dataset_registry import DATASETS, DatasetUnavailable
+from benchmarks.data.dataset_registry import DATASETS, DatasetUnavailable, Row
 
-DEFAULT_TEMPLATE: dict[str, Any] = {"enable_thinking": False}  # the released Qwen3 drafts were trained without it
+DEFAULT_TEMPLATE: dict[str, object] = {"enable_thinking": False}  # the released Qwen3 drafts were trained without it
 
 
-def render_text(name: str, row: dict[str, Any], from_file: bool) -> str:
+def render_text(name: str, row: Row, from_file: bool) -> str:
     """The user message for one row. Local JSONL rows give it in 'prompt' (or the registry's own fields)."""
     if from_file and "prompt" in row and isinstance(row["prompt"], str):
         return row["prompt"]
@@ -21,25 +22,26 @@ def render_text(name: str, row: dict[str, Any], from_file: bool) -> str:
     return DATASETS[name].render(row)
 
 
-def row_messages(name: str, row: dict[str, Any], from_file: bool) -> list[dict[str, str]]:
+def row_messages(name: str, row: Row, from_file: bool) -> list[dict[str, str]]:
     """The chat a row's prompt is: a local row's own `messages`, else its user message alone."""
     if from_file and "messages" in row:
         return [{"role": m["role"], "content": m["content"]} for m in row["messages"]]
     return [{"role": "user", "content": render_text(name, row, from_file)}]
 
 
-def template_kwargs(template: dict[str, Any] | None) -> dict[str, Any]:
+def template_kwargs(template: Mapping[str, object] | None) -> dict[str, object]:
     """The chat template's keyword arguments: the matrix's `chat_template` over DEFAULT_TEMPLATE."""
     return {**DEFAULT_TEMPLATE, **(template or {})}
 
 
-def render_messages(messages: list[dict[str, str]], tokenizer: Any, template: dict[str, Any] | None = None) -> str:
+def render_messages(messages: list[dict[str, str]], tokenizer: Any,
+                    template: Mapping[str, object] | None = None) -> str:
     """A chat in the target's chat template, ready for the assistant's answer."""
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
                                          **template_kwargs(template))
 
 
-def render(text: str, tokenizer: Any, template: dict[str, Any] | None = None) -> str:
+def render(text: str, tokenizer: Any, template: Mapping[str, object] | None = None) -> str:
     """A user message in the chat template (thinking off unless `template` says otherwise)."""
     return render_messages([{"role": "user", "content": text}], tokenizer, template)
 
@@ -49,12 +51,12 @@ def tokens(rendered: str, tokenizer: Any) -> list[int]:
     return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
 
-def encode(text: str, tokenizer: Any, template: dict[str, Any] | None = None) -> list[int]:
+def encode(text: str, tokenizer: Any, template: Mapping[str, object] | None = None) -> list[int]:
     """The token ids of the rendered prompt (`render`)."""
     return tokens(render(text, tokenizer, template), tokenizer)
 
 
-def template_ignores(tokenizer: Any, template: dict[str, Any] | None) -> list[str]:
+def template_ignores(tokenizer: Any, template: Mapping[str, object] | None) -> list[str]:
     """The boolean keyword arguments that the target's chat template does not read (a probe renders the same with the
     value flipped): setting them changes nothing for this model."""
     kwargs = template_kwargs(template)

@@ -5,8 +5,8 @@ falls well below the draft's published figures (docs/matrices.md, "Thinking").
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def released(ref: str) -> ReleasedDraft | None:
     return None
 
 
-def thinking_warnings(drafts: dict[str, str], template: dict[str, Any]) -> list[str]:
+def thinking_warnings(drafts: dict[str, str], template: Mapping[str, object]) -> list[str]:
     """One line per draft known to be trained with thinking set otherwise than `template` (the chat template's
     keyword arguments, `enable_thinking` among them) renders the prompts."""
     thinking = bool(template.get("enable_thinking"))

@@ -4,12 +4,13 @@ row naming its line number."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmarks.core.guarded import file_problem, json_value
 from benchmarks.data.chat_template import render_messages, render_text, row_messages
-from benchmarks.data.dataset_registry import DatasetUnavailable
+from benchmarks.data.dataset_registry import DatasetUnavailable, Row
 
 FORMS = ("prompt", "messages", "prompt_ids")  # what a local file's row may carry: one of them
 ROLES = ("system", "user", "assistant")
@@ -17,7 +18,7 @@ MAX_LISTED = 20  # bad rows listed one per line; the rest are counted
 
 
 def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
-                     template: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                     template: Mapping[str, object] | None = None) -> list[Row]:
     """The rows of a local JSONL prompt file, every line checked: UTF-8, one JSON object, one prompt form the dataset
     can render (`row_problem`; with the tokenizer, rendered and its ids checked too). Raises DatasetUnavailable with
     one line per bad row, naming its line number."""
@@ -29,7 +30,7 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
         data = path.read_bytes()
     except OSError as exc:
         raise DatasetUnavailable(f"{name}: cannot read {path}: {exc.strerror}") from None
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     problems: list[str] = []
     first_line: dict[str, int] = {}  # a row's prompt (`prompt_key`) -> the line that gave it first
     for number, raw in enumerate(data.split(b"\n"), 1):
@@ -44,7 +45,7 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
             problems.append(f"{exc}; each line is one object such as {{\"prompt\": \"...\"}}")
             continue
         why = (f"a row must be a JSON object such as {{\"prompt\": \"...\"}}, got a JSON {type(row).__name__}"
-               if not isinstance(row, dict) else row_problem(name, row, tokenizer, template))
+               if not isinstance(row, dict) else row_problem(name, cast(Row, row), tokenizer, template))
         if why:
             problems.append(f"{path}:{number}: {why}")
             continue
@@ -63,7 +64,7 @@ def read_prompt_file(name: str, path: Path, tokenizer: Any = None,
     return rows
 
 
-def prompt_key(name: str, row: dict[str, Any]) -> str:
+def prompt_key(name: str, row: Row) -> str:
     """What a checked row asks the model, as text: two rows with the same key send the same prompt."""
     if "prompt_ids" in row:
         return json.dumps({"prompt_ids": row["prompt_ids"]})
@@ -133,8 +134,8 @@ def control_token_problem(messages: list[dict[str, str]], tokenizer: Any, chat: 
     return None
 
 
-def row_problem(name: str, row: dict[str, Any], tokenizer: Any = None,
-                template: dict[str, Any] | None = None) -> str | None:
+def row_problem(name: str, row: Row, tokenizer: Any = None,
+                template: Mapping[str, object] | None = None) -> str | None:
     """Why a local file's row cannot be a prompt of dataset `name`, or None: it carries one of FORMS, well formed;
     with the tokenizer, its token ids are within the vocabulary, its text holds no control token, and the chat
     template renders it."""

@@ -5,14 +5,44 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from benchmarks.core.unit_keys import workload_key
 from benchmarks.data.chat_template import render_messages, row_messages, tokens
-from benchmarks.data.dataset_registry import DatasetUnavailable, source_rows
+from benchmarks.data.dataset_registry import DatasetUnavailable, Row, source_rows
 from benchmarks.data.prompt_files import read_prompt_file
+
+
+class Construction(TypedDict, total=False):
+    """How a prompt was built: its form, and what went into a many-shot context or a second turn."""
+
+    form: str
+    context: str
+    shot_rows: list[int]
+    context_tokens: int
+    prompt_tokens: int
+    first_prompt_sha256: str
+    first_answer_tokens: int
+    first_answer_sha256: str
+
+
+class WorkloadFields(TypedDict, total=False):
+    """What a prompt's records carry about its workload beyond the unit key (`Prompt.workload_fields`)."""
+
+    context_tokens: int
+    turn: int
+
+
+class SkippedRows(TypedDict):
+    """A workload's rows passed over as too long: the limit, [row index, prompt tokens] of each, and what was done
+    instead where it is not the next rows of the seeded order (the manifest's `prompts_skipped`)."""
+
+    max_prompt_tokens: int | None
+    rows: list[list[int]]
+    instead: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -25,16 +55,21 @@ class Prompt:
     rendered: str | None = None  # the templated text whose tokens are `ids`; None for ids given as they are
     context_tokens: int | None = None  # the context length it was built for
     turn: int | None = None  # its turn, in a run that measures turns
-    construction: dict[str, Any] = field(default_factory=dict)  # how it was built (form, context rows, tokens)
+    construction: Construction = field(default_factory=Construction)  # how it was built (form, context rows, tokens)
     follow_up: str | None = None  # the user's next message, when its second turn is measured
 
     @property
     def key(self) -> str:
         return workload_key(self.dataset, self.context_tokens, self.turn)
 
-    def workload_fields(self) -> dict[str, Any]:
+    def workload_fields(self) -> WorkloadFields:
         """What its records carry about the workload beyond the unit key."""
-        return {k: v for k, v in (("context_tokens", self.context_tokens), ("turn", self.turn)) if v is not None}
+        out = WorkloadFields()
+        if self.context_tokens is not None:
+            out["context_tokens"] = self.context_tokens
+        if self.turn is not None:
+            out["turn"] = self.turn
+        return out
 
 
 def ids_sha256(ids: list[int]) -> str:
@@ -43,7 +78,7 @@ def ids_sha256(ids: list[int]) -> str:
 
 
 def load_rows(name: str, path: str | None = None, tokenizer: Any = None,
-              template: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+              template: Mapping[str, object] | None = None) -> list[Row]:
     """The raw rows of a dataset: a local JSONL when `path` is given (checked with the tokenizer when given), else the
     registry's source (`source_rows`)."""
     if path is not None:
@@ -64,8 +99,8 @@ def sent_text(prompt: Prompt, tokenizer: Any) -> str:
     return prompt.rendered if prompt.rendered is not None else tokenizer.decode(prompt.ids)
 
 
-def row_prompt(name: str, index: int, row: dict[str, Any], from_file: bool, tokenizer: Any,
-               template: dict[str, Any] | None) -> Prompt:
+def row_prompt(name: str, index: int, row: Row, from_file: bool, tokenizer: Any,
+               template: Mapping[str, object] | None) -> Prompt:
     """One row as the prompt every cell is sent: templated and tokenised, or its `prompt_ids` as they are."""
     if from_file and "prompt_ids" in row:
         ids = list(row["prompt_ids"])
@@ -85,12 +120,12 @@ class PromptSelection:
     prompts: list[Prompt]
     skipped: list[tuple[int, int]]  # (row index, prompt tokens)
     max_prompt_tokens: int | None
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
 
 
 def select_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None = None,
-                   max_prompt_tokens: int | None = None, template: dict[str, Any] | None = None,
-                   rows: list[dict[str, Any]] | None = None) -> PromptSelection:
+                   max_prompt_tokens: int | None = None, template: Mapping[str, object] | None = None,
+                   rows: list[Row] | None = None) -> PromptSelection:
     """n seeded prompts of a dataset, rendered and tokenised (from `rows` where `load_rows` has read them already).
     A prompt longer than max_prompt_tokens (so that prompt + generation would not fit the engine's context) is passed
     over and recorded in `skipped`, in seeded order; two rows that render to the same ids are refused."""
@@ -129,7 +164,7 @@ def load_prompts(name: str, n: int, seed: int, tokenizer: Any, path: str | None 
     return select_prompts(name, n, seed, tokenizer, path, max_prompt_tokens).prompts
 
 
-def skipped_lines(skipped: dict[str, dict[str, Any]]) -> list[str]:
+def skipped_lines(skipped: Mapping[str, SkippedRows]) -> list[str]:
     """One line per dataset whose too-long rows were passed over (the plan, the manifest and report.md say so)."""
     return [f"{name}: {len(s['rows'])} row(s) longer than {s['max_prompt_tokens']} prompt tokens (max_model_len - "
             f"max_new_tokens) passed over, "

@@ -3,12 +3,13 @@ other rows with their reference answers) or at a turn (the conversation after th
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from benchmarks.core.unit_keys import workload_key
 from benchmarks.data.chat_template import render_messages, tokens
-from benchmarks.data.dataset_registry import DATASETS
+from benchmarks.data.dataset_registry import DATASETS, Row
 from benchmarks.data.prompts import Prompt, ids_sha256
 
 
@@ -45,7 +46,7 @@ class Shots:
     its own). Each is a (user, assistant) pair of chat turns; the tokens it adds before a question are counted when a
     prompt first needs it (a large dataset's pool is never rendered whole)."""
 
-    def __init__(self, name: str, rows: list[dict[str, Any]], tokenizer: Any, template: dict[str, Any] | None) -> None:
+    def __init__(self, name: str, rows: list[Row], tokenizer: Any, template: Mapping[str, object] | None) -> None:
         self.spec, self.source, self.tokenizer, self.template = DATASETS[name], rows, tokenizer, template
         assert self.spec.answer is not None  # the matrix check gives context only to datasets with answers
         self.answer = self.spec.answer
@@ -68,7 +69,7 @@ class Shots:
 
 
 def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, tokenizer: Any,
-         template: dict[str, Any] | None) -> tuple[list[int], list[int], str]:
+         template: Mapping[str, object] | None) -> tuple[list[int], list[int], str]:
     """Shots before the prompt's question until it holds at least n_tokens (whole shots, in a seeded order of the
     prompt's own row, so that a prompt gets the same context whichever other prompts a run has, and prompts share no
     cached prefix; a shot that would take it past `limit` is passed over). Returns the shot rows, the ids and the
@@ -100,7 +101,7 @@ def fill(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, toke
 
 
 def with_context(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: int, tokenizer: Any,
-                 template: dict[str, Any] | None) -> Prompt | None:
+                 template: Mapping[str, object] | None) -> Prompt | None:
     """The prompt preceded by many-shot context to at least n_tokens, within `limit`; None when it cannot be."""
     chosen, ids, rendered = fill(prompt, pool, n_tokens, limit, seed, tokenizer, template)
     if len(ids) < n_tokens:
@@ -112,7 +113,8 @@ def with_context(prompt: Prompt, pool: Shots, n_tokens: int, limit: int, seed: i
 
 # --- Second turn --------------------------------------------------------------------------------------------------
 
-def second_turn(first: Prompt, answer_ids: list[int], tokenizer: Any, template: dict[str, Any] | None) -> Prompt:
+def second_turn(first: Prompt, answer_ids: list[int], tokenizer: Any, template: Mapping[str, object] | None
+                ) -> Prompt:
     """The conversation's second turn: the first question, the first answer (its ids decoded, special tokens
     dropped), and the user's second message."""
     if first.follow_up is None:

@@ -12,9 +12,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 OPEN_END = 1 << 20  # the last B written for an open range where an engine needs a number (vLLM caps it at max_num_seqs)
+
+
+class VllmConfig(TypedDict):
+    """vLLM's speculative_config entries of a schedule."""
+
+    num_speculative_tokens: int
+    num_speculative_tokens_per_batch_size: list[list[int]]
+
+
+class TrtllmConfig(TypedDict):
+    """TensorRT-LLM's draft length entries of a schedule."""
+
+    max_draft_len: int
+    draft_len_schedule: dict[int, int]
+
+
+class SglangSetting(TypedDict, total=False):
+    """One SGLang server's speculative settings (K = 0: `speculative_algorithm` None)."""
+
+    speculative_num_steps: int
+    speculative_eagle_topk: int
+    speculative_num_draft_tokens: int
+    speculative_algorithm: None
+
+
+class SglangServer(SglangSetting, total=False):
+    """One range's SGLang server: its batch sizes (the last None: open) and settings."""
+
+    batch_sizes: list[int | None]
 
 
 @dataclass(frozen=True)
@@ -116,7 +145,7 @@ def _int(value: Any, what: str, low: int) -> int:
     return value
 
 
-def vllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, Any]:
+def vllm_config(schedule: Schedule, max_batch: int | None = None) -> VllmConfig:
     """vLLM's speculative_config entries: num_speculative_tokens (the largest K, what it allocates for) and the
     schedule, the open range closed at max_batch (or OPEN_END)."""
     end = max_batch or OPEN_END
@@ -125,7 +154,7 @@ def vllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, A
                                                        r.k] for r in schedule.ranges]}
 
 
-def trtllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str, Any]:
+def trtllm_config(schedule: Schedule, max_batch: int | None = None) -> TrtllmConfig:
     """TensorRT-LLM's draft_len_schedule {last B: K}: every range up to the last with K > 0 (a K = 0 range between
     them written as 0), the trailing K = 0 left to its implicit "K = 0 above the largest key"; an open range of K > 0
     is closed at max_batch (or OPEN_END). max_draft_len is the largest K."""
@@ -136,19 +165,19 @@ def trtllm_config(schedule: Schedule, max_batch: int | None = None) -> dict[str,
     return {"max_draft_len": schedule.max_k(), "draft_len_schedule": out}
 
 
-def sglang_config(schedule: Schedule) -> list[dict[str, Any]]:
+def sglang_config(schedule: Schedule) -> list[SglangServer]:
     """SGLang takes one speculative length per server: per range, its batch sizes and the server's settings (a chain
     of K steps, top-1, K + 1 draft tokens with the anchor; K = 0: no speculative algorithm)."""
-    out = []
+    out: list[SglangServer] = []
     for r in schedule.ranges:
-        setting: dict[str, Any] = ({"speculative_num_steps": r.k, "speculative_eagle_topk": 1,
-                                    "speculative_num_draft_tokens": r.k + 1} if r.k else
-                                   {"speculative_algorithm": None})
+        setting: SglangSetting = ({"speculative_num_steps": r.k, "speculative_eagle_topk": 1,
+                                   "speculative_num_draft_tokens": r.k + 1} if r.k else
+                                  {"speculative_algorithm": None})
         out.append({"batch_sizes": [r.first, r.last], **setting})
     return out
 
 
-def matrix_config(schedule: Schedule, base: Mapping[str, Any], method: str = "dflash") -> dict[str, Any]:
+def matrix_config(schedule: Schedule, base: Mapping[str, object], method: str = "dflash") -> dict[str, object]:
     """The harness's own matrix that runs the schedule: `base` (name, preset, engine, datasets, …) with `k` as the
     schedule of `method` and `batch_size` holding the first B of every range (B = 1 among them)."""
     return {**base, "methods": ["baseline", method], "k": {method: schedule.as_mapping()},

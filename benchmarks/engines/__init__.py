@@ -3,6 +3,7 @@ CPU machine never imports TPU code)."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from benchmarks.core.cells import Cell
@@ -23,7 +24,7 @@ class Engine(Protocol):
         """Cumulative since load (None for the AR baseline); the run diffs them around each dataset."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         """Versions and settings for the run manifest."""
         ...
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from benchmarks.core.cells import METHODS
+from benchmarks.core.cells import METHODS, OptionValue
 from benchmarks.engines.jax import jax_options
 from benchmarks.engines.llamacpp import llamacpp_options
 from benchmarks.engines.options import CONTEXT, EngineOptions
@@ -62,11 +61,11 @@ class EngineRow:
         return self.declared.names
 
     @property
-    def defaults(self) -> Mapping[str, Any]:
+    def defaults(self) -> Mapping[str, OptionValue]:
         return self.declared.defaults
 
     @property
-    def choices(self) -> Mapping[str, tuple[Any, ...]]:
+    def choices(self) -> Mapping[str, tuple[OptionValue, ...]]:
         return self.declared.choices
 
     @property

@@ -6,7 +6,8 @@ carries the worker's own traceback, so a failed unit's cause is the engine's, no
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
@@ -24,6 +25,14 @@ class WorkerError(RuntimeError):
         return (WorkerError, (str(self), self.remote_traceback))
 
 
+class Capabilities(TypedDict):
+    """What a worker's proxy mirrors of its engine (`EngineHost.capabilities`)."""
+
+    name: str
+    optional: list[str]
+    samples_seeded: bool
+
+
 class EngineHost:
     """One engine, driven call by call from another process. `engine_name` is a registry name (`vllm`, `jax`) or a
     `"module:Class"` spec of an engine class with the same protocol (the tests host scripted engines this way)."""
@@ -31,7 +40,7 @@ class EngineHost:
     def __init__(self, engine_name: str):
         self.engine = create_engine(engine_name)
 
-    def capabilities(self) -> dict[str, Any]:
+    def capabilities(self) -> Capabilities:
         """What a proxy must mirror: the engine's name, which OPTIONAL_METHODS it has, and `samples_seeded`."""
         return {"name": getattr(self.engine, "name", type(self.engine).__name__),
                 "optional": [m for m in OPTIONAL_METHODS if hasattr(self.engine, m)],
@@ -58,7 +67,7 @@ class EngineHost:
     def spec_counters(self) -> SpecCounters | None:
         return self._call(self.engine.spec_counters)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         return self._call(self.engine.describe)
 
     def close(self) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from benchmarks.core.cells import OptionValue
 
 # A range's highest value that is the cell's context: an int option must stay below the cell's max_model_len.
 CONTEXT = "context"
@@ -22,6 +23,6 @@ class EngineOptions:
                  for below the cell's max_model_len"""
 
     names: Callable[[], frozenset[str]]
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    defaults: Mapping[str, OptionValue] = field(default_factory=dict)
+    choices: Mapping[str, tuple[OptionValue, ...]] = field(default_factory=dict)
     ranges: Mapping[str, tuple[int, int | str | None]] = field(default_factory=dict)

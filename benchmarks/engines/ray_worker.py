@@ -13,7 +13,8 @@ import functools
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
@@ -21,25 +22,43 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.engines.host import EngineHost, WorkerError
+from benchmarks.hardware.provenance import Environment
+
+
+class RayNode(TypedDict, total=False):
+    """Where an actor runs (`RayHost.node`; empty until it is placed)."""
+
+    node_ip: str | None
+    node_id: str
+    hostname: str
+    pid: int
+
+
+class ActorOptions(TypedDict, total=False):
+    """The resources of `actor.options(...)`: CPUs, GPUs, and any other resource by name."""
+
+    num_cpus: float
+    num_gpus: float
+    resources: dict[str, float]
 
 
 class RayHost(EngineHost):
     """EngineHost as a Ray actor, which can also say where it runs."""
 
-    def node(self) -> dict[str, Any]:
+    def node(self) -> RayNode:
         """Where the actor runs: node IP and id, host name, pid."""
         ctx = ray.get_runtime_context()
         ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), None)
         return {"node_ip": ip, "node_id": ctx.get_node_id(), "hostname": socket.gethostname(), "pid": os.getpid()}
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         """The provenance environment of the actor's machine (git SHA, packages, hardware)."""
         from benchmarks.hardware import provenance  # lazy: imports numpy, scipy
 
         return provenance.environment()
 
 
-def ray_options(resources: dict[str, float]) -> dict[str, Any]:
+def ray_options(resources: dict[str, float]) -> ActorOptions:
     """`actor.options(...)` for a resource mapping: Ray takes CPU and GPU as num_cpus/num_gpus, the rest by name."""
     rest = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
     return {"num_cpus": resources.get("CPU", 0), "num_gpus": resources.get("GPU", 0),
@@ -57,9 +76,9 @@ class RayEngine:
         self._load_timeout = load_timeout_s
         self._actor: Any = None
         self._gone: str | None = None  # why the actor is no longer usable
-        self.node: dict[str, Any] = {}
+        self.node: RayNode = {}
         # The node's own environment when it is not the driver's machine; the run records it as the provenance.
-        self.environment: dict[str, Any] | None = None
+        self.environment: Environment | None = None
 
     def _get(self, ref: Any, timeout: float, timed_out: str | None = None) -> Any:
         """The call's result within `timeout` s; `timed_out` is what a time-out means (default: no answer)."""
@@ -114,7 +133,7 @@ class RayEngine:
     def spec_counters(self) -> SpecCounters | None:
         return self._call("spec_counters")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         return {**self._call("describe"), "ray_node": self.node}
 
     def close(self) -> None:

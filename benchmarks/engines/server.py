@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -88,7 +89,7 @@ class Server(Protocol):
         """A failure during a load, with the server's log tail when the server is no longer running."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         """What the unit is measured with, for the run manifest."""
         ...
 

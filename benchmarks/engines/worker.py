@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -180,7 +181,7 @@ class WorkerEngine:
     def spec_counters(self) -> SpecCounters | None:
         return self._call("spec_counters", (), self.request_timeout_s)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         return {**self._call("describe", (), self.request_timeout_s), "worker_pid": self._proc.pid}
 
     def close(self) -> None:

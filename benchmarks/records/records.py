@@ -333,7 +333,7 @@ def json_fields(kind: type[Line]) -> list[tuple[str, bool]]:
     return out
 
 
-def checked(records: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+def checked(records: list[dict[str, object]], where: str) -> list[dict[str, object]]:
     """`records` as read from `where`, unchanged; RecordError names the first of a kind or version not read here."""
     for i, r in enumerate(records, 1):
         kind, version = r.get("kind"), r.get("schema_version", 1)
@@ -346,9 +346,9 @@ def checked(records: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
     return records
 
 
-def parse_lines(records: list[dict[str, Any]], where: str) -> list[Line]:
+def parse_lines(records: list[dict[str, object]], where: str) -> list[Line]:
     """The typed lines of JSON objects read from `where` (`checked`, then each read as its kind: `Line.from_json`)."""
-    return [KINDS[r["kind"]].from_json(r, f"{where} line {i}") for i, r in enumerate(checked(records, where), 1)]
+    return [KINDS[str(r["kind"])].from_json(r, f"{where} line {i}") for i, r in enumerate(checked(records, where), 1)]
 
 
 def cause(exc: BaseException) -> str:

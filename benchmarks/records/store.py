@@ -26,15 +26,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from benchmarks.core import paths
 from benchmarks.core.atomic import FILE_MODE, atomic_write_json, atomic_write_text
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.guarded import MAX_JSON_BYTES, file_problem, json_value, read_json_file
-from benchmarks.records.manifest_read import Manifest
+from benchmarks.hardware.provenance import Environment, ModelFingerprint
+from benchmarks.records.manifest_read import Manifest, ManifestJson
 from benchmarks.records.records import Line, checked, parse_lines
 
 FOREIGN = "not a unit of this run"  # the reason a unit file copied in from another run is left out
@@ -42,11 +43,25 @@ WRITE_ATTEMPTS = 3
 WRITE_BACKOFF_S = 1.0  # before the second attempt; doubled before the third
 
 
-def _jsonl(records: list[dict[str, Any]]) -> str:
+class ProvenanceRecord(TypedDict):
+    """What one engine load was measured with (provenance/<id>.json; `run/unit_provenance.py` makes it): the
+    environment, the model files by role ("target", "draft"), and the engine's own description (None where the load
+    failed, `load_error` saying why)."""
+
+    environment: Environment
+    cell_id: str
+    engine: str
+    method: str
+    models: dict[str, ModelFingerprint]
+    describe: dict[str, object] | None
+    load_error: str | None
+
+
+def _jsonl(records: Sequence[Mapping[str, object]]) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
 
 
-def json_object(line: str, where: str) -> dict[str, Any]:
+def json_object(line: str, where: str) -> dict[str, object]:
     """One JSONL line as a JSON object (`guarded.json_value`: depth bounded, non-finite numbers refused); ValueError
     naming `where` otherwise."""
     obj = json_value(line, where, what="JSON line")
@@ -55,7 +70,7 @@ def json_object(line: str, where: str) -> dict[str, Any]:
     return obj
 
 
-def read_jsonl(path: Path, check: bool = True) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, check: bool = True) -> list[dict[str, object]]:
     """The records of a JSONL file (none when it does not exist), of kinds and versions this harness reads unless
     `check` is off; ValueError naming the first bad line, or the path when something else than a file stands there
     (a folder, a FIFO, a link to a device or to nothing)."""
@@ -78,7 +93,7 @@ class RunFolderBusy(BadInput):
     """Another process holds the run folder's lock."""
 
 
-def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> dict[str, Any]:
+def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> ManifestJson:
     """A run's manifest.json (`guarded.read_json_file`), checked to be one this harness wrote (an object with the
     fields `need`, each an object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
     fix = "give a run folder that `make bench` or `make matrix` wrote"
@@ -89,17 +104,18 @@ def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> di
     if not (isinstance(manifest, dict) and all(isinstance(manifest.get(key), dict) for key in need)):
         raise BadInput(f"{path} is not a manifest of this harness (an object with {' and '.join(need) or 'fields'}); "
                        f"{fix}")
-    return manifest
+    return cast(ManifestJson, manifest)
 
 
-def manifest_datasets(manifest: dict[str, Any]) -> set[str] | None:
+def manifest_datasets(manifest: ManifestJson) -> set[str] | None:
     """The dataset names a run's matrix holds (None when its manifest does not list them)."""
     if "datasets" not in manifest["config"]:
         return None
     return {d["name"] for d in manifest["config"]["datasets"] or [] if isinstance(d, dict) and "name" in d}
 
 
-def foreign_reason(name: str, records: list[dict[str, Any]], cells: Any, datasets: set[str] | None) -> str | None:
+def foreign_reason(name: str, records: list[dict[str, object]], cells: Container[str], datasets: set[str] | None
+                   ) -> str | None:
     """Why a unit file does not belong to the run (its name, the cell ids inside it and the run's cells and datasets,
     where given, must agree), or None when it does."""
     cell_id, sep, key = name.removesuffix(".jsonl").partition("__")
@@ -155,7 +171,7 @@ class RunStore:
             (line if provenance_id is None else dataclasses.replace(line, provenance_id=provenance_id)).to_json()
             for line in lines])
 
-    def write_unit_json(self, cell_id: str, key: str, records: list[dict[str, Any]]) -> None:
+    def write_unit_json(self, cell_id: str, key: str, records: Sequence[Mapping[str, object]]) -> None:
         """Write one unit's records as JSON objects (`write_unit`; a unit copied or made by hand). A unit file already
         there (measured again: failed, damaged, of a newer schema) is moved to units/superseded/ first, never
         overwritten in place."""
@@ -247,7 +263,7 @@ class RunStore:
         path = self._unit_path(cell_id, key)
         return parse_lines(read_jsonl(path, check=False), path.name)
 
-    def write_provenance(self, provenance: dict[str, Any]) -> str:
+    def write_provenance(self, provenance: ProvenanceRecord) -> str:
         """Store a provenance record under its content hash (once) and return that id."""
         text = json.dumps(provenance, indent=2, sort_keys=True, default=str) + "\n"
         pid = hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -260,7 +276,7 @@ class RunStore:
                                       f"yet") from exc
         return pid
 
-    def provenances(self, needed: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    def provenances(self, needed: set[str] | None = None) -> dict[str, ProvenanceRecord]:
         """The provenance records of the run, by id (`guarded.read_json_file`): BadInput naming a file that is not
         one JSON object (the harness writes whole files), or, given the ids `needed` (those the records name), only
         when it is one of them; another is named on stderr and left out."""
@@ -279,10 +295,10 @@ class RunStore:
                         from None
                 print(f"warning: {exc}; no record names it: left out", file=sys.stderr)
                 continue
-            found[p.stem] = value
+            found[p.stem] = cast(ProvenanceRecord, value)
         return found
 
-    def unit_records(self, manifest: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    def unit_records(self, manifest: ManifestJson | None = None) -> tuple[list[dict[str, object]], list[str]]:
         """The records of every unit file, in file order, and the files left out, each with its reason: those that
         do not read whole (damaged by hand: the harness writes whole files), and, given the manifest, those that do
         not belong to the run (`foreign_reason`)."""
@@ -316,7 +332,7 @@ class RunStore:
         except OSError:
             pass
 
-    def _records_state(self, say: bool = True) -> tuple[list[dict[str, Any]], str | None]:
+    def _records_state(self, say: bool = True) -> tuple[list[dict[str, object]], str | None]:
         """The records of units/ and why records.jsonl is out of step with them (None when it holds exactly them);
         `say`: a line on stderr for each unit file left out."""
         manifest = self.manifest()
@@ -343,7 +359,7 @@ class RunStore:
         except ValueError as exc:
             raise BadInput(f"{self.run_dir}: {exc}; the harness writes whole records: restore the unit from its run")
 
-    def record_objects(self, say: bool = True) -> list[dict[str, Any]]:
+    def record_objects(self, say: bool = True) -> list[dict[str, object]]:
         """Every record of the run as its JSON object, read only: those of units/ when it exists (a line on stderr
         says when records.jsonl does not hold exactly them; the next run into the folder rebuilds it), else those of
         records.jsonl (a copied run). A damaged or foreign unit file is named (`say`) and left out."""
@@ -377,14 +393,14 @@ class RunStore:
         atomic_write_text(path, _jsonl(records))
         print(f"note: records.jsonl was {why}; rebuilt from units/ ({len(records)} records{kept})", file=sys.stderr)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: ManifestJson) -> None:
         try:
             retrying(lambda: atomic_write_json(self.run_dir / "manifest.json", manifest))
         except OSError as exc:
             raise StoreWriteError(f"could not write {self.run_dir / 'manifest.json'} ({exc}); nothing was measured "
                                   f"yet") from exc
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> ManifestJson:
         """The run's manifest (`read_manifest`: BadInput when it is not one the harness wrote)."""
         return read_manifest(self.run_dir / "manifest.json")
 

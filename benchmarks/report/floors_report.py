@@ -9,6 +9,7 @@ from benchmarks.core.numbers import is_number
 from benchmarks.hardware import detect
 from benchmarks.hardware.provenance import DTYPE_BYTES
 from benchmarks.records.manifest_read import Manifest
+from benchmarks.records.store import ProvenanceRecord
 from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.tables import setting
 
@@ -23,7 +24,7 @@ def _run_weight_bytes(model: dict[str, Any], options: dict[str, Any]) -> tuple[f
     return model.get("weight_bytes"), source
 
 
-def engine_bandwidth(manifest: Manifest, provenances: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def engine_bandwidth(manifest: Manifest, provenances: dict[str, ProvenanceRecord]) -> dict[str, Any]:
     """The manifest's hardware, with the bandwidth of the device an engine saw when the host could not name it (a
     TPU VM without TPU_ACCELERATOR_TYPE: only the engine that holds the chip knows its kind)."""
     hw = dict(manifest.hardware)
@@ -38,7 +39,7 @@ def engine_bandwidth(manifest: Manifest, provenances: dict[str, dict[str, Any]])
 
 
 def floor_lines(rows: list[SummaryRow], manifest: Manifest,
-                provenances: dict[str, dict[str, Any]] | None = None) -> list[str]:
+                provenances: dict[str, ProvenanceRecord] | None = None) -> list[str]:
     """AR TPOT against the memory-bandwidth floor (weight bytes / bandwidth); below it is a timing bug."""
     hw = engine_bandwidth(manifest, provenances or {})
     bw = hw.get("bandwidth_gbps")

@@ -7,6 +7,7 @@ from typing import Any
 from benchmarks.core.cells import Cell
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
+from benchmarks.records.store import ProvenanceRecord
 from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import DATASET, ENGINE, METHOD, TEMPERATURE, Shown, render, row_speedup, value
 
@@ -88,7 +89,7 @@ def setting(describe: dict[str, Any], key: str) -> Any:
     return None
 
 
-def settings_table(provenances: dict[str, dict[str, Any]], cells: dict[str, Cell]) -> str | None:
+def settings_table(provenances: dict[str, ProvenanceRecord], cells: dict[str, Cell]) -> str | None:
     """One row per engine load: the settings that change a number, from the engine's saved describe()."""
     rows = set()
     for p in provenances.values():

@@ -3,10 +3,11 @@ plan's stages handed over to the units that wait on them (`StageOutput`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from benchmarks.core.cells import Cell
 from benchmarks.data.datasets import Workload
+from benchmarks.data.prompts import SkippedRows
 from benchmarks.engines import Engine
 from benchmarks.records.records import cause
 from benchmarks.records.store import RunStore
@@ -25,7 +26,7 @@ class StageOutput:
     are measured again)."""
 
     prompts: Prompts
-    skipped: dict[str, Any] | None = None
+    skipped: SkippedRows | None = None
     redo: tuple[tuple[str, str], ...] = ()
 
 
@@ -46,7 +47,7 @@ class RunContext:
         return {**self.plan.prompts, **{key: out.prompts for key, out in self.staged.items() if out}}
 
     @property
-    def skipped(self) -> dict[str, dict[str, Any]]:
+    def skipped(self) -> dict[str, SkippedRows]:
         """The rows passed over as too long (`RunPlan.skipped`), then those of each stage's output."""
         return {**self.plan.skipped, **{key: out.skipped for key, out in self.staged.items() if out and out.skipped}}
 

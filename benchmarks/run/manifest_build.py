@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
-from typing import Any
 
+from benchmarks.records.manifest_read import ManifestJson, PromptManifest
 from benchmarks.run.context import RunContext
 from benchmarks.run.redaction import redacted
 
 
-def build_manifest(ctx: RunContext) -> dict[str, Any]:
+def build_manifest(ctx: RunContext) -> ManifestJson:
     """The run's shape (config, cells, models); its environment fields are the latest invocation's. What each unit
     was measured with is in its provenance record. Credentials written into a URL are not kept."""
     plan = ctx.plan
@@ -31,7 +31,7 @@ def build_manifest(ctx: RunContext) -> dict[str, Any]:
     })
 
 
-def prompt_manifest(ctx: RunContext) -> dict[str, Any]:
+def prompt_manifest(ctx: RunContext) -> PromptManifest:
     """How the run's prompts were made: the chat template's keyword arguments and hash, warnings about the drafts,
     and per workload each measured prompt's row, hash, length and construction (context rows, first answer)."""
     setup = ctx.plan.setup

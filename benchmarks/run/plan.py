@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,10 +27,12 @@ from benchmarks.core.cells import Cell, has_batch_one
 from benchmarks.core.guarded import read_json_file
 from benchmarks.core.markdown import table
 from benchmarks.core.paths import RUNS_DIR
+from benchmarks.core.shapes import HfConfig
 from benchmarks.core.unit_keys import level_key, recheck_key, ties_key
 from benchmarks.data import datasets as ds
 from benchmarks.data.datasets import Prompt, Workload, skipped_lines
 from benchmarks.data.drafts import thinking_warnings
+from benchmarks.data.prompts import SkippedRows
 from benchmarks.decide.capacity import space_of
 from benchmarks.decide.k_schedules import Schedule
 from benchmarks.decide.slo import slos_of
@@ -37,6 +40,8 @@ from benchmarks.engines import catalog
 from benchmarks.engines.llamacpp import llamacpp_build
 from benchmarks.hardware import provenance
 from benchmarks.hardware.batch_memory import batch_memory_problem, device_memory_bytes
+from benchmarks.hardware.provenance import Environment, ModelFingerprint
+from benchmarks.records.manifest_read import TrainedLengths
 from benchmarks.records.records import RequestLine
 from benchmarks.records.store import RunStore
 from benchmarks.run.capacity_search import Search, capacity_line, on_other_prompts, paths
@@ -90,13 +95,13 @@ class PromptSetup:
     the target's template ignores), the template's hash, the prompt length limit, warnings about the drafts, and the
     cell that writes a second turn's first answers."""
 
-    template: dict[str, Any]
+    template: dict[str, object]
     template_sha256: str | None
     template_ignores: list[str]
     max_prompt_tokens: int | None
     warnings: list[str]
     generator: Cell | None = None
-    trained_lengths: dict[str, Any] | None = None
+    trained_lengths: TrainedLengths | None = None
 
     def lines(self) -> list[str]:
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.template.items())
@@ -113,13 +118,13 @@ class RunPlan:
 
     matrix: Matrix
     cells: list[Cell]
-    models: dict[str, dict[str, Any]]
-    env: dict[str, Any]
+    models: dict[str, ModelFingerprint]
+    env: Environment
     run_dir: Path
     target: str
     tokenizer: Any
     prompts: dict[str, Prompts]
-    skipped: dict[str, dict[str, Any]]  # workload key -> rows passed over as too long (manifest `prompts_skipped`)
+    skipped: dict[str, SkippedRows]  # workload key -> rows passed over as too long (manifest `prompts_skipped`)
     units: list[Unit]
     groups: list[list[Cell]]
     drift_families: list[Family]
@@ -320,7 +325,7 @@ def searches_of(matrix: Matrix, cells: list[Cell], workloads: list[Workload]) ->
     return [Search(cell, w, slos, space) for cell in cells if catalog.engine(cell.engine).serves for w in workloads]
 
 
-def prompt_limit(matrix: Matrix, target_config: dict[str, Any] | None) -> int | None:
+def prompt_limit(matrix: Matrix, target_config: HfConfig | None) -> int | None:
     """The most prompt tokens every engine of the matrix holds with max_new_tokens after them: the smallest
     max_model_len its engines get (the target's max_position_embeddings where an engine takes the model's own)."""
     own = (target_config or {}).get("max_position_embeddings")
@@ -331,7 +336,7 @@ def prompt_limit(matrix: Matrix, target_config: dict[str, Any] | None) -> int | 
 
 def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads: list[Workload],
                     answers: dict[str, dict[str, list[int]]]
-                    ) -> tuple[dict[str, Prompts], dict[str, dict[str, Any]], dict[str, list[Prompt]]]:
+                    ) -> tuple[dict[str, Prompts], dict[str, SkippedRows], dict[str, list[Prompt]]]:
     """Each workload's (measured, warm-up) prompts, rendered once with the target's tokenizer and chat template for
     every cell, and the rows passed over because they would not fit `limit` prompt tokens (by workload key, where
     there are any: the limit and [row index, prompt tokens] of each). A context workload precedes each prompt with
@@ -339,7 +344,9 @@ def resolve_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, workloads
     that fits); a second turn is resolved when `answers` (dataset -> first prompt sha256 -> answer ids) hold every
     first answer, else left out and returned with the first turn's prompts it waits on (by workload key)."""
     template = matrix.chat_template
-    prompts, skipped, waiting = {}, {}, {}
+    prompts: dict[str, Prompts] = {}
+    skipped: dict[str, SkippedRows] = {}
+    waiting: dict[str, list[Prompt]] = {}
     n = matrix.num_prompts + matrix.warmup_prompts
     for d in matrix.datasets:
         chosen = ds.select_prompts(d.name, n, matrix.seed, tokenizer, d.path, limit, template)
@@ -380,12 +387,12 @@ def measured_first(built: list[Prompt], first: list[Prompt], num_prompts: int) -
 
 
 def second_turn_prompts(matrix: Matrix, tokenizer: Any, limit: int | None, first: list[Prompt],
-                        answers: dict[str, list[int]]) -> tuple[Prompts, dict[str, Any] | None]:
+                        answers: dict[str, list[int]]) -> tuple[Prompts, SkippedRows | None]:
     """A second turn's (measured, warm-up) prompts after the first turn's `answers` (first prompt sha256 -> answer
     ids, one for each of `first`), and the rows passed over as longer than `limit` tokens (None where none were)."""
     built = second_turns(first, answers, tokenizer, matrix.chat_template)
     fit = [p for p in built if limit is None or len(p.ids) <= limit]
-    passed = None if len(fit) == len(built) else {
+    passed: SkippedRows | None = None if len(fit) == len(built) else {
         "max_prompt_tokens": limit, "instead": "not replaced (the first turn fixes the conversations)",
         "rows": [[p.index, len(p.ids)] for p in built if p not in fit]}
     return measured_first(fit, first, matrix.num_prompts), passed
@@ -487,7 +494,8 @@ def builds_of(cells: list[Cell]) -> list[str]:
     return [line] if line else []
 
 
-def batch_problem(matrix: Matrix, cells: list[Cell], models: dict[str, dict[str, Any]], platform: str) -> str | None:
+def batch_problem(matrix: Matrix, cells: list[Cell], models: Mapping[str, ModelFingerprint], platform: str
+                  ) -> str | None:
     """Why a cell's static batch would not fit this machine's device memory (hardware/batch_memory.py), or None."""
     if not matrix.batch_size:
         return None
@@ -508,7 +516,7 @@ def prompt_setup(matrix: Matrix, cells: list[Cell], tokenizer: Any, limit: int |
                        trained_lengths(materialize(matrix.target)))
 
 
-def trained_lengths(target: str) -> dict[str, Any] | None:
+def trained_lengths(target: str) -> TrainedLengths | None:
     """The sequence lengths a model set trained by `benchmarks tiny train` was trained on, from the training.json it
     writes beside its target: the target's training rows, and the drafts' prompt + regenerated tokens."""
     path = Path(target).parent / "training.json"

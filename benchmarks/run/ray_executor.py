@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import ray
 from ray._private import ray_constants
@@ -28,7 +28,7 @@ from benchmarks.engines import implementation
 from benchmarks.engines.ray_worker import RayEngine
 from benchmarks.hardware.provenance import detect_platform
 from benchmarks.records.records import ErrorLine, Line
-from benchmarks.records.store import RunStore
+from benchmarks.records.store import ProvenanceRecord, RunStore
 from benchmarks.run.context import RunContext
 from benchmarks.run.groups import run_group
 
@@ -99,7 +99,7 @@ class SharedStore(RunStore):
                 tqdm.write(f"[{label}] {dataset} {status} on {node}; {sum(self.done.values())}/{self._total} "
                            f"units, per node: {per_node}")
 
-    def write_provenance(self, provenance: dict[str, Any]) -> str:
+    def write_provenance(self, provenance: ProvenanceRecord) -> str:
         with self._lock:
             return super().write_provenance(provenance)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,7 +42,7 @@ def cached_answers(run_dir: Path, dataset: str, generator: Cell) -> dict[str, li
 
 
 def second_turns(first: list[Prompt], answers: dict[str, list[int]], tokenizer: Any,
-                 template: dict[str, Any] | None) -> list[Prompt]:
+                 template: Mapping[str, object] | None) -> list[Prompt]:
     """The second-turn prompts of the first-turn prompts, after their answers (first prompt sha256 -> answer ids)."""
     return [second_turn(p, answers[p.sha256], tokenizer, template) for p in first]
 

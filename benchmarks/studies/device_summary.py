@@ -37,7 +37,8 @@ def bench_lines(run_dir: Path) -> tuple[list[str], bool]:
     rows = summary.rows
     floor = floor_lines(rows, summary.manifest)
     lines = [f"{run_dir.name}:", *(f"  {line}" for line in floor)]
-    warmup = sum((p.get("describe") or {}).get("warmup_s") or 0.0 for p in store.provenances().values())
+    warmups = [(p.get("describe") or {}).get("warmup_s") for p in store.provenances().values()]
+    warmup = sum(w for w in warmups if isinstance(w, (int, float)))
     during = sum((r.extra or {}).get("compile_s") or 0.0 for r in summary.records.requests)
     lines.append(f"  compiled: {warmup:.1f} s in the engines' warm-ups (smallest bucket and step), {during:.1f} s "
                  f"before requests that needed another shape")

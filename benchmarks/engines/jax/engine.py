@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, int_option
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.metrics import drafted_within
 from benchmarks.engines.jax.jax_options import DEFAULTS as OPTIONS
@@ -89,8 +89,8 @@ class JaxEngine:
 
         t0 = time.perf_counter()
         target_path = resolve_checkpoint(cell.target)
-        tcfg, tparams = load_target(target_path, opts["dtype"])
-        dtype = resolve_dtype(opts["dtype"], json.loads((target_path / "config.json").read_text()))
+        tcfg, tparams = load_target(target_path, str(opts["dtype"]))
+        dtype = resolve_dtype(str(opts["dtype"]), json.loads((target_path / "config.json").read_text()))
         M.full_precision(dtype)
         dcfg = dparams = None
         if cell.method == "dflash":
@@ -100,7 +100,8 @@ class JaxEngine:
             if dcfg.layers.hidden_size != tcfg.hidden_size:
                 raise ValueError(f"draft hidden size {dcfg.layers.hidden_size} != target's {tcfg.hidden_size}")
         num_queries = cell.k + 1 if opts["draft_queries"] == "k+1" else None
-        self.decoder = Decoder(tcfg, tparams, int(opts["max_model_len"]), dtype, dcfg, dparams, cell.k, num_queries)
+        self.decoder = Decoder(tcfg, tparams, int_option(opts, "max_model_len"), dtype, dcfg, dparams, cell.k,
+                               num_queries)
         load_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()

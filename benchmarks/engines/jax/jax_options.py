@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
+from benchmarks.core.cells import OptionValue
 from benchmarks.engines.options import EngineOptions
 
-DEFAULTS: Mapping[str, Any] = MappingProxyType({"dtype": "auto", "max_model_len": 2048, "breakdown": False,
-                                               "draft_queries": "block", "ignore_eos": False})
+DEFAULTS: Mapping[str, OptionValue] = MappingProxyType({"dtype": "auto", "max_model_len": 2048, "breakdown": False,
+                                                        "draft_queries": "block", "ignore_eos": False})
 OPTIONS = EngineOptions(lambda: frozenset(DEFAULTS), DEFAULTS,
                         MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"),
                                           "draft_queries": ("block", "k+1"), "breakdown": (True, False),

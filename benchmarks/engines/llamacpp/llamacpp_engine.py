@@ -21,15 +21,16 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from benchmarks.core.cells import DRAFT_METHODS, METHODS, Cell
+from benchmarks.core.cells import DRAFT_METHODS, METHODS, Cell, CellOptions, int_option
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
-from benchmarks.engines.llamacpp.llamacpp_build import PIN, Install, ensure_server
+from benchmarks.engines.llamacpp.llamacpp_build import PIN, Install, InstallInfo, ensure_server
 from benchmarks.engines.llamacpp.llamacpp_gguf import Gguf, ensure_gguf
 from benchmarks.engines.llamacpp.llamacpp_options import DEFAULTS as OPTIONS
-from benchmarks.engines.llamacpp.llamacpp_steps import Mark, StreamSteps, mark, stream_steps
+from benchmarks.engines.llamacpp.llamacpp_steps import CompletionEvent, Mark, StreamSteps, mark, stream_steps
 from benchmarks.engines.server import ServerProcess, ServerStartError, log_tail
 from benchmarks.hardware.provenance import resolve_model
 
@@ -41,12 +42,86 @@ TOKENIZER_PROBES = ("def add(a, b):\n    return a + b\n", "Hello, world!  Tabs\t
 WARMUP_TOKENS = 16
 
 
+class CompletionBody(TypedDict):
+    """A /completion request on token ids (`completion_body`); `n_probs` asks for the top tokens' log-probabilities."""
+
+    prompt: list[int]
+    n_predict: int
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    typical_p: float
+    repeat_penalty: float
+    seed: int
+    cache_prompt: bool
+    return_tokens: bool
+    timings_per_token: bool
+    stream: bool
+    n_probs: NotRequired[int]
+
+
+class TopLogprob(TypedDict):
+    id: int
+    logprob: float
+
+
+class TokenProbabilities(TypedDict):
+    top_logprobs: list[TopLogprob]
+
+
+class ServerReply(TypedDict, total=False):
+    """A JSON reply of llama-server, the fields read: /tokenize's `tokens`, a /completion's per-token
+    `completion_probabilities` (with `n_probs`)."""
+
+    tokens: list[int]
+    completion_probabilities: list[TokenProbabilities]
+
+
+class GgufInfo(TypedDict):
+    """A GGUF file the cell loads, for the provenance (`Gguf`'s fields)."""
+
+    path: str
+    sha256: str
+    source: str
+    source_sha256: str
+    outtype: str
+
+
+class ServerInfo(TypedDict):
+    """What a llama-server cell is measured with (`LlamaServer.describe`)."""
+
+    engine: str
+    dtype: str
+    max_model_len: int
+    slots: int
+    threads: int
+    draft_queries: int | None
+    llama_cpp_bin: str
+    build: InstallInfo
+    build_key: str
+    command: list[str]
+    server_log: str
+    spec_type: str | None
+    target_gguf: GgufInfo
+    draft_gguf: GgufInfo | None
+
+
+class EngineInfo(ServerInfo):
+    """`ServerInfo` plus the engine's load: probes matched and the seconds to prepare, start and warm up."""
+
+    tokenizer_probes_matched: int
+    prepare_s: float
+    start_s: float
+    warmup_s: float
+
+
 def server_command(server: Path, port: int, target: Path, method: str, k: int, draft: Path | None, seed: int,
-                   opts: dict[str, Any], slots: int = 1, gpu: bool = False) -> list[str]:
+                   opts: CellOptions, slots: int = 1, gpu: bool = False) -> list[str]:
     """llama-server's command line for one cell; a GPU build offloads every layer of target and draft."""
-    threads = int(opts["threads"]) or len(os.sched_getaffinity(0))
+    threads = int_option(opts, "threads") or len(os.sched_getaffinity(0))
     cmd = [str(server), "-m", str(target), "--host", "127.0.0.1", "--port", str(port),
-           "-c", str(int(opts["max_model_len"]) * slots), "-np", str(slots), "-t", str(threads),
+           "-c", str(int_option(opts, "max_model_len") * slots), "-np", str(slots), "-t", str(threads),
            "-fa", str(opts["flash_attn"]), "--temp", "0", "--top-k", "1", "--seed", str(seed), "--metrics",
            "--no-webui"]
     if gpu:
@@ -60,7 +135,7 @@ def server_command(server: Path, port: int, target: Path, method: str, k: int, d
     return cmd
 
 
-def completion_body(prompt_ids: list[int], params: SamplingParams, stream: bool = True) -> dict[str, Any]:
+def completion_body(prompt_ids: list[int], params: SamplingParams, stream: bool = True) -> CompletionBody:
     """A /completion request on token ids: greedy is temperature 0 with top-k 1; T > 0 samples the whole distribution
     (top-k, top-p and min-p off)."""
     greedy = params.temperature == 0
@@ -70,8 +145,9 @@ def completion_body(prompt_ids: list[int], params: SamplingParams, stream: bool 
             "stream": stream}
 
 
-def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter, times: list[float] | None = None,
-                marks: list[Mark] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
+def read_stream(lines: Iterable[bytes | str], t0: float, clock: Callable[[], float] = time.perf_counter,
+                times: list[float] | None = None, marks: list[Mark] | None = None
+                ) -> tuple[list[int], float, float, CompletionEvent]:
     """A /completion event stream: (output ids, first-token time, last-token time, the final event), times from
     `t0`; `times` gets the time of every event that carries tokens, `marks` its totals (llamacpp_steps.mark). Raises
     on an error event or a stream that ends without its final event."""
@@ -81,7 +157,7 @@ def read_stream(lines: Any, t0: float, clock: Any = time.perf_counter, times: li
         line = raw.decode() if isinstance(raw, bytes) else raw
         if not line.startswith("data: "):
             continue
-        event = json.loads(line[len("data: "):])
+        event: CompletionEvent = json.loads(line[len("data: "):])
         if "error" in event:
             raise RuntimeError(f"llama.cpp server: {event['error']}")
         now = clock() - t0
@@ -118,7 +194,7 @@ def parse_metrics(text: str) -> SpecCounters | None:
                         [per_pos.get(i, 0) for i in range(len(per_pos))])
 
 
-def options(cell: Cell) -> dict[str, Any]:
+def options(cell: Cell) -> CellOptions:
     """The cell's llama.cpp options over their defaults; ValueError on a method or option the engine lacks."""
     if cell.method not in METHODS:
         raise ValueError(f"unknown method {cell.method!r}")
@@ -128,16 +204,16 @@ def options(cell: Cell) -> dict[str, Any]:
     return {**OPTIONS, **cell.engine_options}
 
 
-def prepare(cell: Cell, opts: dict[str, Any]) -> tuple[Install, Path, Gguf, Gguf | None]:
+def prepare(cell: Cell, opts: CellOptions) -> tuple[Install, Path, Gguf, Gguf | None]:
     """The built server (built first when absent), the target's folder and the GGUF files of target and draft."""
     install = ensure_server(log=log)
     target_dir = _folder(cell.target)
-    target = ensure_gguf(target_dir, opts["dtype"], log=log)
+    target = ensure_gguf(target_dir, str(opts["dtype"]), log=log)
     draft = None
     if cell.method in DRAFT_METHODS:
         if not cell.draft:
             raise ValueError(f"method {cell.method} needs a draft checkpoint")
-        draft = ensure_gguf(_folder(cell.draft), opts["dtype"], target_dir, log=log)
+        draft = ensure_gguf(_folder(cell.draft), str(opts["dtype"]), target_dir, log=log)
     return install, target_dir, target, draft
 
 
@@ -155,7 +231,7 @@ def check_tokenizer(server: LlamaServer, target_dir: Path) -> int:
     return len(TOKENIZER_PROBES)
 
 
-def warm_up(server: LlamaServer, seed: int) -> list[dict[str, Any]]:
+def warm_up(server: LlamaServer, seed: int) -> list[CompletionEvent]:
     """Two untimed requests: a fresh speculative server's first request is 10-100x slower than the next. Returns
     their final events."""
     ids = server.post("/tokenize", {"content": TOKENIZER_PROBES[0]})["tokens"]
@@ -166,7 +242,7 @@ class LlamaServer(ServerProcess):
     """One llama-server for one cell. A port another process holds is one clear error."""
 
     def __init__(self, cell: Cell, log_path: Path, install: Install, target: Gguf, draft: Gguf | None,
-                 opts: dict[str, Any], startup_timeout_s: float = 300.0, sequences: int = 1):
+                 opts: CellOptions, startup_timeout_s: float = 300.0, sequences: int = 1):
         super().__init__(cell, log_path, startup_timeout_s, sequences)
         self.install, self.target, self.draft, self.opts = install, target, draft, opts
 
@@ -184,18 +260,18 @@ class LlamaServer(ServerProcess):
                                        f"run again (a new free port is chosen)") from exc
             raise
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ServerInfo:
         """The release, build, command line and GGUF files (with their hashes) the cell is measured with."""
         return {"engine": self.cell.engine, "dtype": _DTYPES.get(self.target.outtype, self.target.outtype),
-                "max_model_len": int(self.opts["max_model_len"]), "slots": self.sequences,
-                "threads": int(self.opts["threads"]) or len(os.sched_getaffinity(0)),
+                "max_model_len": int_option(self.opts, "max_model_len"), "slots": self.sequences,
+                "threads": int_option(self.opts, "threads") or len(os.sched_getaffinity(0)),
                 "draft_queries": self.cell.k + 1 if self.cell.method == "dflash" else None,
                 "llama_cpp_bin": PIN, "build": self.install.info,
                 "build_key": self.install.key, "command": self.command(), "server_log": str(self.log_path),
                 "spec_type": SPEC_TYPES.get(self.cell.method), "target_gguf": _gguf_info(self.target),
                 "draft_gguf": _gguf_info(self.draft) if self.draft else None}
 
-    def post(self, path: str, body: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
+    def post(self, path: str, body: Mapping[str, object], timeout_s: float = 600.0) -> ServerReply:
         request = urllib.request.Request(f"{self.base_url}{path}", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=timeout_s) as r:
@@ -205,8 +281,8 @@ class LlamaServer(ServerProcess):
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             return r.read().decode()
 
-    def stream(self, body: dict[str, Any], times: list[float] | None = None,
-               marks: list[Mark] | None = None) -> tuple[list[int], float, float, dict[str, Any]]:
+    def stream(self, body: CompletionBody, times: list[float] | None = None,
+               marks: list[Mark] | None = None) -> tuple[list[int], float, float, CompletionEvent]:
         """One streamed /completion: (ids, TTFT s, last-token s, final event), timed from just before the send;
         `times` gets each token event's time, `marks` its totals."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
@@ -248,7 +324,7 @@ class LlamaCppEngine:
         self._within = SpecCounters()  # the requests' verify steps, each counted within its output (spec_counters)
         self._reported = SpecCounters()  # the same steps as the server's /metrics counts them
         self._base = SpecCounters()  # /metrics once the warm-up's counts joined it
-        self._info: dict[str, Any] = {}
+        self._info: EngineInfo | None = None
 
     def load(self, cell: Cell) -> None:
         opts = options(cell)
@@ -321,18 +397,18 @@ class LlamaCppEngine:
         """The target's log-probabilities of the token after prompt + prefix (the tie test): one untimed /completion
         of one token with `n_probs`. They are log-softmax values, so margins between tokens equal the logits' own;
         token_logits holds None for a token outside the `n_probs` returned."""
-        if self.server is None:
+        if self.server is None or self._info is None:
             raise RuntimeError("load() a cell first")
-        body = {**completion_body([*prompt_ids, *prefix_ids], SamplingParams(0.0, 1, 0), stream=False),
-                "n_probs": max(top_n, 64)}
+        body: CompletionBody = {**completion_body([*prompt_ids, *prefix_ids], SamplingParams(0.0, 1, 0),
+                                                  stream=False), "n_probs": max(top_n, 64)}
         top = self.server.post("/completion", body)["completion_probabilities"][0]["top_logprobs"]
         by_id = {int(t["id"]): float(t["logprob"]) for t in top}
         top = top[:top_n]
         return TokenScores(_DTYPES.get(self._info["target_gguf"]["outtype"], "unknown"), [int(t["id"]) for t in top],
                            [float(t["logprob"]) for t in top], [by_id.get(t) for t in token_ids])
 
-    def describe(self) -> dict[str, Any]:
-        return dict(self._info)
+    def describe(self) -> Mapping[str, object]:
+        return dict(self._info or {})
 
     def close(self) -> None:
         if self.server is not None:
@@ -354,6 +430,6 @@ def _folder(ref: str) -> Path:
     return folder.resolve()
 
 
-def _gguf_info(g: Gguf) -> dict[str, Any]:
+def _gguf_info(g: Gguf) -> GgufInfo:
     return {"path": str(g.path), "sha256": g.sha256, "source": g.source, "source_sha256": g.source_sha256,
             "outtype": g.outtype}

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from benchmarks.engines.llamacpp.gguf_convert import FALLBACK_MARK
 from benchmarks.engines.llamacpp.llamacpp_build import PIN, BuildUnavailable, cache_root, ensure_source, locked
@@ -25,6 +25,19 @@ from benchmarks.hardware.provenance import content_sha256
 OUTTYPES = {"auto": "auto", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 # llama.cpp's name for the GPT-2 pre-tokenizer: byte-level BPE split by GPT-2's regex, no normaliser.
 GPT2_PRE = "gpt-2"
+
+
+class GgufStamp(TypedDict):
+    """A GGUF's gguf.json: the checkpoint it was converted from and its content hash, the output type, the target
+    whose tokenizer a draft took, the release, the file's sha256, whether the GPT-2 pre-tokenizer was the fallback."""
+
+    source: str
+    source_sha256: str
+    outtype: str
+    target: str | None
+    release: str
+    sha256: str
+    pre_tokenizer_fallback: bool
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,7 @@ def ensure_gguf(model_dir: Path, dtype: str = "float32", target_dir: Path | None
                 if done.returncode != 0 or not out.is_file():
                     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
                     raise BuildUnavailable(f"llama.cpp: converting {model_dir} failed:\n{tail}")
-                info: dict[str, Any] = {"source": str(model_dir), "source_sha256": model_sha, "outtype": outtype,
+                info: GgufStamp = {"source": str(model_dir), "source_sha256": model_sha, "outtype": outtype,
                                         "target": str(target_dir) if target_dir else None, "release": PIN,
                                         "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
                                         "pre_tokenizer_fallback": FALLBACK_MARK in done.stdout + done.stderr}

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
+from benchmarks.core.cells import OptionValue
 from benchmarks.engines.options import CONTEXT, EngineOptions
 
-DEFAULTS: Mapping[str, Any] = MappingProxyType({"dtype": "auto", "max_model_len": 2048, "threads": 0,
-                                               "flash_attn": "on", "ngram_n": 5})
+DEFAULTS: Mapping[str, OptionValue] = MappingProxyType({"dtype": "auto", "max_model_len": 2048, "threads": 0,
+                                                        "flash_attn": "on", "ngram_n": 5})
 OPTIONS = EngineOptions(lambda: frozenset(DEFAULTS), DEFAULTS,
                         MappingProxyType({"dtype": ("auto", "float32", "float16", "bfloat16"),
                                           "flash_attn": ("on", "off", "auto")}),

@@ -14,12 +14,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import LoadResult, SamplingParams
 from benchmarks.engines.llamacpp.llamacpp_engine import (
     LlamaServer,
+    ServerInfo,
     check_tokenizer,
     completion_body,
     options,
@@ -28,6 +29,26 @@ from benchmarks.engines.llamacpp.llamacpp_engine import (
 )
 from benchmarks.engines.llamacpp.llamacpp_steps import Mark, stream_steps
 from benchmarks.engines.server import Load, ServerCounters
+
+
+class ServeInfo(ServerInfo):
+    """`ServerInfo` plus the module that generated the load."""
+
+    load_generator: str
+
+
+class _Outcome(TypedDict, total=False):
+    """One request of a load (empty until it ends): its start, ids, first and last token times and every token
+    event's (s from the load's start or its own), its verify steps, and its error ("" for none)."""
+
+    start: float
+    ids: list[int]
+    ttft: float
+    last: float
+    times: list[float]
+    accepted: list[int]
+    drafted: list[int]
+    error: str
 
 
 class LlamaCppServer(LlamaServer):
@@ -59,7 +80,7 @@ class LlamaCppServer(LlamaServer):
         result carries each request's verify steps, which the level's records count (run/serving.level_records)."""
         return ServerCounters(None, (self.tpot_sum_s, self.tpot_count))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ServeInfo:
         return {**super().describe(), "load_generator": "benchmarks.engines.llamacpp.llamacpp_serve"}
 
     def run_load(self, load: Load, workdir: Path, tag: str) -> LoadResult:
@@ -68,7 +89,7 @@ class LlamaCppServer(LlamaServer):
         ids = [self.prompt_ids(p) for p in load.prompts]
         params = SamplingParams(load.temperature, load.max_new_tokens, load.seed)
         arrivals = _arrivals(len(ids), load.request_rate, load.seed)
-        results: list[dict[str, Any]] = [{} for _ in ids]
+        results: list[_Outcome] = [{} for _ in ids]
         slots = threading.Semaphore(load.concurrency)
         speculative = self.cell.method != "baseline"
         in_flight = peak = 0

@@ -8,12 +8,34 @@ last draft as accepted, and takes the step with one token left without drafting 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from benchmarks.core.engine_io import SpecCounters
 from benchmarks.core.metrics import accepted_within, drafted_within
 
 Mark = tuple[int, int, int]  # a token event's (tokens so far, drafted so far, accepted so far)
+
+
+class Timings(TypedDict, total=False):
+    """A /completion event's `timings`, the fields read (the server sends more, all kept in a record's extra)."""
+
+    predicted_ms: float
+    predicted_n: int
+    predicted_per_token_ms: float
+    draft_n: int
+    draft_n_accepted: int
+
+
+class CompletionEvent(TypedDict, total=False):
+    """A /completion event (streamed, or the whole reply), the fields read: its tokens and totals; on the last,
+    `stop` and why; `error` when the server failed the request."""
+
+    tokens: list[int]
+    tokens_predicted: int
+    timings: Timings
+    stop: bool
+    stop_type: str
+    error: dict[str, str | int]
 
 
 @dataclass(frozen=True)
@@ -35,14 +57,14 @@ class StreamSteps:
         return SpecCounters.from_accept_lengths(self.reported, k, self.reported_drafted)
 
 
-def mark(event: dict[str, Any], ids_so_far: int) -> Mark:
+def mark(event: CompletionEvent, ids_so_far: int) -> Mark:
     """A token event's mark (its totals; 0 where the server has drafted nothing yet and leaves them out)."""
     timings = event.get("timings") or {}
     return (int(event.get("tokens_predicted", ids_so_far)), int(timings.get("draft_n", 0)),
             int(timings.get("draft_n_accepted", 0)))
 
 
-def stream_steps(marks: list[Mark], final: dict[str, Any], limit: int) -> StreamSteps:
+def stream_steps(marks: list[Mark], final: CompletionEvent, limit: int) -> StreamSteps:
     """The verify steps of a request from its token events' marks and its final event, `limit` its max_new_tokens.
 
     A step that drafted starts at the token whose totals first show its drafts. A token no such step committed comes

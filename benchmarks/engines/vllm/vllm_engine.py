@@ -17,10 +17,11 @@ import gc
 import os
 import platform
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell
+from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell, OptionValue, k_ranges
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.metrics import accepted_within, drafted_within
 from benchmarks.engines.vllm.vllm_features import FEATURE_LOSS, features, option_names
@@ -30,8 +31,10 @@ from benchmarks.engines.vllm.vllm_options import VLLM_OWNED_ARGS as OWNED_ARGS
 from benchmarks.engines.vllm.vllm_preload import Preload, engine_preload, preloaded
 from benchmarks.engines.vllm.vllm_start import OutputTail, start_error
 
+# `vllm.LLM`'s keyword arguments, as values a matrix can give (a server takes them as its flags).
+VllmArgs: TypeAlias = dict[str, OptionValue]
 # Off unless a cell asks: a cached prompt would skip its prefill and make TTFT depend on request order.
-DEFAULT_ARGS: dict[str, Any] = {"enable_prefix_caching": False}
+DEFAULT_ARGS: VllmArgs = {"enable_prefix_caching": False}
 # A greedy baseline loads with its prompt logprobs as raw logits (token_scores, the lossless check's tie test, needs
 # their magnitude). The mode only changes what a request that asks for logprobs gets back; timed requests ask none.
 TOKEN_SCORES_MODE = "raw_logits"
@@ -60,7 +63,7 @@ def engine_seed(cell: Cell) -> int:
     return cell.seed + 1_000_000 * ("baseline", *SPEC_METHODS).index(cell.method)
 
 
-def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, Any]:
+def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> VllmArgs:
     """The keyword arguments of `vllm.LLM` for a cell, after validating method, draft, K and engine options.
 
     `have` is `features()` (detected when not given): per-request metrics are asked for only where they exist.
@@ -76,7 +79,7 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
 
     options = dict(cell.engine_options)
     options.pop(PRELOAD_OPTION, None)  # the harness's own: vllm_preload.engine_preload reads it
-    schedule = options.pop(K_SCHEDULE, None)  # a matrix's K schedule: speculative_config takes it
+    schedule = k_ranges(options.pop(K_SCHEDULE, None))  # a matrix's K schedule: speculative_config takes it
     ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
     if ngram and cell.method != "ngram":
         raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
@@ -90,9 +93,9 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> dict[str, An
                              + (f"; did you mean {', '.join(hint)}?" if hint else "; see vllm.EngineArgs"))
 
     _check_checkpoint(cell.target, "target")
-    args: dict[str, Any] = {**DEFAULT_ARGS, **options, "seed": engine_seed(cell), "disable_log_stats": False}
+    args: VllmArgs = {**DEFAULT_ARGS, **options, "seed": engine_seed(cell), "disable_log_stats": False}
     if cell.method in SPEC_METHODS:
-        spec: dict[str, Any] = {"method": cell.method, "num_speculative_tokens": cell.k, **ngram}
+        spec: VllmArgs = {"method": cell.method, "num_speculative_tokens": cell.k, **ngram}
         if schedule:  # K per step from the running batch size, at most num_speculative_tokens
             spec |= {"num_speculative_tokens": max([cell.k, *(k for _, _, k in schedule)]),
                      K_SCHEDULE: [list(r) for r in schedule]}
@@ -122,7 +125,7 @@ class VllmEngine:
     def __init__(self) -> None:
         self._llm: Any = None
         self._cell: Cell | None = None
-        self._args: dict[str, Any] = {}
+        self._args: VllmArgs = {}
         self._features: dict[str, bool] = {}
         self._within = SpecCounters()  # the timed requests' acceptance, each cut at its output (spec_counters)
         self._preload: Preload | None = None
@@ -316,7 +319,7 @@ class VllmEngine:
                 setattr(totals, field, getattr(totals, field) + metric.value)
         return totals
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         """Versions, the arguments given to vllm.LLM and what vLLM resolved them to, and the platform."""
         import torch  # lazy: torch
         import vllm  # lazy: vllm

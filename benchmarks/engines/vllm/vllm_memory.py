@@ -6,9 +6,9 @@ import json
 import math
 import os
 from collections.abc import MutableMapping
-from typing import Any
 
 from benchmarks.core.cells import Cell
+from benchmarks.core.shapes import HfConfig
 from benchmarks.hardware.batch_memory import itemsize, kv_bytes_per_token
 from benchmarks.hardware.provenance import resolve_model
 
@@ -22,7 +22,7 @@ KV_HEADROOM = 1.25  # over the bare K/V bytes: block rounding and the scheduler'
 _EXPORTED_KVCACHE = os.environ.get(KVCACHE_ENV) or None
 
 
-def _model_config(ref: str | None) -> dict[str, Any]:
+def _model_config(ref: str | None) -> HfConfig:
     """A model's config.json (local folder or Hugging Face cache); empty when it is not on disk."""
     folder = resolve_model(ref)[0] if ref else None
     path = folder / "config.json" if folder else None
@@ -34,7 +34,8 @@ def kv_cache_gib(cell: Cell, sequences: int = 1) -> int:
     (vLLM needs room for one full-length request anyway) through the target's and the draft's attention layers,
     with KV_HEADROOM."""
     target, draft = _model_config(cell.target), _model_config(cell.draft)
-    max_len = cell.engine_options.get("max_model_len") or target.get("max_position_embeddings") or 2048
+    own = cell.engine_options.get("max_model_len")
+    max_len = (own if isinstance(own, int) else None) or target.get("max_position_embeddings") or 2048
     dtype = str(cell.engine_options.get("dtype", "auto"))
     per_token = sum(kv_bytes_per_token(cfg, itemsize(dtype, cfg)) for cfg in (target, draft))
     return max(1, math.ceil(KV_HEADROOM * per_token * max_len * max(1, sequences) / 2**30))

@@ -17,8 +17,9 @@ import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from benchmarks.core.cells import CellOptions
 from benchmarks.engines.vllm.vllm_options import PRELOAD_OPTION as OPTION
 
 ENV = "LD_PRELOAD"
@@ -43,6 +44,26 @@ LIBRARIES = (
 )
 
 
+class LibraryFile(TypedDict):
+    """A preloaded library's file: as given, its real path, its sha256 (None where unreadable), and the package it
+    came from where preparation/cpu_preload.sh recorded it."""
+
+    path: str
+    real_path: str
+    sha256: str | None
+    source: NotRequired[str]
+
+
+class PreloadInfo(TypedDict):
+    """`Preload.describe`: the LD_PRELOAD set and as inherited, each library's file, and why any is missing."""
+
+    enabled: bool
+    ld_preload: str | None
+    inherited: str | None
+    libraries: dict[str, LibraryFile]
+    missing: dict[str, str]
+
+
 @dataclass(frozen=True)
 class Preload:
     """What a vLLM engine's processes start with: `value` is their LD_PRELOAD (None: unset), `files` each library
@@ -55,7 +76,7 @@ class Preload:
     missing: dict[str, str] = field(default_factory=dict)
     inherited: str | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PreloadInfo:
         """The provenance record: the LD_PRELOAD set, and each library's file (real path, sha256) or why it is
         missing."""
         return {"enabled": self.enabled, "ld_preload": self.value, "inherited": self.inherited,
@@ -63,13 +84,13 @@ class Preload:
                 "missing": dict(self.missing)}
 
 
-def _file_record(path: str) -> dict[str, Any]:
+def _file_record(path: str) -> LibraryFile:
     real = Path(path).resolve()
-    record: dict[str, Any] = {"path": path, "real_path": str(real)}
     try:
-        record["sha256"] = hashlib.sha256(real.read_bytes()).hexdigest()
+        sha256: str | None = hashlib.sha256(real.read_bytes()).hexdigest()
     except OSError:
-        record["sha256"] = None
+        sha256 = None
+    record: LibraryFile = {"path": path, "real_path": str(real), "sha256": sha256}
     source = Path(f"{path}.source")  # written by preparation/cpu_preload.sh: the package it came from
     if source.is_file():
         record["source"] = source.read_text().strip()
@@ -105,7 +126,7 @@ def preload_plan(enabled: bool, prefix: Path, inherited: str | None, machine: st
     return Preload(True, value, files, missing, inherited)
 
 
-def engine_preload(options: dict[str, Any]) -> Preload | None:
+def engine_preload(options: CellOptions) -> Preload | None:
     """The preloads of a vLLM engine with these engine options, in this interpreter's venv on this machine; None off
     CPU (vLLM asks for them on CPU only)."""
     from vllm.platforms import current_platform  # lazy: vllm

@@ -20,13 +20,14 @@ import platform
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from benchmarks.core.cells import SPEC_METHODS, Cell
 from benchmarks.core.engine_io import LoadResult, SamplingParams, SpecCounters
 from benchmarks.engines.server import Load, ServerCounters, ServerProcess
-from benchmarks.engines.vllm.vllm_engine import engine_args
+from benchmarks.engines.vllm.vllm_engine import VllmArgs, engine_args
 from benchmarks.engines.vllm.vllm_memory import KVCACHE_ENV, apply_environment, cpu_memory_environment
 from benchmarks.engines.vllm.vllm_preload import ENV as PRELOAD_ENV
 from benchmarks.engines.vllm.vllm_preload import engine_preload, set_preload
@@ -43,7 +44,7 @@ SERVED_LOSS = {"per_request_spec_decode_metrics": "per-request spec-decode metri
                                                   "full, past max_new_tokens or EOS"}
 
 
-def server_flags(args: dict[str, Any]) -> list[str]:
+def server_flags(args: VllmArgs) -> list[str]:
     """`vllm.LLM` keyword arguments as the server's command-line flags (bools as --x / --no-x, dicts as JSON)."""
     flags: list[str] = []
     for key, value in args.items():
@@ -57,6 +58,21 @@ def server_flags(args: dict[str, Any]) -> list[str]:
         elif value is not None:
             flags += [flag, str(value)]
     return flags
+
+
+class Logprob(TypedDict):
+    logprob: float
+
+
+class Choice(TypedDict, total=False):
+    """A /v1/completions choice, the fields read: its index, its output ids, and with `return_token_ids` and
+    `prompt_logprobs` the prompt's ids and each prompt position's log-probabilities by token id (None for the
+    first)."""
+
+    index: int
+    token_ids: list[int]
+    prompt_token_ids: list[int]
+    prompt_logprobs: list[dict[str, Logprob] | None]
 
 
 class VllmServer(ServerProcess):
@@ -93,7 +109,7 @@ class VllmServer(ServerProcess):
         text = self.scrape()
         return ServerCounters(parse_spec_metrics(text), histogram_sum_count(text, SERVER_TPOT_HISTOGRAM))
 
-    def complete(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+    def complete(self, body: Mapping[str, object]) -> list[Choice]:
         """One non-streamed /v1/completions request with `return_token_ids`; its choices in index order. A refused
         request raises with the server's own message."""
         data = json.dumps({"model": self.cell.target, "return_token_ids": True, **body}).encode()
@@ -101,7 +117,7 @@ class VllmServer(ServerProcess):
                                          headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.request_timeout_s) as r:
-                choices = json.loads(r.read())["choices"]
+                choices: list[Choice] = json.loads(r.read())["choices"]
         except urllib.error.HTTPError as exc:
             raise RuntimeError(f"{self.who} refused a completion: HTTP {exc.code}: "
                                f"{exc.read().decode(errors='replace')[:500]}") from None
@@ -133,11 +149,12 @@ class VllmServer(ServerProcess):
             choices = self.complete({"prompt": [[*prompt_ids, *continuations[i]] for i in todo], "max_tokens": 1,
                                      "temperature": 0.0, "prompt_logprobs": 0})
             for i, choice in zip(todo, choices, strict=True):
-                scores[i] = sum(float(choice["prompt_logprobs"][n + j][str(t)]["logprob"])
-                                for j, t in enumerate(continuations[i]))
+                rows = choice["prompt_logprobs"]  # None only at position 0, before any prompt token's
+                scores[i] = sum(float(row[str(t)]["logprob"]) for j, t in enumerate(continuations[i])
+                                if (row := rows[n + j]) is not None)
         return scores
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         """What the unit is measured with: the server's command line, engine arguments and versions."""
 
         import vllm  # lazy: vllm
