@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.core.exit_codes import Exit
+from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.paths import FIGURES_DIR, RUNS_DIR
 
 
@@ -27,7 +27,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from benchmarks.analysis.summary import summarize_run  # lazy: imports numpy, packaging, scipy
     from benchmarks.cli.report import run_folder  # lazy: imports numpy, packaging, scipy, yaml
-    from benchmarks.cli.run import left_out_status  # lazy: imports numpy, packaging, scipy, yaml
+    from benchmarks.cli.run import left_out_status, rendering_status  # lazy: imports numpy, packaging, scipy, yaml
     from benchmarks.figures.published_figures import published_figures  # lazy: imports matplotlib, numpy, pandas, scipy
     from benchmarks.figures.run_figures import run_figures  # lazy: imports matplotlib, numpy, packaging, pandas, scipy
     from benchmarks.records.store import RunStore  # lazy: imports numpy, packaging, scipy
@@ -50,7 +50,8 @@ def main(args: argparse.Namespace) -> int:
         folder = run_folder(run_dir)
     if folder is not None:
         summary = summarize_run(RunStore(folder))
-        for path in run_figures(summary, args.out / "runs" / folder.name):
+        drawn = run_figures(summary, args.out / "runs" / folder.name)
+        for path in drawn.paths:
             print(path)
-        status = left_out_status(folder, summary.left_out)
+        status = worst(left_out_status(folder, summary.left_out), rendering_status(drawn.failed))
     return status

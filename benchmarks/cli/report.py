@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.cli import shown
-from benchmarks.cli.run import left_out_status, verdict_status
+from benchmarks.cli.run import left_out_status, rendering_status, verdict_status
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import worst
 from benchmarks.core.guarded import file_problem
@@ -41,8 +41,9 @@ def main(args: argparse.Namespace) -> int:
     from benchmarks.report.report_write import write_reports  # lazy: imports matplotlib, pandas
 
     folder = run_folder(args.run_dir)
-    report = write_reports(folder)
+    written = write_reports(folder)
+    report = written.summary
     print(results_table(report.rows))
     for line in report.verdicts.lines:
         print(line, file=sys.stderr)
-    return worst(verdict_status(report), left_out_status(folder, report.left_out))
+    return worst(verdict_status(report), left_out_status(folder, report.left_out), rendering_status(written.failed))

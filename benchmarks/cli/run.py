@@ -65,6 +65,15 @@ def left_out_status(run_dir: Path, left_out: Sequence[str]) -> int:
     return Exit.NOT_CHECKED if left_out else Exit.OK
 
 
+def rendering_status(failed: Sequence[tuple[str, str]]) -> int:
+    """FAILED, with a line on stderr per output whose rendering raised (a figure, a group of figures, report.md);
+    OK when every output was written."""
+    for name, error in failed:
+        print(f"error: {name} could not be rendered ({error}); the run's other outputs were written (exit "
+              f"{int(Exit.FAILED)})", file=sys.stderr)
+    return Exit.FAILED if failed else Exit.OK
+
+
 def latest_note(run_dir: Path) -> str:
     """Where `latest` stands with respect to a finished run, as it is now: here, at another run that moved it since
     (two runs at once in one runs folder), not a link the harness made, or not moved (the run holds no unit)."""
@@ -111,11 +120,12 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
     if result.stopped:
         print(f"error: {result.stopped}", file=sys.stderr)
     try:
-        report = write_reports(result.run_dir)
+        written = write_reports(result.run_dir)
     except OSError as exc:
         print(f"error: the report of {result.run_dir} could not be written ({exc}); `python -m benchmarks report "
               f"{result.run_dir}` writes it once there is room", file=sys.stderr)
         return Exit.FAILED
+    report = written.summary
     verdicts = report.verdicts
     if report.rows or not report.capacities:
         print(results_table(report.rows))
@@ -138,5 +148,6 @@ def run_and_report(matrix: Matrix, args: argparse.Namespace) -> int:
                                                  else "; --allow-unchecked accepts this (exit 4 otherwise)"),
               file=sys.stderr)
     # a run that stopped failed; the checks its missing units were due follow from that, not from the method
-    return exit_status(result.failed, verdicts.violated, args.allow_divergence,
-                       bool(verdicts.unchecked) and not result.stopped, args.allow_unchecked)
+    return worst(exit_status(result.failed, verdicts.violated, args.allow_divergence,
+                             bool(verdicts.unchecked) and not result.stopped, args.allow_unchecked),
+                 rendering_status(written.failed))

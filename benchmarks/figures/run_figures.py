@@ -5,7 +5,11 @@ speedups carry their 95 % CI as whiskers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -27,6 +31,7 @@ from benchmarks.figures.figure_style import (
 from benchmarks.figures.serve_figures import serve_figures
 from benchmarks.records.records import RequestLine
 
+T = TypeVar("T")
 RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature",
                "tau_speedup_vs_context", "step_time_vs_context")
 MARKERS = "osD^vP*X"
@@ -266,27 +271,56 @@ def requests_frame(requests: list[RequestLine]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(keep))
 
 
-def run_figures(summary: Summary, out_dir: Path) -> list[Path]:
+@dataclass(frozen=True)
+class Drawn:
+    """A run's figures as written: the paths saved, and each figure (or group of figures) that raised while drawn or
+    saved, by name with its error, so that one failing plot costs only itself."""
+
+    paths: list[Path]
+    failed: list[tuple[str, str]]
+
+
+def _guarded(name: str, draw: Callable[[], T], failed: list[tuple[str, str]]) -> T | None:
+    """draw()'s result, or None with (name, its error) added to failed."""
+    try:
+        return draw()
+    except Exception as exc:  # noqa: BLE001 - a plot's bug must not cost the run's other outputs
+        failed.append((name, f"{type(exc).__name__}: {exc}"))
+        return None
+
+
+def _named(name: str, draw: Callable[[], Figure | None]) -> dict[str, Figure | None]:
+    return {name: draw()}
+
+
+def run_figures(summary: Summary, out_dir: Path) -> Drawn:
     """Write a summarised run's figures into out_dir (speedup, τ vs K, per-position acceptance, TPOT CDF, and those
-    of its axes) and return their paths. Figures without data (e.g. per-position acceptance of a baseline-only run)
-    are skipped."""
+    of its axes). Figures without data (e.g. per-position acceptance of a baseline-only run) are skipped; one that
+    raises is named in `Drawn.failed` (its file of an earlier rendering removed) and the others are still drawn."""
     full = summary_frame(summary.rows)
     levels = pd.to_numeric(full["concurrency"], errors="coerce")
     rows = full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
     rows = rows[pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1) == 1]  # and B = 1 only
     requests = requests_frame(summary.records.requests)
     requests = requests[requests["batch_index"].isna()]
-    figures = dict(zip(RUN_FIGURES, (
-        speedup_figure(rows),
-        tau_vs_k_figure(rows),
-        per_position_figure(rows),
-        tpot_cdf_figure(requests[requests["concurrency"].fillna(1) == 1], subtitle(rows) if not rows.empty else ""),
-        temperature_figure(rows),
-        context_figure(rows),
-        step_time_figure(rows),
-    )))
-    figures.update(serve_figures(full))
-    figures.update(batch_figures(full))
-    figures["engines_vs_strongest"] = engines_figure(rows)
-    figures.update(capacity_figures(summary.capacities, summary.manifest))
-    return [save_figure(fig, out_dir / f"{name}.png") for name, fig in figures.items() if fig is not None]
+    alone = requests[requests["concurrency"].fillna(1) == 1]
+    singles = (lambda: speedup_figure(rows), lambda: tau_vs_k_figure(rows), lambda: per_position_figure(rows),
+               lambda: tpot_cdf_figure(alone, subtitle(rows) if not rows.empty else ""),
+               lambda: temperature_figure(rows), lambda: context_figure(rows), lambda: step_time_figure(rows))
+    drawers: list[tuple[str, Callable[[], dict[str, Figure | None]]]] = [
+        *((name, partial(_named, name, draw)) for name, draw in zip(RUN_FIGURES, singles)),
+        ("serving figures", lambda: serve_figures(full)),
+        ("batch figures", lambda: batch_figures(full)),
+        ("engines_vs_strongest", lambda: _named("engines_vs_strongest", lambda: engines_figure(rows))),
+        ("capacity figures", lambda: capacity_figures(summary.capacities, summary.manifest)),
+    ]
+    failed: list[tuple[str, str]] = []
+    figures: dict[str, Figure | None] = {}
+    for name, draw in drawers:
+        figures.update(_guarded(name, draw, failed) or {})
+    saved = (_guarded(name, partial(save_figure, fig, out_dir / f"{name}.png"), failed)
+             for name, fig in figures.items() if fig is not None)
+    paths = [path for path in saved if path is not None]
+    for name, _ in failed:  # a figure of an earlier rendering would stand for data it was not drawn from
+        (out_dir / f"{name}.png").unlink(missing_ok=True)
+    return Drawn(paths, failed)

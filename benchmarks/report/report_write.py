@@ -3,6 +3,7 @@ summarised once (analysis/summary.py: records.jsonl + manifest.json): the sectio
 this one."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.analysis.caveats import caveat_lines
@@ -50,7 +51,7 @@ def batch_sizes(config: Matrix) -> str:
     return f"batch sizes {', '.join(map(str, sizes))} (see Batch)" if sizes else "batch size 1"
 
 
-def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
+def render_report(s: Summary, drawn: plots.Drawn, run_dir: Path) -> str:
     """report.md of a summarised run."""
     rows, verdicts, manifest, provenances = s.rows, s.verdicts, s.manifest, s.provenances
     config, hw = manifest.config, manifest.hardware
@@ -101,21 +102,41 @@ def render_report(s: Summary, figures: list[Path], run_dir: Path) -> str:
                                                        else "") + f": {r.error}" for r in errors)]
     parts += ["", "## Cost model (predicted vs measured speedup)", cost_model_markdown(rows, s.cost_groups)]
     parts += ["", "## Reproduced vs published", comparison_markdown(summary_frame(rows), manifest)]
-    if figures:
-        parts += ["", "## Figures"] + [f"![{f.stem}]({f.relative_to(run_dir).as_posix()})" for f in figures]
+    if drawn.paths or drawn.failed:
+        parts += ["", "## Figures"] + [f"![{f.stem}]({f.relative_to(run_dir).as_posix()})" for f in drawn.paths]
+        parts += [f"- not drawn: {name} ({error})" for name, error in drawn.failed]
     return "\n".join(parts) + "\n"
 
 
-def write_reports(run_dir: Path) -> Summary:
+@dataclass(frozen=True)
+class Written:
+    """What `write_reports` wrote: the run summarised, and each output (a figure, a group of figures, report.md) that
+    raised while rendered, by name with its error; every other output was written."""
+
+    summary: Summary
+    failed: list[tuple[str, str]]
+
+
+def write_reports(run_dir: Path) -> Written:
     """Recompute summary.csv, speculation_profile.json, figures/ and report.md of a run from its records (and
-    capacity.json of a run with a capacity search), the run summarised once; return the summary (its rows and
-    verdicts)."""
+    capacity.json of a run with a capacity search), the run summarised once. The tables are written first; a figure
+    or report.md whose rendering raises is named in `Written.failed` (and report.md says so), never costing the
+    others."""
     summary = summarize_run(RunStore(run_dir))
     table, profile = summary_csv(summary.rows), profile_json(summary.speculation_profiles)  # rendered before writing
     atomic_write_text(run_dir / "summary.csv", table)
     atomic_write_text(run_dir / "speculation_profile.json", profile)
     if summary.capacities:
         atomic_write_text(run_dir / "capacity.json", capacity_json(summary.capacities))
-    figures = plots.run_figures(summary, run_dir / "figures") if summary.rows or summary.capacities else []
-    atomic_write_text(run_dir / "report.md", render_report(summary, figures, run_dir))
-    return summary
+    drawn = (plots.run_figures(summary, run_dir / "figures") if summary.rows or summary.capacities
+             else plots.Drawn([], []))
+    failed = list(drawn.failed)
+    try:
+        text = render_report(summary, drawn, run_dir)
+    except Exception as exc:  # noqa: BLE001 - a section's bug must not cost the tables and figures written above
+        failed.append(("report.md", f"{type(exc).__name__}: {exc}"))
+        text = (f"# Run {summary.manifest.run_id}\n\nThis report could not be rendered ({failed[-1][1]}). "
+                f"summary.csv and figures/ hold what was measured; `python -m benchmarks report` on this folder "
+                f"renders it again.\n")
+    atomic_write_text(run_dir / "report.md", text)
+    return Written(summary, failed)

@@ -22,7 +22,7 @@ def run_dir(tmp_path_factory):
     import benchmarks.figures.run_figures as figures
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(figures, "run_figures", lambda *_: [])  # figures are not the tables' business
+    mp.setattr(figures, "run_figures", lambda *_: figures.Drawn([], []))  # figures are not the tables' business
     out = write_run(tmp_path_factory.mktemp("run"))
     write_reports(out)
     mp.undo()
@@ -34,7 +34,7 @@ def batch1_dir(tmp_path_factory):
     import benchmarks.figures.run_figures as figures
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(figures, "run_figures", lambda *_: [])
+    mp.setattr(figures, "run_figures", lambda *_: figures.Drawn([], []))
     out = write_run(tmp_path_factory.mktemp("batch1"), batches=False)
     write_reports(out)
     mp.undo()

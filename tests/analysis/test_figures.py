@@ -93,8 +93,9 @@ def summary_of(run_dir: Path) -> Summary:
 
 
 def test_run_figures_written(run_dir: Path) -> None:
-    paths = plots.run_figures(summary_of(run_dir), run_dir / "figures")
-    assert [p.name for p in paths] == [f"{name}.png" for name in ONE_TEMPERATURE]
+    drawn = plots.run_figures(summary_of(run_dir), run_dir / "figures")
+    paths = drawn.paths
+    assert [p.name for p in paths] == [f"{name}.png" for name in ONE_TEMPERATURE] and drawn.failed == []
     for p in paths:
         assert p.parent == run_dir / "figures"
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -125,8 +126,54 @@ def test_tpot_cdf_counts_requests(run_dir: Path) -> None:
 def test_baseline_only_run_skips_spec_figures(tmp_path: Path, run_dir: Path) -> None:
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r["cell_id"] == "c-base"))
-    paths = plots.run_figures(summary_of(run_dir), tmp_path / "out")
-    assert [p.name for p in paths] == ["tpot_cdf.png"]
+    drawn = plots.run_figures(summary_of(run_dir), tmp_path / "out")
+    assert [p.name for p in drawn.paths] == ["tpot_cdf.png"] and drawn.failed == []
+
+
+def test_a_failing_figure_costs_only_itself(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A figure whose drawing raises is named (stderr, report.md) with its error, exit 1; the tables, report.md and
+    every other figure are written, the same as without the fault."""
+    def broken(_rows: pd.DataFrame) -> None:
+        raise ValueError("cannot reindex on an axis with duplicate labels")
+
+    clean = _without_errors(run_dir)
+    monkeypatch.setattr(plots, "tau_vs_k_figure", broken)
+    assert main(["report", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "error: tau_vs_k could not be rendered (ValueError: cannot reindex on an axis with duplicate labels); " \
+           "the run's other outputs were written (exit 1)" in err
+    figures = sorted(p.stem for p in (run_dir / "figures").iterdir())
+    assert figures == sorted(n for n in ONE_TEMPERATURE if n != "tau_vs_k")
+    report = (run_dir / "report.md").read_text()
+    assert "- not drawn: tau_vs_k (ValueError: cannot reindex on an axis with duplicate labels)" in report
+    assert "## Results" in report and "![speedup_per_dataset](figures/speedup_per_dataset.png)" in report
+    assert (run_dir / "summary.csv").read_text() == clean
+
+
+def _without_errors(run_dir: Path) -> str:
+    """Drop the run's failed unit, report it once (exit 0) and return its summary.csv."""
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r["kind"] != "error"))
+    assert main(["report", str(run_dir)]) == 0
+    return (run_dir / "summary.csv").read_text()
+
+
+def test_a_failing_report_section_leaves_the_tables(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """report.md whose rendering raises says so in its place (exit 1); summary.csv and the figures are written."""
+    from benchmarks.report import report_write
+
+    def broken(*_args: object) -> str:
+        raise KeyError("speedup")
+
+    clean = _without_errors(run_dir)
+    monkeypatch.setattr(report_write, "acceptance_table", broken)
+    assert main(["report", str(run_dir)]) == 1
+    assert "error: report.md could not be rendered (KeyError: 'speedup')" in capsys.readouterr().err
+    assert "This report could not be rendered (KeyError: 'speedup')" in (run_dir / "report.md").read_text()
+    assert len(list((run_dir / "figures").iterdir())) == len(ONE_TEMPERATURE)
+    assert (run_dir / "summary.csv").read_text() == clean
 
 
 def test_published_figures(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ COUNTERS = {"num_drafts": 8, "num_draft_tokens": 24, "num_accepted_tokens": 11, 
 def no_figures(monkeypatch):
     import benchmarks.figures.run_figures as figures
 
-    monkeypatch.setattr(figures, "run_figures", lambda *_: [])  # figures are not the profile's business
+    # figures are not the profile's business
+    monkeypatch.setattr(figures, "run_figures", lambda *_: figures.Drawn([], []))
 
 
 def request(cell, i, accepted):
@@ -116,7 +117,7 @@ def test_a_conditional_without_its_condition_is_null(tmp_path):
 
 def test_the_synthetic_run_writes_a_profile_per_speculative_row(tmp_path):
     out = write_run(tmp_path)
-    summary = write_reports(out)
+    summary = write_reports(out).summary
     profiles = json.loads((out / "speculation_profile.json").read_text())["profiles"]
     rows = [r for r in summary.rows if r.method != "baseline" and not r.n_errors]
     assert [(p["label"], p["workload"], p["concurrency"], p["batch_size"]) for p in profiles] == [

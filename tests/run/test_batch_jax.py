@@ -27,7 +27,7 @@ def test_a_batch_of_4_gives_the_batch_1_tokens_through_the_run_path(random_pair,
         assert all(batched[sha]["output_ids"] == alone[sha]["output_ids"] for sha in alone), label
         assert sorted(r["batch_index"] for r in batched.values()) == [0, 0, 0, 0, 1]  # 4 prompts, then the fifth
         assert {r["extra"]["batch_size"] for r in batched.values()} == {4, 1}
-    rows = {(r.label, r.batch_size): r for r in write_reports(run_dir).rows}
+    rows = {(r.label, r.batch_size): r for r in write_reports(run_dir).summary.rows}
     assert rows[("dflash-k4", 4)].n_batch_pairs == 2 and rows[("dflash-k4", 4)].identical_frac_batched == 1.0
     assert rows[("dflash-k4", 1)].identical_frac == 1.0
     assert rows[("baseline", 4)].wasted_row_steps is not None

@@ -83,7 +83,7 @@ def test_context_lengths_are_units_every_cell_sees_alike(random_pair, tmp_path):
     assert all(r["n_prompt_tokens"] >= 700 for r in requests if r["context_tokens"] == 700)
     built = store.manifest()["prompts"]["workloads"]["humaneval@ctx700"]
     assert all(p["shot_rows"] and p["tokens"] >= 700 and 0 < p["context_tokens"] < p["tokens"] for p in built)
-    report = write_reports(run_dir)
+    report = write_reports(run_dir).summary
     assert not report.verdicts.unchecked and not report.verdicts.violated  # every workload's unit is checked
     rows = {(r.label, r.dataset): r for r in report.rows}
     spec = rows[("dflash-k3", "humaneval@ctx700")]
@@ -123,7 +123,7 @@ def test_a_cell_sent_other_context_ids_than_its_baseline_fails_the_check(random_
     records = store.unit(spec, "humaneval@ctx700")
     store.write_unit(spec, "humaneval@ctx700", [dataclasses.replace(r, prompt_sha256=r.prompt_sha256[::-1])
                                                 if r.kind == "request" else r for r in records])
-    report = write_reports(run_dir)
+    report = write_reports(run_dir).summary
     [row] = [r for r in report.rows if r.cell_id == spec]
     assert row.identical_frac is None and row.speedup is None
     assert row.not_checked == "no baseline request was sent the same prompt (prompt hashes differ)"
@@ -151,7 +151,7 @@ def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path
     assert {r["turn"] for r in requests if r["dataset"] == "mt-bench@turn2"} == {2}
     turn2 = store.manifest()["prompts"]["workloads"]["mt-bench@turn2"]
     assert all(p["form"] == "second turn" and p["first_answer_tokens"] == 6 for p in turn2)
-    report = write_reports(tmp_path / "run")
+    report = write_reports(tmp_path / "run").summary
     assert "### By turn" in (tmp_path / "run" / "report.md").read_text()
     assert {r.turn for r in report.rows} == {1, 2}
     assert not report.verdicts.violated and not report.verdicts.unchecked

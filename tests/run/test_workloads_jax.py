@@ -19,7 +19,7 @@ def test_workloads_are_lossless_and_alike_across_cells(random_pair, tmp_path, ke
                       "engine_options": {"max_model_len": 1024}, **keys})
     run_dir, failed = run_matrix(m, tmp_path / "run")
     assert failed == 0
-    report = write_reports(run_dir)
+    report = write_reports(run_dir).summary
     spec = [r for r in report.rows if r.method == "dflash"]
     assert len(spec) == len(keys.get("context_tokens") or keys.get("turns"))
     assert all(r.identical_frac == 1.0 and r.n_pairs == 2 for r in spec)
