@@ -8,20 +8,14 @@ from benchmarks.cli import shown
 from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.config.matrix_parse import Matrix, parse_matrix
 from benchmarks.config.matrix_schema import KEYS
+from benchmarks.config.run_keys import MAX_SEED
+from benchmarks.core.numbers import Bounded
 from benchmarks.engines import catalog
 from benchmarks.hardware.provenance import detect_platform
 
 # The keys whose `bench` option bench_matrix reads itself; every other one's option given (its value under the key's
 # name) is the key's value. --executor is the run's (`run_and_report`).
 READ_HERE = ("datasets", "preset", "methods", "executor")
-
-
-def k_list(text: str) -> list[int]:
-    """--k: comma-separated K values (each checked against the matrix rules afterwards)."""
-    try:
-        return [int(k) for k in text.split(",") if k.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 3,7,15, got {text!r}") from None
 
 
 OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
@@ -33,11 +27,11 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--preset", help="configs/presets/<name>.yaml (default: tiny on CPU, qwen3-4b elsewhere)")
     ap.add_argument("--engine", choices=catalog.batch())
     ap.add_argument("--methods", help="comma-separated, e.g. baseline,dflash,eagle3")
-    ap.add_argument("--k", type=k_list, help="comma-separated K values")
-    ap.add_argument("--n", dest="num_prompts", type=int)
-    ap.add_argument("--max-new-tokens", type=int)
-    ap.add_argument("--temperature", type=float)
-    ap.add_argument("--seed", type=int)
+    ap.add_argument("--k", type=Bounded(int, 0, 1024, many=True), help="comma-separated K values")
+    ap.add_argument("--n", dest="num_prompts", type=Bounded(int, 1, 1_000_000))
+    ap.add_argument("--max-new-tokens", type=Bounded(int, 1, 10_000_000))
+    ap.add_argument("--temperature", type=Bounded(float, 0, 100))
+    ap.add_argument("--seed", type=Bounded(int, 0, MAX_SEED))
     add_run_args(ap)
 
 

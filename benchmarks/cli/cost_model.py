@@ -4,7 +4,6 @@ table (benchmarks/analysis/cost_model_compute.py)."""
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from benchmarks.cli.run import left_out_status
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.guarded import read_csv_text, read_json_file
+from benchmarks.core.numbers import Bounded
 from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
 from benchmarks.hardware import measure, step_model
 from benchmarks.hardware.chips import CHIPS
@@ -42,14 +42,17 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="--chip: the τ per dataset, from a published table (results/reference/*.csv) or a run folder")
     ap.add_argument("--shape", choices=sorted(SHAPES), help="--chip: the target's shape (default: the source's)")
     ap.add_argument("--dtype", choices=("bfloat16", "float32"), help="--chip: weights' dtype (default bfloat16)")
-    ap.add_argument("--context", type=int,
+    ap.add_argument("--context", type=Bounded(int, 1, MAX_CONTEXT),
                     help=f"--chip: context length of a step (its KV rows; default {CHIP_DEFAULTS['context']})")
-    ap.add_argument("--k", type=int, help=f"--chip: K where the source does not say it (default {CHIP_DEFAULTS['k']})")
-    ap.add_argument("--block-size", type=int, help="--chip: the draft's block (its queries) where the source does not "
+    ap.add_argument("--k", type=Bounded(int, 1, 1024),
+                    help=f"--chip: K where the source does not say it (default {CHIP_DEFAULTS['k']})")
+    ap.add_argument("--block-size", type=Bounded(int, 1, 1024),
+                    help="--chip: the draft's block (its queries) where the source does not "
                     f"say it (default {CHIP_DEFAULTS['block_size']})")
-    ap.add_argument("--overhead-ms", type=float,
+    ap.add_argument("--overhead-ms", type=Bounded(float, 0, 1e9),
                     help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
-    ap.add_argument("--batch", type=_batches, help="--chip: batch sizes B to predict at, e.g. 1,2,4,...,64")
+    ap.add_argument("--batch", type=Bounded(int, 1, 1 << 20, many=True),
+                    help="--chip: batch sizes B to predict at, e.g. 1,2,4,...,64")
     ap.add_argument("--schedule", action="store_true",
                     help="the best K at each B (K = 0 allowed) with its margin, and the schedule as vLLM's, "
                          "TensorRT-LLM's, SGLang's and this harness's config, written into the run folder "
@@ -62,33 +65,22 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="--chip: a device grid (`study device-grid`'s folder or its grid.csv, the engine's own steps "
                          "on that chip): fit the step's named terms to it, print them with their held-out errors, "
                          "and price the steps with them (at --batch, or --schedule)")
-    ap.add_argument("--rows-half", type=float,
+    ap.add_argument("--rows-half", type=Bounded(float, 0.001, 1e9),
                     help="--chip --calibrate-from: the rows at which a matmul reaches half the peak FLOP/s (a plain-"
                          "decoding curve cannot show it; default 0, the roofline's)")
-    ap.add_argument("--ar-draft-ms", type=float,
+    ap.add_argument("--ar-draft-ms", type=Bounded(float, 0, 1e9),
                     help="--chip: an autoregressive drafter (EAGLE-3): its measured draft time per token and step, "
                          "K of them per step in place of the block draft pass")
     ap.add_argument("--check-against", type=Path,
                     help="--schedule: check the prediction against this run folder's measured K × B grid (a "
                          "replicate): in place of the run's own, or with --chip, the grid of --tau-from's engine")
-    ap.add_argument("--cost-ks", type=_batches,
+    ap.add_argument("--cost-ks", type=Bounded(int, 1, 1024, many=True),
                     help="RUN_DIR --schedule: take the step cost at (B, K) from these Ks' measured step times only "
                          "(linear in between), so that the other Ks of the run are a held-out check")
 
 
 CHIP_DEFAULTS: dict[str, Any] = {"dtype": "bfloat16", "context": 256, "k": 15, "block_size": 16, "overhead_ms": 0.0}
 CHIP_ONLY = ("overhead_ms", "batch", "k", "context", "dtype", "block_size", "ar_draft_ms", "rows_half")
-
-
-def _batches(text: str) -> list[int]:
-    """A comma-separated list of positive batch sizes."""
-    try:
-        out = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        out = []
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give positive integers separated by commas, e.g. 1,2,4")
-    return out
 
 
 def _reference_engine(frame: Any, args: argparse.Namespace, itemsize: int) -> Any:
@@ -201,16 +193,10 @@ MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
 
 
 def option_problems(args: argparse.Namespace) -> list[str]:
-    """The options that cannot mean what they say, one line each: a length out of range, a time that is not a finite
-    time >= 0, options of --chip given without it (one line naming them all)."""
-    problems = [f"--{name.replace('_', '-')} {value}: expected an int from {low} to {high}"
-                for name, value, low, high in (("context", args.context, 1, MAX_CONTEXT), ("k", args.k, 1, 1024),
-                                               ("block_size", args.block_size, 1, 1024))
-                if value is not None and not low <= value <= high]
-    for name in ("overhead_ms", "ar_draft_ms"):
-        value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            problems.append(f"--{name.replace('_', '-')} {value}: expected a finite time >= 0 (ms)")
+    """The options that cannot mean what they say together, one line each: options of --chip given without it (one
+    line naming them all), and each pair the command would not read as written (each number's own range is its
+    declared `Bounded` type, checked as it is parsed)."""
+    problems = []
     if not args.chip and args.tau_from is not None:
         problems.append("--tau-from is read only with --chip (a prediction for that chip); give --chip, or drop "
                         "--tau-from to model the run given as RUN_DIR")

@@ -19,6 +19,7 @@ import numpy as np
 from benchmarks.core import metrics
 from benchmarks.core.exit_codes import BadInput, Exit
 from benchmarks.core.markdown import table
+from benchmarks.core.numbers import Bounded
 
 DEFAULT_SPEEDUPS = (1.3, 1.1, 0.85, 0.7, 0.6, 0.5)
 MAX_RUNS = 200_000  # bounded before it is spent: ~50 s on one core
@@ -84,21 +85,15 @@ def describe(p: Power, speedups: list[float], sd: float, runs: int) -> str:
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("config", type=Path, help="a matrix with a batch axis, e.g. configs/matrices/tiny-batch.yaml")
-    ap.add_argument("--speedups", type=lambda t: [float(x) for x in t.split(",")],
+    ap.add_argument("--speedups", type=Bounded(float, 0.001, 1000, many=True),
                     help="the true throughput speedup at each B, comma-separated (default 1.3,1.1,0.85,0.7,...)")
-    ap.add_argument("--sd", type=float, default=0.1, help="batch-to-batch log-sd of a decode span (default 0.1)")
-    ap.add_argument("--runs", type=int, default=4000, help="simulated runs (default 4000)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sd", type=Bounded(float, 1e-9, 10), default=0.1,
+                    help="batch-to-batch log-sd of a decode span (default 0.1)")
+    ap.add_argument("--runs", type=Bounded(int, 1, MAX_RUNS), default=4000, help="simulated runs (default 4000)")
+    ap.add_argument("--seed", type=Bounded(int, 0, 2**32 - 1), default=0)
 
 
 def main(args: argparse.Namespace) -> int:
-    if not 1 <= args.runs <= MAX_RUNS or not (math.isfinite(args.sd) and args.sd > 0):
-        raise BadInput(f"--runs {args.runs} and --sd {args.sd}: give 1 to {MAX_RUNS} runs (at the most, a power's "
-                       "standard error is 0.11 points; about 4,000 runs a second) and a finite sd > 0")
-    if args.seed < 0:
-        raise BadInput(f"--seed {args.seed}: give a seed >= 0")
-    if args.speedups and not all(s > 0 and math.isfinite(s) for s in args.speedups):
-        raise BadInput(f"--speedups {args.speedups}: give finite speedups > 0")
     p = matrix_power(args.config, args.speedups, args.sd, args.runs, args.seed)
     print(describe(p, list(args.speedups or DEFAULT_SPEEDUPS)[:len(p.levels)], args.sd, args.runs))
     return Exit.OK

@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import Exit  # nothing else at import: `env` must run where numpy or jax is missing
+from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import REFERENCE_DIR, ROOT
 from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, released_draft
 from benchmarks.hardware import step_cost
@@ -553,10 +554,12 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", type=Path, help="env: also write the findings here")
     ap.add_argument("--shape", default="qwen3-4b", help="run: a named shape of the JAX model, or llama3-tiny")
     ap.add_argument("--parts", type=_parts, default=list(PARTS), help=f"run: in order (default {','.join(PARTS)})")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="run: seconds for everything, compiles included")
+    ap.add_argument("--budget-s", type=Bounded(float, 1, 604_800), default=480.0,
+                    help="run: seconds for everything, compiles included")
     ap.add_argument("--out", type=Path, help="run: output folder (default results/device-check/device-<shape>)")
     ap.add_argument("--profile", action="store_true", help="run: a jax.profiler trace of the split loops")
-    ap.add_argument("--memory-gb", type=float, help="run: the device memory the study may fill (default: the "
+    ap.add_argument("--memory-gb", type=Bounded(float, 0.01, 100_000),
+                    help="run: the device memory the study may fill (default: the "
                                                     "device's own limit; unchecked where it reports none)")
 
 

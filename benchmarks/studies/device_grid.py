@@ -38,7 +38,7 @@ from typing import Any
 
 from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import BadInput, Exit  # jax, numpy and scipy beside these: no yaml, no pandas
-from benchmarks.core.numbers import as_float
+from benchmarks.core.numbers import Bounded, as_float
 from benchmarks.core.paths import ROOT
 from benchmarks.hardware import step_cost
 from benchmarks.hardware.step_cost import kv_bytes_per_token
@@ -462,33 +462,28 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers separated by commas") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more whole numbers >= 0")
-    return values
-
-
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--shape", default="qwen3-4b", help="a named shape of the JAX model (or qwen3-tiny on a CPU)")
-    ap.add_argument("--batch", type=_ints, default=(1, 4, 16, 64), help="batch sizes, powers of 2 up to 64")
-    ap.add_argument("--context", type=_ints, default=(256, 2048, 8192), help="cache rows every step reads")
-    ap.add_argument("--ks", type=_ints, default=(0, 7, 15), help="0 (plain decoding) and DFlash Ks")
+    ap.add_argument("--batch", type=Bounded(int, 1, 4096, many=True), default=(1, 4, 16, 64),
+                    help="batch sizes, powers of 2 up to 64")
+    ap.add_argument("--context", type=Bounded(int, 1, 1 << 24, many=True), default=(256, 2048, 8192),
+                    help="cache rows every step reads")
+    ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=(0, 7, 15),
+                    help="0 (plain decoding) and DFlash Ks")
     ap.add_argument("--dtype", choices=("bfloat16", "float32"),
                     help="weights' and caches' dtype (default float32 on a CPU, bfloat16 on an accelerator); float32 "
                          "multiplies at full precision, as the engine does")
-    ap.add_argument("--steps", type=int, default=12, help="steps per timed loop")
-    ap.add_argument("--repeats", type=int, default=5, help="timed loops per point (medians)")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="seconds for everything, compiles included")
-    ap.add_argument("--memory-gb", type=float, help="memory free for a point's caches (default: the device's own "
+    ap.add_argument("--steps", type=Bounded(int, 1, 100_000), default=12, help="steps per timed loop")
+    ap.add_argument("--repeats", type=Bounded(int, 1, 10_000), default=5, help="timed loops per point (medians)")
+    ap.add_argument("--budget-s", type=Bounded(float, 1, 604_800), default=480.0,
+                    help="seconds for everything, compiles included")
+    ap.add_argument("--memory-gb", type=Bounded(float, 0.01, 100_000),
+                    help="memory free for a point's caches (default: the device's own "
                                                     "statistics; unchecked where it has none)")
-    ap.add_argument("--profile-above", type=float, default=0.0,
+    ap.add_argument("--profile-above", type=Bounded(float, 0, 1e6), default=0.0,
                     help="profile memory-bound points above this many times their floor (0: none)")
-    ap.add_argument("--profile-max", type=int, default=3, help="points profiled at most")
-    ap.add_argument("--stream-gb", type=float,
+    ap.add_argument("--profile-max", type=Bounded(int, 0, 1000), default=3, help="points profiled at most")
+    ap.add_argument("--stream-gb", type=Bounded(float, 0, 8),
                     help="GB of the matrix whose matrix-vector product measures the read bandwidth (default 2 on an "
                          "accelerator, 0.25 on a CPU; 0: none)")
     ap.add_argument("--out", type=Path, help="output folder (default results/device-check/grid-<shape>)")
@@ -509,10 +504,6 @@ def main(args: argparse.Namespace) -> int:
     least = args.steps * (max(args.ks) + 1) + 1
     problems += [f"--context {c}: {args.steps} steps of K + 1 tokens must fit inside it (at least {least})"
                  for c in args.context if c < least]
-    if args.steps < 1 or args.repeats < 1:
-        problems.append("--steps and --repeats: at least 1")
-    if args.stream_gb is not None and not 0 <= args.stream_gb <= 8:
-        problems.append(f"--stream-gb {args.stream_gb}: from 0 (none) to 8 GB")
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from benchmarks.core.exit_codes import Exit, worst
-from benchmarks.core.numbers import MISSING
+from benchmarks.core.numbers import MISSING, Bounded
 from benchmarks.core.paths import MATRICES_DIR, ROOT
 
 BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
@@ -137,10 +137,11 @@ INPUT_ARGS = ("config",)  # checked to exist before anything loads (benchmarks/c
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--config", type=Path, default=MATRICES_DIR / "tiny-acceptance.yaml")
-    ap.add_argument("--runs", type=int, default=2, help="runs per mode")
-    ap.add_argument("--load-after", type=float, default=2.0, help="seconds after the first warm-up ended")
-    ap.add_argument("--load-for", type=float, default=30.0, help="seconds each busy loop runs")
-    ap.add_argument("--load-procs", type=int, default=os.cpu_count() or 1, help="busy-loop processes")
+    ap.add_argument("--runs", type=Bounded(int, 1, 1000), default=2, help="runs per mode")
+    ap.add_argument("--load-after", type=Bounded(float, 0, 3600), default=2.0,
+                    help="seconds after the first warm-up ended")
+    ap.add_argument("--load-for", type=Bounded(float, 0, 86_400), default=30.0, help="seconds each busy loop runs")
+    ap.add_argument("--load-procs", type=Bounded(int, 1, 1024), default=os.cpu_count() or 1, help="busy-loop processes")
     ap.add_argument("--keep", type=Path, help="keep the run folders under this folder (default: a temporary one)")
 
 

@@ -34,6 +34,7 @@ from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core import metrics
 from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
 from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, tap_ids_for
 from benchmarks.hardware import detect, provenance, roofline, step_cost
@@ -287,10 +288,6 @@ def row_line(r: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # CLI
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--model", type=Path, help="an HF checkpoint folder (Qwen3 / Llama-3 target)")
@@ -298,17 +295,19 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                      help="random weights of --shape, no download (the default without --model)")
     ap.add_argument("--shape", default="qwen3-tiny", choices=sorted(SHAPES) + sorted(SHAPE_ALIASES),
                     help="named shape for --random-weights (default qwen3-tiny)")
-    ap.add_argument("--ks", type=_ints, help=f"K values (default {','.join(map(str, DEFAULT_KS))})")
-    ap.add_argument("--contexts", type=_ints,
+    ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True),
+                    help=f"K values (default {','.join(map(str, DEFAULT_KS))})")
+    ap.add_argument("--contexts", type=Bounded(int, 0, 1 << 24, many=True),
                     help=f"context lengths (default {','.join(map(str, DEFAULT_CONTEXTS))})")
-    ap.add_argument("--repeats", type=int, help="timed calls per point (default 30)")
-    ap.add_argument("--warmup", type=int, help="untimed calls per point after compiling (default 3)")
+    ap.add_argument("--repeats", type=Bounded(int, 1, 10_000), help="timed calls per point (default 30)")
+    ap.add_argument("--warmup", type=Bounded(int, 0, 10_000),
+                    help="untimed calls per point after compiling (default 3)")
     ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                     help="auto: bfloat16 on accelerators, float32 on CPU")
     ap.add_argument("--weight-layout", choices=("oi", "io"),
                     help="weights stored [out, in] (HF's) or [in, out] (default: the engine's on this platform)")
     ap.add_argument("--out", type=Path, help="output folder (default results/kflat/<shape>-<platform>/)")
-    ap.add_argument("--batch", type=_ints,
+    ap.add_argument("--batch", type=Bounded(int, 1, 4096, many=True),
                     help="batch sizes B: time B requests per forward (vmapped), each B beside step_cost at B")
     ap.add_argument("--quick", action="store_true",
                     help=f"K {QUICK_KS}, context {QUICK_CONTEXTS}, 5 repeats, 1 warm-up (for tests)")
@@ -329,12 +328,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 def option_problems(args: argparse.Namespace) -> list[str]:
     """The options the study would take at face value or fail on late, one line each (checked before anything
     loads)."""
-    problems = [f"--{name} {value}: expected an int >= {low}" for name, value, low in
-                (("repeats", args.repeats, 1), ("warmup", args.warmup, 0)) if value is not None and value < low]
-    problems += [f"--batch {b}: expected an int >= 1" for b in args.batch or () if b < 1]
-    problems += [f"--{name} {value}: expected an int >= 0 (tokens{' proposed per step' if name == 'ks' else ''})"
-                 for name, values in (("ks", args.ks), ("contexts", args.contexts)) for value in values or ()
-                 if value < 0]
+    problems = []
     if args.model is not None and not (args.model / "config.json").is_file():
         problems.append(f"--model {args.model}: not a model folder (no config.json); give an HF checkpoint folder")
     return problems

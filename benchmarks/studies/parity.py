@@ -20,6 +20,7 @@ from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams, SpecCounters
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.numbers import Bounded
 from benchmarks.data.datasets import load_prompts
 
 # Engine options that put each engine on the same footing: float32 (vLLM on CPU would downcast to bfloat16), and
@@ -126,11 +127,11 @@ INPUT_ARGS = ("target", "draft")  # checked to exist before anything loads (benc
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", type=Path, required=True)
     ap.add_argument("--draft", type=Path, help="a DFlash draft; without it the baseline (AR) is compared")
-    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--k", type=Bounded(int, 1, 15), default=4)
     ap.add_argument("--engines", nargs=2, default=["jax", "vllm"])
-    ap.add_argument("--prompts", type=int, default=4)
-    ap.add_argument("--new", type=int, default=32)
-    ap.add_argument("--tau-tol", type=float, default=0.0)
+    ap.add_argument("--prompts", type=Bounded(int, 1, 10_000), default=4)
+    ap.add_argument("--new", type=Bounded(int, 1, 100_000), default=32)
+    ap.add_argument("--tau-tol", type=Bounded(float, 0, 16), default=0.0)
     ap.add_argument("--dataset", help="chat-templated prompts of a registered dataset (seed 0) instead")
 
 

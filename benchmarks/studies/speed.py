@@ -26,6 +26,7 @@ from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord, SamplingParams
+from benchmarks.core.numbers import Bounded
 from benchmarks.core.shapes import SHAPES
 from benchmarks.data.tiny_checkpoints import build_pair
 from benchmarks.engines import create_engine
@@ -383,27 +384,29 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", type=Path)
     ap.add_argument("--draft", type=Path)
     ap.add_argument("--pair", type=Path, help="a folder from `python -m benchmarks tiny build` (command all)")
-    ap.add_argument("--k", type=int, default=8)
-    ap.add_argument("--new", type=int, default=64, help="new tokens per request")
-    ap.add_argument("--prompts", type=int, default=3)
-    ap.add_argument("--prompt-len", type=int, default=24)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--k", type=Bounded(int, 1, 15), default=8)
+    ap.add_argument("--new", type=Bounded(int, 1, 100_000), default=64, help="new tokens per request")
+    ap.add_argument("--prompts", type=Bounded(int, 1, 10_000), default=3)
+    ap.add_argument("--prompt-len", type=Bounded(int, 1, 1 << 20), default=24)
+    ap.add_argument("--repeats", type=Bounded(int, 1, 10_000), default=3)
     ap.add_argument("--draft-queries", choices=["block", "k+1"], default="block",
                     help="dflash-vs-ar: the draft's queries")
-    ap.add_argument("--batch", type=int, default=8, help="batch: requests in the batch")
-    ap.add_argument("--context", type=int, default=300, help="span: tokens already in the cache")
-    ap.add_argument("--cache-len", type=int, default=8192, help="span: cache rows")
-    ap.add_argument("--leaves", default="12,62,182,362,722", help="dispatch: leaf counts")
+    ap.add_argument("--batch", type=Bounded(int, 1, 4096), default=8, help="batch: requests in the batch")
+    ap.add_argument("--context", type=Bounded(int, 0, 1 << 24), default=300, help="span: tokens already in the cache")
+    ap.add_argument("--cache-len", type=Bounded(int, 1, 1 << 24), default=8192, help="span: cache rows")
+    ap.add_argument("--leaves", type=Bounded(int, 1, 100_000, many=True), default=[12, 62, 182, 362, 722],
+                    help="dispatch: leaf counts")
     ap.add_argument("--shapes", default="qwen3-4b,qwen3-8b,llama3.1-8b", help="compile: named shapes")
-    ap.add_argument("--depths", default="1,9,18,36", help="compile: layer counts (those a shape has)")
+    ap.add_argument("--depths", type=Bounded(int, 1, 1024, many=True), default=[1, 9, 18, 36],
+                    help="compile: layer counts (those a shape has)")
     ap.add_argument("--shape", default="qwen3-1.7b", help="layers: a named shape")
-    ap.add_argument("--depth", type=int, default=8, help="layers: how many of its layers")
+    ap.add_argument("--depth", type=Bounded(int, 1, 1024), default=8, help="layers: how many of its layers")
 
 
 def main(args: argparse.Namespace) -> int:
     if args.command in ("dispatch", "compile", "layers"):
-        {"dispatch": lambda: dispatch([int(x) for x in args.leaves.split(",")]),
-         "compile": lambda: compile_vs_depth(args.shapes.split(","), [int(x) for x in args.depths.split(",")]),
+        {"dispatch": lambda: dispatch(args.leaves),
+         "compile": lambda: compile_vs_depth(args.shapes.split(","), args.depths),
          "layers": lambda: layers(args.shape, args.depth)}[args.command]()
         return 0
     common = dict(new=args.new, n_prompts=args.prompts, prompt_len=args.prompt_len, repeats=args.repeats)

@@ -17,6 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.numbers import Bounded
 from verification.draft_parity import attribution, lines, verdict
 
 INPUT_ARGS = ("target", "draft")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
@@ -26,9 +27,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", type=Path, default=Path("models/tiny/target"))
     ap.add_argument("--draft", type=Path, default=Path("models/tiny/dflash"))
     ap.add_argument("--dataset", default="humaneval", help="a registered dataset with an offline source")
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--new", type=int, default=32, help="tokens to decode per prompt")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompts", type=Bounded(int, 1, 10_000), default=8)
+    ap.add_argument("--new", type=Bounded(int, 1, 100_000), default=32, help="tokens to decode per prompt")
+    ap.add_argument("--seed", type=Bounded(int, 0, 2**31 - 1), default=0)
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                     help="float32: both drafts in float32 (tpu-inference's bfloat16 parameters upcast, its bfloat16 "
                          "cast of the context feature skipped) to expose implementation differences; bfloat16: "
@@ -36,7 +37,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rope", choices=("as-loaded", "corrected", "both"), default="both",
                     help="as-loaded: the draft as tpu-inference builds it; corrected: with its rope_theta/rope_scaling "
                          "set from the checkpoint first; both (default): each, on the same steps")
-    ap.add_argument("--tol", type=float, default=None,
+    ap.add_argument("--tol", type=Bounded(float, 0, 1e6), default=None,
                     help="max |Δlogit| (default 1e-3 in float32: rounding alone reached 1.4e-4 on the tiny pair; 0.25 "
                          "in bfloat16, where rounding alone reached 0.38 and 2%% argmax flips: read it as figures)")
     ap.add_argument("--quiet", action="store_true", help="no per-step table")

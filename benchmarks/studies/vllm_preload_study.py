@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,10 @@ from typing import Any
 
 from benchmarks.config.matrix_expand import expand
 from benchmarks.core import metrics
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, int_option
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.numbers import Bounded
 from benchmarks.data.datasets import load_prompts
 from benchmarks.engines import implementation
 from benchmarks.engines.vllm.vllm_options import PRELOAD_OPTION
@@ -43,7 +45,7 @@ class Arm:
 
     cell: Cell
     records: list[RequestRecord] = field(default_factory=list)
-    describe: dict[str, Any] = field(default_factory=dict)
+    describe: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def tpot_ms(self) -> list[float]:
@@ -148,21 +150,19 @@ OUTPUT_FILE_ARGS = ("out",)
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--preset", default="tiny", help="configs/presets/<name>.yaml (default tiny)")
     ap.add_argument("--dataset", default="humaneval")
-    ap.add_argument("--prompts", type=int, default=8, help="timed prompts (one more is the warm-up)")
+    ap.add_argument("--prompts", type=Bounded(int, 2, 10_000), default=8,
+                    help="timed prompts (one more is the warm-up)")
     ap.add_argument("--out", type=Path, help="write the result as JSON here too")
 
 
 def main(args: argparse.Namespace) -> int:
     from benchmarks.config.model_refs import load_tokenizer  # lazy: imports yaml
 
-    if args.prompts < 2:
-        print("study vllm-preload: error: --prompts must be at least 2 (an interval needs two)")
-        return Exit.BAD_INPUT
     if args.out is not None and not args.out.parent.is_dir():
         print(f"study vllm-preload: error: --out {args.out}: its folder does not exist")
         return Exit.BAD_INPUT
     cells = arm_cells(args.preset, args.dataset, args.prompts)
-    limit = int(cells[0].engine_options.get("max_model_len", 2048)) - cells[0].max_new_tokens
+    limit = int_option(cells[0].engine_options, "max_model_len", 2048) - cells[0].max_new_tokens
     tokenizer = load_tokenizer(cells[0].target)
     prompts = [p.ids for p in load_prompts(args.dataset, args.prompts + 1, cells[0].seed, tokenizer,
                                            max_prompt_tokens=limit)]

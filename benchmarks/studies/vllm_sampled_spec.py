@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
 from benchmarks.data.datasets import load_prompts
 from verification import distribution as D
@@ -228,7 +229,7 @@ def _method(name: str) -> str:
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("methods", nargs="*", type=_method, default=list(METHODS),
                     help=f"speculative methods: {', '.join(METHODS)} (default: both)")
-    ap.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
+    ap.add_argument("--temperatures", type=Bounded(float, 0, 100), nargs="+", default=list(TEMPERATURES))
     ap.add_argument("--shipped-only", action="store_true", help="skip the patched arms (half the engines)")
     ap.add_argument("--reference", choices=["vllm", "jax"], default="vllm",
                     help="the engine of the AR arm (jax: the standalone engine, one vLLM start-up fewer)")

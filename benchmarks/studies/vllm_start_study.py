@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.exit_codes import Exit
+from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
 
 MARK = "@@vllm-start "
@@ -156,7 +157,7 @@ OUTPUT_FILE_ARGS = ("out",)
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--preset", default="tiny", help="configs/presets/<name>.yaml (default tiny)")
     ap.add_argument("--method", default="dflash", choices=("baseline", "dflash", "eagle3"))
-    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--runs", type=Bounded(int, 1, 100), default=1)
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="added to the engine's environment (repeatable)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -172,8 +173,8 @@ def main(args: argparse.Namespace) -> int:
 
     env = dict(item.split("=", 1) for item in args.env if "=" in item)
     options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.option if "=" in item)}
-    if len(env) != len(args.env) or len(options) != len(args.option) or args.runs < 1:
-        print("study vllm-start: error: give --env and --option as KEY=VALUE, and --runs of at least 1")
+    if len(env) != len(args.env) or len(options) != len(args.option):
+        print("study vllm-start: error: give --env and --option as KEY=VALUE")
         return Exit.BAD_INPUT
     if args.out is not None and not args.out.parent.is_dir():
         print(f"study vllm-start: error: --out {args.out}: its folder does not exist")

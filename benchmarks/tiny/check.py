@@ -18,6 +18,7 @@ from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.numbers import Bounded
 from benchmarks.studies.parity import EngineRun, run_engine
 from benchmarks.tiny.train import user_message
 
@@ -70,11 +71,11 @@ OUTPUT_FILE_ARGS = ("json",)  # checked before any work (benchmarks/cli/__init__
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--models", type=Path, default=Path("models/tiny"))
-    ap.add_argument("--prompts", type=int, default=16)
-    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--prompts", type=Bounded(int, 1, 10_000), default=16)
+    ap.add_argument("--max-tokens", type=Bounded(int, 1, 100_000), default=128)
     ap.add_argument("--dtype", default="float32", help="vLLM dtype; 'auto' runs bf16 on CPU")
-    ap.add_argument("--dflash-k", type=int, default=15)
-    ap.add_argument("--eagle-k", type=int, default=3)
+    ap.add_argument("--dflash-k", type=Bounded(int, 1, 15), default=15)
+    ap.add_argument("--eagle-k", type=Bounded(int, 1, 64), default=3)
     ap.add_argument("--json", type=Path, help="write the full results here")
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.core.numbers import Bounded
 from benchmarks.data.tiny_checkpoints import (
     TinyShape,
     build_tokenizer,
@@ -376,12 +377,12 @@ def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--seed", type=int, default=TrainConfig.seed)
-    ap.add_argument("--threads", type=int, default=TrainConfig.threads,
+    ap.add_argument("--seed", type=Bounded(int, 0, 2**31 - 1), default=TrainConfig.seed)
+    ap.add_argument("--threads", type=Bounded(int, 1, 1024), default=TrainConfig.threads,
                     help="torch threads; fixed for determinism (1 is also the fastest on busy shared cores)")
     ap.add_argument("--eager", action="store_true",
                     help="train without torch.compile (no C++ toolchain; slower, and other rounding)")
-    ap.add_argument("--scale", type=float, default=1.0,
+    ap.add_argument("--scale", type=Bounded(float, 0.01, 100), default=1.0,
                     help="multiply every step and prompt count (a quick smoke run with e.g. 0.02)")
 
 

@@ -51,7 +51,10 @@ def matrix(tmp_path: Path, prompts: Path, name: str = "m.yaml", **extra) -> Path
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
+    try:
+        rc = cli.main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own refusals (an option's type or choices)
+        rc = exc.code
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
     return rc, out, err
@@ -188,7 +191,7 @@ def test_records_jsonl_emptied_or_truncated_is_rebuilt_from_the_units(tmp_path, 
 def test_a_temperature_that_is_not_a_finite_number_is_refused(value, tmp_path, prompts, capsys):
     clear_error(["validate", matrix(tmp_path, prompts, temperature=value)], capsys, "not a finite number")
     clear_error(["bench", "--dataset", "humaneval", "--preset", "tiny", "--temperature", str(value)], capsys,
-                "not a finite number")
+                f"argument --temperature: {value}: expected a number from 0 to 100")
 
 
 # --- 7. validate catches what the run would meet --------------------------------------------------------------------

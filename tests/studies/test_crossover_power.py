@@ -22,10 +22,14 @@ def test_the_command_prints_the_power_of_a_shipped_matrix(capsys):
 
 
 @pytest.mark.parametrize("option, fragment", [
-    (["--runs", "30000000"], "give 1 to 200000 runs"),
-    (["--runs", "0"], "give 1 to 200000 runs"),
-    (["--seed", "-1"], "--seed -1: give a seed >= 0"),
+    (["--runs", "30000000"], "argument --runs: 30000000: expected an int from 1 to 200000"),
+    (["--runs", "0"], "argument --runs: 0: expected an int from 1 to 200000"),
+    (["--seed", "-1"], "argument --seed: -1: expected an int from 0 to 4294967295"),
+    (["--sd", "nan"], "argument --sd: nan: expected a number from 1e-09 to 10"),
+    (["--speedups", "1.2,0"], "argument --speedups: 0: expected one or more numbers separated by commas, each from "
+                              "0.001 to 1000"),
 ])
 def test_a_run_count_or_seed_out_of_bounds_is_refused_before_any_run(option, fragment, capsys):
-    assert main(["study", "crossover-power", str(BATCH), *option]) == 2
-    assert fragment in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # as the option is parsed
+        main(["study", "crossover-power", str(BATCH), *option])
+    assert refused.value.code == 2 and fragment in capsys.readouterr().err

@@ -92,10 +92,14 @@ def test_batch_floor_counts_every_request():
 
 
 @pytest.mark.parametrize("option, fragment", [
-    (["--ks", "0,-3"], "--ks -3: expected an int >= 0 (tokens proposed per step)"),
-    (["--contexts", "-5"], "--contexts -5: expected an int >= 0 (tokens)"),
+    (["--ks", "0,-3"], "python -m benchmarks study kflat: argument --ks: -3: expected one or more whole numbers "
+                       "separated by commas, each from 0 to 1024 (see --help)"),
+    (["--contexts", "-5"], "python -m benchmarks study kflat: argument --contexts: -5: expected one or more whole "
+                           "numbers separated by commas, each from 0 to 16777216 (see --help)"),
 ])
 def test_a_negative_k_or_context_is_one_line_before_anything_loads(option, fragment, capsys):
-    assert main(["study", "kflat", "--random-weights", "--quick", *option]) == 2
+    with pytest.raises(SystemExit) as refused:  # as the option is parsed
+        main(["study", "kflat", "--random-weights", "--quick", *option])
     err = capsys.readouterr().err
+    assert refused.value.code == 2
     assert err.strip().splitlines() == [f"error: {fragment}"]
