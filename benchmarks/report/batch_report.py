@@ -44,7 +44,8 @@ def _user(r: SummaryRow) -> str:
 
 
 BATCH_TABLE: tuple[Shown, ...] = (
-    ENGINE, DATASET, value("method", "label"), TEMPERATURE, value("B", "batch_size"), value("n", "n_prompts"),
+    ENGINE, DATASET, value("method", "label"), TEMPERATURE, Shown("B", ("batch_size",), lambda r: fmt(r.batch_size)),
+    value("n", "n_prompts"),
     value("τ", "tau"), value("TPOT ms", "tpot_ms_mean"),
     Shown("tok/s per user p50 / p10", ("tok_per_s_user_p50", "tok_per_s_user_p10", "tok_per_s_user_estimated"), _user),
     value("tok/s total", "tok_per_s_total", 1),
