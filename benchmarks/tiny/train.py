@@ -382,7 +382,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="torch threads; fixed for determinism (1 is also the fastest on busy shared cores)")
     ap.add_argument("--eager", action="store_true",
                     help="train without torch.compile (no C++ toolchain; slower, and other rounding)")
-    ap.add_argument("--scale", type=Bounded(float, 0.01, 100), default=1.0,
+    ap.add_argument("--scale", type=Bounded(float, 1e-6, 100), default=1.0,
                     help="multiply every step and prompt count (a quick smoke run with e.g. 0.02)")
 
 
