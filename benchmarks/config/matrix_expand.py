@@ -11,6 +11,7 @@ from typing import Any
 from benchmarks.config.engine_option_keys import own_options
 from benchmarks.config.matrix_schema import IDENTITY_FIELDS, Matrix
 from benchmarks.core.cells import Cell, CellOptions, OptionValue
+from benchmarks.decide import k_schedules
 from benchmarks.decide.k_schedules import Schedule
 from benchmarks.engines import catalog
 
@@ -107,13 +108,33 @@ def _hashed(name: str, fields: dict[str, Any]) -> str:
 MIN_BATCHES = 4  # independent batches at the largest batch size below which its interval is too wide to decide
 
 
+def _past_written_ranges(matrix: Matrix) -> list[str]:
+    """A line per method whose schedule, written as vLLM's ranges, ends below a batch size of the matrix: that B runs
+    the last range's K (as vLLM carries it upwards), which the ranges as written do not say."""
+    raw = matrix.raw.get("k")
+    written = raw if isinstance(raw, dict) and not k_schedules.looks_like(raw) else dict.fromkeys(matrix.k, raw)
+    out = []
+    for method, value in written.items():
+        schedule = matrix.k.get(method)
+        if not (isinstance(schedule, Schedule) and isinstance(value, list) and k_schedules.looks_like(value)):
+            continue
+        end = max(entry[1] for entry in value)
+        past = [b for b in matrix.batch_size or [] if b > end]
+        if past:
+            out.append(f"k: the ranges of {method} end at B = {end}, so batch_size {', '.join(map(str, past))} "
+                       f"run{'s' if len(past) == 1 else ''} the last range's K = {schedule.k_at(max(past))} (as vLLM "
+                       f"carries it upwards); add a range to run another K there")
+    return out
+
+
 def matrix_warnings(matrix: Matrix) -> list[str]:
     """What a valid matrix will measure too thinly or leave unchecked: a largest batch size with fewer than
     MIN_BATCHES batches of the measured prompts (at B > 1 a batch, not a prompt, is the unit of independence), and
-    batch sizes without 1, whose speculative cells' checks (a verdict of batch 1's) are then NOT CHECKED."""
+    batch sizes without 1, whose speculative cells' checks (a verdict of batch 1's) are then NOT CHECKED, and batch
+    sizes past the last range a schedule's [[first B, last B, K], ...] writes, which run its last K."""
     if not matrix.batch_size:
         return []
-    out = []
+    out = _past_written_ranges(matrix)
     if 1 not in matrix.batch_size and any(m != "baseline" for m in matrix.methods):
         out.append(f"batch_size {matrix.batch_size} has no 1: greedy identity and the distribution check are verdicts "
                    f"of a batch-1 cell, so the speculative cells are NOT CHECKED and the run exits 4 (unless "

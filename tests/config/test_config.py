@@ -147,6 +147,22 @@ def test_k_as_a_schedule_gives_each_batch_size_its_k():
     assert run_id_for(same) != run_id_for(parse_matrix({**BASE, "k": [7, 3], "batch_size": [1, 4]}))
 
 
+def test_a_batch_size_past_the_written_ranges_is_said_to_run_the_last_k():
+    """vLLM's ranges written up to B = 2 and batch sizes 4 and 8: both run the last range's K, as vLLM carries it
+    upwards; validate says so (the plan's cells say K = 7 at B = 4 and 8)."""
+    from benchmarks.config.matrix_expand import matrix_warnings
+
+    for k in ([[1, 1, 15], [2, 2, 7]], {"dflash": [[1, 1, 15], [2, 2, 7]]}):
+        m = parse_matrix({**BASE, "k": k, "batch_size": [1, 2, 4, 8], "num_prompts": 32})
+        assert [(c.label, c.batch_size) for c in expand(m) if c.method == "dflash"] == [
+            ("dflash-k15", 1), ("dflash-k7", 2), ("dflash-k7", 4), ("dflash-k7", 8)]
+        assert matrix_warnings(m) == ["k: the ranges of dflash end at B = 2, so batch_size 4, 8 run the last range's "
+                                      "K = 7 (as vLLM carries it upwards); add a range to run another K there"]
+    written = parse_matrix({**BASE, "k": [[1, 1, 15], [2, 8, 7]], "batch_size": [1, 2, 4, 8], "num_prompts": 32})
+    assert matrix_warnings(written) == []
+    assert matrix_warnings(parse_matrix({**BASE, "k": {1: 15, 2: 7}, "batch_size": [1, 8], "num_prompts": 32})) == []
+
+
 @pytest.mark.parametrize("k, fragment", [
     ({"dflash": {2: 7}}, "the schedule of dflash: the schedule must start at batch size 1"),
     ({1: 16}, "exceeds block_size-1=15"),
