@@ -45,10 +45,24 @@ def check_distinct(source: str, key: str, values: list[Any], where: str = "") ->
         raise fail(source, key, f"lists {', '.join(repeated)} more than once{where}; give each value once")
 
 
+def got(value: Any) -> str:
+    """A value a key refused, as the message shows it: a number that YAML read as text says so, with the spelling
+    it reads as a number (YAML 1.1, which PyYAML reads, takes 1e-9 as text and 1.0e-9 as a number)."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return repr(value)
+        mantissa, e, exponent = value.strip().lower().partition("e")
+        fix = f"; write {mantissa}.0e{exponent}" if e and "." not in mantissa else ""
+        return f"the text {value!r} (quoted, or a number YAML reads as text{fix})"
+    return repr(value)
+
+
 def check_int(source: str, key: str, value: Any, minimum: int) -> int:
     """An int (not a bool) of at least `minimum`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise fail(source, key, f"expected an int >= {minimum}, got {value!r}")
+        raise fail(source, key, f"expected an int >= {minimum}, got {got(value)}")
     return value
 
 

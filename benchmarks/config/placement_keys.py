@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.config.matrix_checks import Parser, Parsing, fail
+from benchmarks.config.matrix_checks import Parser, Parsing, fail, got
 from benchmarks.core.numbers import is_finite
 from benchmarks.engines import catalog
 
@@ -53,7 +53,7 @@ def check_seconds(source: str, key: str, value: Any, default: float) -> float:
     platform's clock)."""
     if not is_finite(value) or not 0 < value <= MAX_TIMEOUT_S:
         raise fail(source, key, f"expected a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (a week; default "
-                                f"{default:g}), got {value!r}")
+                                f"{default:g}), got {got(value)}")
     return float(value)
 
 

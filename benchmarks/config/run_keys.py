@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.config.engine_option_keys import max_model_lens
-from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, check_name, fail
+from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, check_name, fail, got
 from benchmarks.config.model_files import draft_block_size
 from benchmarks.core.cells import DRAFT_METHODS, METHODS, SPEC_METHODS
 from benchmarks.core.numbers import is_finite
@@ -171,7 +171,7 @@ def temperatures(p: Parsing) -> list[float]:
     for t in temps:
         if not is_finite(t) or t < 0:
             infinite = isinstance(t, float) and not is_finite(t)
-            raise fail(source, "temperature", f"expected a float >= 0, got {t!r}"
+            raise fail(source, "temperature", f"expected a float >= 0, got {got(t)}"
                                               + (" (not a finite number)" if infinite else ""))
         floor = MIN_TEMPERATURE
         if 0 < t < floor:
@@ -195,7 +195,7 @@ def max_new_tokens(p: Parsing) -> int:
     max_new_tokens = check_int(source, "max_new_tokens", p.get("max_new_tokens"), 1)
     for where, value in max_model_lens(engines, options):
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise fail(source, where, f"max_model_len: expected an int >= 2 (prompt + output tokens), got {value!r}")
+            raise fail(source, where, f"max_model_len: expected an int >= 2 (prompt + output tokens), got {got(value)}")
         if max_new_tokens >= value:
             raise fail(source, where, f"max_model_len {value} leaves no room for a prompt beside max_new_tokens "
                                       f"{max_new_tokens}; raise max_model_len or lower max_new_tokens")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail
+from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail, got
 from benchmarks.core.numbers import is_finite
 from benchmarks.decide.capacity import AXES, MAX_LOADS, MODES, grid_of, rounds_of
 from benchmarks.decide.slo import METRICS, PERCENTILES, THRESHOLD_NAME, Slo, fewest_requests, look_confidence
@@ -23,7 +23,7 @@ def _threshold(source: str, name: Any, limit: Any) -> tuple[str, float]:
                                   f"percentile {', '.join(map(str, PERCENTILES))}, metric {', '.join(METRICS)}; e.g. "
                                   f"{EXAMPLE}")
     if isinstance(limit, bool) or not is_finite(limit) or not limit > 0:
-        raise fail(source, "slo", f"{name}: expected a finite number of milliseconds > 0, got {limit!r}")
+        raise fail(source, "slo", f"{name}: expected a finite number of milliseconds > 0, got {got(limit)}")
     return name, float(limit)
 
 
@@ -54,7 +54,7 @@ def _loads(p: Parsing, axis: str) -> tuple[list[float], float]:
     else:
         for key, v in [("slo_range", x) for x in given] + [("slo_step", step)]:
             if isinstance(v, bool) or not is_finite(v) or not v > 0:
-                raise fail(source, key, f"expected a finite number of requests per second > 0, got {v!r}")
+                raise fail(source, key, f"expected a finite number of requests per second > 0, got {got(v)}")
         low, high = (float(v) for v in given)
     if low > high:
         raise fail(source, "slo_range", f"[{low:g}, {high:g}]: the low end is above the high end; give [low, high]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.config.engine_option_keys import engine_max_model_len
-from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail
+from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail, got
 from benchmarks.core.numbers import is_finite
 from benchmarks.data.chat_template import DEFAULT_TEMPLATE
 from benchmarks.data.dataset_registry import DATASETS, has_answers
@@ -36,7 +36,7 @@ def load(p: Parsing) -> tuple[list[int], float | None]:
         raise fail(source, "concurrency", f"lists a level twice: {levels}")
     rate = p.get("request_rate")
     if rate is not None and (not is_finite(rate) or not rate > 0):
-        raise fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {rate!r}; "
+        raise fail(source, "request_rate", f"expected a finite float > 0 (requests per second), got {got(rate)}; "
                                            f"omit it to send every request at once")
     batch = [e for e in p.parsed["engine"] if e in catalog.batch()]
     for key, used in (("concurrency", levels != [1]), ("request_rate", rate is not None)):

@@ -361,3 +361,25 @@ def test_engine_options_within_their_range_pass():
     assert m.engine_options == {"llama.cpp": {"ngram_n": 4, "threads": 0}}
     v = parse_matrix({**NGRAM, "engine_options": {"vllm": {"prompt_lookup_min": 2, "prompt_lookup_max": 5}}})
     assert v.engine_options["vllm"]["prompt_lookup_max"] == 5
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ("slo_step: 1e-9", "'slo_step': expected a finite number of requests per second > 0, got the text '1e-9' (quoted, "
+                       "or a number YAML reads as text; write 1.0e-9)"),
+    ("temperature: 7E-1", "'temperature': expected a float >= 0, got the text '7E-1' (quoted, or a number YAML reads "
+                          "as text; write 7.0e-1)"),
+    ('num_prompts: "8"', "'num_prompts': expected an int >= 1, got the text '8' (quoted, or a number YAML reads as "
+                         "text)"),
+])
+def test_a_number_yaml_reads_as_text_is_named_with_the_spelling_it_reads(raw, fragment, tmp_path):
+    """PyYAML reads YAML 1.1, where 1e-9 (no '.' before the exponent) is text: the refusal says so and how to write
+    it, rather than showing a number that looks right."""
+    from benchmarks.config.matrix_parse import load_matrix
+
+    path = tmp_path / "m.yaml"
+    step = "" if raw.startswith("slo_step") else "slo_step: 0.5\n"
+    path.write_text("name: m\npreset: tiny\nengine: vllm-serve\ndatasets: [humaneval]\nslo: {p90_tpot_ms: 50}\n"
+                    "slo_load: request_rate\nslo_range: [0.5, 4.0]\n" + step + raw + "\n")
+    with pytest.raises(ConfigError) as refused:
+        load_matrix(path)
+    assert fragment in str(refused.value)
