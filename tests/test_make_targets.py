@@ -82,11 +82,14 @@ def test_make_expands_every_target(target: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_clean_removes_only_what_git_ignores() -> None:
+def test_clean_removes_only_what_git_ignores(tmp_path) -> None:
     words = [w for line in recipe("clean").splitlines() if line.strip().startswith("rm -rf")
              for w in shlex.split(line.strip())[2:]]
     paths = [w.replace("$$VENV", ".venv").replace("$$TPU_VENV", ".venv-tpu") for w in words]
     assert {".venv", ".venv-tpu", "results/runs"} <= set(paths)
-    # each is a folder (git's folder patterns match a path given with its slash, whether or not it is there)
-    kept = [p for p in paths if subprocess.run(["git", "check-ignore", "-q", f"{p}/"], cwd=ROOT).returncode != 0]
+    # the checkout's .gitignore in an empty repository, where nothing stands at these paths (in a checkout a .venv
+    # that is a link stops git's check); each is a folder, which git's folder patterns match given with its slash
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    kept = [p for p in paths if subprocess.run(["git", "check-ignore", "-q", f"{p}/"], cwd=tmp_path).returncode != 0]
     assert not kept, f"make clean removes paths git does not ignore: {kept}"
