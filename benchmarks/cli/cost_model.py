@@ -48,7 +48,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help=f"--chip: K where the source does not say it (default {CHIP_DEFAULTS['k']})")
     ap.add_argument("--block-size", type=Bounded(int, 1, 1024),
                     help="--chip: the draft's block (its queries) where the source does not "
-                    f"say it (default {CHIP_DEFAULTS['block_size']})")
+                         f"say it (default {CHIP_DEFAULTS['block_size']})")
     ap.add_argument("--overhead-ms", type=Bounded(float, 0, 1e9),
                     help="--chip: time added to every forward pass beyond bytes and FLOPs (default 0: at the roofline)")
     ap.add_argument("--batch", type=Bounded(int, 1, 1 << 20, many=True),

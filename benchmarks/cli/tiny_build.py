@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.core.cells import MAX_SEED
 from benchmarks.core.exit_codes import BadInput, Exit
 from benchmarks.core.numbers import Bounded
 from benchmarks.data.tiny_checkpoints import build_pair
@@ -11,7 +12,7 @@ from benchmarks.data.tiny_checkpoints import build_pair
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--seed", type=Bounded(int, 0, 2**31 - 1), default=0)
+    ap.add_argument("--seed", type=Bounded(int, 0, MAX_SEED), default=0)
     ap.add_argument("--oracle", action="store_true", help="target and draft always emit the same token")
     ap.add_argument("--force", action="store_true", help="write into a folder that is not empty (replacing its "
                                                          "checkpoints, trained ones included)")

@@ -280,7 +280,7 @@ class Drawn:
     failed: list[tuple[str, str]]
 
 
-def _guarded(name: str, draw: Callable[[], T], failed: list[tuple[str, str]]) -> T | None:
+def guarded(name: str, draw: Callable[[], T], failed: list[tuple[str, str]]) -> T | None:
     """draw()'s result, or None with (name, its error) added to failed."""
     try:
         return draw()
@@ -289,8 +289,9 @@ def _guarded(name: str, draw: Callable[[], T], failed: list[tuple[str, str]]) ->
         return None
 
 
-def _named(name: str, draw: Callable[[], Figure | None]) -> dict[str, Figure | None]:
-    return {name: draw()}
+def _one(name: str, draw: Callable[[], Figure | None]) -> tuple[str, Callable[[], dict[str, Figure | None]]]:
+    """A drawer of one figure, named as its file."""
+    return name, lambda: {name: draw()}
 
 
 def run_figures(summary: Summary, out_dir: Path) -> Drawn:
@@ -308,17 +309,17 @@ def run_figures(summary: Summary, out_dir: Path) -> Drawn:
                lambda: tpot_cdf_figure(alone, subtitle(rows) if not rows.empty else ""),
                lambda: temperature_figure(rows), lambda: context_figure(rows), lambda: step_time_figure(rows))
     drawers: list[tuple[str, Callable[[], dict[str, Figure | None]]]] = [
-        *((name, partial(_named, name, draw)) for name, draw in zip(RUN_FIGURES, singles)),
+        *map(_one, RUN_FIGURES, singles),
         ("serving figures", lambda: serve_figures(full)),
         ("batch figures", lambda: batch_figures(full)),
-        ("engines_vs_strongest", lambda: _named("engines_vs_strongest", lambda: engines_figure(rows))),
+        _one("engines_vs_strongest", lambda: engines_figure(rows)),
         ("capacity figures", lambda: capacity_figures(summary.capacities, summary.manifest)),
     ]
     failed: list[tuple[str, str]] = []
     figures: dict[str, Figure | None] = {}
     for name, draw in drawers:
-        figures.update(_guarded(name, draw, failed) or {})
-    saved = (_guarded(name, partial(save_figure, fig, out_dir / f"{name}.png"), failed)
+        figures.update(guarded(name, draw, failed) or {})
+    saved = (guarded(name, partial(save_figure, fig, out_dir / f"{name}.png"), failed)
              for name, fig in figures.items() if fig is not None)
     paths = [path for path in saved if path is not None]
     for name, _ in failed:  # a figure of an earlier rendering would stand for data it was not drawn from

@@ -131,10 +131,8 @@ def write_reports(run_dir: Path) -> Written:
     drawn = (plots.run_figures(summary, run_dir / "figures") if summary.rows or summary.capacities
              else plots.Drawn([], []))
     failed = list(drawn.failed)
-    try:
-        text = render_report(summary, drawn, run_dir)
-    except Exception as exc:  # noqa: BLE001 - a section's bug must not cost the tables and figures written above
-        failed.append(("report.md", f"{type(exc).__name__}: {exc}"))
+    text = plots.guarded("report.md", lambda: render_report(summary, drawn, run_dir), failed)
+    if text is None:  # a section's bug costs only report.md: the tables and figures are written above
         text = (f"# Run {summary.manifest.run_id}\n\nThis report could not be rendered ({failed[-1][1]}). "
                 f"summary.csv and figures/ hold what was measured; `python -m benchmarks report` on this folder "
                 f"renders it again.\n")

@@ -478,8 +478,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budget-s", type=Bounded(float, 1, 604_800), default=480.0,
                     help="seconds for everything, compiles included")
     ap.add_argument("--memory-gb", type=Bounded(float, 0.01, 100_000),
-                    help="memory free for a point's caches (default: the device's own "
-                                                    "statistics; unchecked where it has none)")
+                    help="memory free for a point's caches (default: the device's own statistics; unchecked where "
+                         "it has none)")
     ap.add_argument("--profile-above", type=Bounded(float, 0, 1e6), default=0.0,
                     help="profile memory-bound points above this many times their floor (0: none)")
     ap.add_argument("--profile-max", type=Bounded(int, 0, 1000), default=3, help="points profiled at most")

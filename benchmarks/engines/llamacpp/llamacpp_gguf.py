@@ -102,9 +102,9 @@ def ensure_gguf(model_dir: Path, dtype: str = "float32", target_dir: Path | None
                     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
                     raise BuildUnavailable(f"llama.cpp: converting {model_dir} failed:\n{tail}")
                 info: GgufStamp = {"source": str(model_dir), "source_sha256": model_sha, "outtype": outtype,
-                                        "target": str(target_dir) if target_dir else None, "release": PIN,
-                                        "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
-                                        "pre_tokenizer_fallback": FALLBACK_MARK in done.stdout + done.stderr}
+                                   "target": str(target_dir) if target_dir else None, "release": PIN,
+                                   "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+                                   "pre_tokenizer_fallback": FALLBACK_MARK in done.stdout + done.stderr}
                 (staging / "gguf.json").write_text(json.dumps(info, indent=2) + "\n")
                 staging.rename(folder)
         info = json.loads(stamp.read_text())

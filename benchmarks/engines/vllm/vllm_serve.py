@@ -75,6 +75,14 @@ class Choice(TypedDict, total=False):
     prompt_logprobs: list[dict[str, Logprob] | None]
 
 
+def _logprob_row(rows: list[dict[str, Logprob] | None], position: int) -> dict[str, Logprob]:
+    """A prompt position's log-probabilities; a position without them (only the first has none) is an error."""
+    row = rows[position]
+    if row is None:
+        raise RuntimeError(f"vllm serve returned no prompt logprobs at position {position}")
+    return row
+
+
 class VllmServer(ServerProcess):
     """One `vllm serve` process for one cell; a context manager that always stops it. `sequences`: the most requests
     it will have in flight (the matrix's largest concurrency), which sizes its KV cache on CPU."""
@@ -150,8 +158,8 @@ class VllmServer(ServerProcess):
                                      "temperature": 0.0, "prompt_logprobs": 0})
             for i, choice in zip(todo, choices, strict=True):
                 rows = choice["prompt_logprobs"]  # None only at position 0, before any prompt token's
-                scores[i] = sum(float(row[str(t)]["logprob"]) for j, t in enumerate(continuations[i])
-                                if (row := rows[n + j]) is not None)
+                scores[i] = sum(float(_logprob_row(rows, n + j)[str(t)]["logprob"])
+                                for j, t in enumerate(continuations[i]))
         return scores
 
     def describe(self) -> Mapping[str, object]:
