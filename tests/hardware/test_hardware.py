@@ -69,3 +69,12 @@ def test_matmul_table_measures_each_weight_shape_once_for_all_its_row_counts(tmp
     assert measure.matmul_table(shapes, "float32", "io") == {(1, 8, 16): 1e-3, (4, 8, 16): 4e-3, (1, 16, 8): 1e-3}
     assert measure.matmul_table(shapes + [(2, 8, 16)], "float32", "io")[(2, 8, 16)] == 2e-3
     assert calls == [((1, 4), 8, 16, "io", False), ((1,), 16, 8, "io", False), ((2,), 8, 16, "io", False)]
+
+
+def test_matmul_table_never_prices_more_rows_of_a_weight_below_fewer(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure, "cache_file", lambda: tmp_path / "machine.json")
+    noisy = {1: 3e-3, 2: 1e-3, 4: 2e-3, 8: 5e-3}  # rows 2 and 4 timed in a quiet spell
+    monkeypatch.setattr(measure, "measure_matmul_seconds", lambda rows, *_: {r: noisy[r] for r in rows})
+    table = measure.matmul_table([(r, 8, 16) for r in (8, 4, 2, 1)] + [(2, 16, 8)], "float32", "io")
+    assert [table[(r, 8, 16)] for r in (1, 2, 4, 8)] == [3e-3, 3e-3, 3e-3, 5e-3]
+    assert table[(2, 16, 8)] == 1e-3  # another weight shape: its own figures
