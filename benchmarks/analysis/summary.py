@@ -22,7 +22,7 @@ from benchmarks.hardware.provenance import EnvironmentKey, content_id, environme
 from benchmarks.records.manifest_read import Manifest
 from benchmarks.records.records import PROBE_KINDS, ByKind, Line, RequestLine, SamplesLine
 from benchmarks.records.store import ProvenanceRecord, RunStore
-from benchmarks.records.summary_row import SummaryRow
+from benchmarks.records.summary_row import SummaryRow, label_at
 from verification import distribution
 from verification.lossless import Verdicts, judge
 
@@ -161,12 +161,14 @@ class Summary:
     @cached_property
     def environments(self) -> dict[str, tuple[EnvironmentKey, set[str]]]:
         """Each environment the run's units were measured in (by its content id): its key and the units measured
-        there ("<label> on <workload>")."""
+        there ("<label> @B=<batch size> on <workload>", as the tables name its row)."""
         out: dict[str, tuple[EnvironmentKey, set[str]]] = {}
         for r in self.records.all():
             if r.provenance_id in self.provenances:
                 key = environment_key(self.provenances[r.provenance_id]["environment"])
-                out.setdefault(content_id(key), (key, set()))[1].add(f"{r.label} on {r.workload}")
+                cell = self.manifest.cells.get(r.cell_id)
+                unit = label_at(r.label, r.level_of(), cell.batch_size if cell else None)
+                out.setdefault(content_id(key), (key, set()))[1].add(f"{unit} on {r.workload}")
         return out
 
     @cached_property

@@ -139,3 +139,9 @@ class SummaryRow:
     def of(cls, values: dict[str, Any]) -> SummaryRow:
         """The row of a mapping that holds every column (a computed row, or one read back from summary.csv)."""
         return cls(**values)
+
+
+def label_at(label: str, concurrency: int | None, batch_size: int | None) -> str:
+    """A method label with a serving level, or an offline batch size above 1, where there is one."""
+    return (label + (f" @C={concurrency}" if concurrency else "")
+            + (f" @B={batch_size}" if (batch_size or 1) > 1 else ""))

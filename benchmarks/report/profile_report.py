@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from benchmarks.analysis.speculation_profile import AGREE, PREFIX, TAU_SUM, TOLERANCE, Profile, Source
-from benchmarks.report.shown import label_at
+from benchmarks.records.summary_row import label_at
 
 CHECKS = {TAU_SUM: "τ = 1 + Σ p_i", PREFIX: "p_i non-increasing", AGREE: "agreement"}
 SOURCES = {"counters": "engine counters", "requests": "accept lengths", "both": "engine counters vs accept lengths"}

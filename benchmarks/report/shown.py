@@ -10,7 +10,7 @@ from typing import Any
 
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.numbers import is_number
-from benchmarks.records.summary_row import SummaryRow
+from benchmarks.records.summary_row import SummaryRow, label_at
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,6 @@ def drawn(*specs: Sequence[Shown]) -> set[str]:
 def row_label(r: SummaryRow) -> str:
     """A summary row's method label, with its serving level or its offline batch size above 1 when it has one."""
     return label_at(r.label, r.concurrency, r.batch_size)
-
-
-def label_at(label: str, concurrency: int | None, batch_size: int | None) -> str:
-    """A method label with a serving level, or an offline batch size above 1, where there is one."""
-    return (label + (f" @C={concurrency}" if concurrency else "")
-            + (f" @B={batch_size}" if (batch_size or 1) > 1 else ""))
 
 
 # Columns most tables share.

@@ -41,6 +41,9 @@ class DescribedEngine:
         tpot = 0.010 if self.cell.method == "baseline" else 0.004
         return RequestRecord(out, ttft_s=0.05, last_token_s=0.05 + tpot * (len(out) - 1))
 
+    def generate_batch(self, prompts, params):
+        return [self.generate(p, params) for p in prompts]
+
     def spec_counters(self):
         return None if self.cell.method == "baseline" else SpecCounters.from_accept_lengths(self.lengths, self.cell.k)
 
@@ -260,6 +263,23 @@ def test_a_run_resumed_in_another_environment_says_which_units_came_from_where(t
                and "baseline on local" not in line for line in lines)
     assert any("baseline on local" in line and "feedface" not in line for line in lines if line.startswith("- git"))
     assert "the latest invocation's; the units differ" in lines[1]
+
+
+def test_units_of_a_resumed_run_are_named_with_their_batch_size(tmp_path, prompts, monkeypatch):
+    m = make_matrix(TINY / "target", TINY / "dflash", prompts, batch_size=[1, 2])
+    run_dir, _ = run_matrix(m, tmp_path / "run", progress=False)
+    cells = RunStore(run_dir).run_manifest().cells
+    batched = {cid for cid, c in cells.items() if c.batch_size == 2 and c.method == "dflash"}
+    for unit in RunStore(run_dir).units_dir.glob("*.jsonl"):
+        if unit.name.split("__")[0] in batched:
+            unit.unlink()  # as if the run had stopped before the B = 2 DFlash cell
+    monkeypatch.setattr(provenance, "git_sha", lambda: "feedface")
+    run_matrix(m, tmp_path / "run", progress=False)
+    write_reports(run_dir)
+    listed = [line for line in (run_dir / "report.md").read_text().splitlines() if line.startswith("- git")]
+    new = next(line for line in listed if "feedface" in line)
+    assert "dflash-k3 @B=2 on local" in new and "dflash-k3 on local" not in new
+    assert any("dflash-k3 on local" in line for line in listed if "feedface" not in line)
 
 
 # --- caveats -------------------------------------------------------------------------------------------------------
