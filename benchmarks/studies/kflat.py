@@ -391,7 +391,8 @@ def main(args: argparse.Namespace) -> int:
             "floor_applies": applies, "floor_note": floor.note, "predicted_for": device.name if device else None,
             "prediction_source": device.source if device else None, "repeats": args.repeats, "warmup": args.warmup,
             **({"batch": list(args.batch)} if args.batch else {}),
-            "packages": provenance.package_versions(), "git_sha": provenance.git_sha()}
+            "packages": provenance.package_versions(), "git_sha": provenance.git_sha(),
+            "code_sha256": provenance.code_sha256()}
     (out / "kflat.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     for r in rows:

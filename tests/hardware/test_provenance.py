@@ -265,6 +265,39 @@ def test_a_run_resumed_in_another_environment_says_which_units_came_from_where(t
     assert "the latest invocation's; the units differ" in lines[1]
 
 
+def test_code_sha256_follows_the_harness_sources_and_nothing_else(tmp_path):
+    for name in ("benchmarks/a.py", "benchmarks/sub/b.py", "verification/c.py", "docs/d.py", "benchmarks/e.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}\n")
+    first = provenance.code_sha256(tmp_path)
+    (tmp_path / "docs/d.py").write_text("changed")
+    (tmp_path / "benchmarks/e.txt").write_text("changed")
+    assert provenance.code_sha256(tmp_path) == first  # neither is the harness's Python code
+    (tmp_path / "benchmarks/sub/b.py").write_text("# changed\n")
+    assert provenance.code_sha256(tmp_path) != first
+    (tmp_path / "benchmarks/sub/b.py").rename(tmp_path / "benchmarks/b.py")
+    (tmp_path / "benchmarks/b.py").write_text("# benchmarks/sub/b.py\n")
+    assert provenance.code_sha256(tmp_path) != first  # a file moved is other code
+
+
+def test_a_run_resumed_on_other_code_under_the_same_git_sha_says_so(tmp_path, prompts, monkeypatch):
+    """A working tree copied without its git metadata, or with an older commit's, records the same git sha for
+    other code: the code's own hash tells the units apart."""
+    monkeypatch.setattr(provenance, "git_sha", lambda: "abc-dirty")
+    m = make_matrix(TINY / "target", TINY / "dflash", prompts)
+    run_dir, _ = run_matrix(m, tmp_path / "run", progress=False)
+    write_reports(run_dir)
+    one = [line for line in (run_dir / "report.md").read_text().splitlines() if "one environment" in line]
+    assert one == [f"All 3 units were measured in one environment: git abc-dirty (code {provenance.code_sha256()}), "
+                   f"{provenance.detect_platform()} · {provenance.describe_hardware()['device']}."]
+    next(p for p in RunStore(run_dir).units_dir.glob("*.jsonl") if "dflash" in p.read_text()).unlink()
+    monkeypatch.setattr(provenance, "code_sha256", lambda: "0123456789ab")
+    run_matrix(m, tmp_path / "run", progress=False)
+    write_reports(run_dir)
+    report = (run_dir / "report.md").read_text()
+    assert "MIXED PROVENANCE" in report and "differ in code_sha256" in report and "differ in git_sha" not in report
+
+
 def test_units_of_a_resumed_run_are_named_with_their_batch_size(tmp_path, prompts, monkeypatch):
     m = make_matrix(TINY / "target", TINY / "dflash", prompts, batch_size=[1, 2])
     run_dir, _ = run_matrix(m, tmp_path / "run", progress=False)
