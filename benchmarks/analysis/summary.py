@@ -162,13 +162,13 @@ class Summary:
     def environments(self) -> dict[str, tuple[EnvironmentKey, set[str]]]:
         """Each environment the run's units were measured in (by its content id): its key and the units measured
         there ("<label> @B=<batch size> on <workload>", as the tables name its row)."""
+        keys = {pid: environment_key(p["environment"]) for pid, p in self.provenances.items()}
+        ids = {pid: content_id(key) for pid, key in keys.items()}
         out: dict[str, tuple[EnvironmentKey, set[str]]] = {}
         for r in self.records.all():
-            if r.provenance_id in self.provenances:
-                key = environment_key(self.provenances[r.provenance_id]["environment"])
-                cell = self.manifest.cells.get(r.cell_id)
-                unit = label_at(r.label, r.level_of(), cell.batch_size if cell else None)
-                out.setdefault(content_id(key), (key, set()))[1].add(f"{unit} on {r.workload}")
+            if r.provenance_id in keys:
+                unit = label_at(r.label, r.level_of(), self.manifest.cells[r.cell_id].batch_size)
+                out.setdefault(ids[r.provenance_id], (keys[r.provenance_id], set()))[1].add(f"{unit} on {r.workload}")
         return out
 
     @cached_property

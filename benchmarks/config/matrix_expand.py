@@ -11,8 +11,7 @@ from typing import Any
 from benchmarks.config.engine_option_keys import own_options
 from benchmarks.config.matrix_schema import IDENTITY_FIELDS, Matrix
 from benchmarks.core.cells import Cell, CellOptions, OptionValue
-from benchmarks.decide import k_schedules
-from benchmarks.decide.k_schedules import Schedule
+from benchmarks.decide.k_schedules import Schedule, looks_like
 from benchmarks.engines import catalog
 
 IDENTITY_VERSION = 1  # raise it when `identity` changes what it hashes
@@ -112,11 +111,11 @@ def _past_written_ranges(matrix: Matrix) -> list[str]:
     """A line per method whose schedule, written as vLLM's ranges, ends below a batch size of the matrix: that B runs
     the last range's K (as vLLM carries it upwards), which the ranges as written do not say."""
     raw = matrix.raw.get("k")
-    written = raw if isinstance(raw, dict) and not k_schedules.looks_like(raw) else dict.fromkeys(matrix.k, raw)
+    written = raw if isinstance(raw, dict) and not looks_like(raw) else dict.fromkeys(matrix.k, raw)
     out = []
     for method, value in written.items():
         schedule = matrix.k.get(method)
-        if not (isinstance(schedule, Schedule) and isinstance(value, list) and k_schedules.looks_like(value)):
+        if not (isinstance(schedule, Schedule) and isinstance(value, list) and looks_like(value)):
             continue
         end = max(entry[1] for entry in value)
         past = [b for b in matrix.batch_size or [] if b > end]
