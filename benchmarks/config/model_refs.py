@@ -63,7 +63,7 @@ def load_tokenizer(target: str) -> Any:
 
 def fingerprint_models(matrix: Matrix, cells: list[Cell]) -> dict[str, ModelFingerprint]:
     """The files behind every model reference of a matrix: content hash, config, weight size."""
-    return {ref: provenance.model_fingerprint(materialize(ref) or "")
+    return {ref: provenance.model_fingerprint(materialize(ref) or "", ref)
             for ref in sorted({matrix.target, *(c.draft for c in cells if c.draft)})}
 
 

@@ -304,18 +304,27 @@ def weight_size(folder: Path, cfg: HfConfig) -> WeightSize:
             "weight_bytes_source": "unknown: no safetensors, index or usable config"}
 
 
-def model_fingerprint(ref: str) -> ModelFingerprint:
-    """Where a model's files are, their content hash, its config and its weight size (with the size's source)."""
+def model_fingerprint(ref: str, shown: str | None = None) -> ModelFingerprint:
+    """Where a model's files are, their content hash, its config and its weight size (with the size's source). The
+    record names the model as `shown` (the matrix's own reference; default `ref`) and a folder inside the repository
+    by its path from the root, so that a run's files carry no path of the machine that measured it."""
     folder, found = resolve_model(ref)
+    ref = shown or ref
     if folder is None:
         return {"ref": ref, "found": found, "path": None, "content_sha256": None, "config_sha256": None,
                 "config": None, "weight_bytes": None, "parameters": None, "weight_dtype": None,
                 "weight_bytes_source": f"unknown: {found}"}
     cfg_file = folder / "config.json"
     cfg: HfConfig = json.loads(cfg_file.read_text()) if cfg_file.is_file() else {}
-    return {"ref": ref, "found": found, "path": str(folder), "content_sha256": content_sha256(folder),
+    return {"ref": ref, "found": found, "path": repo_relative(folder), "content_sha256": content_sha256(folder),
             "config_sha256": hashlib.sha256(cfg_file.read_bytes()).hexdigest() if cfg_file.is_file() else None,
             "config": cfg, **weight_size(folder, cfg)}
+
+
+def repo_relative(path: Path) -> str:
+    """A path as a run records it: from the repository's root where it lies inside it, else absolute."""
+    real = path.resolve()
+    return real.relative_to(ROOT).as_posix() if real.is_relative_to(ROOT) else str(real)
 
 
 def weights_id(*fingerprints: ModelFingerprint | None) -> str:

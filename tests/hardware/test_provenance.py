@@ -212,6 +212,21 @@ def test_changed_weights_are_measured_again_and_unchanged_ones_resume(tmp_path, 
     assert "| local | vllm | dflash-k3 | 0 | 2 |" in (run_dir / "report.md").read_text()
 
 
+def test_a_runs_files_name_the_repositorys_models_by_their_path_from_its_root(tmp_path, prompts):
+    m = make_matrix("models/tiny/target", "models/tiny/dflash", prompts)
+    run_dir, failed = run_matrix(m, tmp_path / "run", progress=False)
+    assert failed == 0
+    models = RunStore(run_dir).manifest()["models"]
+    assert {ref: (fp["ref"], fp["path"]) for ref, fp in models.items()} == {
+        "models/tiny/target": ("models/tiny/target", "models/tiny/target"),
+        "models/tiny/dflash": ("models/tiny/dflash", "models/tiny/dflash")}
+    written = [p for p in run_dir.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")]
+    assert written and not [p.name for p in written if str(ROOT) in p.read_text()]
+    elsewhere = tmp_path / "elsewhere"  # a folder outside the repository keeps its absolute path
+    shutil.copytree(TINY / "target", elsewhere)
+    assert provenance.model_fingerprint(str(elsewhere))["path"] == str(elsewhere.resolve())
+
+
 def test_file_hashes_are_cached_by_path_size_and_mtime(tmp_path):
     folder = tmp_path / "m"
     shutil.copytree(TINY / "dflash", folder)
