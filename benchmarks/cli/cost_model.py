@@ -157,7 +157,7 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
         raise ConfigError(f"--fit-from {path}: the grid's shape is {shape_name or 'not recorded'}; give --shape (one "
                           f"of {', '.join(sorted(SHAPES))})")
     try:
-        rows = read_csv_text(path, numeric=("batch", "context", "k")).to_dict("records")
+        rows = read_csv_text(path, numeric=("batch", "context", "k", "write_behind")).to_dict("records")
     except ValueError as exc:
         raise ConfigError(f"--fit-from {exc}") from None
     missing = {"batch", "context", "k", "status", "step_ms"} - set(rows[0] if rows else {})

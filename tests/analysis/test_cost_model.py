@@ -261,6 +261,20 @@ def test_terms_fitted_to_a_chip_grid_price_a_published_tau_at_each_batch(capsys)
     assert "| math500 | 8.80 |" in out and "| 32 |" in out  # K = 15 at every B asked
 
 
+def test_a_fit_leaves_out_the_steps_of_a_write_behind_window(tmp_path, capsys):
+    """The terms price the engine as it writes its caches by default: a grid's points at a window (study device-grid
+    --write-behind) run another step and stay out of the fit."""
+    header, *rows = V5E_GRID.read_text().splitlines()
+    windowed = rows[0].split(",")
+    windowed[4] = "1.0"  # a step no fit of the others could reproduce
+    grid = tmp_path / "grid.csv"
+    grid.write_text("\n".join([header + ",write_behind", *(r + ",0" for r in rows), ",".join(windowed) + ",16"]))
+    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(grid), "--shape", "qwen3-4b",
+                 "--tau-from", str(PUBLISHED), "--batch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Step terms fitted to 18 steps" in out and "| 1.000 |" not in out
+
+
 def test_a_grid_without_its_shape_or_with_another_price_is_refused(tmp_path, capsys):
     bare = tmp_path / "grid.csv"
     bare.write_text(V5E_GRID.read_text())

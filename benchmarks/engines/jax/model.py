@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from functools import partial, reduce
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -160,6 +160,53 @@ def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array
             for name in ("k", "v")}
 
 
+class Behind(NamedTuple):
+    """A batch's write-behind window (batch.write_behind): one request's K and V rows of its last `filled` steps,
+    slot-major [W, L, KVH, D], that are not yet in its cache, whose rows below `base` hold its earlier positions (slot
+    j holds position base + j). Under a batch's vmap, k and v carry the batch on axis 2 (BEHIND_AXIS) and `filled`
+    is the batch's one count, so that a step's rows of the whole batch are one contiguous block."""
+
+    k: jax.Array
+    v: jax.Array
+    base: jax.Array
+    filled: jax.Array
+
+    def part(self, layer: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The window's rows of one layer as an attention part: k, v [KVH, W, D] and the slots written."""
+        visible = jnp.arange(self.k.shape[0]) < self.filled
+        return self.k[:, layer].transpose(1, 0, 2), self.v[:, layer].transpose(1, 0, 2), visible
+
+    def written(self, rows: dict[str, list[jax.Array]], read: jax.Array) -> Behind:
+        """The window with one step's rows (each layer's [KVH, 1, D]) in slot `filled`, ordered after `read` (as
+        write_after orders the cache's write)."""
+        after = jnp.zeros((), self.k.dtype) * read.ravel()[0].astype(self.k.dtype)
+        k, v = (write_slot(old, jnp.stack(rows[name])[:, :, 0].astype(old.dtype)[None] + after, self.filled)
+                for name, old in (("k", self.k), ("v", self.v)))
+        return self._replace(k=k, v=v)
+
+
+BEHIND_AXIS = 2  # the batch axis of a batch's window, [W, L, B, KVH, D]
+
+
+@jax.custom_batching.custom_vmap
+def write_slot(window: jax.Array, rows: jax.Array, slot: jax.Array) -> jax.Array:
+    """window [W, L, KVH, D] with rows [1, L, KVH, D] in slot `slot`."""
+    return jax.lax.dynamic_update_slice(window, rows, (slot, 0, 0, 0))
+
+
+@write_slot.def_vmap
+def _write_slot_of_a_batch(size: int, batched: list[bool], window: jax.Array, rows: jax.Array,
+                           slot: jax.Array) -> tuple[jax.Array, bool]:
+    """A batch's step into its window, [W, L, B, KVH, D] (BEHIND_AXIS): every request's rows in the one slot the
+    batch shares, a single contiguous update (vmap hands the batch axis first)."""
+    if batched[2]:
+        raise ValueError("a batch's write-behind slot is shared by its requests")
+    window, rows = (x if b else jnp.broadcast_to(x, (size, *x.shape)) for x, b in zip((window, rows), batched))
+    out = jax.lax.dynamic_update_slice(jnp.moveaxis(window, 0, BEHIND_AXIS), jnp.moveaxis(rows, 0, BEHIND_AXIS),
+                                       (slot, 0, 0, 0, 0))
+    return jnp.moveaxis(out, BEHIND_AXIS, 0), True
+
+
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
     """SwiGLU through the stacked gate_up_proj: one matmul, then down_proj."""
     gate, up = jnp.split(linear(x, lp["gate_up_proj"], cfg.weight_layout), 2, axis=-1)
@@ -178,15 +225,18 @@ def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
 # The decoder
 
 def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
-            tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
-    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward).
+            tap_ids: tuple[int, ...] = (), span: int | None = None,
+            behind: Behind | None = None) -> tuple[jax.Array, jax.Array, Any]:
+    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward); with
+    a write-behind window (one token, T = 1), the cache is only read, below the window's base, and the window is
+    read too and returned with the new rows in it.
 
     Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span.
     """
     t = tokens.shape[0]
     span = cache["k"].shape[2] if span is None else span
     positions = start + jnp.arange(t, dtype=jnp.int32)
-    earlier = jnp.arange(span) < start
+    earlier = jnp.arange(span) < (start if behind is None else behind.base)
     causal = jnp.tril(jnp.ones((t, t), bool))
     h = params["embed"][tokens]
     taps: dict[int, jax.Array] = {}
@@ -194,7 +244,8 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
     for i, lp in enumerate(params["layers"]):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
         past = [(cache["k"][i, :, :span], cache["v"][i, :, :span], earlier)] if span else []
-        attn = attend(q, past + [(k, v, causal)])
+        recent = [behind.part(i)] if behind is not None else []
+        attn = attend(q, past + recent + [(k, v, causal)])
         rows["k"].append(k)
         rows["v"].append(v)
         h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
@@ -203,7 +254,7 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
             taps[i] = h
     tapped = jnp.concatenate([taps[i] for i in tap_ids], axis=-1) if tap_ids else jnp.zeros((t, 0), h.dtype)
     h = rms_norm(h, params["norm"], cfg.rms_norm_eps)
-    return h, tapped, write_after(cache, rows, start, h)
+    return h, tapped, write_after(cache, rows, start, h) if behind is None else behind.written(rows, h)
 
 
 @partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
