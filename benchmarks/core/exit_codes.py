@@ -1,7 +1,11 @@
 """The exit status of every command of the harness, defined once."""
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Callable
 from enum import IntEnum
+from typing import NoReturn
 
 
 class Exit(IntEnum):
@@ -28,6 +32,19 @@ class BadInput(ValueError):
 
 class Lacking(BadInput):
     """Input that this machine lacks what it names for (exit LACKING): each line says what, and how to fetch it."""
+
+
+def run_alone(prog: str, add_cli_args: Callable[[argparse.ArgumentParser], None],
+              main: Callable[[argparse.Namespace], int]) -> NoReturn:
+    """A study run as `python -m <module>` where the CLI's own imports are missing: its options, its exit status,
+    bad input as one error line."""
+    parser = argparse.ArgumentParser(prog=prog)
+    add_cli_args(parser)
+    try:
+        sys.exit(main(parser.parse_args()))
+    except BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(Exit.BAD_INPUT)
 
 
 def worst(*codes: int) -> int:

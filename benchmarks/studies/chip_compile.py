@@ -28,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.atomic import atomic_write_json
-from benchmarks.core.exit_codes import BadInput, Exit  # jax, numpy and scipy beside these: no yaml, no pandas
-from benchmarks.core.numbers import Bounded
+from benchmarks.core.exit_codes import (  # jax, numpy and scipy beside these: no yaml, no pandas
+    BadInput,
+    Exit,
+    run_alone,
+)
 from benchmarks.core.paths import ROOT
-from benchmarks.engines.jax.jax_options import MAX_WINDOW
 from benchmarks.studies.device import draft_config, resolve_shape
-from benchmarks.studies.device_grid import Point, cache_rows, need_bytes, order
+from benchmarks.studies.device_grid import Point, add_point_args, cache_rows, need_bytes, order, point_problems
 
 # The chips JAX describes without one, as its topology names them: one chip, one host.
 TOPOLOGIES = {"v5e": "v5e:1x1", "v5p": "v5p:1x1x1", "v6e": "v6e:1x1"}
@@ -210,34 +212,13 @@ def run(args: argparse.Namespace) -> int:
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--chip", choices=("cpu", *TOPOLOGIES), default="v5e",
                     help="the TPU to compile for (needs libtpu: make chip-compile), or this machine's CPU")
-    ap.add_argument("--shape", default="qwen3-4b", help="a named shape of the JAX model (or qwen3-tiny)")
-    ap.add_argument("--batch", type=Bounded(int, 1, 4096, many=True), default=(1, 16, 64),
-                    help="batch sizes, powers of 2 up to 64")
-    ap.add_argument("--context", type=Bounded(int, 1, 1 << 24, many=True), default=(256, 2048),
-                    help="cache rows every step reads")
-    ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=(0, 7),
-                    help="0 (plain decoding) and DFlash Ks")
-    ap.add_argument("--write-behind", type=Bounded(int, 0, MAX_WINDOW, many=True), default=(0, 16),
-                    help="write-behind windows plain decoding is compiled with at B > 1 (0: the cache written every "
-                         "step)")
+    add_point_args(ap, (1, 16, 64), (256, 2048), (0, 7), (0, 16))
     ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     ap.add_argument("--out", type=Path, help="output folder (default results/chip-compile/<chip>-<shape>)")
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.engines.jax.batch import BATCH_SIZES  # lazy: imports jax, numpy, packaging, scipy
-
-    try:
-        cfg = resolve_shape(args.shape)
-    except KeyError:
-        raise BadInput(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES or a CPU "
-                       f"stand-in of benchmarks/studies/device.py") from None
-    problems = [f"--batch {b}: the engine's batch sizes are {', '.join(map(str, BATCH_SIZES))}"
-                for b in args.batch if b not in BATCH_SIZES]
-    block = draft_config(cfg).block_size
-    problems += [f"--ks {k}: DFlash's K runs 1..{block - 1} (0 is plain decoding)" for k in args.ks if k >= block]
-    problems += [f"--context {c}: a step of K + 1 tokens must fit inside it" for c in args.context
-                 if c <= max(args.ks) + 1]
+    problems = point_problems(args, 1)
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "chip-compile" / f"{args.chip}-{args.shape}"
@@ -245,12 +226,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # in .venv-chip, which holds JAX and libtpu only (no yaml, no pandas)
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.chip_compile")
-    add_cli_args(parser)
-    try:
-        sys.exit(main(parser.parse_args()))
-    except BadInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(Exit.BAD_INPUT)
+    run_alone("python -m benchmarks.studies.chip_compile", add_cli_args, main)

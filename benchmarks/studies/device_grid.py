@@ -38,7 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.atomic import atomic_write_json
-from benchmarks.core.exit_codes import BadInput, Exit  # jax, numpy and scipy beside these: no yaml, no pandas
+from benchmarks.core.exit_codes import (  # jax, numpy and scipy beside these: no yaml, no pandas
+    BadInput,
+    Exit,
+    run_alone,
+)
 from benchmarks.core.numbers import Bounded, as_float
 from benchmarks.core.paths import ROOT
 from benchmarks.engines.jax.jax_options import MAX_WINDOW
@@ -472,17 +476,40 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def add_cli_args(ap: argparse.ArgumentParser) -> None:
+def add_point_args(ap: argparse.ArgumentParser, batch: tuple[int, ...], context: tuple[int, ...], ks: tuple[int, ...],
+                   windows: tuple[int, ...]) -> None:
+    """The options that name a grid's points (shared with study chip-compile), with their defaults."""
     ap.add_argument("--shape", default="qwen3-4b", help="a named shape of the JAX model (or qwen3-tiny on a CPU)")
-    ap.add_argument("--batch", type=Bounded(int, 1, 4096, many=True), default=(1, 4, 16, 64),
+    ap.add_argument("--batch", type=Bounded(int, 1, 4096, many=True), default=batch,
                     help="batch sizes, powers of 2 up to 64")
-    ap.add_argument("--context", type=Bounded(int, 1, 1 << 24, many=True), default=(256, 2048, 8192),
+    ap.add_argument("--context", type=Bounded(int, 1, 1 << 24, many=True), default=context,
                     help="cache rows every step reads")
-    ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=(0, 7, 15),
-                    help="0 (plain decoding) and DFlash Ks")
-    ap.add_argument("--write-behind", type=Bounded(int, 0, MAX_WINDOW, many=True), default=(0,),
+    ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=ks, help="0 (plain decoding) and DFlash Ks")
+    ap.add_argument("--write-behind", type=Bounded(int, 0, MAX_WINDOW, many=True), default=windows,
                     help="write-behind windows plain decoding runs at B > 1, each beside the others (0: the cache "
                          "written every step)")
+
+
+def point_problems(args: argparse.Namespace, steps: int) -> list[str]:
+    """What is wrong with the points the options name, each with its option (BadInput for an unknown shape)."""
+    from benchmarks.engines.jax.batch import BATCH_SIZES  # lazy: imports jax, numpy, packaging, scipy
+
+    try:
+        cfg = resolve_shape(args.shape)
+    except KeyError:
+        raise BadInput(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES or a CPU "
+                       f"stand-in of benchmarks/studies/device.py") from None
+    problems = [f"--batch {b}: the engine's batch sizes are {', '.join(map(str, BATCH_SIZES))}"
+                for b in args.batch if b not in BATCH_SIZES]
+    block = draft_config(cfg).block_size
+    problems += [f"--ks {k}: DFlash's K runs 1..{block - 1} (0 is plain decoding)" for k in args.ks if k >= block]
+    least = steps * (max(args.ks) + 1) + 1
+    return problems + [f"--context {c}: {steps} step{'s' if steps > 1 else ''} of K + 1 tokens must fit inside it "
+                       f"(at least {least})" for c in args.context if c < least]
+
+
+def add_cli_args(ap: argparse.ArgumentParser) -> None:
+    add_point_args(ap, (1, 4, 16, 64), (256, 2048, 8192), (0, 7, 15), (0,))
     ap.add_argument("--dtype", choices=("bfloat16", "float32"),
                     help="weights' and caches' dtype (default float32 on a CPU, bfloat16 on an accelerator); float32 "
                          "multiplies at full precision, as the engine does")
@@ -503,20 +530,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.engines.jax.batch import BATCH_SIZES  # lazy: imports jax, numpy, packaging, scipy
-
-    try:
-        cfg = resolve_shape(args.shape)
-    except KeyError:
-        raise BadInput(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES or a CPU "
-                          f"stand-in of benchmarks/studies/device.py") from None
-    problems = [f"--batch {b}: the engine's batch sizes are {', '.join(map(str, BATCH_SIZES))}"
-                for b in args.batch if b not in BATCH_SIZES]
-    block = draft_config(cfg).block_size
-    problems += [f"--ks {k}: DFlash's K runs 1..{block - 1} (0 is plain decoding)" for k in args.ks if k >= block]
-    least = args.steps * (max(args.ks) + 1) + 1
-    problems += [f"--context {c}: {args.steps} steps of K + 1 tokens must fit inside it (at least {least})"
-                 for c in args.context if c < least]
+    problems = point_problems(args, args.steps)
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
@@ -524,12 +538,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # where the CLI's own imports (yaml, pandas) are missing, as on a bare accelerator machine
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.device_grid")
-    add_cli_args(parser)
-    try:
-        sys.exit(main(parser.parse_args()))
-    except BadInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(Exit.BAD_INPUT)
+    run_alone("python -m benchmarks.studies.device_grid", add_cli_args, main)

@@ -139,12 +139,16 @@ def _write_rows_per_request(size: int, batched: list[bool], cache: jax.Array, ro
     a batch keeps it, [L, B, KVH, S, D] (CACHE_AXIS; vmap hands it here with the batch axis first). vmap's
     own rule makes the write a scatter, which XLA's TPU backend ran with a copy of the whole cache
     (docs/engine-findings.md)."""
-    cache, rows, start = (x if b else jnp.broadcast_to(x, (size, *jnp.shape(x)))
-                          for x, b in zip((cache, rows, start), batched))
+    cache, rows, start = each_request(size, batched, cache, rows, start)
     cache, rows = jnp.moveaxis(cache, 0, 1), jnp.moveaxis(rows, 0, 1)
     for i in range(size):
         cache = jax.lax.dynamic_update_slice(cache, rows[:, i:i + 1], (0, i, 0, start[i], 0))
     return jnp.moveaxis(cache, 1, 0), True
+
+
+def each_request(size: int, batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
+    """A custom_vmap rule's arguments, each with the batch axis first (an unbatched one repeated)."""
+    return [x if b else jnp.broadcast_to(x, (size, *jnp.shape(x))) for x, b in zip(xs, batched)]
 
 
 def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array, read: jax.Array) -> Cache:
@@ -197,7 +201,7 @@ def _write_slot_of_a_batch(size: int, batched: list[bool], window: jax.Array, ro
     batch shares, a single update (vmap hands the batch axis first)."""
     if batched[2]:
         raise ValueError("a batch's write-behind slot is shared by its requests")
-    window, rows = (x if b else jnp.broadcast_to(x, (size, *x.shape)) for x, b in zip((window, rows), batched))
+    window, rows = each_request(size, batched, window, rows)
     out = jax.lax.dynamic_update_slice(jnp.moveaxis(window, 0, CACHE_AXIS), jnp.moveaxis(rows, 0, CACHE_AXIS),
                                        (0, 0, 0, slot, 0))
     return jnp.moveaxis(out, CACHE_AXIS, 0), True
