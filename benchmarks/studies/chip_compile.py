@@ -27,12 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The harness's modules below import jax, numpy and scipy at most: no yaml, no pandas
 from benchmarks.core.atomic import atomic_write_json
-from benchmarks.core.exit_codes import (  # jax, numpy and scipy beside these: no yaml, no pandas
-    BadInput,
-    Exit,
-    run_alone,
-)
+from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.paths import ROOT
 from benchmarks.studies.device import draft_config, resolve_shape
 from benchmarks.studies.device_grid import Point, add_point_args, cache_rows, need_bytes, order, point_problems
@@ -202,10 +199,9 @@ def run(args: argparse.Namespace) -> int:
         w.writeheader()
         w.writerows(result["points"])
     copying = [r for r in result["points"] if r.get("cache_copies")]
-    failed = [r for r in result["points"] if r["status"] == "failed"]
-    skipped = len(result["points"]) - len([r for r in result["points"] if r["status"] == "ok"]) - len(failed)
-    print(f"chip-compile: {len(result['points'])} points, {len(copying)} copy a cache, {len(failed)} failed, {skipped} "
-          f"skipped; wrote {args.out / 'chip-compile.json'}", flush=True)
+    failed, skipped = ([r for r in result["points"] if r["status"] == s] for s in ("failed", "skipped"))
+    print(f"chip-compile: {len(result['points'])} points, {len(copying)} copy a cache, {len(failed)} failed, "
+          f"{len(skipped)} skipped; wrote {args.out / 'chip-compile.json'}", flush=True)
     return Exit.VIOLATION if copying or failed else Exit.OK
 
 

@@ -37,12 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The harness's modules below import jax, numpy and scipy at most: no yaml, no pandas
 from benchmarks.core.atomic import atomic_write_json
-from benchmarks.core.exit_codes import (  # jax, numpy and scipy beside these: no yaml, no pandas
-    BadInput,
-    Exit,
-    run_alone,
-)
+from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.numbers import Bounded, as_float
 from benchmarks.core.paths import ROOT
 from benchmarks.engines.jax.jax_options import MAX_WINDOW
