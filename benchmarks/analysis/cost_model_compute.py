@@ -369,7 +369,8 @@ def run_taus(rows: Sequence[SummaryRow]) -> list[Tau]:
 def grid_points(rows: Sequence[Mapping[str, Any]], engine: Engine) -> list[step_model.Measured]:
     """The measured steps of a device grid (`study device-grid`'s grid.csv: batch, context, k, status, step_ms) at
     `engine`'s shapes: plain decoding at K = 0, DFlash with its draft at K > 0; the points that did not run, and those
-    at a write-behind window (another way of writing the caches than the one priced), left out."""
+    at a write-behind window (an engine variant measured on the v5e and since removed, with another cache write than
+    the one priced), left out."""
     out = []
     for r in rows:
         if r["status"] != "ok" or int(r.get("write_behind") or 0):

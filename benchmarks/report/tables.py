@@ -90,8 +90,7 @@ def setting(describe: dict[str, Any], key: str) -> Any:
 
 
 def settings_table(provenances: dict[str, ProvenanceRecord], cells: dict[str, Cell]) -> str | None:
-    """One row per engine load: the settings that change a number, from the engine's saved describe(); the JAX
-    engine's write-behind window where a load ran one."""
+    """One row per engine load: the settings that change a number, from the engine's saved describe()."""
     rows = set()
     for p in provenances.values():
         describe = p.get("describe") or {}
@@ -101,11 +100,8 @@ def settings_table(provenances: dict[str, ProvenanceRecord], cells: dict[str, Ce
         values = [setting(describe, k) for k in SETTINGS]
         if values[3] is None:  # vLLM picks its attention backend from this variable when set
             values[3] = ((p.get("environment") or {}).get("env") or {}).get("VLLM_ATTENTION_BACKEND")
-        rows.add((cell.engine, cell.label, *[fmt(v) for v in values], fmt(setting(describe, "write_behind") or 0)))
+        rows.add((cell.engine, cell.label, *[fmt(v) for v in values]))
     if not rows:
         return None
-    header = ["engine", "method", "dtype", "draft queries", "enforce_eager", "attention backend", "max_model_len"]
-    windowed = any(r[-1] != "0" for r in rows)
-    if windowed:
-        header.append("write-behind steps")
-    return table(header, [list(r if windowed else r[:-1]) for r in sorted(rows)])
+    return table(["engine", "method", "dtype", "draft queries", "enforce_eager", "attention backend",
+                   "max_model_len"], [list(r) for r in sorted(rows)])

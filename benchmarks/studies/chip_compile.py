@@ -2,13 +2,13 @@
 compiler makes of a change before a chip is at hand.
 
     python -m benchmarks.studies.chip_compile --chip v5e --shape qwen3-4b --batch 1,16,64 --context 256,2048 \
-        --ks 0,7 --write-behind 0,16 [--out DIR]
+        --ks 0,7 [--out DIR]
     make chip-compile CHIP_ARGS="..."     the same in .venv-chip (JAX, jaxlib and libtpu at the chip's releases)
 
 JAX compiles ahead of time for a TPU it describes (`jax.experimental.topologies`) with libtpu's compiler: no device
 runs and no weight is allocated. Each point is `study device-grid`'s: the engine's loop over one span
-(`decode.ar_steps` / `spec_steps` at B = 1, `batch.ar_batch_steps` / `spec_batch_steps` above, plain decoding at
-B > 1 at each `--write-behind` window), its arguments abstract. Per point, from the compiled program:
+(`decode.ar_steps` / `spec_steps` at B = 1, `batch.ar_batch_steps` / `spec_batch_steps` above), its arguments
+abstract. Per point, from the compiled program:
 - temp: what XLA allocates beside the arguments and outputs (its memory analysis), against the caches' bytes;
 - cache copies: copy ops whose result has a cache's shape, each a pass over that cache (a layout XLA changed inside
   the loop, or an update it could not do in place);
@@ -39,8 +39,8 @@ TOPOLOGIES = {"v5e": "v5e:1x1", "v5p": "v5p:1x1x1", "v6e": "v6e:1x1"}
 # HBM per chip, GiB (cloud.google.com/tpu/docs/v5e, v5p, v6e): a point whose caches and work space pass 90 % of what
 # the weights leave of it is named with its bytes and not compiled, as study device-grid skips it on the chip.
 HBM_GIB = {"v5e": 16, "v5p": 95, "v6e": 32}
-CSV_COLUMNS = ("batch", "context", "k", "write_behind", "status", "cache_bytes", "temp_bytes", "argument_bytes",
-               "output_bytes", "alias_bytes", "cache_copies", "compile_s", "note")
+CSV_COLUMNS = ("batch", "context", "k", "status", "cache_bytes", "temp_bytes", "argument_bytes", "output_bytes",
+               "alias_bytes", "cache_copies", "compile_s", "note")
 COPY = re.compile(r"= \w+\[([\d,]*)\]\{[^}]*\} copy(?:-start)?\(")
 
 
@@ -81,7 +81,7 @@ def compile_point(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) ->
 
     on = SingleDeviceSharding(device)
     b, k, span = point.batch, point.k, point.context
-    rows = cache_rows(span, dcfg.block_size, point.window)
+    rows = cache_rows(span, dcfg.block_size)
 
     def abstract(make: Any) -> Any:
         return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on), jax.eval_shape(make))
@@ -103,7 +103,7 @@ def compile_point(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) ->
     keys = abstract(lambda: jax.random.key(0) if b == 1 else jax.vmap(jax.random.key)(jnp.arange(b, dtype=jnp.uint32)))
     if k == 0:
         traced = decode.ar_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span) if b == 1 else \
-            B.ar_batch_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span, window=point.window)
+            B.ar_batch_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span)
     else:
         dparams = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
         dcache = abstract(lambda: caches(dcfg.layers))
@@ -123,7 +123,7 @@ def measure(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) -> dict[
     t0 = time.perf_counter()
     compiled = compile_point(point, cfg, dcfg, dtype, device)
     compile_s = time.perf_counter() - t0
-    rows = cache_rows(point.context, dcfg.block_size, point.window)
+    rows = cache_rows(point.context, dcfg.block_size)
     shapes = set()
     for c in [cfg] + ([dcfg.layers] if point.k else []):
         made = jax.eval_shape(lambda: M.init_cache(c, rows, dtype) if point.batch == 1 else
@@ -151,7 +151,7 @@ def weight_bytes(cfg: Any, dcfg: Any, dtype: Any) -> tuple[int, int]:
 
 def point_line(r: dict[str, Any]) -> str:
     copies = f"{r['cache_copies']} cache copies" + (" (COPIES THE CACHE)" if r["cache_copies"] else "")
-    return (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} W={r['write_behind']:<3} | caches "
+    return (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} | caches "
             f"{r['cache_bytes'] / 1e9:.2f} GB, temp {r['temp_bytes'] / 1e9:.3f} GB | {copies} | compile "
             f"{r['compile_s']:.0f} s")
 
@@ -175,10 +175,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"chip-compile: {args.shape} ({dtype.name}) compiled for {device.device_kind}, jax {jax.__version__}",
           flush=True)
     weights = weight_bytes(cfg, dcfg, dtype)
-    for point in order(args.batch, args.context, args.ks, args.write_behind):
+    for point in order(args.batch, args.context, args.ks):
         kv, need = need_bytes(cfg, dcfg, point, dtype.itemsize)
-        row: dict[str, Any] = {"batch": point.batch, "context": point.context, "k": point.k,
-                               "write_behind": point.window, "cache_bytes": kv}
+        row: dict[str, Any] = {"batch": point.batch, "context": point.context, "k": point.k, "cache_bytes": kv}
         free = HBM_GIB.get(args.chip, 0) * 2**30 - weights[point.k > 0]
         if args.chip != "cpu" and need > 0.9 * free:
             row |= {"status": "skipped", "note": f"does not fit: {need / 1e9:.2f} GB of caches and work space, "
@@ -208,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--chip", choices=("cpu", *TOPOLOGIES), default="v5e",
                     help="the TPU to compile for (needs libtpu: make chip-compile), or this machine's CPU")
-    add_point_args(ap, (1, 16, 64), (256, 2048), (0, 7), (0, 16))
+    add_point_args(ap, (1, 16, 64), (256, 2048), (0, 7))
     ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     ap.add_argument("--out", type=Path, help="output folder (default results/chip-compile/<chip>-<shape>)")
 

@@ -1,16 +1,15 @@
 """The JAX engine's own decode step at every batch size, context and K, against the roofline (study device-grid).
 
     python -m benchmarks study device-grid --shape qwen3-4b --batch 1,4,16,64 --context 256,2048,8192 --ks 0,7,15 \
-        --out DIR [--budget-s S] [--profile-above 1.15] [--memory-gb G] [--write-behind 0,16]
+        --out DIR [--budget-s S] [--profile-above 1.15] [--memory-gb G]
     python -m benchmarks.studies.device_grid ...     the same where the CLI's own imports (yaml, pandas) are missing
 
 Each point runs the loop the engine runs: `decode.ar_steps` / `spec_steps` at B = 1 (the engine's one-request path),
 `batch.ar_batch_steps` / `spec_batch_steps` above (its static batch), over caches that hold `context` rows per
-request, which every step reads (its span), plain decoding at B > 1 once per `--write-behind` window
-(`batch.write_behind`; 0: the cache written every step). K = 0 is plain decoding; K > 0 is DFlash with the device
-study's oracle weights (`device.oracle`: every draft accepted, so a step commits K + 1 tokens), the released drafts'
-layout and block. The caches hold zeros and the weights are random where the oracle leaves them: a step reads and
-multiplies the same bytes whatever their values. Per point, medians of `--repeats`:
+request, which every step reads (its span). K = 0 is plain decoding; K > 0 is DFlash with the device study's oracle
+weights (`device.oracle`: every draft accepted, so a step commits K + 1 tokens), the released drafts' layout and
+block. The caches hold zeros and the weights are random where the oracle leaves them: a step reads and multiplies
+the same bytes whatever their values. Per point, medians of `--repeats`:
 - the step: a loop of `--steps` steps less a loop with nothing to do, over the steps;
 - the engine's step: the same loop dispatched while an earlier one runs (as the engine dispatches its loops during
   the prefill), timed from the end of that one; the host's share is what it adds to the step;
@@ -42,14 +41,13 @@ from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.numbers import Bounded, as_float
 from benchmarks.core.paths import ROOT
-from benchmarks.engines.jax.jax_options import MAX_WINDOW
 from benchmarks.hardware import step_cost
 from benchmarks.hardware.step_cost import kv_bytes_per_token
 from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
-CSV_COLUMNS = ("batch", "context", "k", "write_behind", "status", "step_ms", "engine_step_ms", "host_ms",
-               "host_share", "call_ms", "floor_ms", "ratio_to_floor", "ratio_to_stream", "roofline_ms", "memory_bound",
-               "kv_cache_bytes", "need_bytes", "compile_s", "oracle_ok", "note")
+CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
+               "floor_ms", "ratio_to_floor", "ratio_to_stream", "roofline_ms", "memory_bound", "kv_cache_bytes",
+               "need_bytes", "compile_s", "oracle_ok", "note")
 
 
 @dataclass(frozen=True)
@@ -57,43 +55,38 @@ class Point:
     batch: int
     context: int
     k: int
-    window: int = 0  # plain decoding's write-behind window at B > 1 (batch.write_behind); 0: written every step
 
     @property
     def label(self) -> str:
-        return f"B={self.batch} context={self.context} K={self.k}" + (f" W={self.window}" if self.window else "")
+        return f"B={self.batch} context={self.context} K={self.k}"
 
 
-def order(batches: Sequence[int], contexts: Sequence[int], ks: Sequence[int],
-          windows: Sequence[int] = (0,)) -> list[Point]:
+def order(batches: Sequence[int], contexts: Sequence[int], ks: Sequence[int]) -> list[Point]:
     """Most telling first, so that a budget that runs out drops the least: plain decoding at every point (the floor's
     own test), then the largest K, then the others; within a K, batch 1 first, then larger batches, short contexts
-    before long ones. Plain decoding at B > 1 runs at each write-behind window, one after another."""
+    before long ones."""
     ranked = sorted(set(ks), key=lambda k: (k != 0, -k))
-    return [Point(b, c, k, w) for k in ranked for b in sorted(set(batches)) for c in sorted(set(contexts))
-            for w in (sorted(set(windows)) if k == 0 and b > 1 else [0])]
+    return [Point(b, c, k) for k in ranked for b in sorted(set(batches)) for c in sorted(set(contexts))]
 
 
-def cache_rows(context: int, block: int, window: int = 0) -> int:
-    """Cache rows per request: the span, the last verify's block and a write-behind window's last rows, rounded up
-    to 128 (decode.cache_length)."""
-    return -(-(context + block + window) // 128) * 128
+def cache_rows(context: int, block: int) -> int:
+    """Cache rows per request: the span and the last verify's block, rounded up to 128 (decode.cache_length)."""
+    return -(-(context + block) // 128) * 128
 
 
 def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, int]:
     """(KV cache bytes, cache + work space bytes) a point allocates beyond the weights: the target's and, for DFlash,
     the draft's caches of every request, the float32 logits of every verified and drafted row, and the float32
-    attention scores of one layer (twice: scores and probabilities), and a write-behind window's rows."""
+    attention scores of one layer (twice: scores and probabilities)."""
 
-    rows = cache_rows(point.context, dcfg.block_size, point.window)
+    rows = cache_rows(point.context, dcfg.block_size)
     per_token = kv_bytes_per_token(cfg, itemsize) + (kv_bytes_per_token(dcfg.layers, itemsize) if point.k else 0)
     kv = point.batch * rows * per_token
-    window = point.batch * point.window * kv_bytes_per_token(cfg, itemsize)
     queries = point.k + 1 + (dcfg.block_size if point.k else 0)
     logits = point.batch * queries * cfg.vocab_size * 4
     scores = 2 * point.batch * cfg.num_heads * max(point.k + 1, dcfg.block_size if point.k else 1) \
         * (point.context + dcfg.block_size) * 4
-    return kv, kv + 2 * logits + scores + window
+    return kv, kv + 2 * logits + scores
 
 
 def free_device_bytes(memory_gb: float | None) -> tuple[float | None, str]:
@@ -221,7 +214,7 @@ class Grid:
         from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
 
         b, k, span = point.batch, point.k, point.context
-        rows = cache_rows(span, self.dcfg.block_size, point.window)
+        rows = cache_rows(span, self.dcfg.block_size)
         width = span + k + 2
         if b == 1:
             caches = [M.init_cache(self.cfg, rows, self.dtype)]
@@ -253,8 +246,7 @@ class Grid:
             if k == 0 and b == 1:
                 out = decode.ar_steps(self.tparams, st, caches[0], key, None, tcfg=self.cfg, span=span)
             elif k == 0:
-                out = B.ar_batch_steps(self.tparams, st, caches[0], keys, None, tcfg=self.cfg, span=span,
-                                       window=point.window)
+                out = B.ar_batch_steps(self.tparams, st, caches[0], keys, None, tcfg=self.cfg, span=span)
             elif b == 1:
                 out = decode.spec_steps(self.tparams, self.dparams, st, caches[0], caches[1], key, None,
                                         dcfg=self.dcfg, tcfg=self.cfg, k=k, num_queries=self.dcfg.block_size,
@@ -338,8 +330,7 @@ class Grid:
         step = self.step(point)
         kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)
         floor = self._floor_ms(point)
-        row = {"batch": point.batch, "context": point.context, "k": point.k, "write_behind": point.window,
-               "status": status, "note": note,
+        row = {"batch": point.batch, "context": point.context, "k": point.k, "status": status, "note": note,
                "floor_ms": floor, "step_bytes": step.bytes(),
                "step_flops": step.flops(), "kv_cache_bytes": kv, "need_bytes": need,
                "roofline_ms": 1e3 * roofline.step_seconds(step, self.device) if self.device else math.nan,
@@ -439,8 +430,7 @@ def stream_bandwidth(dtype: Any, width: int, gb: float, n: int = 8, repeats: int
 def point_line(r: dict[str, Any]) -> str:
     """One measured point in words."""
     bound = {True: "memory-bound", False: "compute-bound", None: "bound unknown"}[r["memory_bound"]]
-    line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2}"
-            + (f" W={r['write_behind']}" if r.get("write_behind") else "") + f" step {r['step_ms']:8.3f} ms | floor "
+    line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} step {r['step_ms']:8.3f} ms | floor "
             f"{as_float(r['floor_ms']):8.3f} ms ({as_float(r['ratio_to_floor']):.2f}x"
             + (f", {r['ratio_to_stream']:.2f}x at the stream's" if r.get("ratio_to_stream") else "") + "), roofline "
             f"{as_float(r['roofline_ms']):8.3f} ms ({bound}) | "
@@ -473,8 +463,8 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def add_point_args(ap: argparse.ArgumentParser, batch: tuple[int, ...], context: tuple[int, ...], ks: tuple[int, ...],
-                   windows: tuple[int, ...]) -> None:
+def add_point_args(ap: argparse.ArgumentParser, batch: tuple[int, ...], context: tuple[int, ...],
+                   ks: tuple[int, ...]) -> None:
     """The options that name a grid's points (shared with study chip-compile), with their defaults."""
     ap.add_argument("--shape", default="qwen3-4b", help="a named shape of the JAX model (or qwen3-tiny on a CPU)")
     ap.add_argument("--batch", type=Bounded(int, 1, 4096, many=True), default=batch,
@@ -482,9 +472,6 @@ def add_point_args(ap: argparse.ArgumentParser, batch: tuple[int, ...], context:
     ap.add_argument("--context", type=Bounded(int, 1, 1 << 24, many=True), default=context,
                     help="cache rows every step reads")
     ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=ks, help="0 (plain decoding) and DFlash Ks")
-    ap.add_argument("--write-behind", type=Bounded(int, 0, MAX_WINDOW, many=True), default=windows,
-                    help="write-behind windows plain decoding runs at B > 1, each beside the others (0: the cache "
-                         "written every step)")
 
 
 def point_problems(args: argparse.Namespace, steps: int) -> list[str]:
@@ -506,7 +493,7 @@ def point_problems(args: argparse.Namespace, steps: int) -> list[str]:
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
-    add_point_args(ap, (1, 4, 16, 64), (256, 2048, 8192), (0, 7, 15), (0,))
+    add_point_args(ap, (1, 4, 16, 64), (256, 2048, 8192), (0, 7, 15))
     ap.add_argument("--dtype", choices=("bfloat16", "float32"),
                     help="weights' and caches' dtype (default float32 on a CPU, bfloat16 on an accelerator); float32 "
                          "multiplies at full precision, as the engine does")
@@ -531,7 +518,7 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
-    return Grid(args).run(order(args.batch, args.context, args.ks, args.write_behind))
+    return Grid(args).run(order(args.batch, args.context, args.ks))
 
 
 if __name__ == "__main__":  # where the CLI's own imports (yaml, pandas) are missing, as on a bare accelerator machine

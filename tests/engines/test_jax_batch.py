@@ -1,14 +1,11 @@
 """Batched JAX decoding: at B in {1, 3, 8}, requests of unequal prompt lengths and stops decode to their batch-1
 tokens and accept lengths (greedy exactly on float32 CPU; sampled exactly too, keys being per request and position),
-finished rows are counted, the host waits once per batch, and a last step's acceptance is cut at the limit. Plain
-decoding's write-behind window (batch.write_behind) decodes the same tokens, and a step writes the batch's rows in one
-update."""
+finished rows are counted, the host waits once per batch, and a last step's acceptance is cut at the limit."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import jax
-import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -17,7 +14,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.engines import create_engine
 from benchmarks.engines.jax import batch as B
-from benchmarks.engines.jax.decode import Decoder, accepts_within, eos_array, start_state
+from benchmarks.engines.jax.decode import Decoder, accepts_within
 from benchmarks.engines.jax.loader import load_draft, load_target
 
 pytestmark = pytest.mark.jax
@@ -115,96 +112,6 @@ def test_the_host_waits_once_per_batch_after_the_first_tokens(method, batches, p
     got = batches[method].generate(prompts, list(LIMITS))
     assert got.steps > 10 and len(reads) == 2 and got.round_trips == 1
     assert got.compile_s == 0.0 and 0 < got.ttft_s < got.last_token_s
-
-
-@pytest.mark.parametrize("window", [1, 3, 8])
-def test_a_write_behind_window_decodes_the_batch_1_tokens(window, decoders, prompts, eos, greedy_truth):
-    """Unequal prompts, stops and an EOS in one batch of 8; windows shorter and longer than a request's steps, and
-    one that does not divide them (sampled there too)."""
-    batch = B.BatchDecoder(decoders["ar"], window)
-    got = batch.generate(prompts, list(LIMITS), eos_ids=eos)
-    assert got.tokens == [t.tokens for t in greedy_truth["ar"]]
-    if window == 3:
-        seeds = [3, 1, 4]
-        sampled = batch.generate(prompts[:3], list(LIMITS[:3]), 0.8, seeds)
-        assert sampled.tokens == [decoders["ar"].generate(p, n, 0.8, s).tokens
-                                  for p, n, s in zip(prompts, LIMITS, seeds)]
-
-
-def test_a_write_behind_window_carries_requests_across_cache_spans(decoders):
-    """Caches of 512 rows read in spans of 256 and 512: a batch whose requests cross from one to the other partway
-    through a window, and one whose request ends at max_model_len, where a window's last rows go past it."""
-    long = Decoder(decoders["ar"].tcfg, decoders["ar"].tparams, 500, jnp.float32)
-    batch = B.BatchDecoder(long, 16)
-    rng = np.random.default_rng(1)
-    for lens, limits in (((230, 17, 250, 240), (60, 9, 40, 70)), ((433, 300), (67, 5))):
-        prompts = [rng.integers(10, 2000, n).tolist() for n in lens]
-        assert long.spans_between(min(lens), max(a + b for a, b in zip(lens, limits))) == ([256, 512] if lens[0] < 256
-                                                                                           else [512])
-        got = batch.generate(prompts, list(limits))
-        assert got.tokens == [long.generate(p, n).tokens for p, n in zip(prompts, limits)]
-        assert [len(t) for t in got.tokens] == list(limits)
-    # a window longer than what the cache leaves past the first span (384 rows, spans of 256 and 384): its write at
-    # the span's end needs the rows the batch's caches hold for it
-    short = Decoder(decoders["ar"].tcfg, decoders["ar"].tparams, 300, jnp.float32)
-    prompts = [rng.integers(10, 2000, n).tolist() for n in (200, 100)]
-    batch = B.BatchDecoder(short, 256)
-    got = batch.generate(prompts, [90, 5])
-    assert got.tokens == [short.generate(p, n).tokens for p, n in zip(prompts[::-1], (5, 90))][::-1]
-    assert batch.caches is not None
-    written = 200 + 90 - 1  # the last token's row is never written
-    np.testing.assert_allclose(batch.caches[1]["k"][:, 0, :, :written], short.tcache["k"][:, :, :written],
-                               rtol=1e-5, atol=1e-5)  # the cache the batch leaves is the request's own
-
-
-def test_a_batch_step_writes_its_rows_into_the_window_in_one_update(decoders):
-    """Each step of plain decoding writes the cache per request (2 x B updates of K and V); with a window, one update
-    of K and one of V per step for the whole batch, the per-request writes only when the window is full."""
-    d, size = decoders["ar"], 8
-    cache = B.batch_cache(d.tcfg, 128, jnp.float32, size)
-    one = start_state(jnp.int32(10), np.int32(5), np.int32(20), eos_array(()), d.width)
-    state = {**jax.tree.map(lambda x: jnp.broadcast_to(x, (size, *jnp.shape(x))), one),
-             "idle": jnp.zeros(size, jnp.int32)}
-    keys = jax.vmap(jax.random.key)(jnp.arange(size, dtype=jnp.uint32))
-
-    def cache_writes(window: int) -> dict[str, int]:
-        """Updates of a 5-dimensional array (the caches and the window) in the loop's step, by where they run."""
-        jaxpr = jax.make_jaxpr(lambda s, c: B.ar_batch_steps(d.tparams, s, c, keys, None, tcfg=d.tcfg, span=128,
-                                                             window=window))(state, cache)
-        found: dict[str, int] = {}
-
-        def walk(j, inside):
-            for e in j.eqns:
-                if e.primitive.name in ("dynamic_update_slice", "scatter") and e.invars[0].aval.ndim == 5:
-                    where = "flush" if "cond" in inside else "step" if "while" in inside else "after the loop"
-                    found[where] = found.get(where, 0) + 1
-                for sub in jax.extend.core.jaxprs_in_params(e.params):
-                    walk(sub, inside + (e.primitive.name,))
-
-        walk(jaxpr.jaxpr, ())
-        return found
-
-    assert cache_writes(0) == {"step": 2 * size}
-    assert cache_writes(4) == {"step": 2, "flush": 2 * size, "after the loop": 2 * size}
-
-
-def test_a_window_is_refused_for_dflash_and_recorded_by_the_engine(decoders, oracle_pair):
-    with pytest.raises(ValueError, match="plain decoding only"):
-        B.BatchDecoder(decoders["dflash"], 4)
-    engine = create_engine("jax")
-    options = {"dtype": "float32", "max_model_len": MAX_LEN, "write_behind": 4}
-    engine.load(Cell(engine="jax", target=str(TINY / "target"), method="baseline", draft=None, k=0, temperature=0.0,
-                     max_new_tokens=8, seed=0, engine_options=options))
-    prompts = [list(range(10, 10 + n)) for n in (5, 30, 12)]
-    params = SamplingParams(0.0, 8)
-    assert [r.output_ids for r in engine.generate_batch(prompts, params)] == \
-        [engine.generate(p, params).output_ids for p in prompts]
-    assert engine.describe()["write_behind"] == 4 and engine._batch.window == 4
-    engine.load(Cell(engine="jax", target=str(oracle_pair["target"]), method="dflash",
-                     draft=str(oracle_pair["dflash"]), k=4, temperature=0.0, max_new_tokens=8, seed=0,
-                     engine_options=options))
-    assert engine.describe()["write_behind"] == 0  # DFlash's batches write their caches every step, and say so
-    engine.close()
 
 
 def test_engine_batch_cuts_a_last_step_at_the_limit(oracle_pair):

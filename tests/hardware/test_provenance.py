@@ -257,20 +257,8 @@ def test_describe_is_saved_per_unit_and_its_settings_head_the_report(tmp_path, p
     report = (run_dir / "report.md").read_text()
     header = report.split("## Provenance")[0]
     assert "| vllm | dflash-k3 | float32 | 4 | True |" in header
-    assert "| vllm | baseline | float32 | – | True |" in header and "write-behind" not in header  # none ran one
+    assert "| vllm | baseline | float32 | – | True |" in header
     assert "All 3 units were measured in one environment" in report and "MIXED" not in report  # with the recheck
-
-
-def test_a_write_behind_window_heads_the_report_beside_the_loads_without_one(tmp_path, prompts, monkeypatch):
-    plain = DescribedEngine.describe
-    monkeypatch.setattr(DescribedEngine, "describe", lambda self: {
-        **plain(self), "write_behind": 8 if self.cell.method == "baseline" else 0})
-    run_dir, _ = run_matrix(make_matrix(TINY / "target", TINY / "dflash", prompts), tmp_path / "run", progress=False)
-    write_reports(run_dir)
-    header = (run_dir / "report.md").read_text().split("## Provenance")[0]
-    assert "| max_model_len | write-behind steps |" in header
-    assert "| vllm | baseline | float32 | – | True | – | – | 8 |" in header
-    assert "| vllm | dflash-k3 | float32 | 4 | True | – | – | 0 |" in header
 
 
 def test_a_run_resumed_in_another_environment_says_which_units_came_from_where(tmp_path, prompts, monkeypatch):

@@ -21,16 +21,13 @@ def grid_args(tmp_path, **over):
 
 
 def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
-    points = device_grid.order((1, 2), (256,), (0, 3), (0, 4))
-    code = device_grid.Grid(grid_args(tmp_path, stream_gb=0.01)).run(points)
+    code = device_grid.Grid(grid_args(tmp_path, stream_gb=0.01)).run(device_grid.order((1, 2), (256,), (0, 3)))
     assert code == 0
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     stream = g["stream"]
     assert stream["bytes"] > 5e6 and stream["seconds"] > 0
     assert stream["bytes_per_s"] == pytest.approx(stream["bytes"] / stream["seconds"])
-    # plain decoding first, at B > 1 with and without a write-behind window side by side
-    assert [(p["batch"], p["k"], p["write_behind"]) for p in g["points"]] == [
-        (1, 0, 0), (2, 0, 0), (2, 0, 4), (1, 3, 0), (2, 3, 0)]
+    assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0), (2, 0), (1, 3), (2, 3)]  # plain decoding first
     for p in g["points"]:
         assert p["status"] == "ok" and p["oracle_ok"] and p["step_ms"] > 0 and p["compile_s"] > 0
         assert p["floor_ms"] > 0 and p["ratio_to_floor"] == pytest.approx(p["step_ms"] / p["floor_ms"])
@@ -38,13 +35,11 @@ def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
         assert p["ratio_to_stream"] == pytest.approx(p["step_ms"] * stream["bytes_per_s"] / (1e3 * p["step_bytes"]))
         assert p["host_ms"] == pytest.approx(p["engine_step_ms"] - p["step_ms"])
         assert p["kv_cache_bytes"] > 0 and p["need_bytes"] > p["kv_cache_bytes"]
-    behind = g["points"][2]
-    assert behind["step_bytes"] == g["points"][1]["step_bytes"] and behind["need_bytes"] > g["points"][1]["need_bytes"]
-    by = {(p["batch"], p["k"]): p for p in g["points"] if not p["write_behind"]}
+    by = {(p["batch"], p["k"]): p for p in g["points"]}
     assert by[(2, 0)]["kv_cache_bytes"] == 2 * by[(1, 0)]["kv_cache_bytes"]  # every request's cache
     assert by[(1, 3)]["step_bytes"] > by[(1, 0)]["step_bytes"]  # the draft's weights and lm_head read again
     assert g["skipped"] == [] and g["dropped"] == [] and g["violations"] == []
-    assert (tmp_path / "grid" / "grid.csv").read_text().count("\n") == 6
+    assert (tmp_path / "grid" / "grid.csv").read_text().count("\n") == 5
     assert "NaN" not in (tmp_path / "grid" / "grid.json").read_text()  # a CPU has no roofline: null, valid JSON
     assert g["dtype"] == "float32"  # a CPU's default
 
@@ -98,9 +93,6 @@ def test_order_and_op_kinds():
     points = device_grid.order((4, 1), (2048, 256), (7, 0, 15))
     assert [p.k for p in points[:4]] == [0, 0, 0, 0] and points[4].k == 15 and points[-1].k == 7
     assert [(p.batch, p.context) for p in points[:4]] == [(1, 256), (1, 2048), (4, 256), (4, 2048)]
-    windows = device_grid.order((1, 4), (256,), (0, 7), (16, 0))  # windows at B > 1 of plain decoding only
-    assert [(p.batch, p.k, p.window) for p in windows] == [(1, 0, 0), (4, 0, 0), (4, 0, 16), (1, 7, 0), (4, 7, 0)]
-    assert windows[2].label == "B=4 context=256 K=0 W=16"
     assert device_grid.op_kind("%fusion.2923 = (f32[4]{0:T(128)S(1)}, bf16[4,2560]{1,0}) fusion(...)") \
         == "fusion (f32[4]"
     assert device_grid.op_kind("%copy.12 = bf16[4,8,4,8192]{3,2,1,0:T(4,128)} copy(%x)") == "copy bf16[4,8,4,8192]"

@@ -7,9 +7,7 @@ truth the tests compare against. Shapes stay static: a batch runs in the smalles
 (padded with rows that start finished), its prompts padded to one prefill bucket, each cache span's loop (one
 `lax.while_loop` over the whole batch, the span chosen for its longest live row) compiled once per (batch size,
 span). A finished row rides along with its state frozen; every such row-step is counted (idle). After the first
-tokens the host waits once per batch. Plain decoding may keep its new cache rows in a window shared by the batch
-and write them every W steps (`write_behind`), the step's own computation unchanged. What a batch can time per
-request, and what the window is for: docs/engine-findings.md.
+tokens the host waits once per batch. What a batch can time per request: docs/engine-findings.md.
 """
 from __future__ import annotations
 
@@ -67,70 +65,27 @@ def rows_step(body: Any, carry: tuple, keys: jax.Array) -> tuple:
     """One batched step: `body` (one row's step: (carry, key) -> carry) under vmap; a finished row keeps its state and
     counts an idle step (its caches take writes it never reads)."""
     axes = (0,) + (M.CACHE_AXIS,) * (len(carry) - 1)
-    new = jax.vmap(body, in_axes=(axes, 0), out_axes=axes)(carry, keys)
-    return (settled(carry[0], new[0]), *new[1:])
-
-
-def settled(state: decode.State, new: decode.State) -> decode.State:
-    """The batch's state after a step: a finished row keeps its state and counts an idle step."""
+    state, new = carry[0], jax.vmap(body, in_axes=(axes, 0), out_axes=axes)(carry, keys)
     done = state["done"]
-    kept = jax.tree.map(lambda old, x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), old, x), state, new)
-    return {**kept, "idle": state["idle"] + done.astype(jnp.int32)}
-
-
-def going(state: decode.State, span: int) -> jax.Array:
-    """Whether a batch steps on: a row is live and no live row's next step outgrows `span` (decode._loop's rule)."""
-    live = ~state["done"]
-    return jnp.any(live) & jnp.all(~live | (decode.position(state) <= span))
+    kept = jax.tree.map(lambda old, x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), old, x), state,
+                        new[0])
+    return ({**kept, "idle": state["idle"] + done.astype(jnp.int32)}, *new[1:])
 
 
 def batch_loop(body: Any, carry: tuple, keys: jax.Array, span: int) -> tuple:
-    """Batched steps until every row is done or a live row's next step outgrows `span`."""
-    return jax.lax.while_loop(lambda c: going(c[0], span), lambda c: rows_step(body, c, keys), carry)
+    """Batched steps until every row is done or a live row's next step outgrows `span` (decode._loop's rule)."""
+    def going(c: tuple) -> jax.Array:
+        live = ~c[0]["done"]
+        return jnp.any(live) & jnp.all(~live | (decode.position(c[0]) <= span))
+
+    return jax.lax.while_loop(going, lambda c: rows_step(body, c, keys), carry)
 
 
-@partial(jax.jit, static_argnames=("tcfg", "span", "window"), donate_argnames=("state", "tcache"))
-def ar_batch_steps(tparams, state, tcache, keys, temperature, *, tcfg, span, window=0):
-    """AR steps of a batch on the device over one cache span (`batch_loop`; with a window, `write_behind`'s): (state,
-    cache)."""
-    if window:
-        return write_behind(tparams, state, tcache, keys, temperature, tcfg, span, window)
+@partial(jax.jit, static_argnames=("tcfg", "span"), donate_argnames=("state", "tcache"))
+def ar_batch_steps(tparams, state, tcache, keys, temperature, *, tcfg, span):
+    """AR steps of a batch on the device over one cache span (`batch_loop`): (state, cache)."""
     return batch_loop(lambda c, key: decode.ar_body(tparams, c[0], c[1], key, temperature, tcfg, span), (state, tcache),
                       keys, span)
-
-
-def write_behind(tparams, state, tcache, keys, temperature, tcfg, span, window):
-    """`batch_loop`'s AR steps, each step's new cache rows kept in a window (model.Behind) before they go into the
-    cache: a step writes the whole batch's rows into the one slot the batch shares, one update per array, where
-    writing each request's rows at its own position takes 2 x B updates (docs/engine-findings.md). Every `window`
-    steps, and when the loop ends, each request's window goes into its cache at once; the cache holds `window` rows
-    past the last position for it. Tokens and steps are `batch_loop`'s."""
-    shape = (tcfg.num_layers, len(keys), tcfg.num_kv_heads, window, tcfg.head_dim)
-    axes = M.Behind(M.CACHE_AXIS, M.CACHE_AXIS, 0, None)
-
-    def row(st, tc, behind, key):
-        pos = decode.position(st)
-        h, _, behind = M.decoder(tparams, decode.last_token(st), pos, tc, tcfg, span=span, behind=behind)
-        return decode.ar_commit(st, M.lm_head(tparams, h, tcfg), pos, key, temperature), behind
-
-    def into_cache(tc, k, v, base):
-        return {name: M.write_rows(tc[name], rows, base) for name, rows in (("k", k), ("v", v))}
-
-    def flush(carry: tuple) -> tuple:
-        st, tc, behind = carry
-        tc = jax.vmap(into_cache, in_axes=(M.CACHE_AXIS, M.CACHE_AXIS, M.CACHE_AXIS, 0), out_axes=M.CACHE_AXIS)(
-            tc, behind.k, behind.v, behind.base)
-        return st, tc, behind._replace(base=decode.position(st), filled=jnp.zeros_like(behind.filled))
-
-    def step(carry: tuple) -> tuple:
-        st, tc, behind = carry
-        new, behind = jax.vmap(row, in_axes=(0, M.CACHE_AXIS, axes, 0), out_axes=(0, axes))(st, tc, behind, keys)
-        carry = settled(st, new), tc, behind._replace(filled=behind.filled + 1)
-        return jax.lax.cond(carry[2].filled == window, flush, lambda c: c, carry)
-
-    empty = M.Behind(jnp.zeros(shape, tcache["k"].dtype), jnp.zeros(shape, tcache["k"].dtype), decode.position(state),
-                     jnp.int32(0))
-    return flush(jax.lax.while_loop(lambda c: going(c[0], span), step, (state, tcache, empty)))[:2]
 
 
 @partial(jax.jit, static_argnames=("dcfg", "tcfg", "k", "num_queries", "span"),
@@ -175,10 +130,8 @@ class BatchDecoder:
     """Runs batches with a Decoder's parameters and loaded (target[, draft], K), in caches of its own (the last batch
     size's kept; the Decoder's live caches stay untouched). compile_log: seconds per compiled function."""
 
-    def __init__(self, decoder: decode.Decoder, window: int = 0) -> None:
-        if window and decoder.speculative:
-            raise ValueError("a write-behind window serves plain decoding only; DFlash steps write their caches")
-        self.decoder, self.window = decoder, window
+    def __init__(self, decoder: decode.Decoder) -> None:
+        self.decoder = decoder
         self.caches: tuple[int, M.Cache, M.Cache | None] | None = None
         self.compile_log: dict[tuple, float] = {}
 
@@ -228,7 +181,7 @@ class BatchDecoder:
         d, size = self.decoder, len(length)
         if self.caches is None or self.caches[0] != size:
             self.caches = None  # the last size's caches go before the new ones are allocated
-            rows, dtype = d.tcache["k"][0].shape[1] + self.window, d.tcache["k"][0].dtype  # a window's last rows
+            rows, dtype = d.tcache["k"][0].shape[1], d.tcache["k"][0].dtype
             self.caches = (size, batch_cache(d.tcfg, rows, dtype, size),
                            batch_cache(d.dcfg.layers, rows, dtype, size) if d.dcfg is not None else None)
         first, state, tcache, dcache = prefill_rows(
@@ -247,8 +200,7 @@ class BatchDecoder:
                 d.tparams, d.dparams, state, tcache, dcache, keys, temperature, dcfg=d.dcfg, tcfg=d.tcfg, k=d.k,
                 num_queries=d.num_queries, span=span)
         else:
-            state, tcache = ar_batch_steps(d.tparams, state, tcache, keys, temperature, tcfg=d.tcfg, span=span,
-                                           window=self.window)
+            state, tcache = ar_batch_steps(d.tparams, state, tcache, keys, temperature, tcfg=d.tcfg, span=span)
         self.caches = (size, tcache, dcache)
         return state
 

@@ -109,21 +109,11 @@ verify_step = jax.jit(_verify, static_argnames=("tcfg", "tap_ids", "span"), dona
 def ar_body(tparams, state, tcache, key, temperature, tcfg, span):
     """One AR step: the last committed token in, the next one committed."""
     pos = position(state)
-    logits, _, tcache = M.forward(tparams, last_token(state), pos, tcache, cfg=tcfg, span=span)
-    return ar_commit(state, logits, pos, key, temperature), tcache
-
-
-def last_token(state: State) -> jax.Array:
-    """The last committed token, [1]: an AR step's input."""
-    return state["out"][state["count"] - 1][None]
-
-
-def ar_commit(state: State, logits: jax.Array, pos: jax.Array, key: jax.Array, temperature: jax.Array | None) -> State:
-    """The state with the token picked from an AR step's logits [1, V] (at position pos) committed."""
+    logits, _, tcache = M.forward(tparams, state["out"][state["count"] - 1][None], pos, tcache, cfg=tcfg, span=span)
     token = pick(logits, pos[None], key, temperature)[0]
     count = state["count"] + 1
     done = (count >= state["limit"]) | jnp.any(token == state["eos"])
-    return {**state, "out": state["out"].at[state["count"]].set(token), "count": count, "done": done}
+    return {**state, "out": state["out"].at[state["count"]].set(token), "count": count, "done": done}, tcache
 
 
 def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, k, num_queries, span):

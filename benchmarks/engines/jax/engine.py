@@ -119,7 +119,7 @@ class JaxEngine:
             "method": cell.method, "k": cell.k if dcfg else 0, "dtype": jnp.dtype(dtype).name,
             "matmul_precision": jax.config.jax_default_matmul_precision or "default",
             "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
-            "weight_layout": tcfg.weight_layout, "write_behind": 0 if dcfg else int_option(opts, "write_behind"),
+            "weight_layout": tcfg.weight_layout,
             "draft_queries": self.decoder.num_queries if dcfg else None, "eos_token_ids": list(self.eos),
             "weight_bytes_per_step": weights.weight_bytes(), "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s,
             "bandwidth_source": self.hw.bandwidth_source, "step_floor_s": floor_s, "floor_note": why,
@@ -165,7 +165,7 @@ class JaxEngine:
         if len(each) != len(prompts) or len({p.temperature for p in each}) > 1:
             raise ValueError("a batch takes one SamplingParams, or one per prompt with a single temperature")
         if self._batch is None:
-            self._batch = BatchDecoder(self.decoder, int(self._info["write_behind"]))
+            self._batch = BatchDecoder(self.decoder)
         g = self._batch.generate(prompts, [p.max_new_tokens for p in each], each[0].temperature,
                                  [p.seed for p in each], self.eos)
         batch = {"compile_s": g.compile_s, "prefill_bucket": g.bucket, "batch_size": len(prompts),

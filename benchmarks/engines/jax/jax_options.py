@@ -7,9 +7,6 @@
                    on the device, one loop per cache span)
     draft_queries  "block" (the released drafts' block_size, default) or "k+1" (what vLLM runs)
     ignore_eos     generate exactly max_new_tokens (default off)
-    write_behind   steps a batch of plain decoding keeps its new cache rows in a shared window before writing them
-                   into each request's cache (batch.write_behind; default 0: written at every step). DFlash cells'
-                   batches write at every step, and say so (describe's write_behind: 0)
 """
 from __future__ import annotations
 
@@ -19,15 +16,11 @@ from types import MappingProxyType
 from benchmarks.core.cells import OptionValue
 from benchmarks.engines.options import EngineOptions
 
-# The largest batch the engine compiles (batch.py's BATCH_SIZES end here).
-MAX_BATCH = 64
-MAX_WINDOW = 256  # the longest write-behind window, in steps
-
 DEFAULTS: Mapping[str, OptionValue] = MappingProxyType({"dtype": "auto", "max_model_len": 2048, "breakdown": False,
-                                                        "draft_queries": "block", "ignore_eos": False,
-                                                        "write_behind": 0})
+                                                        "draft_queries": "block", "ignore_eos": False})
 OPTIONS = EngineOptions(lambda: frozenset(DEFAULTS), DEFAULTS,
                         MappingProxyType({"dtype": ("auto", "float32", "bfloat16", "float16"),
                                           "draft_queries": ("block", "k+1"), "breakdown": (True, False),
-                                          "ignore_eos": (True, False)}),
-                        MappingProxyType({"write_behind": (0, MAX_WINDOW)}))
+                                          "ignore_eos": (True, False)}))
+# The largest batch the engine compiles (batch.py's BATCH_SIZES end here).
+MAX_BATCH = 64

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from functools import partial, reduce
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -139,16 +139,12 @@ def _write_rows_per_request(size: int, batched: list[bool], cache: jax.Array, ro
     a batch keeps it, [L, B, KVH, S, D] (CACHE_AXIS; vmap hands it here with the batch axis first). vmap's
     own rule makes the write a scatter, which XLA's TPU backend ran with a copy of the whole cache
     (docs/engine-findings.md)."""
-    cache, rows, start = each_request(size, batched, cache, rows, start)
+    cache, rows, start = (x if b else jnp.broadcast_to(x, (size, *jnp.shape(x)))
+                          for x, b in zip((cache, rows, start), batched))
     cache, rows = jnp.moveaxis(cache, 0, 1), jnp.moveaxis(rows, 0, 1)
     for i in range(size):
         cache = jax.lax.dynamic_update_slice(cache, rows[:, i:i + 1], (0, i, 0, start[i], 0))
     return jnp.moveaxis(cache, 1, 0), True
-
-
-def each_request(size: int, batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
-    """A custom_vmap rule's arguments, each with the batch axis first (an unbatched one repeated)."""
-    return [x if b else jnp.broadcast_to(x, (size, *jnp.shape(x))) for x, b in zip(xs, batched)]
 
 
 def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array, read: jax.Array) -> Cache:
@@ -162,49 +158,6 @@ def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array
     after = jnp.zeros((), cache["k"].dtype) * read.ravel()[0].astype(cache["k"].dtype)
     return {name: write_rows(cache[name], jnp.stack(rows[name]).astype(cache[name].dtype) + after, start)
             for name in ("k", "v")}
-
-
-class Behind(NamedTuple):
-    """A batch's write-behind window (batch.write_behind): one request's K and V rows of its last `filled` steps,
-    [L, KVH, W, D] as its cache keeps them, that are not yet in its cache, whose rows below `base` hold its earlier
-    positions (slot j holds position base + j). Under a batch's vmap, k and v carry the batch on axis 1 (CACHE_AXIS)
-    and `filled` is the batch's one count, so that a step writes the whole batch's rows in one update."""
-
-    k: jax.Array
-    v: jax.Array
-    base: jax.Array
-    filled: jax.Array
-
-    def part(self, layer: int) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """The window's rows of one layer as an attention part: k, v [KVH, W, D] and the slots written."""
-        return self.k[layer], self.v[layer], jnp.arange(self.k.shape[2]) < self.filled
-
-    def written(self, rows: dict[str, list[jax.Array]], read: jax.Array) -> Behind:
-        """The window with one step's rows (each layer's [KVH, 1, D]) in slot `filled`, ordered after `read` (as
-        write_after orders the cache's write)."""
-        after = jnp.zeros((), self.k.dtype) * read.ravel()[0].astype(self.k.dtype)
-        k, v = (write_slot(old, jnp.stack(rows[name]).astype(old.dtype) + after, self.filled)
-                for name, old in (("k", self.k), ("v", self.v)))
-        return self._replace(k=k, v=v)
-
-
-@jax.custom_batching.custom_vmap
-def write_slot(window: jax.Array, rows: jax.Array, slot: jax.Array) -> jax.Array:
-    """window [L, KVH, W, D] with rows [L, KVH, 1, D] in slot `slot`."""
-    return jax.lax.dynamic_update_slice(window, rows, (0, 0, slot, 0))
-
-
-@write_slot.def_vmap
-def _write_slot_of_a_batch(size: int, batched: list[bool], window: jax.Array, rows: jax.Array,
-                           slot: jax.Array) -> tuple[jax.Array, bool]:
-    """A batch's step into its window, [L, B, KVH, W, D] (CACHE_AXIS): every request's rows in the one slot the
-    batch shares, a single update (vmap hands the batch axis first)."""
-    if batched[2]:
-        raise ValueError("a batch's write-behind slot is shared by its requests")
-    window, rows = each_request(size, batched, window, rows)
-    out = jax.lax.dynamic_update_slice(jnp.moveaxis(window, 0, CACHE_AXIS), jnp.moveaxis(rows, 0, CACHE_AXIS),
-                                       (0, 0, 0, slot, 0))
-    return jnp.moveaxis(out, CACHE_AXIS, 0), True
 
 
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -225,18 +178,15 @@ def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
 # The decoder
 
 def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
-            tap_ids: tuple[int, ...] = (), span: int | None = None,
-            behind: Behind | None = None) -> tuple[jax.Array, jax.Array, Any]:
-    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward); with
-    a write-behind window (one token, T = 1), the cache is only read, below the window's base, and the window is
-    read too and returned with the new rows in it.
+            tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
+    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward).
 
     Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span.
     """
     t = tokens.shape[0]
     span = cache["k"].shape[2] if span is None else span
     positions = start + jnp.arange(t, dtype=jnp.int32)
-    earlier = jnp.arange(span) < (start if behind is None else behind.base)
+    earlier = jnp.arange(span) < start
     causal = jnp.tril(jnp.ones((t, t), bool))
     h = params["embed"][tokens]
     taps: dict[int, jax.Array] = {}
@@ -244,8 +194,7 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
     for i, lp in enumerate(params["layers"]):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
         past = [(cache["k"][i, :, :span], cache["v"][i, :, :span], earlier)] if span else []
-        recent = [behind.part(i)] if behind is not None else []
-        attn = attend(q, past + recent + [(k, v, causal)])
+        attn = attend(q, past + [(k, v, causal)])
         rows["k"].append(k)
         rows["v"].append(v)
         h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
@@ -254,7 +203,7 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
             taps[i] = h
     tapped = jnp.concatenate([taps[i] for i in tap_ids], axis=-1) if tap_ids else jnp.zeros((t, 0), h.dtype)
     h = rms_norm(h, params["norm"], cfg.rms_norm_eps)
-    return h, tapped, write_after(cache, rows, start, h) if behind is None else behind.written(rows, h)
+    return h, tapped, write_after(cache, rows, start, h)
 
 
 @partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
