@@ -32,7 +32,15 @@ from benchmarks.core.atomic import atomic_write_json
 from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.paths import ROOT
 from benchmarks.studies.device import draft_config, resolve_shape
-from benchmarks.studies.device_grid import Point, add_point_args, cache_rows, need_bytes, order, point_problems
+from benchmarks.studies.device_grid import (
+    Point,
+    add_point_args,
+    batch_of,
+    need_bytes,
+    order,
+    point_caches,
+    point_problems,
+)
 
 # The chips JAX describes without one, as its topology names them: one chip, one host.
 TOPOLOGIES = {"v5e": "v5e:1x1", "v5p": "v5p:1x1x1", "v6e": "v6e:1x1"}
@@ -81,32 +89,27 @@ def compile_point(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) ->
 
     on = SingleDeviceSharding(device)
     b, k, span = point.batch, point.k, point.context
-    rows = cache_rows(span, dcfg.block_size)
 
     def abstract(make: Any) -> Any:
         return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on), jax.eval_shape(make))
-
-    def caches(c: Any) -> Any:
-        return M.init_cache(c, rows, dtype) if b == 1 else B.batch_cache(c, rows, dtype, b)
 
     def state() -> Any:
         taps = len(dcfg.target_layer_ids) * cfg.hidden_size
         pending = jnp.zeros((k + 1, taps), dtype) if k else None
         one = decode.start_state(jnp.int32(10), jnp.int32(span - k - 1), jnp.int32(k + 2),
                                  jnp.asarray(decode.eos_array(())), span + k + 2, pending)
-        if b == 1:
-            return one
-        return {**jax.tree.map(lambda x: jnp.broadcast_to(x, (b, *x.shape)), one), "idle": jnp.zeros(b, jnp.int32)}
+        return one if b == 1 else batch_of(one, b)
 
     tparams = abstract(lambda: M.init_random_params(cfg, jax.random.key(0), dtype))
-    st, tcache = abstract(state), abstract(lambda: caches(cfg))
+    st, caches = abstract(state), abstract(lambda: point_caches(cfg, dcfg, point, dtype))
+    tcache = caches[0]
     keys = abstract(lambda: jax.random.key(0) if b == 1 else jax.vmap(jax.random.key)(jnp.arange(b, dtype=jnp.uint32)))
     if k == 0:
         traced = decode.ar_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span) if b == 1 else \
             B.ar_batch_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span)
     else:
         dparams = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
-        dcache = abstract(lambda: caches(dcfg.layers))
+        dcache = caches[1]
         spec = decode.spec_steps if b == 1 else B.spec_batch_steps
         traced = spec.trace(tparams, dparams, st, tcache, dcache, keys, None, dcfg=dcfg, tcfg=cfg, k=k,
                             num_queries=dcfg.block_size, span=span)
@@ -117,18 +120,10 @@ def measure(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) -> dict[
     """One point compiled: its memory and its copies of a cache."""
     import jax  # lazy: jax
 
-    from benchmarks.engines.jax import batch as B  # lazy: imports jax, numpy, packaging, scipy
-    from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
-
     t0 = time.perf_counter()
     compiled = compile_point(point, cfg, dcfg, dtype, device)
     compile_s = time.perf_counter() - t0
-    rows = cache_rows(point.context, dcfg.block_size)
-    shapes = set()
-    for c in [cfg] + ([dcfg.layers] if point.k else []):
-        made = jax.eval_shape(lambda: M.init_cache(c, rows, dtype) if point.batch == 1 else
-                              B.batch_cache(c, rows, dtype, point.batch))
-        shapes |= {tuple(x.shape) for x in jax.tree.leaves(made)}
+    shapes = {tuple(x.shape) for x in jax.tree.leaves(jax.eval_shape(lambda: point_caches(cfg, dcfg, point, dtype)))}
     memory = compiled.memory_analysis()
     return {"temp_bytes": memory.temp_size_in_bytes, "argument_bytes": memory.argument_size_in_bytes,
             "output_bytes": memory.output_size_in_bytes, "alias_bytes": memory.alias_size_in_bytes,

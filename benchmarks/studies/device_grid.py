@@ -74,6 +74,26 @@ def cache_rows(context: int, block: int) -> int:
     return -(-(context + block) // 128) * 128
 
 
+def point_caches(cfg: Any, dcfg: Any, point: Point, dtype: Any) -> list[Any]:
+    """The caches a point's loop runs over: the target's and, at K > 0, the draft's; a static batch's stacked as
+    the engine stacks them (batch.batch_cache)."""
+    from benchmarks.engines.jax import batch as B  # lazy: imports jax, numpy, packaging, scipy
+    from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
+
+    rows = cache_rows(point.context, dcfg.block_size)
+    configs = [cfg] + ([dcfg.layers] if point.k else [])
+    return [M.init_cache(c, rows, dtype) if point.batch == 1 else B.batch_cache(c, rows, dtype, point.batch)
+            for c in configs]
+
+
+def batch_of(one: Any, b: int) -> Any:
+    """One request's start state repeated for a static batch of b rows, none idle yet."""
+    import jax  # lazy: jax
+    import jax.numpy as jnp  # lazy: jax
+
+    return {**jax.tree.map(lambda x: jnp.broadcast_to(x, (b, *jnp.shape(x))), one), "idle": jnp.zeros(b, jnp.int32)}
+
+
 def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, int]:
     """(KV cache bytes, cache + work space bytes) a point allocates beyond the weights: the target's and, for DFlash,
     the draft's caches of every request, the float32 logits of every verified and drafted row, and the float32
@@ -211,19 +231,10 @@ class Grid:
 
         from benchmarks.engines.jax import batch as B  # lazy: imports jax, numpy, packaging, scipy
         from benchmarks.engines.jax import decode  # lazy: imports jax, numpy, packaging, scipy
-        from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
 
         b, k, span = point.batch, point.k, point.context
-        rows = cache_rows(span, self.dcfg.block_size)
         width = span + k + 2
-        if b == 1:
-            caches = [M.init_cache(self.cfg, rows, self.dtype)]
-            if k:
-                caches.append(M.init_cache(self.dcfg.layers, rows, self.dtype))
-        else:
-            caches = [B.batch_cache(self.cfg, rows, self.dtype, b)]
-            if k:
-                caches.append(B.batch_cache(self.dcfg.layers, rows, self.dtype, b))
+        caches = point_caches(self.cfg, self.dcfg, point, self.dtype)
         taps = len(self.dcfg.target_layer_ids) * self.cfg.hidden_size
         eos = decode.eos_array(())
         key = jax.random.key(0)
@@ -234,10 +245,7 @@ class Grid:
             limit = np.int32(1 + n * (k + 1))
             pending = jnp.zeros((k + 1, taps), self.dtype) if k else None
             one = decode.start_state(jnp.int32(10), length, limit, eos, width, pending)
-            if b == 1:
-                return one
-            rows_state = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, *jnp.shape(x))), one)
-            return {**rows_state, "idle": jnp.zeros(b, jnp.int32)}
+            return one if b == 1 else batch_of(one, b)
 
         keys = jax.vmap(jax.random.key)(jnp.arange(b, dtype=jnp.uint32)) if b > 1 else key
 
