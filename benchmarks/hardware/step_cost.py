@@ -1,9 +1,10 @@
 """What a decode step reads and computes: the one place that counts bytes and FLOPs (floors, roofline, studies).
 
-A step is a list of passes (an AR step: one target forward; a DFlash step: the draft, then the verify forward), a
-pass a list of matmuls plus its attention over the KV rows it reads. Counted: every weight matrix a pass multiplies
-by (the target's `lm_head` again in the draft, which borrows it), the norms, the embedding rows it gathers, the KV
-rows of the span it attends over and the rows it writes. A step of `batch` requests reads the weights once and the
+A step is a list of passes (an AR step: one target forward; a DFlash step: the draft, then the verify forward; a
+draft tree's step: the same, its verify over budget + 1 rows), a pass a list of matmuls plus its attention over the
+KV rows it reads. Counted: every weight matrix a pass multiplies by (the target's `lm_head` again in the draft, which
+borrows it), the norms, the embedding rows it gathers, the KV rows of the span it attends over and the rows it
+writes. A step of `batch` requests reads the weights once and the
 KV rows of each request; its matmul rows and attention FLOPs grow with the batch. A floor (`Step.bytes`) counts each
 weight once per pass: the draft and the verify depend on each other, so neither can reuse the other's read. Shapes
 are benchmarks.core.shapes' ModelConfig; the draft's layers are such a shape of the draft's own depth.
@@ -140,6 +141,14 @@ def dflash_step(target: ModelConfig, layers: ModelConfig, num_taps: int, k: int,
     `batch` requests decoding together."""
     return Step((draft_pass(target, layers, num_taps, queries, k + 1, context, itemsize, batch),
                  forward(target, k + 1, context, itemsize, batch)))
+
+
+def tree_step(target: ModelConfig, layers: ModelConfig, num_taps: int, budget: int, queries: int, context: int,
+              itemsize: int, batch: int = 1) -> Step:
+    """One draft-tree (DDTree) step of `budget` nodes: the draft over its block of `queries` (its pending context:
+    the root and a path of up to queries - 1 nodes), then one verify of budget + 1 rows, for `batch` requests."""
+    return Step((draft_pass(target, layers, num_taps, queries, queries, context, itemsize, batch),
+                 forward(target, budget + 1, context, itemsize, batch)))
 
 
 def matmul_shapes(step: Step) -> list[tuple[int, int, int]]:

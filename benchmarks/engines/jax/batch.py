@@ -1,7 +1,8 @@
 """Batched decoding (`BatchDecoder`): B requests, each with its own prompt length, limit, stop and seed, decoded
-together by the AR or DFlash loop, greedy or sampled.
+together by the AR, DFlash or draft-tree loop, greedy or sampled.
 
-A batched step is the batch-1 step (`decode.ar_body`, `decode.spec_body`) under `jax.vmap`: each row keeps its own
+A batched step is the batch-1 step (`decode.ar_body`, `decode.spec_body`, `decode.tree_body`: B trees a step, one
+budget per batch) under `jax.vmap`: each row keeps its own
 positions, caches, accept lengths and stop, and computes what the request computes alone, so batch-1 tokens stay the
 truth the tests compare against. Shapes stay static: a batch runs in the smallest of BATCH_SIZES that holds it
 (padded with rows that start finished), its prompts padded to one prefill bucket, each cache span's loop (one
@@ -44,11 +45,11 @@ def batch_cache(cfg: M.ModelConfig, rows: int, dtype: Any, size: int) -> M.Cache
     return jax.tree.map(lambda x: jnp.zeros((x.shape[0], size, *x.shape[1:]), x.dtype), shapes)
 
 
-@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "width"), donate_argnames=("tcache", "dcache"))
+@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "width", "tree"), donate_argnames=("tcache", "dcache"))
 def prefill_rows(tparams, dparams, tokens, length, limit, eos, tcache, dcache, keys, temperature, *, tcfg, dcfg, k,
-                 width):
-    """The batch-1 prefill of every row (DFlash's when dcfg is given): first tokens [B], the batch's loop state
-    (idle steps at 0) and the caches."""
+                 width, tree=False):
+    """The batch-1 prefill of every row (DFlash's when dcfg is given, a draft tree's state when `tree`): first tokens
+    [B], the batch's loop state (idle steps at 0) and the caches."""
     c = M.CACHE_AXIS
     if dcfg is None:
         first, state, tcache = jax.vmap(lambda *row: decode.prefill_step(
@@ -56,7 +57,7 @@ def prefill_rows(tparams, dparams, tokens, length, limit, eos, tcache, dcache, k
             tokens, length, limit, eos, tcache, keys)
     else:
         first, state, tcache, dcache = jax.vmap(lambda *row: decode.dflash_prefill_step(
-            tparams, dparams, *row, temperature, tcfg=tcfg, dcfg=dcfg, k=k, width=width),
+            tparams, dparams, *row, temperature, tcfg=tcfg, dcfg=dcfg, k=k, width=width, tree=tree),
             in_axes=(0, 0, 0, 0, c, c, 0), out_axes=(0, 0, c, c))(tokens, length, limit, eos, tcache, dcache, keys)
     return first, {**state, "idle": jnp.zeros_like(length)}, tcache, dcache
 
@@ -97,6 +98,14 @@ def spec_batch_steps(tparams, dparams, state, tcache, dcache, keys, temperature,
                                                       tcfg, k, num_queries, span), (state, tcache, dcache), keys, span)
 
 
+@partial(jax.jit, static_argnames=("dcfg", "tcfg", "budget", "span"), donate_argnames=("state", "tcache", "dcache"))
+def tree_batch_steps(tparams, dparams, state, tcache, dcache, keys, temperature, *, dcfg, tcfg, budget, span):
+    """Draft-tree steps of a batch on the device over one cache span (`batch_loop`), B trees of `budget` nodes a
+    step: (state, caches)."""
+    return batch_loop(lambda c, key: decode.tree_body(tparams, dparams, c[0], c[1], c[2], key, temperature, dcfg,
+                                                      tcfg, budget, span), (state, tcache, dcache), keys, span)
+
+
 @dataclass
 class BatchGeneration:
     """A batch's result, request by request (padding rows left out). The clock starts as a Generation's does;
@@ -115,6 +124,7 @@ class BatchGeneration:
     batch_size: int  # the size of BATCH_SIZES it ran at
     bucket: int  # the prefill bucket of its prompts
     round_trips: int
+    tree_paths: list[list[list[int]]] | None = None  # a draft tree's, per request: decode.Generation.tree_paths
 
 
 def per_request(value: int | Sequence[int], n: int, name: str) -> list[int]:
@@ -161,7 +171,8 @@ class BatchDecoder:
             state = self._steps(state, inputs, span)
         jax.device_get(first)
         ttft = time.perf_counter() - t0
-        names = ("out", "count", "done", "idle") + (("accepts", "steps") if d.speculative else ())
+        names = ("out", "count", "done", "idle") + (("accepts", "steps") if d.speculative else ()) \
+            + (("paths",) if d.budget else ())
         got = jax.device_get({name: state[name] for name in names})  # the one wait after the first tokens
         end = time.perf_counter()
         if not got["done"].all():
@@ -170,11 +181,13 @@ class BatchDecoder:
         eos = set(eos_ids)
         outs = [decode.truncate(list(map(int, got["out"][i, : got["count"][i]])), int(limits[i]), eos)
                 for i in range(n)]
+        accepts = [accepted_within(list(map(int, got["accepts"][i, : got["steps"][i]])), len(outs[i]))
+                   for i in range(n)] if d.speculative else None
+        paths = [decode.paths_within(got["paths"][i], accepts[i]) for i in range(n)] \
+            if d.budget and accepts is not None else None
         return BatchGeneration(
-            outs, [accepted_within(list(map(int, got["accepts"][i, : got["steps"][i]])), len(outs[i]))
-                   for i in range(n)] if d.speculative else None,
-            ttft, end - t0, int((own + got["idle"]).max()), list(map(int, got["idle"][:n])), int(got["idle"].sum()),
-            compile_s, size, bucket, 1)
+            outs, accepts, ttft, end - t0, int((own + got["idle"]).max()), list(map(int, got["idle"][:n])),
+            int(got["idle"].sum()), compile_s, size, bucket, 1, paths)
 
     def _prefill(self, tokens, length, limit, eos, keys, temperature) -> tuple[jax.Array, decode.State]:
         """Prefill every row into this batch size's caches (allocated when the size changes)."""
@@ -186,7 +199,7 @@ class BatchDecoder:
                            batch_cache(d.dcfg.layers, rows, dtype, size) if d.dcfg is not None else None)
         first, state, tcache, dcache = prefill_rows(
             d.tparams, d.dparams, tokens, length, limit, eos, self.caches[1], self.caches[2], keys, temperature,
-            tcfg=d.tcfg, dcfg=d.dcfg, k=d.k, width=d.width)
+            tcfg=d.tcfg, dcfg=d.dcfg, k=d.k, width=d.width, tree=d.budget > 0)
         self.caches = (size, tcache, dcache)
         return first, state
 
@@ -195,7 +208,11 @@ class BatchDecoder:
         assert self.caches is not None  # allocated by _prefill
         d, (size, tcache, dcache) = self.decoder, self.caches
         keys, temperature = inputs[4], inputs[5]
-        if d.speculative:
+        if d.budget:
+            state, tcache, dcache = tree_batch_steps(
+                d.tparams, d.dparams, state, tcache, dcache, keys, temperature, dcfg=d.dcfg, tcfg=d.tcfg,
+                budget=d.budget, span=span)
+        elif d.speculative:
             state, tcache, dcache = spec_batch_steps(
                 d.tparams, d.dparams, state, tcache, dcache, keys, temperature, dcfg=d.dcfg, tcfg=d.tcfg, k=d.k,
                 num_queries=d.num_queries, span=span)

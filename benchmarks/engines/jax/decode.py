@@ -1,4 +1,5 @@
-"""Decode loops at batch size 1 (`Decoder`): the AR baseline and DFlash speculative decoding, greedy or sampled.
+"""Decode loops at batch size 1 (`Decoder`): the AR baseline, DFlash speculative decoding and DFlash draft trees
+(DDTree, `tree_body`), greedy or sampled.
 
 After prefill a request runs on the device: `ar_steps` / `spec_steps` run step after step in one `lax.while_loop`
 whose state (tokens, count, accept lengths, the stop condition) stays on the device, one call per cache span, all
@@ -22,6 +23,7 @@ import numpy as np
 from benchmarks.core.metrics import accepted_within
 from benchmarks.engines.jax import draft as D
 from benchmarks.engines.jax import model as M
+from benchmarks.engines.jax import tree as T
 from benchmarks.hardware import step_cost
 
 State = dict[str, jax.Array]
@@ -51,14 +53,18 @@ def eos_array(eos_ids: tuple[int, ...] | set[int]) -> np.ndarray:
 
 
 def start_state(first: jax.Array, length: jax.Array, limit: jax.Array, eos: jax.Array, width: int,
-                pending: jax.Array | None = None) -> State:
+                pending: jax.Array | None = None, tree: bool = False) -> State:
     """The loop state after prefill: `first` committed at out[0]. DFlash (pending given) adds the pending context
-    (taps of the tokens the last verify committed; none yet) and its start, and the accept lengths."""
+    (taps of the tokens the last verify committed; none yet) and its start, and the accept lengths; a draft tree
+    adds each step's accepted path (`tree_body`), [width, depth limit]."""
     state = {"out": jnp.zeros(width, jnp.int32).at[0].set(first), "count": jnp.int32(1), "length": length,
              "limit": limit, "eos": eos, "done": (limit <= 1) | jnp.any(first == eos)}
     if pending is not None:
         state |= {"pending": pending, "pending_start": length, "accepts": jnp.zeros(width, jnp.int32),
                   "steps": jnp.int32(0)}
+    if tree:
+        assert pending is not None  # a tree drafts with DFlash
+        state["paths"] = jnp.zeros((width, pending.shape[0] - 1), jnp.int32)
     return state
 
 
@@ -75,16 +81,16 @@ def prefill_step(params, tokens, length, limit, eos, cache, key, temperature, *,
     return first, start_state(first, length, limit, eos, width), cache
 
 
-@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "width"), donate_argnames=("tcache", "dcache"))
+@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "width", "tree"), donate_argnames=("tcache", "dcache"))
 def dflash_prefill_step(tparams, dparams, tokens, length, limit, eos, tcache, dcache, key, temperature, *, tcfg, dcfg,
-                        k, width):
+                        k, width, tree=False):
     """Target prefill with taps, then the prompt's context K/V into the draft cache: the first token, the loop state
-    and the caches."""
+    and the caches (a draft tree's state when `tree`, K its depth limit)."""
     logits, taps, tcache = M.prefill(tparams, tokens, length, tcache, cfg=tcfg, tap_ids=dcfg.target_layer_ids)
     dcache = D.prefill_context(dparams, taps, dcache, dcfg)
     first = pick(logits[None], (length - 1)[None], key, temperature)[0]
     pending = jnp.zeros((k + 1, taps.shape[1]), tcache["k"][0].dtype)
-    return first, start_state(first, length, limit, eos, width, pending), tcache, dcache
+    return first, start_state(first, length, limit, eos, width, pending, tree), tcache, dcache
 
 
 def _draft(dparams, tparams, pending, pending_start, anchor, s, dcache, dcfg, tcfg, k, num_queries, span):
@@ -146,6 +152,54 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
     return state, tcache, dcache
 
 
+def _tree_verify(tparams, anchor, tree, s, tcache, key, temperature, tcfg, tap_ids, span, depth_limit):
+    """The target over [anchor, tree nodes] in one forward (positions by depth, the ancestor mask): its token at each
+    verify row (argmax, or a sample keyed by position), the path it accepts, the taps and the cache."""
+    rows = T.positions(tree, s)
+    logits, taps, tcache = M.forward(tparams, jnp.concatenate([anchor[None], tree.tokens]), s, tcache, cfg=tcfg,
+                                     tap_ids=tap_ids, span=span, positions=rows, mask=T.ancestors(tree, depth_limit))
+    picked = pick(logits, rows, key, temperature)
+    return picked, T.accept(tree, picked, depth_limit), taps, tcache
+
+
+def tree_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, budget, span):
+    """One draft-tree (DDTree) step, with depth limit D = block_size - 1:
+
+    draft   as spec_body's, over the whole block: log-probabilities [D, V] at positions s+1..s+D
+    tree    the `budget` nodes of highest cumulative log-probability (tree.build), in pop order
+    verify  the target runs [anchor, nodes] in one forward, node i at position s + depth_i, each seeing the context
+            and its own ancestors (tree.ancestors); rows land at s..s+budget; it picks t_i at each row (argmax, or a
+            sample keyed by position as `pick` keys the chain's)
+    accept  from the root, follow the child whose token is the target's (tree.accept): n nodes; commit the target's
+            tokens at the root and the n nodes (the last is the bonus); the path's K/V rows are compacted to rows
+            s..s+n (a node's position s + depth is its row), the rest dropped; the pending context is the taps of
+            the root and the path; the accept length is n and the path's verify rows are recorded per step
+
+    At T > 0 each node's token is the target's sample at its position with the key AR uses there, and a path is
+    followed only while the samples match, so the committed tokens are AR's samples: lossless.
+    """
+    s, count = position(state), state["count"]
+    depth_limit = dcfg.block_size - 1
+    anchor = state["out"][count - 1]
+    logits, dcache = D.draft_logits(dparams, tparams, dcache, state["pending"], state["pending_start"], anchor, s,
+                                    dcfg, tcfg, dcfg.block_size, span)
+    tree = T.build(jax.nn.log_softmax(logits, axis=-1), budget)
+    picked, got, taps, tcache = _tree_verify(tparams, anchor, tree, s, tcache, key, temperature, tcfg,
+                                             dcfg.target_layer_ids, span, depth_limit)
+    keep = jnp.concatenate([jnp.zeros(1, jnp.int32), got.path])  # root, then the path (rows past n are never read)
+    tcache = M.keep_rows(tcache, keep, s)
+    committed = picked[keep]
+    n = got.depth
+    hit_eos = jnp.any((jnp.arange(depth_limit + 1) <= n)[:, None] & (committed[:, None] == state["eos"][None, :]))
+    count = count + n + 1
+    state = {**state, "out": jax.lax.dynamic_update_slice(state["out"], committed, (state["count"],)),
+             "count": count, "pending": taps[keep].astype(state["pending"].dtype), "pending_start": s,
+             "accepts": state["accepts"].at[state["steps"]].set(n),
+             "paths": state["paths"].at[state["steps"]].set(got.path), "steps": state["steps"] + 1,
+             "done": (count >= state["limit"]) | hit_eos}
+    return state, tcache, dcache
+
+
 def accepts_within(new_tokens: int, k: int) -> list[int]:
     """The accept lengths a request of `new_tokens` records when every draft is accepted: K per step, the last step
     cut at the tokens still wanted (the first token comes from prefill, each step commits accepted + 1)."""
@@ -178,6 +232,23 @@ def spec_steps(tparams, dparams, state, tcache, dcache, key, temperature, *, dcf
                                      num_queries, span), (state, tcache, dcache), span, count)
 
 
+@partial(jax.jit, static_argnames=("dcfg", "tcfg", "budget", "span", "count"),
+         donate_argnames=("state", "tcache", "dcache"))
+def tree_steps(tparams, dparams, state, tcache, dcache, key, temperature, *, dcfg, tcfg, budget, span, count=0):
+    """Draft-tree steps on the device until the request is done or its context outgrows `span` (`_loop`): (state,
+    caches)."""
+    return _loop(lambda c: tree_body(tparams, dparams, c[0], c[1], c[2], key, temperature, dcfg, tcfg, budget, span),
+                 (state, tcache, dcache), span, count)
+
+
+def spec_row(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, k, num_queries, budget, span):
+    """One speculative step of a request: a draft tree's (`tree_body`) when budget > 0, else DFlash's
+    (`spec_body`)."""
+    if budget:
+        return tree_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, budget, span)
+    return spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, k, num_queries, span)
+
+
 @partial(jax.jit, static_argnames=("tcfg", "dcfg"))
 def _prefill_batch(tparams, dparams, tokens, length, tcache, dcache, keys, temperature, *, tcfg, dcfg):
     """One prefill shared by a batch of samples: the first token of each (one key each) and the caches."""
@@ -189,17 +260,18 @@ def _prefill_batch(tparams, dparams, tokens, length, tcache, dcache, keys, tempe
     return first, tcache, dcache
 
 
-@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "num_queries", "length"))
+@partial(jax.jit, static_argnames=("tcfg", "dcfg", "k", "num_queries", "length", "budget"))
 def _sample_batch(tparams, dparams, tcache, dcache, first, start, eos, keys, temperature, *, tcfg, dcfg, k,
-                  num_queries, length):
+                  num_queries, length, budget=0):
     """Decode every sample (vmapped over keys) to `length` tokens with the per-request loop's step (`ar_body` when
-    dcfg is None, else `spec_body`): length - 1 steps (a step commits at least one token), a finished sample's state
+    dcfg is None, else `spec_row`): length - 1 steps (a step commits at least one token), a finished sample's state
     frozen (its later steps redo rows it never reads). The caches are this batch's own, read whole.
     Returns tokens [B, length + K + 1] and committed counts [B] (a verify step may commit past `length`)."""
     width, span, size = length + k + 1, tcache["k"][0].shape[1], keys.shape[0]
     width_taps = len(dcfg.target_layer_ids) * tcfg.hidden_size if dcfg is not None else 0
     pending = jnp.zeros((k + 1, width_taps), tcache["k"][0].dtype) if dcfg is not None else None
-    states = jax.vmap(lambda token: start_state(token, start, jnp.int32(length), eos, width, pending))(first)
+    states = jax.vmap(lambda token: start_state(token, start, jnp.int32(length), eos, width, pending, budget > 0))(
+        first)
     # each sample's own copy of the prompt's caches, kept as a batch keeps them (model.CACHE_AXIS)
     caches = jax.tree.map(lambda x: jnp.repeat(jnp.expand_dims(x, M.CACHE_AXIS), size, M.CACHE_AXIS),
                           (tcache, dcache))
@@ -208,8 +280,8 @@ def _sample_batch(tparams, dparams, tcache, dcache, first, start, eos, keys, tem
         if dcfg is None:
             new, tc = ar_body(tparams, state, tc, key, temperature, tcfg, span)
         else:
-            new, tc, dc = spec_body(tparams, dparams, state, tc, dc, key, temperature, dcfg, tcfg, k, num_queries,
-                                    span)
+            new, tc, dc = spec_row(tparams, dparams, state, tc, dc, key, temperature, dcfg, tcfg, k, num_queries,
+                                   budget, span)
         return jax.tree.map(lambda a, b: jnp.where(state["done"], a, b), state, new), tc, dc
 
     axes = (0, M.CACHE_AXIS, M.CACHE_AXIS, 0)
@@ -220,7 +292,8 @@ def _sample_batch(tparams, dparams, tcache, dcache, first, start, eos, keys, tem
 
 def sample_rows(bucket: int, prompt_len: int, length: int, k: int) -> int:
     """Cache rows of a sampling batch: the padded prompt, and every position a sample of `length` tokens writes (a
-    last verify step starting before `length` writes K + 1 rows), rounded up to a multiple of 128."""
+    last verify step starting before `length` writes k + 1 rows: K + 1, a tree's budget + 1), rounded up to a multiple
+    of 128."""
     return -(-max(bucket, prompt_len + length + k) // 128) * 128
 
 
@@ -269,19 +342,36 @@ class Generation:
     bucket: int
     round_trips: int
     breakdown: dict[str, float] = field(default_factory=dict)
+    tree_paths: list[list[int]] | None = None  # a draft tree's: per step, its accepted path's verify rows (1..budget)
+
+
+def paths_within(paths: np.ndarray, accepts: list[int]) -> list[list[int]]:
+    """Per step, the first accepts[i] verify rows of step i's path (accept lengths already cut at the output:
+    metrics.accepted_within), so the paths are cut at the output as the accept lengths are."""
+    return [list(map(int, paths[i, :n])) for i, n in enumerate(accepts)]
 
 
 class Decoder:
-    """Owns the parameters and preallocated caches of one loaded (target[, draft], K) and runs requests.
+    """Owns the parameters and preallocated caches of one loaded (target[, draft], K or tree budget) and runs
+    requests.
 
-    max_model_len bounds prompt + output tokens; the caches hold one draft block more, for the last verify.
+    max_model_len bounds prompt + output tokens; the caches hold one draft block more (a tree's budget + 1 rows,
+    when more), for the last verify. budget > 0 runs draft trees of that many nodes (DDTree, `tree_body`): K is
+    then the tree's depth limit, block_size - 1, whatever is passed, and the draft runs the whole block.
     compile_log: seconds per compiled function, keyed as _compile names them.
     """
 
     def __init__(self, tcfg: M.ModelConfig, tparams: M.Params, max_model_len: int, dtype: Any,
                  dcfg: D.DraftConfig | None = None, dparams: M.Params | None = None, k: int = 0,
-                 num_queries: int | None = None) -> None:
+                 num_queries: int | None = None, budget: int = 0) -> None:
         self.tcfg, self.tparams, self.dcfg, self.dparams = tcfg, tparams, dcfg, dparams
+        self.budget = budget
+        if budget:
+            if dcfg is None or budget < 0:
+                raise ValueError("a draft tree needs a DFlash draft and a budget >= 1")
+            if num_queries not in (None, dcfg.block_size):
+                raise ValueError("a draft tree's draft runs the whole block: num_queries must be block_size")
+            k = dcfg.block_size - 1
         self.max_model_len, self.k = max_model_len, k
         if dcfg is not None:
             if not 1 <= k <= dcfg.block_size - 1:
@@ -292,7 +382,7 @@ class Decoder:
             self.num_queries = num_queries or dcfg.block_size
             if not k + 1 <= self.num_queries <= dcfg.block_size:
                 raise ValueError(f"draft queries {self.num_queries} must be in K+1..block_size")
-        cache_len = cache_length(max_model_len, dcfg.block_size if dcfg else 1)
+        cache_len = cache_length(max_model_len, max(dcfg.block_size, budget + 1) if dcfg else 1)
         self.tcache = M.init_cache(tcfg, cache_len, dtype)
         self.dcache = M.init_cache(dcfg.layers, cache_len, dtype) if dcfg else None
         self.buckets = buckets(cache_len)
@@ -309,6 +399,9 @@ class Decoder:
         itemsize = self.tcache["k"][0].dtype.itemsize
         if self.dcfg is None:
             return step_cost.ar_step(self.tcfg, context, itemsize)
+        if self.budget:
+            return step_cost.tree_step(self.tcfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), self.budget,
+                                       self.num_queries, context, itemsize)
         return step_cost.dflash_step(self.tcfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), self.k,
                                      self.num_queries, context, itemsize)
 
@@ -344,6 +437,8 @@ class Decoder:
                  eos_ids: tuple[int, ...] = (), breakdown: bool = False) -> Generation:
         req = self.request(prompt, max_new_tokens, temperature, seed, eos_ids)
         timed = breakdown and self.speculative
+        if timed and self.budget:
+            raise ValueError("the breakdown option times DFlash's chain; a draft tree runs its steps on the device")
         compile_s = self._compile(req, timed)
         if timed:
             return self._dflash_timed(req, set(eos_ids), compile_s)
@@ -354,7 +449,8 @@ class Decoder:
             state = self.dispatch_steps(state, req, span)
         int(first)
         ttft = time.perf_counter() - t0
-        keys = ("out", "count", "done") + (("accepts", "steps") if self.speculative else ())
+        keys = ("out", "count", "done") + (("accepts", "steps") if self.speculative else ()) \
+            + (("paths",) if self.budget else ())
         got = jax.device_get({name: state[name] for name in keys})  # the one wait after the first token
         end = time.perf_counter()
         if not got["done"]:
@@ -362,7 +458,8 @@ class Decoder:
         tokens = truncate(list(map(int, got["out"][: got["count"]])), int(req.limit), set(eos_ids))
         accepts = accepted_within(list(map(int, got["accepts"][: got["steps"]])), len(tokens)) \
             if self.speculative else None
-        return Generation(tokens, ttft, end - t0, accepts, compile_s, len(req.tokens), 1)
+        paths = paths_within(got["paths"], accepts) if self.budget and accepts is not None else None
+        return Generation(tokens, ttft, end - t0, accepts, compile_s, len(req.tokens), 1, tree_paths=paths)
 
     def sample_batch(self, prompt: list[int], max_new_tokens: int, temperature: float, seeds: list[int],
                      eos_ids: tuple[int, ...] = ()) -> list[list[int]]:
@@ -378,7 +475,7 @@ class Decoder:
         tokens = np.zeros(bucket, np.int32)
         tokens[:p] = prompt
         temp = temperature_arg(temperature)
-        rows = sample_rows(bucket, p, max_new_tokens, self.k)
+        rows = sample_rows(bucket, p, max_new_tokens, max(self.k, self.budget))
         dtype = self.tcache["k"][0].dtype
         out, counts = [], []
         for i in range(0, len(seeds), SAMPLE_CHUNK):  # one batch shape: bounded memory, one compile
@@ -391,7 +488,7 @@ class Decoder:
             got, count = jax.device_get(_sample_batch(
                 self.tparams, self.dparams, tcache, dcache, first, np.int32(p), eos_array(eos_ids), keys, temp,
                 tcfg=self.tcfg, dcfg=self.dcfg, k=self.k, num_queries=self.num_queries if self.speculative else 0,
-                length=max_new_tokens))
+                length=max_new_tokens, budget=self.budget))
             out += list(got[: len(chunk)])
             counts += list(count[: len(chunk)])
         return [truncate(list(map(int, row[:c])), max_new_tokens, set(eos_ids)) for row, c in zip(out, counts)]
@@ -409,7 +506,8 @@ class Decoder:
         if self.speculative:
             first, state, self.tcache, self.dcache = dflash_prefill_step(
                 self.tparams, self.dparams, req.tokens, req.length, req.limit, req.eos, self.tcache, self.dcache,
-                req.key, req.temperature, tcfg=self.tcfg, dcfg=self.dcfg, k=self.k, width=self.width)
+                req.key, req.temperature, tcfg=self.tcfg, dcfg=self.dcfg, k=self.k, width=self.width,
+                tree=self.budget > 0)
         else:
             first, state, self.tcache = prefill_step(self.tparams, req.tokens, req.length, req.limit, req.eos,
                                                      self.tcache, req.key, req.temperature, cfg=self.tcfg,
@@ -418,7 +516,11 @@ class Decoder:
 
     def dispatch_steps(self, state: State, req: Request, span: int, count: int = 0) -> State:
         """Dispatch the loop over one span (returns at once; the state stays on the device); `count`: see _loop."""
-        if self.speculative:
+        if self.budget:
+            state, self.tcache, self.dcache = tree_steps(
+                self.tparams, self.dparams, state, self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
+                tcfg=self.tcfg, budget=self.budget, span=span, count=count)
+        elif self.speculative:
             state, self.tcache, self.dcache = spec_steps(
                 self.tparams, self.dparams, state, self.tcache, self.dcache, req.key, req.temperature, dcfg=self.dcfg,
                 tcfg=self.tcfg, k=self.k, num_queries=self.num_queries, span=span, count=count)

@@ -1,5 +1,5 @@
-"""JaxEngine: the standalone JAX runner behind the harness's Engine protocol (methods baseline and dflash); its
-options (cell.engine_options) are declared in jax_options.py."""
+"""JaxEngine: the standalone JAX runner behind the harness's Engine protocol (methods baseline, dflash and ddtree, a
+DFlash draft's tree); its options (cell.engine_options) are declared in jax_options.py."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from benchmarks.core.cells import Cell, int_option
+from benchmarks.core.cells import TREE_METHODS, Cell, int_option
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.metrics import drafted_within
 from benchmarks.engines.jax.jax_options import DEFAULTS as OPTIONS
@@ -40,6 +40,38 @@ def eos_token_ids(path: Path) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ids))
 
 
+METHODS = ("baseline", "dflash", "ddtree")  # the methods this engine runs
+
+
+class DecoderArgs(NamedTuple):
+    """decode.Decoder's speculation arguments."""
+
+    k: int
+    num_queries: int | None
+    budget: int
+
+
+def decoder_args(cell: Cell, draft_queries: str) -> DecoderArgs:
+    """A cell's speculation as decode.Decoder's arguments (k, num_queries, budget), after validating the method, its
+    draft and the draft_queries option: a chain's K (its draft runs K + 1 queries under "k+1"), a tree's budget (its
+    draft runs the whole block, its depth limit block_size - 1), nothing for the baseline."""
+    if cell.method in ("eagle3", "ngram"):
+        raise ValueError(f"the JAX engine runs {', '.join(METHODS)}; run {cell.method} with the vllm engine")
+    if cell.method not in METHODS:
+        raise ValueError(f"unknown method {cell.method!r}")
+    if draft_queries not in ("block", "k+1"):
+        raise ValueError("draft_queries must be 'block' or 'k+1'")
+    if cell.method == "baseline":
+        return DecoderArgs(0, None, 0)
+    if not cell.draft:
+        raise ValueError(f"method {cell.method} needs a draft checkpoint")
+    if cell.method in TREE_METHODS:
+        if draft_queries != "block":
+            raise ValueError("a draft tree's draft runs the whole block: draft_queries must be 'block'")
+        return DecoderArgs(0, None, cell.tree_budget)
+    return DecoderArgs(cell.k, cell.k + 1 if draft_queries == "k+1" else None, 0)
+
+
 # A GPU shared with vLLM (cells one after another in this process, each vLLM engine taking gpu_memory_utilization of
 # the device): JAX allocates what it uses instead of 75 % of the device at start-up. Its pool keeps its peak until
 # the process exits; XLA_PYTHON_CLIENT_MEM_FRACTION caps it. A value the user exported is kept (docs/sampling-check.md).
@@ -47,7 +79,8 @@ MEMORY_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 class JaxEngine:
-    """The Engine protocol over decode.Decoder: one loaded (target[, draft], K) at a time, a request at a time
+    """The Engine protocol over decode.Decoder: one loaded (target[, draft], K or tree budget) at a time, a request at a
+    time
     (`generate`) or a static batch of them (`generate_batch`, batch.BatchDecoder)."""
 
     name = "jax"
@@ -76,16 +109,13 @@ class JaxEngine:
             resolve_dtype,
         )
 
-        if cell.method in ("eagle3", "ngram"):
-            raise ValueError(f"the JAX engine runs baseline and dflash; run {cell.method} with the vllm engine")
-        if cell.method not in ("baseline", "dflash"):
-            raise ValueError(f"unknown method {cell.method!r}")
         unknown = set(cell.engine_options) - set(OPTIONS)
         if unknown:
             raise ValueError(f"unknown JAX engine options {sorted(unknown)}; known: {sorted(OPTIONS)}")
         opts = {**OPTIONS, **cell.engine_options}
-        if opts["draft_queries"] not in ("block", "k+1"):
-            raise ValueError("draft_queries must be 'block' or 'k+1'")
+        args = decoder_args(cell, str(opts["draft_queries"]))
+        if args.budget and opts["breakdown"]:
+            raise ValueError("the breakdown option times DFlash's chain; a draft tree runs its steps on the device")
 
         t0 = time.perf_counter()
         target_path = resolve_checkpoint(cell.target)
@@ -93,15 +123,11 @@ class JaxEngine:
         dtype = resolve_dtype(str(opts["dtype"]), json.loads((target_path / "config.json").read_text()))
         M.full_precision(dtype)
         dcfg = dparams = None
-        if cell.method == "dflash":
-            if not cell.draft:
-                raise ValueError("method dflash needs a draft checkpoint")
+        if cell.draft and cell.method != "baseline":
             dcfg, dparams = load_draft(resolve_checkpoint(cell.draft), jnp.dtype(dtype).name)
             if dcfg.layers.hidden_size != tcfg.hidden_size:
                 raise ValueError(f"draft hidden size {dcfg.layers.hidden_size} != target's {tcfg.hidden_size}")
-        num_queries = cell.k + 1 if opts["draft_queries"] == "k+1" else None
-        self.decoder = Decoder(tcfg, tparams, int_option(opts, "max_model_len"), dtype, dcfg, dparams, cell.k,
-                               num_queries)
+        self.decoder = Decoder(tcfg, tparams, int_option(opts, "max_model_len"), dtype, dcfg, dparams, *args)
         load_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -116,7 +142,8 @@ class JaxEngine:
         floor_s = roofline.floor_seconds(weights, self.hw.bandwidth_bytes_per_s) if self.floor_applies else None
         self._info = {
             "engine": "jax", "jax_version": jax.__version__, "platform": self.hw.platform, "device": self.hw.device,
-            "method": cell.method, "k": cell.k if dcfg else 0, "dtype": jnp.dtype(dtype).name,
+            "method": cell.method, "k": cell.k if dcfg else 0, "tree_budget": self.decoder.budget,
+            "dtype": jnp.dtype(dtype).name,
             "matmul_precision": jax.config.jax_default_matmul_precision or "default",
             "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
             "weight_layout": tcfg.weight_layout,
@@ -144,7 +171,7 @@ class JaxEngine:
             error = roofline.timing_error(step_s, floor_s) if floor_s else None
             if error:
                 extra["timing_error"] = error
-        extra |= g.breakdown
+        extra |= g.breakdown | self._tree_extra(g.tree_paths)
         if g.accept_lengths is not None:
             self._count(g.accept_lengths, len(g.tokens))
         return RequestRecord(g.tokens, g.ttft_s, g.last_token_s, g.accept_lengths, extra)
@@ -179,13 +206,22 @@ class JaxEngine:
             steps = len(accepts) if accepts is not None else len(tokens) - 1
             if accepts is not None:
                 self._count(accepts, len(tokens))
+            tree = self._tree_extra(g.tree_paths[i] if g.tree_paths is not None else None)
             records.append(RequestRecord(tokens, g.ttft_s, g.last_token_s, accepts,
-                                         {**batch, "decode_steps": steps, "idle_steps": g.idle_steps[i]}))
+                                         {**batch, "decode_steps": steps, "idle_steps": g.idle_steps[i], **tree}))
         return records
+
+    def _tree_extra(self, paths: list[list[int]] | None) -> dict[str, Any]:
+        """A draft tree's request record: per step (cut at the output as its accept lengths are), the rows verified
+        (budget + 1) and the accepted path's pop-order node indices, root excluded (`tree_paths`), from which the
+        analysis reads the path each smaller budget would have accepted."""
+        if paths is None:
+            return {}
+        return {"tree_rows": [self.decoder.budget + 1] * len(paths), "tree_paths": paths}
 
     def _count(self, accepts: list[int], n_out: int) -> None:
         """Add a request's verify steps (accept lengths already cut at its n_out tokens) to the engine's counters: K
-        drafted per step, cut at the output by the same rule (metrics.drafted_within)."""
+        drafted per step (a tree's depth limit), cut at the output by the same rule (metrics.drafted_within)."""
         k = self.decoder.k
         self._within += SpecCounters.from_accept_lengths(accepts, k, drafted_within(accepts, [k] * len(accepts), n_out))
 

@@ -160,6 +160,12 @@ def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array
             for name in ("k", "v")}
 
 
+def keep_rows(cache: Cache, rows: jax.Array, start: jax.Array) -> Cache:
+    """The cache with rows start + rows[i] moved to start + i, for rows [R] (a gather, then one write per array):
+    a draft tree's accepted path compacted to consecutive rows, each at the row of its position start + depth."""
+    return {name: write_rows(cache[name], jnp.take(cache[name], start + rows, axis=2), start) for name in ("k", "v")}
+
+
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
     """SwiGLU through the stacked gate_up_proj: one matmul, then down_proj."""
     gate, up = jnp.split(linear(x, lp["gate_up_proj"], cfg.weight_layout), 2, axis=-1)
@@ -178,16 +184,20 @@ def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
 # The decoder
 
 def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
-            tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
+            tap_ids: tuple[int, ...] = (), span: int | None = None, positions: jax.Array | None = None,
+            mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array, Cache]:
     """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward).
 
-    Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span.
+    Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span. By default
+    the new tokens sit at positions start..start+T-1 and see each other causally; a draft tree's verify gives each
+    token its own position [T] and the mask [T, T] of the new tokens it sees (tree.ancestors). Either way the new
+    K/V land in rows start..start+T-1.
     """
     t = tokens.shape[0]
     span = cache["k"].shape[2] if span is None else span
-    positions = start + jnp.arange(t, dtype=jnp.int32)
+    positions = start + jnp.arange(t, dtype=jnp.int32) if positions is None else positions
     earlier = jnp.arange(span) < start
-    causal = jnp.tril(jnp.ones((t, t), bool))
+    causal = jnp.tril(jnp.ones((t, t), bool)) if mask is None else mask
     h = params["embed"][tokens]
     taps: dict[int, jax.Array] = {}
     rows: dict[str, list[jax.Array]] = {"k": [], "v": []}
@@ -208,7 +218,8 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
 
 @partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
 def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *, cfg: ModelConfig,
-            tap_ids: tuple[int, ...] = (), span: int | None = None) -> tuple[jax.Array, jax.Array, Cache]:
+            tap_ids: tuple[int, ...] = (), span: int | None = None, positions: jax.Array | None = None,
+            mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array, Cache]:
     """Logits [T, V] (float32), taps [T, n*H] and the cache, for tokens [T] int32 at positions start..start+T-1.
 
     start is a traced scalar (no recompile as it moves). Each query attends to the cache rows at positions < start
@@ -218,8 +229,9 @@ def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *
     in tap order. One compile per (cfg, T, tap_ids, cache length, span): verifying K+1 tokens is T = K+1. span
     (static, optional): read only cache rows < span (needs start <= span), so attention costs what the live context
     needs; callers round it up to a few sizes to bound compiles. The cache is donated: use the returned one.
+    positions [T] and mask [T, T] (optional; both or neither): a draft tree's verify (`decoder`).
     """
-    h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids, span)
+    h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids, span, positions, mask)
     return lm_head(params, h, cfg), taps, cache
 
 
