@@ -67,7 +67,7 @@ def row_records(records: list[Line], manifest: Manifest) -> list[RowRecords]:
     def order(key: Key) -> tuple:
         c = cells[key[0]]
         return (c.engine, c.temperature, key[2] or 0, c.batch_size, c.method != "baseline", c.method, c.k,
-                workload_order(key[1]))
+                c.tree_budget, workload_order(key[1]))
 
     units = []
     for key, kinds in sorted(groups.items(), key=lambda kv: order(kv[0])):

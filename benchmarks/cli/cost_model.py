@@ -10,7 +10,13 @@ from typing import Any
 from benchmarks.analysis import cost_model_compute as cm
 from benchmarks.analysis.cost_model_compute import Engine, read_kflat
 from benchmarks.analysis.summary import summarize_run
-from benchmarks.cli.k_schedule import calibrated_terms, chip_schedule_main, run_engine, schedule_main
+from benchmarks.cli.k_schedule import (
+    calibrated_terms,
+    chip_schedule_main,
+    run_engine,
+    schedule_main,
+    tree_schedule_main,
+)
 from benchmarks.cli.report import run_folder
 from benchmarks.cli.run import left_out_status
 from benchmarks.config.matrix_parse import ConfigError
@@ -56,6 +62,10 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--schedule", action="store_true",
                     help="the best K at each B (K = 0 allowed) with its margin, and the schedule as vLLM's, "
                          "TensorRT-LLM's, SGLang's and this harness's config, written into the run folder "
+                         "(docs/k-schedule.md)")
+    ap.add_argument("--tree", action="store_true",
+                    help="--schedule: a draft tree's node budget at each B (budget 0 allowed: no tree) from the run's "
+                         "largest-budget ddtree cell, its verify priced by its B × (budget + 1) rows "
                          "(docs/k-schedule.md)")
     ap.add_argument("--calibrate-from", type=Path,
                     help="fit the per-pass overhead and the fraction of peak FLOP/s to a plain-decoding curve: a run "
@@ -107,6 +117,8 @@ def chip_main(args: argparse.Namespace) -> int:
     if args.fit_from:
         terms, text = fitted_terms(args, itemsize)
         print(text + "\n")
+    if args.schedule and args.tree:
+        return tree_schedule_main(args, device, itemsize, terms)
     if args.schedule:
         return chip_schedule_main(args, device, itemsize, terms)
     if args.tau_from.suffix == ".csv":
@@ -238,6 +250,14 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     if args.chip and args.cost_ks is not None:
         problems.append("--cost-ks picks a run's measured step times; with --chip the steps are priced on the chip: "
                         "drop --cost-ks, or drop --chip to model the run given as RUN_DIR")
+    if args.tree and not args.schedule:
+        problems.append("--tree picks the node budget of --schedule: add --schedule, or drop --tree")
+    untree = [f"--{n.replace('_', '-')}" for n in ("kflat", "calibrate_from", "ar_draft_ms", "cost_ks", "check_against")
+              if getattr(args, n) is not None]
+    if args.tree and untree:
+        problems.append(f"{' and '.join(untree)} price or check a K schedule's steps, not a tree's: drop "
+                        f"{' and '.join(untree)}, or drop --tree (a tree's steps come from the run's own budgets, "
+                        "or --chip with its roofline or --fit-from)")
     return problems
 
 
@@ -256,6 +276,8 @@ def main(args: argparse.Namespace) -> int:
         _, text = fitted_terms(chip_options(args), 4)
         print(text)
         return Exit.OK
+    if args.schedule and args.tree:
+        return tree_schedule_main(args)
     if args.schedule or args.calibrate_from:
         return schedule_main(args)
 

@@ -1,6 +1,7 @@
 """`cost-model --schedule`: the K to run at each batch size, from a run's τ(K) and a step cost (the run's own steps,
 a chip's roofline, calibrated or not, or the verify timed on a chip), with each engine's config written into the run
-folder (benchmarks/analysis/k_schedule_compute.py, docs/k-schedule.md)."""
+folder (benchmarks/analysis/k_schedule_compute.py, docs/k-schedule.md); with --tree, a draft tree's node budget at
+each batch size from a run's τ(b) (benchmarks/analysis/budget_schedule.py)."""
 from __future__ import annotations
 
 import argparse
@@ -9,10 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from benchmarks.analysis import budget_schedule
 from benchmarks.analysis import k_schedule_compute as ksd
 from benchmarks.analysis.cost_model_compute import Engine, kflat_batch_points, read_kflat
 from benchmarks.analysis.k_schedule_compute import schedule_of
 from benchmarks.analysis.summary import Summary, summarize_run
+from benchmarks.analysis.tree_curve import PATHS, ladder, tree_curve
 from benchmarks.cli.report import run_folder
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.cells import Cell
@@ -20,6 +25,7 @@ from benchmarks.core.exit_codes import Exit
 from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.metrics import mean_interval
 from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
+from benchmarks.decide import k_schedules
 from benchmarks.hardware import measure, roofline, step_model
 from benchmarks.hardware.chips import CHIPS
 from benchmarks.hardware.roofline import Device
@@ -35,9 +41,10 @@ from benchmarks.report.k_schedule_render import (
 
 
 def run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> Any:
-    """A run's own target and draft (their config.json), at the K of its largest dflash cell."""
+    """A run's own target and draft (their config.json), at the K of its largest dflash cell (a draft tree's cell:
+    its block, K = block size − 1)."""
 
-    dflash = [c for c in cells if c.method == "dflash" and c.draft]
+    dflash = [c for c in cells if c.method in ("dflash", "ddtree") and c.draft]
     if not dflash:
         raise ConfigError(f"{args.tau_from}: the run has no dflash cell to take τ from")
     top = max(dflash, key=lambda c: c.k)
@@ -48,7 +55,8 @@ def run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> An
         layers = dataclasses.replace(shape, num_layers=dcfg.layers.num_layers, qk_norm=True)
     else:
         shape, layers = ModelConfig.from_hf(read_config(top.target)), dcfg.layers
-    return Engine(shape, layers, len(dcfg.target_layer_ids), top.k, queries, args.context, itemsize)
+    return Engine(shape, layers, len(dcfg.target_layer_ids), top.k or dcfg.block_size - 1, queries, args.context,
+                  itemsize)
 
 DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
 OUT_FOLDER = "k_schedule"
@@ -74,7 +82,7 @@ def sources(summary: Summary, where: Path) -> list[Source]:
     """Per (engine, workload) with a speculative cell: τ(K) from its largest K (at B = 1 where it ran there: τ is
     assumed not to depend on B) and the measured grid."""
 
-    spec = [u for u in summary.units if u.speculative and u.level is None and u.reqs
+    spec = [u for u in summary.units if u.speculative and not u.cell.tree_budget and u.level is None and u.reqs
             and any(r.accept_lengths for r in u.reqs)]
     out = []
     for engine, workload in dict.fromkeys((u.cell.engine, u.workload) for u in spec):
@@ -88,7 +96,7 @@ def sources(summary: Summary, where: Path) -> list[Source]:
     return out
 
 
-def _matrix_base(summary: Summary, src: Source) -> dict[str, Any]:
+def _matrix_base(summary: Summary, src: Source | TreeSource) -> dict[str, Any]:
     """The run's own matrix settings that the schedule's matrix keeps (its model files, workload and budget)."""
     keep = ("target", "drafts", "block_size", "max_new_tokens", "num_prompts", "warmup_prompts", "seed",
             "engine_options")
@@ -96,6 +104,102 @@ def _matrix_base(summary: Summary, src: Source) -> dict[str, Any]:
     base = {key: config[key] for key in keep if config[key] is not None}
     return {"name": f"{summary.manifest.run_id or 'run'}-ksched"[:80], **base, "engine": src.engine,
             "datasets": [src.workload], "temperature": src.top.temperature}
+
+
+@dataclass(frozen=True)
+class TreeSource:
+    """What a budget schedule is derived from on one workload: τ(b) of its largest-budget tree cell, that cell and
+    the run's measured (B, budget) grid."""
+
+    workload: str
+    engine: str
+    top: Cell
+    curve: ksd.TauCurve
+    grid: dict[tuple[int, int], ksd.GridCell]
+
+
+def tree_sources(summary: Summary, where: Path) -> list[TreeSource]:
+    """Per (engine, workload) with a draft-tree cell whose requests record their accepted paths: τ(b) from its
+    largest budget (at B = 1 where it ran there) and the measured (B, budget) grid."""
+
+    trees = [u for u in summary.units if u.cell.tree_budget and u.level is None
+             and any((r.extra or {}).get(PATHS) for r in u.reqs)]
+    out = []
+    for engine, workload in dict.fromkeys((u.cell.engine, u.workload) for u in trees):
+        mine = [u for u in trees if (u.cell.engine, u.workload) == (engine, workload)]
+        top = max(mine, key=lambda u: (u.cell.tree_budget, -(u.cell.batch_size or 1)))
+        out.append(TreeSource(workload, engine, top.cell, tree_curve(top.reqs, top.cell.tree_budget),
+                              budget_schedule.tree_grid(summary.units, workload, engine)))
+    if not out:
+        raise ConfigError(f"{where}: no draft-tree row whose requests record their accepted paths ({PATHS}) to take "
+                          "τ(b) from; run a ddtree cell at the largest budget of interest")
+    return out
+
+
+def tree_schedule_main(args: argparse.Namespace, device: Any = None, itemsize: int = 4,
+                       terms: step_model.Terms | None = None) -> int:
+    """The node budget at each B: τ(b) from a run's largest budget (RUN_DIR, or --tau-from with --chip), the step at
+    (B, budget) from the run's own steps at its budgets (linear in between), or with --chip the chip's roofline or
+    the terms fitted to its grid (`terms`); the prediction beside the run's measured grid where it has two budgets;
+    written into the run folder."""
+
+    folder = run_folder(args.tau_from if args.chip else args.run_dir)  # the run's own grid is not the chip's
+    summary = summarize_run(RunStore(folder))
+    for src in tree_sources(summary, folder):
+        budgets = sorted({*ladder(src.top.tree_budget, 1), *(b for _, b in src.grid)})
+        grid_bs = sorted({b for b, _ in src.grid})
+        if args.chip:
+            engine = run_engine([src.top], args, itemsize)
+            cost = (budget_schedule.fitted_cost(engine, terms) if terms is not None
+                    else budget_schedule.chip_cost(engine, device))
+            batches = args.batch or DEFAULT_BATCHES
+            how = (f"the step at each (B, budget) from the terms of {args.fit_from}" if terms is not None else
+                   f"the step at each (B, budget) on {device.name} ({device.source}) at the roofline plus "
+                   f"{device.overhead_s * 1e3:.3f} ms per forward pass")
+            how += f": the draft over its block of {engine.queries}, the verify over B × (budget + 1) rows"
+        else:
+            cost, batches = ksd.run_costs(src.grid), grid_bs or [1]
+            how = ("the step at (B, budget) from the steps measured at budgets "
+                   f"{', '.join(str(b) for b in sorted({b for _, b in src.grid}))} (0: AR), linear in the budget, so "
+                   "in the verify's rows, in between")
+        choices = budget_schedule.derive(batches, src.curve, cost, budgets)
+        if not choices or choices[0].batch != 1:
+            raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
+                              "starts there (run the cells at B = 1 too)")
+        about = (f"## {src.engine} on {src.workload}: the draft tree's budget\n\nτ(b) from {src.top.label} at B = "
+                 f"{src.top.batch_size} (each step's accepted path cut at each smaller budget; assumed not to depend "
+                 f"on B); {how}. Margin: the best budget's tok/s over the next best's − 1, as the K schedule's "
+                 "(docs/k-schedule.md).")
+        text = choices_markdown(choices, about, "budget")
+        measured = sorted({b for _, b in src.grid})
+        if len(measured) > 1 and not args.chip:
+            check = budget_schedule.derive(grid_bs, src.curve, cost, measured)
+            text += ("\n\nThe prediction among the budgets measured, beside the run's measured grid (tok/s of the "
+                     "batch with its 95 % interval over the batches):\n\n" + grid_markdown(check, src.grid, "budget"))
+        name = f"{args.chip + '-' if args.chip else ''}{src.engine}-{src.workload}-tree"
+        print(write_tree_schedule(folder, name, choices, text, _matrix_base(summary, src)))
+    return Exit.OK
+
+
+def write_tree_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any]) -> str:
+    """The budget schedule's tables and (where a tree pays at every B) its matrix written under
+    folder/k_schedule/name/; returns the Markdown printed."""
+
+    chosen = budget_schedule.schedule(choices)
+    out = folder / OUT_FOLDER / name
+    out.mkdir(parents=True, exist_ok=True)
+    if all(chosen.values()):
+        ranges = k_schedules.from_choices(chosen).as_mapping()
+        matrix = {**base, "methods": ["baseline", "ddtree"], "tree_budget": ranges, "batch_size": list(ranges)}
+        body = yaml.safe_dump(matrix, sort_keys=False)
+        (out / "matrix.yaml").write_text(body)
+        text += f"\n\nWritten to {out}: `matrix.yaml`:\n\n```yaml\n{body.rstrip()}\n```\n"
+    else:
+        plain = min(b for b, budget in chosen.items() if not budget)
+        text += (f"\n\nNo tree pays from B = {plain} on (budget 0: plain decoding there); no matrix written. "
+                 f"Written to {out}.")
+    (out / "schedule.md").write_text(text + "\n")
+    return text
 
 
 def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[str, Any], max_batch: int) -> str:

@@ -32,17 +32,18 @@ def _pct(x: Interval) -> str:
     return f"{100 * x.value:+.1f} % [{100 * x.low:+.1f}, {100 * x.high:+.1f}]"
 
 
-def choices_markdown(choices: Sequence[Choice], about: str) -> str:
+def choices_markdown(choices: Sequence[Choice], about: str, axis: str = "K") -> str:
     """Per B the best K, its throughput, the next best and the margin between them, whether the margin is decided;
-    then every K's predicted throughput per B."""
+    then every K's predicted throughput per B. `axis` names what the choices range over (a tree's "budget")."""
     ks = sorted({p.k for c in choices for p in c.points})
-    lines = [about, "", "| B | best K | tok/s | τ | step ms | next best K | margin | decided |", "|" + "---|" * 8]
+    lines = [about, "", f"| B | best {axis} | tok/s | τ | step ms | next best {axis} | margin | decided |",
+             "|" + "---|" * 8]
     for c in choices:
         nxt = "–" if c.runner_up is None else str(c.runner_up.k)
         lines.append(f"| {c.batch} | **{c.best.k}** | {_iv(c.best.tok_per_s)} | {_iv(c.best.tau, 2)} | "
                      f"{_iv(c.best.step_ms, 3)} | {nxt} | {_pct(c.margin)} | {'yes' if c.decided else 'no'} |")
-    lines += ["", "Predicted tok/s of the batch per K (columns) and B (rows):", "",
-              "| B | " + " | ".join(f"K = {k}" for k in ks) + " |", "|" + "---|" * (len(ks) + 1)]
+    lines += ["", f"Predicted tok/s of the batch per {axis} (columns) and B (rows):", "",
+              "| B | " + " | ".join(f"{axis} = {k}" for k in ks) + " |", "|" + "---|" * (len(ks) + 1)]
     for c in choices:
         by_k = {p.k: p.tok_per_s.value for p in c.points}
         lines.append(f"| {c.batch} | " + " | ".join(f"{by_k[k]:.0f}" if k in by_k else "–" for k in ks) + " |")
@@ -59,12 +60,14 @@ def found(predicted_k: int, cells: Mapping[int, GridCell]) -> tuple[int, bool, f
     return best.k, inside or short <= CLOSE, short
 
 
-def grid_markdown(choices: Sequence[Choice], grid: Mapping[tuple[int, int], GridCell]) -> str:
+def grid_markdown(choices: Sequence[Choice], grid: Mapping[tuple[int, int], GridCell], axis: str = "K") -> str:
     """The measured K × B grid (tok/s with its interval over the batches) beside the predicted best K among the Ks
-    measured at each B, whether the prediction holds, and the predicted tok/s at the measured best K with its error."""
+    measured at each B, whether the prediction holds, and the predicted tok/s at the measured best K with its error
+    (`axis`: what the grid ranges over, K or a tree's budget)."""
     ks = sorted({k for _, k in grid})
-    lines = ["| B | " + " | ".join(f"K = {k} tok/s" for k in ks) + " | measured best K | predicted best K | its "
-             "shortfall | holds | predicted tok/s at the measured best K |", "|" + "---|" * (len(ks) + 6)]
+    lines = ["| B | " + " | ".join(f"{axis} = {k} tok/s" for k in ks) + f" | measured best {axis} | predicted best "
+             f"{axis} | its shortfall | holds | predicted tok/s at the measured best {axis} |",
+             "|" + "---|" * (len(ks) + 6)]
     for c in choices:
         at = {k: cell for (b, k), cell in grid.items() if b == c.batch}
         if c.best.k not in at:

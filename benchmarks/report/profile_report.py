@@ -22,7 +22,8 @@ def _source(s: Source) -> dict[str, Any]:
     return {"steps": s.steps, "accepted": s.accepted, "tau_per_step": _number(s.tau_per_step),
             "tau_per_request": _number(s.tau_per_request),
             "requests": None if s.per_request is None else len(s.per_request),
-            "marginal": s.marginal, "conditional": [_number(c) for c in s.conditional],
+            "marginal": [_number(p) for p in s.marginal], "conditional": [_number(c) for c in s.conditional],
+            "drafted": s.drafted,
             "per_request": None if s.per_request is None else [asdict(r) for r in s.per_request],
             "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in s.checks}}
 

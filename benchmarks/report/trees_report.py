@@ -1,0 +1,120 @@
+"""report.md's "Draft trees" section, for a run with draft-tree rows: per dataset and batch size, τ and speedup
+against the node budget beside AR and DFlash at its best K, with the rows each step verifies per request; then τ at
+every smaller budget estimated from the largest budget's run (analysis/tree_curve.py) beside the budgets measured."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from benchmarks.analysis.row_records import RowRecords
+from benchmarks.analysis.tree_curve import ladder, tree_curve
+from benchmarks.core import metrics
+from benchmarks.core.markdown import fmt, table
+from benchmarks.core.metrics import Interval
+from benchmarks.core.numbers import is_number
+from benchmarks.records.summary_row import SummaryRow
+from benchmarks.report.shown import row_speedup
+
+Group = tuple[str, str, float, int]  # (engine, workload, temperature, batch size)
+
+
+def rows_per_step(u: RowRecords) -> float:
+    """The rows a row's verify steps multiply per request, mean over its steps: a tree's recorded `tree_rows`
+    (budget + 1 where a request does not record them), K + 1 for a chain, 1 for AR."""
+    if not u.speculative:
+        return 1.0
+    if not u.cell.tree_budget:
+        return float(u.cell.k + 1)
+    per_step = [float(n) for r in u.reqs for n in ((r.extra or {}).get("tree_rows")
+                                                     or [u.cell.tree_budget + 1] * len(r.accept_lengths or []))]
+    return metrics.mean(per_step) if per_step else float(u.cell.tree_budget + 1)
+
+
+def tau_of(u: RowRecords, r: SummaryRow) -> float:
+    """A row's τ: its counters' (summary.csv `tau`), else pooled over its requests' accept lengths; 1 for AR."""
+    if not u.speculative:
+        return 1.0
+    if is_number(r.tau):
+        return float(r.tau or 0.0)
+    steps = [a for q in u.reqs for a in (q.accept_lengths or [])]
+    return 1.0 + sum(steps) / len(steps) if steps else math.nan
+
+
+def _group(u: RowRecords) -> Group:
+    return u.cell.engine, u.workload, u.cell.temperature, u.cell.batch_size or 1
+
+
+Pair = tuple[RowRecords, SummaryRow]
+
+
+def _groups(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> dict[Group, list[Pair]]:
+    """The offline rows of each (engine, workload, temperature, B) that has a tree row, in the run's order."""
+    out: dict[Group, list[Pair]] = {}
+    for u, r in zip(units, rows, strict=True):
+        if u.level is None and not r.n_errors:
+            out.setdefault(_group(u), []).append((u, r))
+    return {g: pairs for g, pairs in out.items() if any(u.cell.tree_budget for u, _ in pairs)}
+
+
+def _shown(pairs: list[Pair]) -> list[Pair]:
+    """AR, DFlash at its best K (the largest speedup), and every tree row by budget."""
+    ar = [p for p in pairs if not p[0].speculative]
+    chains = [p for p in pairs if p[0].cell.method == "dflash"]
+    best = [max(chains, key=lambda p: p[1].speedup if is_number(p[1].speedup) else -math.inf)] if chains else []
+    trees = sorted((p for p in pairs if p[0].cell.tree_budget), key=lambda p: p[0].cell.tree_budget)
+    return ar + best + trees
+
+
+def budget_table(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str | None:
+    """τ and speedup against the budget, beside AR and DFlash at its best K, per engine, dataset and B."""
+    lines = []
+    for (engine, workload, temperature, batch), pairs in _groups(units, rows).items():
+        for u, r in _shown(pairs):
+            lines.append([workload, str(batch), f"{temperature:g}", engine, r.label, fmt(tau_of(u, r)),
+                          row_speedup(r), fmt(rows_per_step(u), 1), fmt(batch * rows_per_step(u), 0)])
+    if not lines:
+        return None
+    return table(["dataset", "B", "T", "engine", "method", "τ", "speedup [95% CI]", "rows/step per request",
+                  "rows/step of the batch"], lines)
+
+
+def _iv(x: Interval) -> str:
+    return f"{x.value:.2f} [{x.low:.2f}, {x.high:.2f}]" if x.has_interval else f"{x.value:.2f}"
+
+
+def curve_table(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str | None:
+    """τ at each budget of the ladder below the largest and at each budget measured, from the largest's accepted
+    paths, with its 95 % interval over the prompts (batches), beside τ measured there and whether the interval holds
+    it."""
+    lines = []
+    for (engine, workload, temperature, batch), pairs in _groups(units, rows).items():
+        trees = {u.cell.tree_budget: (u, r) for u, r in pairs if u.cell.tree_budget}
+        top, _ = trees[max(trees)]
+        if not any((q.extra or {}).get("tree_paths") for q in top.reqs):
+            continue
+        curve = tree_curve(top.reqs, top.cell.tree_budget)
+        for b in sorted({*ladder(top.cell.tree_budget), *trees}):
+            est = curve.at(b)
+            measured = tau_of(*trees[b]) if b in trees else None
+            holds = ("–" if measured is None or not est.has_interval
+                     else "yes" if est.low <= measured <= est.high else "no")
+            lines.append([workload, str(batch), f"{temperature:g}", engine, f"{b}", _iv(est), fmt(measured), holds])
+    if not lines:
+        return None
+    return table(["dataset", "B", "T", "engine", "budget", "τ from the largest budget's run [95% CI]",
+                  "τ measured", "within"], lines)
+
+
+def trees_markdown(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str | None:
+    """The section's body; None for a run without tree rows."""
+    budgets = budget_table(units, rows)
+    if budgets is None:
+        return None
+    parts = ["τ and speedup against the node budget (a tree of b nodes verifies b + 1 rows per request a step: its "
+             "root and its nodes), beside AR and DFlash at its best K:", "", budgets]
+    curve = curve_table(units, rows)
+    if curve:
+        parts += ["", "τ at each smaller budget from the largest budget's run: the tree at budget b is the first b "
+                      "nodes the builder pops, so each step's accepted path at b is its path's nodes among those b "
+                      "(the interval over the prompts at B = 1, the batches above):", "", curve]
+    return "\n".join(parts)
