@@ -1,5 +1,6 @@
-"""`check published`: a run's summary against the published DFlash numbers, compared only under the same
-conditions (verification/published.py, benchmarks/report/published_report.py), recomputed from its records."""
+"""`check published`: a run's summary against the published DFlash and draft-tree (DDTree) numbers, compared only
+under the same conditions (verification/published.py, benchmarks/report/published_report.py), recomputed from its
+records; a run whose tree rows match nothing gets the published tree table at its datasets."""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
-"""`figures`: the figures of the published numbers (results/reference/) and of a run.
+"""`figures`: the figures of the published numbers (results/reference/: DFlash's tables, the K-flat claim, DDTree
+against DFlash at each published temperature) and of a run.
 
 With no option: the published figures and those of results/runs/latest. --published alone: only the published
 ones; --run alone: only that run's, recomputed from its records. Published figures go to OUT (default

@@ -1,5 +1,6 @@
-"""Figures of the published numbers (results/reference/): the TPU v5p table, DFlash vs EAGLE-3 on Llama-3.1-8B, and
-the K-flat claim. Every bar says how many prompts are behind it ("n=…", or "n not stated")."""
+"""Figures of the published numbers (results/reference/): the TPU v5p table, DFlash vs EAGLE-3 on Llama-3.1-8B, the
+K-flat claim, and draft trees (DDTree) against DFlash at each published temperature. Every bar says how many prompts
+are behind it ("n=…", or "n not stated"), on the bar or under its dataset."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,10 +9,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmarks.data.reference import load_k_flat, load_reference
+from benchmarks.data.reference import TREE_TABLE, load_k_flat, load_reference
 from benchmarks.figures.figure_style import bar_labels, new_figure, save_figure
 
-PUBLISHED_FIGURES = ("published_tpu_v5p_qwen3_4b", "published_llama31_8b_dflash_vs_eagle3", "published_k_flat")
+TREE_TEMPERATURES = (0.0, 1.0)  # the published draft-tree table's temperatures, a figure each
+PUBLISHED_FIGURES = ("published_tpu_v5p_qwen3_4b", "published_llama31_8b_dflash_vs_eagle3", "published_k_flat",
+                     *(f"published_ddtree_h200_t{t:g}" for t in TREE_TEMPERATURES))
+TREE_SERIES = (("dflash", "DFlash (K = 15)", "tab:blue"), ("ddtree", "DDTree (best node budget)", "tab:orange"))
 
 
 def _conditions(row: pd.Series) -> str:
@@ -129,11 +133,44 @@ def published_k_flat_figure(k_flat: pd.DataFrame) -> Figure:
     return fig
 
 
+def published_tree_figure(reference: pd.DataFrame, temperature: float) -> Figure:
+    """Published DDTree against DFlash at one temperature: τ and speedup per dataset, a row of panels per target."""
+    table = reference[(reference["table"] == TREE_TABLE) & (reference["stat"] == "value")
+                      & (reference["temperature"] == temperature)]
+    targets = list(dict.fromkeys(table["target"]))
+    datasets = list(dict.fromkeys(table["dataset"]))
+    fig = new_figure(15.0, 3.6 * len(targets))
+    axes = fig.subplots(len(targets), 2, squeeze=False)
+    width = 0.8 / len(TREE_SERIES)
+    x = np.arange(len(datasets))
+    for (ax_tau, ax_speedup), target in zip(axes, targets):
+        rows = table[table["target"] == target].set_index(["dataset", "method"])
+        n = rows.xs(TREE_SERIES[0][0], level="method").reindex(datasets)
+        ticks = [f"{d}\n{_n_text(r)}" for d, (_, r) in zip(datasets, n.iterrows())]
+        for ax, col, label in ((ax_tau, "tau", "τ (mean over prompts, incl. bonus)"),
+                               (ax_speedup, "speedup", "speedup over AR (×, mean-TPOT ratio)")):
+            for j, (method, name, color) in enumerate(TREE_SERIES):
+                values = [rows.loc[(d, method), col] if (d, method) in rows.index else np.nan for d in datasets]
+                bars = ax.bar(x + (j - (len(TREE_SERIES) - 1) / 2) * width, values, width, label=name, color=color)
+                bar_labels(ax, bars, [f"{v:.2f}" if np.isfinite(v) else "" for v in values], values)
+            ax.set_xticks(x, ticks, fontsize=7, rotation=30, ha="right", rotation_mode="anchor")
+            ax.set_ylabel(label)
+            ax.set_ylim(0, np.nanmax(table[col]) * 1.3)
+            ax.set_title(str(target).split("/")[-1], fontsize=9)
+            ax.legend(fontsize=7, loc="upper right")
+    first = table.iloc[0]
+    fig.suptitle(f"Published: DDTree against DFlash on {first['hardware']}, batch {int(first['batch_size'])}, "
+                 f"{'greedy' if temperature == 0 else f'T={temperature:g}'}, {int(first['max_new_tokens'])} new "
+                 f"tokens, block {int(first['block_size'])} (no CI published)\nsource: {first['source']}", fontsize=10)
+    return fig
+
+
 def published_figures(out_dir: Path) -> list[Path]:
     """Write the figures of the published numbers (results/reference/) and return their paths."""
     reference = load_reference()
     k_flat = load_k_flat()
-    figures = dict(zip(PUBLISHED_FIGURES, (published_v5p_figure(reference), published_llama_figure(reference),
-                                           published_k_flat_figure(k_flat))))
+    drawn = (published_v5p_figure(reference), published_llama_figure(reference), published_k_flat_figure(k_flat),
+             *(published_tree_figure(reference, t) for t in TREE_TEMPERATURES))
+    figures = dict(zip(PUBLISHED_FIGURES, drawn))
     return [save_figure(fig, Path(out_dir) / f"{name}.png") for name, fig in figures.items()]
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.core.cells import TREE_METHODS
 from benchmarks.core.numbers import MISSING
-from benchmarks.data.reference import STATS, TAU_BASES, TAU_STATISTICS, load_reference, present
+from benchmarks.data.reference import STATS, TAU_BASES, TAU_STATISTICS, TREE_TABLE, load_reference, present
 from benchmarks.records.manifest_read import Manifest
 from verification.published import MATCH_KEYS, Check, compare_conditions, dataset_key, model_key
 
@@ -87,18 +88,32 @@ def _metric_lines(dataset: str, label: str, ours: dict[str, float], published: p
     return lines
 
 
-def _side_conditions(published: pd.Series, rows: pd.DataFrame) -> list[str]:
-    """Conditions outside the matching key where the run and the publication differ."""
+def _side_conditions(pairs: list[tuple[pd.Series, pd.Series]]) -> list[str]:
+    """Conditions outside the matching key where the run and the publication differ, over (our row, published row)
+    pairs of one table; a table whose prompt counts differ by dataset is spelled out dataset by dataset."""
     notes = []
-    if present(published["prompts_per_dataset"]):
-        ours = sorted({int(n) for n in rows["n_prompts"] if present(n)}) if "n_prompts" in rows else []
+    counted = [(row, published) for row, published in pairs if present(published["prompts_per_dataset"])]
+    counts = {int(published["prompts_per_dataset"]) for _, published in counted}
+    if len(counts) == 1:
+        published = counted[0][1]
+        ours = sorted({int(row["n_prompts"]) for row, _ in counted if present(row.get("n_prompts"))})
         warm = f" (+{published['warmup_prompts']:g} warm-up)" if present(published["warmup_prompts"]) else ""
         if ours != [int(published["prompts_per_dataset"])]:
             notes.append(f"prompts per dataset {published['prompts_per_dataset']:g}{warm} (published) vs "
-                         f"{', '.join(map(str, ours)) or '—'} (ours)")
-    if present(published["harness"]) and "engine" in rows:
-        engines = ", ".join(sorted({str(e) for e in rows["engine"]}))
-        notes.append(f"harness '{published['harness']}' (published) vs engine '{engines}' (ours)")
+                         f"{', '.join(map(str, ours)) or MISSING} (ours)")
+    elif counts:
+        differ = {str(row["dataset"]): f"{published['prompts_per_dataset']:g} vs {_fmt(row.get('n_prompts'))}"
+                  for row, published in counted if not present(row.get("n_prompts"))
+                  or int(row["n_prompts"]) != int(published["prompts_per_dataset"])}
+        if differ:
+            notes.append("prompts per dataset, published vs ours: "
+                         + ", ".join(f"{dataset} {text}" for dataset, text in differ.items()))
+    harnesses = sorted({str(published["harness"]) for _, published in pairs if present(published["harness"])})
+    engines = sorted({str(row["engine"]) for row, _ in pairs if present(row.get("engine"))})
+    if harnesses and engines:
+        notes.append(f"harness '{', '.join(harnesses)}' (published) vs engine '{', '.join(engines)}' (ours)")
+    published_notes = dict.fromkeys(str(published["note"]) for _, published in pairs if present(published["note"]))
+    notes += [f"published note: {note}" for note in published_notes]
     return notes
 
 
@@ -119,8 +134,9 @@ def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
     values = ref[ref["stat"] == "value"]
     aggregates = ref[ref["stat"] != "value"]
     table: list[str] = []
-    matched_tables: dict[str, tuple[pd.Series, list[Check], list[pd.Series]]] = {}
+    matched_tables: dict[str, tuple[pd.Series, list[Check], list[tuple[pd.Series, pd.Series]]]] = {}
     unmatched: dict[str, tuple[pd.Series, list[str]]] = {}
+    unmatched_trees: list[str] = []
     for _, row in spec.iterrows():
         ours_cond = _our_conditions(row, manifest)
         checks = {i: compare_conditions(ours_cond, r) for i, r in values.iterrows()}
@@ -130,9 +146,11 @@ def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
             ours = {name: _ours(summary, row, _column(col, published)) for name, _, col in METRICS}
             table += _metric_lines(str(row["dataset"]), str(row["label"]), ours, published)
             entry = matched_tables.setdefault(published["table"], (published, checks[i], []))
-            entry[2].append(row)
+            entry[2].append((row, published))
         if not hits:
             unmatched.setdefault(row["cell_id"], (row, []))[1].append(str(row["dataset"]))
+            if row["method"] in TREE_METHODS:
+                unmatched_trees.append(str(row["dataset"]))
     if table:
         out += ["### Rows with a published counterpart", "",
                 "| dataset | method | metric | published | ours | ours / published |",
@@ -141,7 +159,7 @@ def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
                 "mean of per-prompt ratios with its Student-t 95 % CI is in summary.csv. τ is ours computed with "
                 "the statistic the published table used (pooled over all verify steps, or the mean over prompts "
                 "of each prompt's τ; results/reference/README.md says where the publication does not).", ""]
-        for name, (published, matched, rows) in matched_tables.items():
+        for name, (published, matched, pairs) in matched_tables.items():
             notes = [f"published source: {published['source']}, {published['source_ref']}"]
             unstated = _describe(matched, "unstated")
             if unstated:
@@ -149,7 +167,7 @@ def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
             if published["tau_statistic_basis"] == "inferred":
                 notes.append(f"its τ statistic ({published['tau_statistic'].replace('_', ' ')}) is "
                              f"{TAU_BASES['inferred']}; see results/reference/README.md")
-            notes += _side_conditions(published, pd.DataFrame(rows))
+            notes += _side_conditions(pairs)
             out.append(f"- {name}: " + "; ".join(notes) + ".")
         out.append("")
     out += _aggregate_lines(spec, summary, manifest, ref, values, aggregates)
@@ -158,7 +176,38 @@ def comparison_markdown(summary: pd.DataFrame, manifest: Manifest,
         for row, datasets in unmatched.values():
             out += _mismatch_lines(row, datasets, manifest, values)
         out.append("")
+    if unmatched_trees:
+        out += _tree_table_lines(ref, unmatched_trees)
     return "\n".join(out)
+
+
+def _tree_table_lines(reference: pd.DataFrame, datasets: list[str]) -> list[str]:
+    """The published draft-tree table (DDTree against DFlash) at the given datasets, every target and temperature,
+    for a run whose tree rows match none of its rows; a dataset it lacks is named."""
+    table = reference[(reference["table"] == TREE_TABLE) & (reference["stat"] == "value")]
+    keys = list(dict.fromkeys(dataset_key(d) for d in datasets))
+    rows = table[table["dataset"].map(dataset_key).isin(keys)]
+    lacking = [d for d in dict.fromkeys(datasets) if dataset_key(d) not in set(table["dataset"].map(dataset_key))]
+    first = table.iloc[0]
+    lines = ["### Published draft trees for this run's datasets", "",
+             f"No tree row of this run matches {TREE_TABLE} ({first['hardware']}, batch {_fmt(first['batch_size'])}, "
+             f"{first['max_new_tokens']:g} new tokens); its numbers, for reference. DDTree at its best node budget; "
+             f"τ by its own statistic ({first['tau_statistic'].replace('_', ' ')}); speedup the ratio of mean TPOTs.",
+             ""]
+    if not rows.empty:
+        lines += ["| dataset | target | T | DFlash τ | DDTree τ | DFlash speedup | DDTree speedup |",
+                  "|---|---|---|---|---|---|---|"]
+        for (dataset, target, temperature), group in rows.groupby(["dataset", "target", "temperature"], sort=False):
+            by = group.set_index("method")
+            cells = [_num(by.loc[m, col]) if m in by.index else MISSING
+                     for col in ("tau", "speedup") for m in ("dflash", *TREE_METHODS)]
+            lines.append(f"| {dataset} | {str(target).rsplit('/', 1)[-1]} | {temperature:g} | {' | '.join(cells)} |")
+        lines.append("")
+    if lacking:
+        lines += [f"{TREE_TABLE} has no row for {', '.join(lacking)}; its datasets: "
+                  f"{', '.join(dict.fromkeys(table['dataset']))}.", ""]
+    lines += [f"source: {first['source']}; results/reference/README.md gives its settings.", ""]
+    return lines
 
 
 def _mismatch_lines(row: pd.Series, datasets: list[str], manifest: Manifest, values: pd.DataFrame) -> list[str]:

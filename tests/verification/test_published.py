@@ -194,3 +194,112 @@ def test_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["check", "published", str(tmp_path)]) == 0
     assert "| humaneval | dflash-k15 | τ (pooled, both) | 5.76 | 5.70 | 0.99 |" in capsys.readouterr().out
     assert main(["check", "published", str(tmp_path / "missing")]) == 2
+
+
+H200_MANIFEST = manifest({"run_id": "h200-run", "platform": "gpu", "hardware": {"device": "NVIDIA H200"}})
+TREE_TARGETS = ("Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-Coder-30B-A3B-Instruct")
+TREE_DATASETS = ("math500", "gsm8k", "aime24", "aime25", "humaneval", "mbpp", "livecodebench", "swe-bench",
+                 "mt-bench", "alpaca")
+
+
+def _with_tree_row(summary: pd.DataFrame, tau_prompt_mean: float, speedup: float) -> pd.DataFrame:
+    """A run's summary with a ddtree-b64 row beside its DFlash row (a tree cell has K = 0)."""
+    tree = summary[summary["method"] == "dflash"].copy()
+    tree[["cell_id", "label", "method", "k"]] = ["tree64", "ddtree-b64", "ddtree", 0]
+    tree[["tau_prompt_mean", "speedup_mean_ratio"]] = [tau_prompt_mean, speedup]
+    return pd.concat([summary, tree], ignore_index=True)
+
+
+def test_the_tree_table_is_complete_and_holds_the_published_numbers() -> None:
+    """Every dataset x target x temperature has a DFlash and a DDTree row with τ and speedup, under the paper's
+    stated conditions; spot values as published; DDTree beats DFlash in every entry, as the paper says of its
+    table."""
+    ref = load_reference()
+    tree = ref[ref["table"] == reference.TREE_TABLE]
+    assert len(tree) == 120 and set(tree["stat"]) == {"value"}
+    keys = set(zip(tree["dataset"], tree["target"], tree["temperature"], tree["method"]))
+    assert keys == {(d, t, temp, m) for d in TREE_DATASETS for t in TREE_TARGETS for temp in (0.0, 1.0)
+                    for m in ("dflash", "ddtree")}
+    assert tree[["tau", "speedup"]].notna().all().all() and (tree["tau"] >= 1).all()
+    for col, value in (("hardware", "NVIDIA H200"), ("max_new_tokens", 2048), ("block_size", 16),
+                       ("batch_size", 1), ("warmup_prompts", 1), ("tau_statistic", "prompt_mean"),
+                       ("tau_statistic_basis", "harness")):
+        assert set(tree[col]) == {value}, col
+    assert set(tree.loc[tree["method"] == "dflash", "k"]) == {15.0}
+    assert tree.loc[tree["method"] == "ddtree", "k"].isna().all()  # a tree has no K; its budget is not published
+    counts = tree.drop_duplicates("dataset").set_index("dataset")["prompts_per_dataset"]
+    assert counts.to_dict() == {"math500": 128, "gsm8k": 128, "aime24": 30, "aime25": 30, "humaneval": 164,
+                                "mbpp": 128, "livecodebench": 128, "swe-bench": 128, "mt-bench": 80, "alpaca": 128}
+    at = tree.set_index(["dataset", "target", "temperature", "method"])
+    assert at.loc[("math500", "Qwen/Qwen3-4B", 0.0, "dflash"), ["tau", "speedup"]].tolist() == [7.72, 5.54]
+    assert at.loc[("math500", "Qwen/Qwen3-4B", 0.0, "ddtree"), ["tau", "speedup"]].tolist() == [10.71, 7.50]
+    assert at.loc[("mt-bench", "Qwen/Qwen3-4B", 0.0, "ddtree"), ["tau", "speedup"]].tolist() == [6.70, 4.18]
+    assert at.loc[("humaneval", "Qwen/Qwen3-Coder-30B-A3B-Instruct", 1.0, "ddtree"), ["tau", "speedup"]].tolist() \
+        == [10.42, 7.88]
+    assert at.loc[("alpaca", "Qwen/Qwen3-8B", 1.0, "dflash"), ["tau", "speedup"]].tolist() == [2.94, 1.95]
+    dflash = at.xs("dflash", level="method")
+    ddtree = at.xs("ddtree", level="method").loc[dflash.index]
+    assert (ddtree["tau"] > dflash["tau"]).all() and (ddtree["speedup"] > dflash["speedup"]).all()
+
+
+@pytest.mark.parametrize("column, value, fragment", [
+    ("dataset", "leetcode", "dataset 'leetcode' is not one of"),
+    ("temperature", "0", "duplicate (dataset, stat, method, k, target, temperature)"),
+])
+def test_the_tree_table_refuses_an_unknown_dataset_and_a_repeated_row(tmp_path: Path, column, value,
+                                                                      fragment) -> None:
+    """A dataset neither in the registry nor published-only is refused; a T = 1.0 row moved to T = 0 repeats one."""
+    for f in reference.REFERENCE_DIR.glob("*.csv"):
+        shutil.copy(f, tmp_path / f.name)
+    path = tmp_path / f"{reference.TREE_TABLE}.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    row = df.index[(df["dataset"] == "livecodebench") & (df["temperature"] == "1")][0]
+    df.loc[row, column] = value
+    df.to_csv(path, index=False)
+    with pytest.raises(ReferenceDataError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        load_reference(tmp_path)
+
+
+def test_an_h200_run_compares_its_tree_and_dflash_rows_with_the_tree_table() -> None:
+    summary = _summary("NVIDIA H200", "Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16", 2048, "humaneval", 8,
+                       ar_tpot=20.0, tpot=4.0, tau=6.5)
+    summary["tau_prompt_mean"] = [None, 6.6]
+    md = comparison_markdown(_with_tree_row(summary, tau_prompt_mean=9.0, speedup=6.0), H200_MANIFEST)
+    assert "| humaneval | dflash-k15 | τ (prompt mean, both) | 6.62 | 6.60 | 1.00 |" in md
+    assert "| humaneval | dflash-k15 | speedup (mean-TPOT ratio) | 4.81 | 5.00 | 1.04 |" in md
+    assert "| humaneval | ddtree-b64 | τ (prompt mean, both) | 9.44 | 9.00 | 0.95 |" in md
+    assert "| humaneval | ddtree-b64 | speedup (mean-TPOT ratio) | 6.81 | 6.00 | 0.88 |" in md
+    notes = next(line for line in md.splitlines() if line.startswith(f"- {reference.TREE_TABLE}:"))
+    assert "prompts per dataset 164 (+1 warm-up) (published) vs 8 (ours)" in notes
+    assert "best node budget of {16 32 64 128 256 512 1024}" in notes and "(which one is not published)" in notes
+    assert "no published row matches" not in md and "### Published draft trees" not in md
+
+
+def test_prompt_counts_that_differ_by_dataset_are_named_per_dataset() -> None:
+    rows = [_summary("NVIDIA H200", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", 2048, dataset, n, 20.0, 4.0, 6.5)
+            for dataset, n in (("humaneval", 164), ("mt-bench", 8), ("aime24", 4))]
+    summary = pd.concat(rows, ignore_index=True)
+    summary["tau_prompt_mean"] = 6.0
+    md = comparison_markdown(summary, H200_MANIFEST)
+    notes = next(line for line in md.splitlines() if line.startswith(f"- {reference.TREE_TABLE}:"))
+    assert "prompts per dataset, published vs ours: mt-bench 80 vs 8, aime24 30 vs 4;" in notes
+    assert "humaneval" not in notes.split("prompts per dataset")[1]  # 164 as published
+
+
+def test_a_cpu_tree_run_matches_nothing_and_gets_the_published_tree_table() -> None:
+    summary = _summary("AMD EPYC 7B13 64-Core Processor", "models/tiny/target", "models/tiny/dflash", 128,
+                       "humaneval", 2, ar_tpot=3.0, tpot=1.5, tau=3.2)
+    summary = pd.concat([summary, _summary("AMD EPYC 7B13 64-Core Processor", "models/tiny/target",
+                                           "models/tiny/dflash", 128, "gsm8k-local", 2, 3.0, 1.5, 3.2)])
+    md = comparison_markdown(_with_tree_row(summary, tau_prompt_mean=4.0, speedup=1.8), CPU_MANIFEST)
+    assert "- ddtree-b64 (cell tree64): no published row matches humaneval, gsm8k-local." in md
+    tree_line = next(line for line in md.splitlines()
+                     if line.strip().startswith(f"- vs {reference.TREE_TABLE}") and "method ddtree" in line)
+    assert "same method ddtree, temperature 0; not stated by the publication: k." in tree_line
+    section = md.split("### Published draft trees for this run's datasets")[1]
+    assert section.count("| humaneval |") == 6  # 3 targets x 2 temperatures
+    assert "| humaneval | Qwen3-4B | 0 | 6.62 | 9.44 | 4.81 | 6.81 |" in section
+    assert "| humaneval | Qwen3-Coder-30B-A3B-Instruct | 1 | 7.60 | 10.42 | 5.64 | 7.88 |" in section
+    assert f"{reference.TREE_TABLE} has no row for gsm8k-local; its datasets: math500, gsm8k," in section
+    plain = comparison_markdown(summary, CPU_MANIFEST)  # no tree row: the table is not printed
+    assert "### Published draft trees" not in plain
