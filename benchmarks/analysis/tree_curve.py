@@ -5,7 +5,8 @@ and a step's accepted path at b' is the prefix of its accepted path whose nodes 
 `extra["tree_paths"]` gives, per step, the pop-order indices (1..budget, increasing) of the accepted path's nodes, so
 the depth a step accepts at b' is the number of its path's indices ≤ b'. The curve is a `TauCurve` keyed by the
 budget (b' = 0: the root alone, an AR step, τ = 1), with its intervals over the units as `tau_curve` gives them for K
-(the prompts at B = 1, the static batches above) and its paired ratio between two budgets.
+(the prompts at B = 1, the static batches above) and its paired ratio between two budgets. Also the rows a row's
+verify steps multiply per request (`rows_per_step`).
 """
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from benchmarks.analysis.k_schedule_compute import TauCurve
+from benchmarks.analysis.row_records import RowRecords
+from benchmarks.core import metrics
 from benchmarks.records.records import RequestLine
 
 PATHS = "tree_paths"  # RequestLine.extra: per step, the accepted path's pop-order node indices, root excluded
+ROWS = "tree_rows"  # RequestLine.extra: per step, the rows its verify multiplied (budget + 1)
 
 
 def tree_paths(request: RequestLine, budget: int) -> list[list[int]] | None:
@@ -67,3 +71,15 @@ def ladder(budget: int, smallest: int = 16) -> list[int]:
         out.append(b)
         b *= 2
     return [*out, budget]
+
+
+def rows_per_step(u: RowRecords) -> float:
+    """The rows a row's verify steps multiply per request, mean over its steps: a tree's recorded `tree_rows`
+    (budget + 1 where a request does not record them), K + 1 for a chain, 1 for AR."""
+    if not u.speculative:
+        return 1.0
+    if not u.cell.tree_budget:
+        return float(u.cell.k + 1)
+    per_step = [float(n) for r in u.reqs for n in ((r.extra or {}).get(ROWS)
+                                                     or [u.cell.tree_budget + 1] * len(r.accept_lengths or []))]
+    return metrics.mean(per_step) if per_step else float(u.cell.tree_budget + 1)

@@ -7,8 +7,7 @@ import math
 from collections.abc import Sequence
 
 from benchmarks.analysis.row_records import RowRecords
-from benchmarks.analysis.tree_curve import ladder, tree_curve
-from benchmarks.core import metrics
+from benchmarks.analysis.tree_curve import ladder, rows_per_step, tree_curve
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.metrics import Interval
 from benchmarks.core.numbers import is_number
@@ -16,18 +15,6 @@ from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import row_speedup
 
 Group = tuple[str, str, float, int]  # (engine, workload, temperature, batch size)
-
-
-def rows_per_step(u: RowRecords) -> float:
-    """The rows a row's verify steps multiply per request, mean over its steps: a tree's recorded `tree_rows`
-    (budget + 1 where a request does not record them), K + 1 for a chain, 1 for AR."""
-    if not u.speculative:
-        return 1.0
-    if not u.cell.tree_budget:
-        return float(u.cell.k + 1)
-    per_step = [float(n) for r in u.reqs for n in ((r.extra or {}).get("tree_rows")
-                                                     or [u.cell.tree_budget + 1] * len(r.accept_lengths or []))]
-    return metrics.mean(per_step) if per_step else float(u.cell.tree_budget + 1)
 
 
 def tau_of(u: RowRecords, r: SummaryRow) -> float:
