@@ -190,9 +190,13 @@ def from_requests(requests: list[RequestLine], k: int, tree: bool = False) -> So
                    metrics.tau_prompt_mean([lengths for _, lengths, _ in measured]))
 
 
-def depth_limit(cell: Cell, requests: list[RequestLine]) -> int:
-    """The depths a tree cell's profile covers: its node budget (a tree of b nodes is at most b deep), cut at the
-    deepest any step accepted or any step's tree reached (no step is at risk beyond that)."""
+def depth_limit(cell: Cell, requests: list[RequestLine], counted: int | None = None) -> int:
+    """The depths a tree cell's profile covers: its longest possible path, the node budget (a tree of b nodes is at
+    most b deep) cut at the engine's depth limit where its counters count one (`counted`: their positions, the
+    draft's block less the root); without counters, cut at the deepest depth any step accepted or any step's tree
+    reached (no step is at risk beyond it that the records can show)."""
+    if counted:
+        return min(cell.tree_budget, counted)
     deepest = max([0, *(d for r in requests for d in (*(r.accept_lengths or []), *step_limits(r, 0, tree=True)))])
     return min(cell.tree_budget, deepest)
 
@@ -201,9 +205,14 @@ def profile(key: Key, cell: Cell, lines: ByKind) -> Profile | None:
     """A summary row's speculation profile from its records; None for a baseline, or a row with neither source."""
     if cell.method == "baseline":
         return None
-    counters = from_counters(sum((s.counters() for s in lines.specs), SpecCounters())) if lines.specs else None
+    counted = sum((s.counters() for s in lines.specs), SpecCounters()) if lines.specs else None
+    counters = from_counters(counted) if counted is not None else None
     tree = cell.tree_budget > 0
-    requests = from_requests(lines.requests, depth_limit(cell, lines.requests) if tree else largest_k(cell), tree)
+    if tree:
+        limit = depth_limit(cell, lines.requests, len(counted.accepted_per_pos) if counted is not None else None)
+    else:
+        limit = largest_k(cell)
+    requests = from_requests(lines.requests, limit, tree)
     if counters is None and requests is None:
         return None
     return Profile(key, cell, counters, requests,

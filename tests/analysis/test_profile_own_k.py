@@ -7,7 +7,8 @@ import pytest
 
 from benchmarks.analysis import speculation_profile
 from benchmarks.core.cells import Cell, KSchedule, TreeBudget
-from benchmarks.records.records import ByKind
+from benchmarks.core.engine_io import SpecCounters
+from benchmarks.records.records import ByKind, SpecLine
 from tests.analysis.step_records import request
 
 
@@ -89,3 +90,20 @@ def test_a_tree_cell_is_profiled_per_depth():
     assert p.requests.drafted == pytest.approx([1.0, 1.0, 0.75, 0.5, 0.25, 0.25])
     assert p.requests.marginal == pytest.approx([0.75, 0.5, 1 / 3, 0.5, 1.0, 0.0])
     assert all(c.ok for c in p.requests.checks)
+
+
+def test_a_tree_cells_depths_run_to_its_longest_possible_path_where_its_counters_say_the_engines_limit():
+    """The engine counts a tree's steps at its depth limit (the block less the root: 15 positions): the profile then
+    covers depths 1..min(budget, 15), every step at risk, and agrees with the counters."""
+    accepted = [[0, 2], [5, 1]]
+    counters = SpecCounters.from_accept_lengths([a for r in accepted for a in r], 15)
+    spec = SpecLine(cell_id="c", label="ddtree-b8", workload="humaneval", num_drafts=counters.num_drafts,
+                    num_draft_tokens=counters.num_draft_tokens, num_accepted_tokens=counters.num_accepted_tokens,
+                    accepted_per_pos=counters.accepted_per_pos)
+    lines = ByKind(requests=[request(i, a, method="ddtree", k=0, label="ddtree-b8") for i, a in enumerate(accepted)],
+                   specs=[spec])
+    for budget, depths in ((8, 8), (32, 15)):
+        p = speculation_profile.profile(("c", "humaneval", None), tree_cell(budget), lines)
+        assert p is not None and p.requests is not None and p.agreement is not None
+        assert len(p.requests.marginal) == depths and p.requests.marginal[5:] == [0.0] * (depths - 5)
+        assert p.agreement.ok and all(c.ok for c in p.requests.checks)
