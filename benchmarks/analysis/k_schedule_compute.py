@@ -74,16 +74,7 @@ class Choice:
 TauRatio = Callable[[int, int, float], Interval]  # (K_a, K_b, level) -> τ(K_a) / τ(K_b), paired over the same units
 
 LEVEL = 0.95  # the margin's two-sided level: each bound wrong at most 2.5 % of the time, the choice included
-
-
-def _log_se(iv: Interval, crit: float) -> float:
-    """The standard error on the log scale of an interval whose bounds are its value ∓ crit standard errors (0 for
-    an exact one, inf where a bound is missing or not positive)."""
-    if iv.low == iv.high == iv.value:
-        return 0.0
-    if not (iv.low > 0 and iv.high > 0 and math.isfinite(iv.low) and math.isfinite(iv.high)):
-        return math.inf
-    return (math.log(iv.high) - math.log(iv.low)) / (2 * crit)
+SERIAL_R = 0.7  # the serial correlation a step's batches, taken in time order, are allowed (a drifting host)
 
 
 def _crit(level: float, units: int) -> float:
@@ -91,35 +82,67 @@ def _crit(level: float, units: int) -> float:
     return float(stdtrit(units - 1, 0.5 + level / 2)) if units >= 2 else float(ndtri(0.5 + level / 2))
 
 
-def _pair(best: Point, other: Point, tail: float, tau_ratio: TauRatio | None) -> tuple[float, float, float]:
-    """throughput(best) / throughput(other) with one-sided bounds each wrong at most `tail` of the time: τ's ratio
-    (paired over its units where `tau_ratio` gives it, else the two τ apart) and the two steps, combined on the log
-    scale as independent errors, at the Student-t critical value of τ's units."""
-    units = best.tau.units or 0
-    crit = _crit(1 - 2 * tail, units)
+def _log_se(iv: Interval, serial_r: float = 0.0) -> tuple[float, float]:
+    """A 95 % Student-t interval's standard error on the log scale (where it is symmetric) and its degrees of
+    freedom, its units' less one; widened for units in time order correlated up to `serial_r`
+    (`metrics.serial_inflation`). (0, inf) for an exact figure; (NaN, NaN) where a bound is missing."""
+    if iv.low == iv.high == iv.value:
+        return 0.0, math.inf
+    if not (iv.low > 0 and iv.high > 0 and math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return math.nan, math.nan
+    se = (math.log(iv.high) - math.log(iv.low)) / (2 * _crit(LEVEL, iv.units))
+    return se * metrics.serial_inflation(iv.units, serial_r), (iv.units - 1 if iv.units >= 2 else math.inf)
+
+
+def _welch(parts: Sequence[tuple[float, float]], tail: float) -> float:
+    """The one-sided half-width, wrong at most `tail` of the time, of a sum of independent log estimates given as
+    (standard error, degrees of freedom): t at Welch–Satterthwaite's degrees of freedom (NaN where one is missing)."""
+    var = sum(se ** 2 for se, _ in parts)
+    if not math.isfinite(var):
+        return math.nan
+    if var == 0:
+        return 0.0
+    df = var ** 2 / sum(se ** 4 / df for se, df in parts if se > 0)
+    crit = float(stdtrit(df, 1 - tail)) if math.isfinite(df) else float(ndtri(1 - tail))
+    return crit * math.sqrt(var)
+
+
+def _pair(best: Point, other: Point, tail: float, tau_ratio: TauRatio | None, serial_r: float
+          ) -> tuple[float, float, float]:
+    """throughput(best) / throughput(other) − 1 with one-sided bounds each wrong at most `tail` of the time: the log
+    of τ's ratio (paired over its units where `tau_ratio` gives it, else the two τ apart) plus the log of the two
+    steps' ratio (t at Welch–Satterthwaite's degrees of freedom from the steps' own units), their bounds combined as
+    independent errors, each keeping its own shape (MOVER: a skewed τ ratio keeps its skew)."""
+    steps = [_log_se(x.step_ms, serial_r) for x in (best, other)]
+    step_half = _welch(steps, tail)
+    centre_step = math.log(other.step_ms.value / best.step_ms.value)
     if tau_ratio is not None:
         t = tau_ratio(best.k, other.k, 1 - 2 * tail)
-        value, var = t.value, _log_se(t, crit) ** 2
+        value = t.value
+        tau_low, tau_high = ((math.log(t.value / t.low), math.log(t.high / t.value)) if t.low > 0 and t.high > 0
+                             else (math.nan, math.nan))
     else:
         value = best.tau.value / other.tau.value
-        var = sum(_log_se(x.tau, _crit(LEVEL, x.tau.units or 0)) ** 2 for x in (best, other))
-    var += sum(_log_se(x.step_ms, _crit(LEVEL, x.step_ms.units or 0)) ** 2 for x in (best, other))
-    centre = math.log(value * other.step_ms.value / best.step_ms.value)
-    if not math.isfinite(var):
+        tau_low = tau_high = _welch([_log_se(x.tau) for x in (best, other)], tail)
+    centre = math.log(value) + centre_step
+    if not all(math.isfinite(x) for x in (step_half, tau_low, tau_high)):
         return math.exp(centre) - 1, math.nan, math.nan
-    half = crit * math.sqrt(var)
-    return math.exp(centre) - 1, math.exp(centre - half) - 1, math.exp(centre + half) - 1
+    low = centre - math.hypot(tau_low, step_half)
+    high = centre + math.hypot(tau_high, step_half)
+    return math.exp(centre) - 1, math.exp(low) - 1, math.exp(high) - 1
 
 
 def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterable[int] | None = None,
-           tau_ratio: TauRatio | None = None) -> Choice | None:
+           tau_ratio: TauRatio | None = None, serial_r: float = SERIAL_R) -> Choice | None:
     """The best K at `batch` among `ks` (default: every K with a τ), K = 0 included where `taus` has it and the cost
     source prices it; None where no K is priced.
 
     The margin is chosen on the data that bound it, so its interval is selection-aware (multiple comparisons with the
-    best, Bonferroni): the best against each other K, each bound at a one-sided 2.5 % / (m − 1) for m Ks priced; the
-    lower bound the smallest of those against every other K, the upper the smallest upper bound. Both then hold,
-    whichever K the data made best, with at least 95 % between them; it is decided when the lower bound is above 0."""
+    best, Bonferroni): the best against each other K, each bound at a one-sided 2.5 % / max(m − 1, 2) for m Ks priced
+    (two tied Ks either of which the data may make best spend 2.5 % between them, so even m = 2 halves it); the lower
+    bound the smallest of those against every other K, the upper the smallest upper bound. Both then hold, whichever
+    K the data made best, with at least 95 % between them; it is decided when the lower bound is above 0. A measured
+    step's batches ran in time order: its interval is widened for a correlation up to `serial_r` between them."""
     points = []
     for k in sorted(taus if ks is None else ks):
         step = cost(batch, k)
@@ -131,8 +154,8 @@ def choose(batch: int, taus: Mapping[int, Interval], cost: StepCost, ks: Iterabl
     best, nxt = ranked[0], (ranked[1] if len(ranked) > 1 else None)
     if nxt is None:
         return Choice(batch, best, None, Interval(math.nan, math.nan, math.nan, 0), points)
-    tail = (1 - LEVEL) / 2 / (len(points) - 1)
-    pairs = [_pair(best, other, tail, tau_ratio) for other in ranked[1:]]
+    tail = (1 - LEVEL) / 2 / max(len(points) - 1, 2)
+    pairs = [_pair(best, other, tail, tau_ratio, serial_r) for other in ranked[1:]]
     bounded = all(math.isfinite(p[1]) and math.isfinite(p[2]) for p in pairs)
     margin = Interval(pairs[0][0], min(p[1] for p in pairs) if bounded else math.nan,
                       min(p[2] for p in pairs) if bounded else math.nan, best.tau.units)
@@ -187,8 +210,9 @@ class TauCurve:
         return {k: self.at(k) if k else metrics.exact(1.0) for k in self.counts}
 
     def ratio(self, a: int, b: int, level: float = 0.95) -> Interval:
-        """τ(a) / τ(b) on the same units (the steps cancel): its interval paired over them."""
-        return metrics.rate_interval(self.counts[a], self.counts[b], level)
+        """τ(a) / τ(b) on the same units (the steps cancel): its interval paired over them, a studentized bootstrap's
+        (`metrics.ratio_bootstrap_t`: the ratio of two Ks far apart is skewed)."""
+        return metrics.ratio_bootstrap_t(self.counts[a], self.counts[b], level)
 
     def in_batches(self, groups: Sequence[Iterable[str]], batch: int) -> tuple[dict[int, Interval], TauRatio]:
         """τ(K) as static batches of `batch` rows see it when finished rows ride along until the batch's last request
@@ -203,7 +227,7 @@ class TauCurve:
         def tau(k: int) -> Interval:
             t = metrics.rate_interval(tokens, rows[k])
             return Interval(t.value, t.low, min(t.high, k + 1.0), t.units)
-        return {k: tau(k) for k in rows}, lambda a, b, level=0.95: metrics.rate_interval(rows[b], rows[a], level)
+        return {k: tau(k) for k in rows}, lambda a, b, level=0.95: metrics.ratio_bootstrap_t(rows[b], rows[a], level)
 
 
 def tau_curve(requests: Sequence[RequestLine], k_max: int | None = None) -> TauCurve:

@@ -500,6 +500,66 @@ def rate_interval(counts: Sequence[float], spans: Sequence[float], level: float 
     return _spread(rate, half, n, log=rate > 0)
 
 
+BOOTSTRAP_UNITS = 16  # the fewest units `ratio_bootstrap_t` resamples
+
+
+def ratio_bootstrap_t(counts: Sequence[float], spans: Sequence[float], level: float = 0.95, resamples: int = 2000,
+                      seed: int = 0) -> Interval:
+    """Σ counts / Σ spans over independent units, as `rate_interval`, with a studentized bootstrap interval on the log
+    scale: log R − q · se, se the delta method's (as `rate_interval`), q the bootstrap's quantiles of (log R* − log R) /
+    se* over `resamples` resamples of the units (seeded: the same data give the same interval). The delta method's
+    symmetric interval missed a skewed ratio (τ(4) / τ(15) over 32 prompts) on its low side 7 % of the time for 2.5 %;
+    this one 3 % (docs/statistics.md). `rate_interval` below BOOTSTRAP_UNITS units, whose resamples take too few
+    distinct values to read a tail from."""
+    pairs = np.array([(c, s) for c, s in zip(counts, spans, strict=True)
+                      if c > 0 and s > 0 and math.isfinite(c) and math.isfinite(s)], dtype=float).reshape(-1, 2)
+    n = len(pairs)
+    if n < BOOTSTRAP_UNITS:
+        return rate_interval(counts, spans, level)
+    a, b = pairs[:, 0], pairs[:, 1]
+    rate, se = _log_ratio_se(np.ones((1, n)), a, b)
+    if not se[0] > 1e-12:
+        return Interval(float(rate[0]), float(rate[0]), float(rate[0]), n)
+    r, spread = _log_ratio_se(_resample_weights(n, resamples, seed), a, b)
+    keep = spread > 1e-12  # a resample of one unit repeated has no spread
+    t = (np.log(r[keep]) - math.log(rate[0])) / spread[keep]
+    tail = (1 - level) / 2
+    q_low, q_high = np.quantile(t, [1 - tail, tail])
+    value = float(rate[0])
+    return Interval(value, value * math.exp(-float(q_low) * se[0]), value * math.exp(-float(q_high) * se[0]), n)
+
+
+@functools.lru_cache(maxsize=64)
+def _resample_weights(n: int, resamples: int, seed: int) -> np.ndarray:
+    """How often each of n units is drawn in each of `resamples` seeded bootstrap resamples (fixed by its arguments,
+    so drawn once)."""
+    w = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)
+    w.flags.writeable = False
+    return w
+
+
+def _log_ratio_se(weights: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `weights` (how often each unit is drawn), R = Σw·a / Σw·b and the delta method's standard error of
+    log R, as `rate_interval` forms it: sd(a − R·b) / (√n · mean(a)) over the drawn units."""
+    n = a.shape[0]
+    sums = weights @ np.stack([a, b, a * a, a * b, b * b], axis=1)
+    rate = sums[:, 0] / sums[:, 1]
+    ss = np.maximum(sums[:, 2] - 2 * rate * sums[:, 3] + rate ** 2 * sums[:, 4], 0.0)  # Σw(a − R b)², its mean 0
+    return rate, np.sqrt(ss / (n - 1)) / (math.sqrt(n) * sums[:, 0] / n)
+
+
+def serial_inflation(n: int, r: float) -> float:
+    """How much wider a mean's Student-t interval over n units in time order must be when neighbouring units may
+    correlate as an AR(1) at `r` (a host drifting over minutes): √(v (n − 1) / (1 − v)), v = Σᵢⱼ r^|i−j| / n², the
+    ratio of the mean's true variance to the one its sample variance gives on average. At n = 3, r = 0.7: 2.47; 1 at
+    r = 0 or n < 2."""
+    if n < 2 or r <= 0:
+        return 1.0
+    lags = np.arange(1, n)
+    v = (n + 2 * float(((n - lags) * r ** lags).sum())) / n ** 2  # Var(mean) / σ²
+    return math.sqrt(v * (n - 1) / (1 - v))
+
+
 def _spread(value: float, half: float, n: int, log: bool) -> Interval:
     """value ± half, or with `log` the same half-width on the log scale by the delta method, value · exp(± half /
     value): no bound below 0."""
