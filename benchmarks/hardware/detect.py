@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.core.environment import read_number
 from benchmarks.hardware import measure
 from benchmarks.hardware.chips import TPU_GBS, chip_for, gpu_entry, tpu_generation
 from benchmarks.hardware.roofline import Device, chip_device, cpu_device, floor_applies, timing_error
@@ -108,8 +109,9 @@ def bandwidth_bytes_per_s(platform_name: str, device: str | None = None) -> floa
 
 def bandwidth(platform_name: str, device: str) -> tuple[float | None, str]:
     """(bytes/s, where the figure comes from). A TPU also reads TPU_ACCELERATOR_TYPE when its name says too little."""
-    if os.environ.get(ENV_BANDWIDTH):
-        return float(os.environ[ENV_BANDWIDTH]) * 1e9, f"${ENV_BANDWIDTH}"
+    given = read_number(ENV_BANDWIDTH)  # BadInput, one line, for a value that is no bandwidth
+    if given is not None:
+        return given * 1e9, f"${ENV_BANDWIDTH}"
     if platform_name == "tpu" or device.lower().startswith("tpu"):
         gen = tpu_generation(device, accelerator_type())
         if gen:

@@ -212,3 +212,14 @@ def matmul_flops_per_s(dtype: str = "float32", n: int = 1024) -> float:
 
     key = f"matmul_flops_per_s/jax{jax.__version__}/{dtype}/{n}"
     return cached(key, lambda: 2.0 * n ** 3 / measure_matmul_seconds([n], n, n, dtype, "io", True)[n])
+
+
+def available_memory_bytes() -> float | None:
+    """The host memory a new allocation can take without swapping (Linux's MemAvailable), None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

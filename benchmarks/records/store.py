@@ -93,6 +93,16 @@ class RunFolderBusy(BadInput):
     """Another process holds the run folder's lock."""
 
 
+def not_linked(folder: Path) -> Path:
+    """A run folder's own units/ or provenance/, or BadInput when a link stands there: what it points at is another
+    folder's records, never read as this run's."""
+    if folder.is_symlink():
+        raise BadInput(f"{folder} is a link (to {os.readlink(folder)}), not this run's own {folder.name}/: a run "
+                       f"folder is read as it is; replace the link with a copy of the folder, or give the run it "
+                       f"points into")
+    return folder
+
+
 def read_manifest(path: Path, need: tuple[str, ...] = ("cells", "config")) -> ManifestJson:
     """A run's manifest.json (`guarded.read_json_file`), checked to be one this harness wrote (an object with the
     fields `need`, each an object); BadInput, one line, otherwise (another tool's folder, a truncated file)."""
@@ -280,7 +290,7 @@ class RunStore:
         """The provenance records of the run, by id (`guarded.read_json_file`): BadInput naming a file that is not
         one JSON object (the harness writes whole files), or, given the ids `needed` (those the records name), only
         when it is one of them; another is named on stderr and left out."""
-        found, folder = {}, self.run_dir / "provenance"
+        found, folder = {}, not_linked(self.run_dir / "provenance")
         if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):  # glob would see none: "none recorded"
             raise BadInput(f"{folder}: permission denied, its records cannot be read; give read access to it "
                            "(nothing was written)")
@@ -304,6 +314,7 @@ class RunStore:
         not belong to the run (`foreign_reason`)."""
         records, damaged = [], []
         datasets = manifest_datasets(manifest) if manifest else None
+        not_linked(self.units_dir)
         if self.units_dir.is_dir() and not os.access(self.units_dir, os.R_OK | os.X_OK):  # glob would see no unit
             raise BadInput(f"{self.units_dir}: permission denied, its units cannot be read; give read access to it "
                            "(nothing was written)")

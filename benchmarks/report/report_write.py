@@ -11,7 +11,8 @@ from benchmarks.analysis.environments import cell_order, provenance_lines
 from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.analysis.summary_csv import summary_csv, summary_frame
 from benchmarks.config.matrix_schema import Matrix
-from benchmarks.core.atomic import atomic_write_text
+from benchmarks.core.atomic import atomic_write_text, not_a_link
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.data.datasets import skipped_lines
 from benchmarks.figures import run_figures as plots
 from benchmarks.records.store import RunStore
@@ -117,11 +118,24 @@ class Written:
     failed: list[tuple[str, str]]
 
 
+def check_outputs(run_dir: Path) -> None:
+    """BadInput, before anything is written, when a link stands where an output goes: one of the files, figures/,
+    or a file inside it (never written through: docs/outputs.md)."""
+    for name in ("summary.csv", "speculation_profile.json", "capacity.json", "report.md", "figures"):
+        not_a_link(run_dir / name)
+    figures = run_dir / "figures"
+    linked = sorted(p.name for p in figures.iterdir() if p.is_symlink()) if figures.is_dir() else []
+    if linked:
+        raise BadInput(f"{figures}: {', '.join(linked[:3])}{' ...' if len(linked) > 3 else ''}: a link stands where "
+                       f"a figure goes, and the harness never writes through a link; remove it")
+
+
 def write_reports(run_dir: Path) -> Written:
     """Recompute summary.csv, speculation_profile.json, figures/ and report.md of a run from its records (and
     capacity.json of a run with a capacity search), the run summarised once. The tables are written first; a figure
     or report.md whose rendering raises is named in `Written.failed` (and report.md says so), never costing the
     others."""
+    check_outputs(run_dir)
     summary = summarize_run(RunStore(run_dir))
     table, profile = summary_csv(summary.rows), profile_json(summary.speculation_profiles)  # rendered before writing
     atomic_write_text(run_dir / "summary.csv", table)

@@ -19,7 +19,6 @@ A point that copies a cache exits VIOLATION: the engine keeps its caches in plac
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import os
 import re
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 # The harness's modules below import jax, numpy and scipy at most: no yaml, no pandas
-from benchmarks.core.atomic import atomic_write_json
+from benchmarks.core.atomic import atomic_write_csv, atomic_write_json, check_outputs, output_folder
 from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.paths import ROOT
 from benchmarks.studies.device import draft_config, resolve_shape
@@ -166,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         M.full_precision(dtype)  # as the engine multiplies float32 on a chip
     result: dict[str, Any] = {"chip": args.chip, "device_kind": device.device_kind, "shape": args.shape,
                               "dtype": dtype.name, "jax": jax.__version__, "points": []}
-    args.out.mkdir(parents=True, exist_ok=True)
+    output_folder(args.out)
     print(f"chip-compile: {args.shape} ({dtype.name}) compiled for {device.device_kind}, jax {jax.__version__}",
           flush=True)
     weights = weight_bytes(cfg, dcfg, dtype)
@@ -188,10 +187,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"chip-compile: {point.label}: FAILED {row['note']}", flush=True)
         result["points"].append(row)
         atomic_write_json(args.out / "chip-compile.json", result)
-    with open(args.out / "chip-compile.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(result["points"])
+    atomic_write_csv(args.out / "chip-compile.csv", CSV_COLUMNS, result["points"])
     copying = [r for r in result["points"] if r.get("cache_copies")]
     failed, skipped = ([r for r in result["points"] if r["status"] == s] for s in ("failed", "skipped"))
     print(f"chip-compile: {len(result['points'])} points, {len(copying)} copy a cache, {len(failed)} failed, "
@@ -205,6 +201,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     add_point_args(ap, (1, 16, 64), (256, 2048), (0, 7))
     ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     ap.add_argument("--out", type=Path, help="output folder (default results/chip-compile/<chip>-<shape>)")
+    ap.add_argument("--check-only", action="store_true",
+                    help="check the options, the points and the output folder, then stop (make chip-compile does "
+                         "this before it builds its venv)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -212,6 +211,9 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "chip-compile" / f"{args.chip}-{args.shape}"
+    check_outputs(args.out, ("chip-compile.json", "chip-compile.csv"))
+    if getattr(args, "check_only", False):  # a namespace built by a caller may lack the option
+        return Exit.OK
     return run(args)
 
 

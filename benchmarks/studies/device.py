@@ -25,13 +25,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.atomic import atomic_write_json
+from benchmarks.core.atomic import atomic_write_bytes, atomic_write_json, check_outputs, output_folder
+from benchmarks.core.environment import check as environment_problems
 from benchmarks.core.exit_codes import Exit  # nothing else at import: `env` must run where numpy or jax is missing
 from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import REFERENCE_DIR, ROOT
@@ -324,7 +326,8 @@ class Study:
             "python": sys.version.split()[0], "jax": jax.__version__,
             "compilation_cache": jax.config.jax_compilation_cache_dir,
         }
-        self.out.mkdir(parents=True, exist_ok=True)
+        output_folder(self.out)
+        self.traces = Path(tempfile.mkdtemp(prefix=".profile-", dir=self.out)) if self.profile else None
         self.save()
         bw = (self.hw.bandwidth_bytes_per_s or math.nan) / 1e9
         target = self.result["predicted_for"] or "nothing (not in the chip table)"
@@ -368,11 +371,11 @@ class Study:
 
     def traced(self, name: str, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
         """fn() under a jax.profiler trace into OUT/profile/<name> when --profile is given."""
-        if not self.profile:
+        if self.traces is None:
             return fn()
         import jax  # lazy: jax
 
-        with jax.profiler.trace(str(self.out / "profile" / name)):
+        with jax.profiler.trace(str(self.traces / name)):
             return fn()
 
     # -- parts ------------------------------------------------------------------------------------------------
@@ -488,10 +491,13 @@ class Study:
             done_s[part] = time.perf_counter() - t0
             self.result["parts_done"].append(part)
             self.save()
-        if self.profile and (self.out / "profile").exists():
-            shutil.make_archive(str(self.out / "profile"), "gztar", self.out / "profile")
-            shutil.rmtree(self.out / "profile")
-            print(f"device: profiler trace in {self.out / 'profile.tar.gz'}")
+        if self.traces is not None:  # made here, removed here: only profile.tar.gz is written from it
+            if any(self.traces.iterdir()):
+                archive = Path(shutil.make_archive(str(self.traces), "gztar", self.traces))
+                atomic_write_bytes(self.out / "profile.tar.gz", archive.read_bytes())
+                archive.unlink()
+                print(f"device: profiler trace in {self.out / 'profile.tar.gz'}")
+            shutil.rmtree(self.traces, ignore_errors=True)
         for line in self.result["violations"]:
             print(f"device: VIOLATION {line}")
         self.save()
@@ -573,11 +579,14 @@ def main(args: argparse.Namespace) -> int:
     except KeyError:
         raise ConfigError(f"--shape {args.shape}: not a named shape of benchmarks/core/shapes.py SHAPES, "
                           f"{', '.join(STANDINS)}, or a kflat alias") from None
+    problems = environment_problems(["DFLASH_BANDWIDTH_GBS", "PLATFORM"])
+    if problems:
+        raise ConfigError(problems)
     args.out = args.out or ROOT / "results" / "device-check" / f"device-{args.shape}"
+    check_outputs(args.out, ("device.json", "kflat.csv", "profile.tar.gz"))
     skipped = memory_line(args.shape, args.parts, args.memory_gb)
     if skipped:
-
-        args.out.mkdir(parents=True, exist_ok=True)
+        output_folder(args.out)
         atomic_write_json(args.out / "device.json", {"shape": args.shape, "skipped": skipped})
         print(f"device: {args.shape} skipped: {skipped}", flush=True)
         return Exit.OK

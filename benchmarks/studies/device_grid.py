@@ -23,13 +23,13 @@ grid.json (rewritten after every point), grid.csv and the traces in profile.tar.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import glob
 import importlib.metadata
 import math
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,14 +37,25 @@ from pathlib import Path
 from typing import Any
 
 # The harness's modules below import jax, numpy and scipy at most: no yaml, no pandas
-from benchmarks.core.atomic import atomic_write_json
+from benchmarks.core.atomic import (
+    atomic_write_bytes,
+    atomic_write_csv,
+    atomic_write_json,
+    check_outputs,
+    output_folder,
+)
+from benchmarks.core.environment import check as environment_problems
 from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.numbers import Bounded, as_float
 from benchmarks.core.paths import ROOT
 from benchmarks.hardware import step_cost
+from benchmarks.hardware.measure import available_memory_bytes
 from benchmarks.hardware.step_cost import kv_bytes_per_token
 from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
+# The least a point takes before one has been timed (a loop's compile; qwen3-tiny's on 2 CPU cores: ~1.5 s): the
+# budget drops a point it cannot hold before the point starts, the first one too.
+MIN_POINT_S = 1.0
 CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
                "floor_ms", "ratio_to_floor", "ratio_to_stream", "roofline_ms", "memory_bound", "kv_cache_bytes",
                "need_bytes", "compile_s", "oracle_ok", "note")
@@ -119,6 +130,8 @@ def free_device_bytes(memory_gb: float | None) -> tuple[float | None, str]:
     stats = jax.devices()[0].memory_stats() or {}
     if "bytes_limit" in stats:
         return float(stats["bytes_limit"] - stats.get("bytes_in_use", 0)), "the device's memory statistics"
+    if jax.devices()[0].platform == "cpu" and (available := available_memory_bytes()) is not None:
+        return available, "the host's available memory (/proc/meminfo)"
     return None, "unknown: this backend reports no memory statistics"
 
 
@@ -188,8 +201,8 @@ class Grid:
             "points": [], "skipped": [], "dropped": [], "violations": [],
         }
         gb = args.stream_gb if args.stream_gb is not None else 0.25 if self.hw.platform == "cpu" else 2.0
-        self.result["stream"] = stream_bandwidth(self.dtype, self.cfg.hidden_size, gb) if gb else None
-        args.out.mkdir(parents=True, exist_ok=True)
+        self.result["stream"] = self._stream(gb) if gb else None
+        self.traces = Path(tempfile.mkdtemp(prefix=".profile-", dir=output_folder(args.out)))  # made here, removed here
         bw = self.hw.bandwidth_bytes_per_s
         print(f"device-grid: {args.shape} ({self.result['dtype']}) on {self.hw.device}, jax {jax.__version__}; "
               f"bandwidth {bw / 1e9 if bw else math.nan:.0f} GB/s ({self.hw.bandwidth_source})"
@@ -200,6 +213,17 @@ class Grid:
             print(f"device-grid: stream: a matrix-vector product reads {_gb(st['bytes'])} at "
                   f"{st['bytes_per_s'] / 1e9:.0f} GB/s{share}", flush=True)
 
+    def _stream(self, gb: float) -> dict[str, float] | None:
+        """The stream's bandwidth, when its matrix (and the float32 draw it is cast from) fits the free memory."""
+        free, source = free_device_bytes(self.args.memory_gb)
+        need = gb * 1e9 * (1 + 4 / self.itemsize)
+        if free is not None and need > 0.9 * free:
+            self.result["stream_note"] = (f"not measured: {_gb(need)} to draw its matrix, {_gb(free)} free "
+                                          f"({source}); give a smaller --stream-gb")
+            print(f"device-grid: stream {self.result['stream_note']}", flush=True)
+            return None
+        return stream_bandwidth(self.dtype, self.cfg.hidden_size, gb)
+
     def elapsed(self) -> float:
         return time.perf_counter() - self.t_start
 
@@ -208,11 +232,7 @@ class Grid:
 
     def save(self) -> None:
         atomic_write_json(self.args.out / "grid.json", _finite(self.result))
-        with open(self.args.out / "grid.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
-            w.writeheader()
-            for row in self.result["points"] + self.result["skipped"]:
-                w.writerow(row)
+        atomic_write_csv(self.args.out / "grid.csv", CSV_COLUMNS, self.result["points"] + self.result["skipped"])
 
     def step(self, point: Point) -> Any:
         """What one step of the point reads and computes (benchmarks.hardware.step_cost)."""
@@ -310,7 +330,7 @@ class Grid:
                    "host_ms": 1e3 * (engine_s - device_s), "host_share": (engine_s - device_s) / engine_s,
                    "call_ms": 1e3 * float(np.median(empty)), "oracle_ok": oracle_ok}
         if self.args.profile_above and self._profile_wanted(point, figures):
-            trace = self.args.out / "profile" / f"b{point.batch}-c{point.context}-k{point.k}"
+            trace = self.traces / f"b{point.batch}-c{point.context}-k{point.k}"
             with jax.profiler.trace(str(trace)):
                 timed(state(n))
             figures["profile"] = profile_ops(trace, n)
@@ -350,7 +370,19 @@ class Grid:
                 row["ratio_to_stream"] = figures["step_ms"] * stream["bytes_per_s"] / (1e3 * step.bytes())
         return row
 
+    def predicted_s(self, point: Point) -> float:
+        """The least a point can take before one has been timed: a compile, and its timed loops at its floor."""
+        loops = 1 + 3 * self.args.repeats  # the warm-up, then per repeat the full loop and the engine's clock's two
+        floor_s = as_float(self._floor_ms(point)) / 1e3
+        return MIN_POINT_S + (loops * self.args.steps * floor_s if math.isfinite(floor_s) else 0.0)
+
     def run(self, points: list[Point]) -> int:
+        try:
+            return self._run(points)
+        finally:
+            shutil.rmtree(self.traces, ignore_errors=True)
+
+    def _run(self, points: list[Point]) -> int:
         need_s = 0.0
         for i, point in enumerate(points):
             kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)
@@ -361,9 +393,10 @@ class Grid:
                 self.result["skipped"].append(self.row(point, "skipped", note))
                 print(f"device-grid: {point.label}: {note}", flush=True)
                 continue
-            if i and self.left() < need_s:
+            predicted = max(need_s, self.predicted_s(point))
+            if (left := self.left()) < predicted:  # the first point too: a budget is checked before a point starts
                 names = ", ".join(p.label for p in points[i:])
-                self.result["dropped"].append(f"{names}: need ~{need_s:.0f} s, {max(self.left(), 0):.0f} s left")
+                self.result["dropped"].append(f"{names}: need ~{predicted:.0f} s, {max(left, 0):.0f} s left")
                 print(f"device-grid: dropped for time: {names}", flush=True)
                 break
             t0 = time.perf_counter()
@@ -386,15 +419,21 @@ class Grid:
             self.save()
             print(f"device-grid: {point_line(row)}", flush=True)
         self.save()
-        if (self.args.out / "profile").exists():  # the traces as one file (the device tool brings back 8)
-            shutil.make_archive(str(self.args.out / "profile"), "gztar", self.args.out / "profile")
-            shutil.rmtree(self.args.out / "profile")
+        if any(self.traces.iterdir()):  # the traces as one file (the device tool brings back 8)
+            archive = shutil.make_archive(str(self.traces), "gztar", self.traces)
+            atomic_write_bytes(self.args.out / "profile.tar.gz", Path(archive).read_bytes())
+            Path(archive).unlink()
         for line in self.result["violations"]:
             print(f"device-grid: VIOLATION {line}")
         print(f"device-grid: {len(self.result['points'])} points measured, {len(self.result['skipped'])} skipped, "
               f"{len(self.result['dropped'])} dropped, in {self.elapsed():.0f} s; wrote {self.args.out / 'grid.json'}",
               flush=True)
-        return Exit.VIOLATION if self.result["violations"] else Exit.OK
+        if self.result["violations"]:
+            return Exit.VIOLATION
+        if points and not self.result["points"]:  # nothing measured: no result, whatever the reason
+            print("device-grid: no point was measured (above)", flush=True)
+            return Exit.NOT_CHECKED if self.result["dropped"] and not self.result["skipped"] else Exit.FAILED
+        return Exit.OK
 
 
 def stream_bandwidth(dtype: Any, width: int, gb: float, n: int = 8, repeats: int = 5) -> dict[str, float]:
@@ -522,10 +561,11 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    problems = point_problems(args, args.steps)
+    problems = environment_problems(["DFLASH_BANDWIDTH_GBS", "PLATFORM"]) + point_problems(args, args.steps)
     if problems:
-        raise BadInput("; ".join(problems))
+        raise BadInput(problems)
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
+    check_outputs(args.out, ("grid.json", "grid.csv", "profile.tar.gz"))
     return Grid(args).run(order(args.batch, args.context, args.ks))
 
 

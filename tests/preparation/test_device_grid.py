@@ -55,23 +55,51 @@ def test_a_grid_in_another_dtype_says_so_and_a_fit_in_the_wrong_one_is_refused(t
         capsys.readouterr().err
 
 
-def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budget_dropped(tmp_path):
+def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budget_dropped(tmp_path, monkeypatch):
     cfg, dcfg = _shapes()
     need = {(b, k): device_grid.need_bytes(cfg, dcfg, device_grid.Point(b, 256, k), 4)[1]
             for b in (1, 2) for k in (0, 3)}
     free = 4e6  # a point may take 90 % of it: room for B = 1's caches and work space, not for B = 2's
     assert need[(1, 0)] < need[(1, 3)] <= 0.9 * free < need[(2, 0)]
-    args = grid_args(tmp_path, memory_gb=free / 1e9, budget_s=0.0)
-    device_grid.Grid(args).run(device_grid.order((1, 2), (256,), (0, 3)))
+    grid = device_grid.Grid(grid_args(tmp_path, memory_gb=free / 1e9))
+    left = iter([600.0, 0.0])  # the budget holds the first point, then nothing
+    monkeypatch.setattr(grid, "left", lambda: next(left))
+    assert grid.run(device_grid.order((1, 2), (256,), (0, 3))) == 0
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     assert g["stream"] is None and "ratio_to_stream" not in g["points"][0]  # --stream-gb 0: not measured
-    assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0)]  # the first point runs whatever the budget
+    assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0)]
     skipped = {(p["batch"], p["k"]): p for p in g["skipped"]}
     assert (2, 0) in skipped and skipped[(2, 0)]["note"].startswith("does not fit: ")
     assert "of KV cache" in skipped[(2, 0)]["note"] and "--memory-gb" in skipped[(2, 0)]["note"]
     assert len(g["dropped"]) == 1 and g["dropped"][0].startswith("B=1 context=256 K=3")
     lines, bad = grid_lines(tmp_path / "grid")
     assert not bad and any("does not fit" in line for line in lines) and any("dropped: " in line for line in lines)
+
+
+def test_a_budget_below_the_first_points_cost_runs_nothing_and_says_so(tmp_path, capsys):
+    """The budget is checked before the first point too (from its predicted cost), and a grid that measured nothing
+    does not exit 0; its outputs are whole, and the stream that does not fit the memory is named, not drawn."""
+    grid = device_grid.Grid(grid_args(tmp_path, budget_s=1.0, stream_gb=8.0, memory_gb=1.0))
+    assert grid.run(device_grid.order((1,), (256,), (0,))) == 4  # NOT_CHECKED: dropped for time
+    g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    assert g["points"] == [] and g["dropped"][0].startswith("B=1 context=256 K=0: need ~")
+    assert g["stream"] is None and g["stream_note"].startswith("not measured: 16.00 GB to draw its matrix")  # float32
+    assert "no point was measured" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == ["grid.csv", "grid.json"]  # no trace folder
+
+
+@pytest.mark.parametrize("name", ["grid.json", "grid.csv", "profile.tar.gz"])
+def test_an_output_that_is_a_link_is_refused_before_any_work(tmp_path, capsys, name):
+    """A link where an output goes (into a user's file) is refused, the file untouched; so is a linked --out."""
+    users = tmp_path / "users.txt"
+    users.write_text("mine\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / name).symlink_to(users)
+    (tmp_path / "linked").symlink_to(tmp_path / "out")
+    for out in ("out", "linked"):
+        assert main(["study", "device-grid", "--shape", "qwen3-tiny", "--out", str(tmp_path / out)]) == 2
+        assert "a link stands where" in capsys.readouterr().err
+    assert users.read_text() == "mine\n"
 
 
 def _shapes():

@@ -1,0 +1,224 @@
+"""Every make variable and every environment variable the docs or the scripts name is declared
+(benchmarks/core/make_variables.py, benchmarks/core/environment.py), and bad values drawn from the declarations are
+refused in one line naming the variable, before any work: by the declarations' own check, by the device check, by
+make before it removes a folder, and by a study that reads the bandwidth."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.core.environment import ENVIRONMENT, SHOWN, Variable, problem
+from benchmarks.core.make_variables import MAKE
+from benchmarks.core.numbers import Bounded
+from benchmarks.core.paths import ROOT
+
+MAKEFILE = (ROOT / "Makefile").read_text()
+SCRIPTS = sorted((ROOT / "preparation").glob("*.sh"))
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def make_names() -> set[str]:
+    assigned = set(re.findall(r"^([A-Z][A-Z0-9_]*) \?=", MAKEFILE, re.M))
+    exported = re.search(r"^export ((?:.*\\\n)*.*)$", MAKEFILE, re.M)
+    assert exported
+    return assigned | set(exported.group(1).replace("\\\n", " ").split())
+
+
+def script_names() -> set[str]:
+    """What the scripts read from the environment: a ${NAME:-...}, ${NAME-...} or ${NAME:+...} of a name the script
+    does not set itself (other than from its own default)."""
+    found = set()
+    for script in SCRIPTS:
+        text = script.read_text()
+        own = {n for n in re.findall(r"^\s*(?:local\s+)?([A-Z][A-Z0-9_]*)=(.*)$", text, re.M)
+               if not n[1].startswith(f'"${{{n[0]}')}
+        found |= {n for n in re.findall(r"\$\{([A-Z][A-Z0-9_]*)(?::-|-|:\+)", text)} - {n for n, _ in own}
+    return found
+
+
+def doc_names() -> set[str]:
+    """Variables the docs tell a user to set (NAME=, $NAME, ${NAME}) outside Python code blocks, and every DFLASH_
+    name in the docs, the scripts and the package."""
+    found = set()
+    for doc in DOCS:
+        text = re.sub(r"```python.*?```", "", doc.read_text(), flags=re.S)
+        found |= set(re.findall(r"(?<![-\w$])([A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{3,})=", text))
+        found |= set(re.findall(r"\$\{?([A-Z][A-Z0-9_]{2,})", text))
+    for path in [*DOCS, *SCRIPTS, *(ROOT / "benchmarks").rglob("*.py")]:
+        found |= set(re.findall(r"\b(DFLASH_[A-Z0-9_]+)\b", path.read_text()))
+    return found - {"DFLASH_ARCHITECTURE"}  # a constant of benchmarks/config/model_checks.py, not a variable
+
+
+def test_every_make_variable_is_declared_and_every_declared_one_is_the_makefiles():
+    assert make_names() == set(MAKE), sorted(make_names() ^ set(MAKE))
+
+
+def test_every_variable_the_docs_or_the_scripts_name_is_declared():
+    undeclared = (doc_names() | script_names()) - set(ENVIRONMENT) - set(MAKE)
+    assert not undeclared, f"declare these in benchmarks/core/environment.py: {sorted(undeclared)}"
+
+
+def bad_values(var: Variable, tmp_path: Path) -> list[str]:
+    """Values outside a declaration's domain: drawn from it, never listed per variable."""
+    long = "x" * 5000
+    if isinstance(var.domain, Bounded):
+        low, high = var.domain.low, var.domain.high
+        return ["abc", "nan", "inf", str(low - 1), str(high * 10 + 1), "1,2", long]
+    if var.kind in ("choice", "bool"):
+        return ["foo", "maybe", long]
+    if var.kind == "pattern":
+        return ["not a value!", "a b", long]
+    if var.kind == "folder":
+        (tmp_path / "a-file").write_text("not a folder\n")
+        return [str(tmp_path / "a-file")]
+    if var.kind == "python":
+        return [str(tmp_path / "no-such-python"), "no-such-python-anywhere"]
+    return []
+
+
+CHECKED = [v for v in [*ENVIRONMENT.values(), *MAKE.values()] if v.kind not in ("tool", "words", "option", "shape")]
+
+
+@pytest.mark.parametrize("var", CHECKED, ids=lambda v: v.name)
+def test_each_bad_value_drawn_from_a_declaration_is_refused_in_one_short_line(var, tmp_path):
+    values = bad_values(var, tmp_path)
+    assert values, f"{var.name}: a kind the grid draws no bad value for"
+    for value in values:
+        line = problem(var, value)
+        assert line and "\n" not in line and line.startswith(f"{var.name}="), (var.name, value, line)
+        assert len(line) < SHOWN + 300, line  # a long value is shortened in the echo
+    assert problem(var, "") is None  # empty: unset, the default
+
+
+def test_good_values_pass():
+    assert problem(ENVIRONMENT["BUDGET_S"], "480") is None and problem(ENVIRONMENT["PLATFORM"], "TPU") is None
+    assert problem(ENVIRONMENT["RAY_ADDRESS"], "10.0.0.2:6379") is None
+    assert problem(ENVIRONMENT["PYTHON"], sys.executable) is None and problem(MAKE["ALL"], "Yes") is None
+
+
+def device_check_variables() -> list[str]:
+    text = (ROOT / "preparation" / "device_check.sh").read_text()
+    listed = re.search(r"python3 -E -m benchmarks.core.environment ((?:.*\\\n)*.*?)\|\|", text)
+    assert listed
+    return listed.group(1).replace("\\\n", " ").split()
+
+
+@pytest.mark.parametrize("name", device_check_variables())
+def test_the_device_check_refuses_each_bad_variable_before_it_makes_anything(name, tmp_path):
+    var = ENVIRONMENT[name]
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT} | {"PLATFORM": "cpu", "DEVICE_CHECK_OUT":
+                                                                           str(out)}
+    for value in bad_values(var, tmp_path)[:2]:
+        proc = subprocess.run(["bash", str(ROOT / "preparation" / "device_check.sh")], env=env | {name: value},
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (name, value, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith(f"error: {name}=") and proc.stderr.count("\n") == 1, proc.stderr
+        assert not out.exists() or name in ("DEVICE_CHECK_OUT",)
+
+
+def test_the_device_check_refuses_one_shape_for_both_steps_and_a_site_it_did_not_make(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT} | {"PLATFORM": "cpu", "DEVICE_CHECK_OUT":
+                                                                           str(tmp_path / "out")}
+    script = str(ROOT / "preparation" / "device_check.sh")
+    same = subprocess.run(["bash", script], env=env | {"MAIN_SHAPE": "qwen3-tiny", "LAST_SHAPE": "qwen3-tiny"},
+                          capture_output=True, text=True, timeout=60)
+    assert same.returncode == 2 and "MAIN_SHAPE=LAST_SHAPE=qwen3-tiny" in same.stderr
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "keep.txt").write_text("mine\n")
+    site = subprocess.run(["bash", script], env=env | {"DEVICE_SITE": str(users)}, capture_output=True, text=True,
+                          timeout=60)
+    assert site.returncode == 2 and f"DEVICE_SITE={users}: a folder with no mark of device-site" in site.stderr
+    assert (users / "keep.txt").read_text() == "mine\n" and not (tmp_path / "out").exists()
+
+
+def recipes_removing(name: str) -> list[str]:
+    """The recipes that run rm -rf on the folder a make variable names."""
+    rules = re.split(r"^(?=[a-z][\w-]*:)", MAKEFILE, flags=re.M)
+    return [r for r in rules if re.search(rf'rm -rf [^\n]*"\$\${name}"', r)]
+
+
+@pytest.mark.parametrize("var", [v for v in MAKE.values() if v.removes], ids=lambda v: v.name)
+def test_a_recipe_removes_a_named_folder_only_after_checking_its_mark(var):
+    recipes = recipes_removing(var.name)
+    assert recipes, f"{var.name} is declared as removed, but no recipe removes it"
+    for recipe in recipes:
+        check = recipe.find(f"made_folder.sh check {var.name} ")
+        assert 0 <= check < recipe.find("rm -rf"), recipe.splitlines()[0]
+    others = [v.name for v in MAKE.values() if not v.removes and recipes_removing(v.name)]
+    assert not others, f"recipes remove folders not declared as removed: {others}"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    base = tmp_path_factory.mktemp("made")
+    (base / "users").mkdir()
+    (base / "users" / "keep.txt").write_text("mine\n")
+    (base / "a-file").write_text("mine\n")
+    (base / "link").symlink_to(base / "users")
+    (base / "made").mkdir()
+    subprocess.run(["bash", str(ROOT / "preparation" / "made_folder.sh"), "mark", "CHIP_VENV", "chip-compile"],
+                   env=os.environ | {"CHIP_VENV": str(base / "made")}, check=True)
+    (base / "other").mkdir()
+    (base / "other" / ".made-by-dflash-bench").write_text("bootstrap\n")
+    return base
+
+
+@pytest.mark.parametrize("path, allowed", [("users", False), ("a-file", False), ("link", False), ("other", False),
+                                           ("made", True), ("absent", True), ("", False), (".", False)])
+def test_a_folder_is_removable_only_when_absent_or_marked_for_that_recipe(folders, path, allowed):
+    value = str(folders / path) if path not in ("", ".") else (str(ROOT) if path == "." else "")
+    proc = subprocess.run(["bash", str(ROOT / "preparation" / "made_folder.sh"), "check", "CHIP_VENV",
+                           "chip-compile"], env=os.environ | {"CHIP_VENV": value}, capture_output=True, text=True)
+    assert (proc.returncode == 0) == allowed, proc.stderr
+    if not allowed:
+        assert proc.returncode == 2 and proc.stderr.startswith("error: CHIP_VENV=") and proc.stderr.count("\n") == 1
+    assert (folders / "users" / "keep.txt").read_text() == "mine\n"
+
+
+def test_make_clean_refuses_a_users_folder_before_removing_anything(tmp_path):
+    """In a copy of the Makefile and the script (what clean removes is relative to where it runs)."""
+    (tmp_path / "preparation").mkdir()
+    for name in ("Makefile", "preparation/made_folder.sh"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    for folder in ("users", "results/runs", ".venv"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "keep.txt").write_text("mine\n")
+    (tmp_path / ".venv" / ".bootstrap-stamp").write_text("cpu\n")
+    proc = subprocess.run(["make", "--no-print-directory", "clean", f"CHIP_VENV={tmp_path / 'users'}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "CHIP_VENV=" in proc.stderr and "no mark of chip-compile" in proc.stderr
+    assert all((tmp_path / f / "keep.txt").exists() for f in ("users", "results/runs", ".venv"))
+    proc = subprocess.run(["make", "--no-print-directory", "clean"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and not (tmp_path / ".venv").exists() and (tmp_path / "users" / "keep.txt").exists()
+
+
+@pytest.mark.parametrize("value", bad_values(ENVIRONMENT["DFLASH_BANDWIDTH_GBS"], Path("/"))[:4])
+def test_a_bad_bandwidth_is_refused_by_the_study_before_it_loads(value, monkeypatch, capsys):
+    from benchmarks.cli import main
+
+    monkeypatch.setenv("DFLASH_BANDWIDTH_GBS", value)
+    assert main(["study", "device-grid", "--shape", "qwen3-tiny"]) == 2
+    err = capsys.readouterr().err
+    assert "DFLASH_BANDWIDTH_GBS=" in err and "expected a number from 0.1 to 100000" in err
+
+
+def test_every_make_variable_is_taken_as_written_never_as_make_syntax(tmp_path):
+    """A value given on the command line is text: `$(shell ...)` in it runs nothing and reaches the recipe as written;
+    every declared variable is made literal so."""
+    missing = [n for n in MAKE if f"override {n} := $(call LITERAL,{n})" not in MAKEFILE]
+    assert not missing, missing
+    marker = tmp_path / "ran"
+    value = f"$(shell touch {marker})"
+    shown = " ".join(f'"$${n}"' for n in MAKE)
+    proc = subprocess.run(["make", "--no-print-directory", "--eval", f'show: ; @printf "%s\\n" {shown}', "show",
+                           *(f"{n}={value}" for n in MAKE)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.splitlines() == [value] * len(MAKE), proc.stdout + proc.stderr
+    assert not marker.exists()
