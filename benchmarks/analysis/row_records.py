@@ -16,7 +16,6 @@ from benchmarks.analysis.strongest import Strongest
 from benchmarks.core import metrics
 from benchmarks.core.cells import Cell, has_batch_one
 from benchmarks.core.exit_codes import BadInput
-from benchmarks.decide.k_schedules import Schedule
 from benchmarks.records.manifest_read import Manifest
 from benchmarks.records.records import ByKind, LoadLine, RequestLine, SamplesLine
 from verification import distribution, ties
@@ -401,11 +400,10 @@ class RowRecords:
 
     @cached_property
     def batch_one(self) -> bool:
-        """Whether the matrix has the batch-1 cell of this row's engine, method, K and temperature, whose verdicts
-        (greedy identity, the distribution check) stand for a static batch's row; for a K schedule, its batch-1
-        cell whatever K it runs there."""
-        scheduled = isinstance(self.manifest.config.k.get(self.cell.method), Schedule)
-        return has_batch_one(self.cell, self.manifest.cells.values(), scheduled)
+        """Whether the run has the batch-1 cell of this row's engine, method, K (or tree budget) and temperature,
+        whose verdicts (greedy identity, the distribution check) stand for a static batch's row; for a scheduled
+        K or budget, its batch-1 cell whatever it runs there."""
+        return has_batch_one(self.cell, self.manifest.cells.values())
 
     def not_checked(self) -> str | None:
         """Why a speculative row's due check could not run (greedy identity at T = 0 at concurrency 1, the

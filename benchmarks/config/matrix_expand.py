@@ -10,7 +10,7 @@ from typing import Any
 
 from benchmarks.config.engine_option_keys import own_options
 from benchmarks.config.matrix_schema import IDENTITY_FIELDS, Matrix
-from benchmarks.core.cells import Cell, CellOptions, OptionValue
+from benchmarks.core.cells import Cell, CellOptions, KRange, KSchedule, Shape
 from benchmarks.decide.k_schedules import Schedule, looks_like
 from benchmarks.engines import catalog
 
@@ -45,27 +45,27 @@ def expand(m: Matrix) -> list[Cell]:
                     if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
                         continue
                     cells += [dataclasses.replace(baseline, method=method, draft=m.drafts.get(method), k=k,
-                                                  engine_options=options)
-                              for k, options in _ks_at(m.k[method], engine, batch_size, baseline.engine_options)]
+                                                  shape=shape)
+                              for k, shape in _ks_at(m.k[method], engine, batch_size)]
     return cells
 
 
-def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int, options: CellOptions
-           ) -> list[tuple[int, CellOptions]]:
-    """The (K, engine options) of a method's cells at one batch size: each K of a list; a schedule's K at that B (no
+def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int) -> list[tuple[int, Shape]]:
+    """The (K, shape) of a method's cells at one batch size: each fixed K of a list; a schedule's K at that B (no
     cell where it is 0, but at B = 1, which runs the schedule's largest K: the greedy-identity verdict its cells at
-    larger B take), the schedule itself passed whole to an engine that takes one (closed at that B)."""
+    larger B take), with the schedule closed at that B, which an engine that takes it whole runs whole."""
     if not isinstance(ks, Schedule):
-        return [(k, options) for k in ks]
+        return [(k, None) for k in ks]
     k = ks.k_at(batch_size) or (ks.max_k() if batch_size == 1 else 0)
-    option = catalog.engine(engine).k_schedule
     if not k:
         return []
-    if option is None:
-        return [(k, options)]
-    ranges: list[OptionValue] = [[r.first, min(r.last or batch_size, batch_size), r.k] for r in ks.ranges
-                                 if r.first <= batch_size]
-    return [(k, {**options, option: ranges})]
+    return [(k, KSchedule(ranges_at(ks, batch_size), whole=catalog.engine(engine).whole_k_schedule))]
+
+
+def ranges_at(schedule: Schedule, batch_size: int) -> tuple[KRange, ...]:
+    """A schedule's ranges (first B, last B, K) up to a batch size, the last one closed there."""
+    return tuple((r.first, min(r.last or batch_size, batch_size), r.k) for r in schedule.ranges
+                 if r.first <= batch_size)
 
 
 def identity(config: dict[str, Any]) -> dict[str, Any]:

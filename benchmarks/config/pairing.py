@@ -4,38 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from benchmarks.core.cells import Cell, CellOptions, k_ranges
-from benchmarks.engines import catalog
+from benchmarks.core.cells import Cell
 
 PAIRING_KEYS = ("engine", "target", "temperature", "max_new_tokens", "seed", "batch_size")
 
 
-def _schedule_option(cell: Cell) -> str | None:
-    """The engine option through which the cell's engine takes a K schedule whole, where it has one."""
-    return catalog.engine(cell.engine).k_schedule if cell.engine in catalog.ENGINES else None
-
-
-def pairing_options(cell: Cell) -> CellOptions:
-    """A cell's engine options as pairing compares them: without a K schedule passed to the engine (a speculative
-    setting, which its baseline never has)."""
-    option = _schedule_option(cell)
-    return {k: v for k, v in cell.engine_options.items() if k != option}
-
-
 def largest_k(cell: Cell) -> int:
-    """The largest K the cell's steps can run: its K, or the largest of a K schedule passed to its engine whole (vLLM
+    """The largest K the cell's steps can run: its K, or the largest of a K schedule its engine takes whole (vLLM
     runs a range's K whenever that many requests are running, so the tail of a batch of B runs the K of fewer)."""
-    option = _schedule_option(cell)
-    ranges = k_ranges(cell.engine_options.get(option)) if option else []
-    return max([cell.k, *(r[2] for r in ranges)])
+    return max([cell.k, *(k for _, _, k in cell.whole_schedule)])
 
 
 def baseline_cell_id(cell: Cell, cells: Mapping[str, Cell]) -> str | None:
-    """The AR baseline a method is compared with: same engine, target, sampling budget, engine options (but a K
-    schedule) and batch size."""
+    """The AR baseline a method is compared with: same engine, target, sampling budget, engine options and batch
+    size."""
     for cid, other in cells.items():
         if other.method == "baseline" and all(getattr(other, k) == getattr(cell, k) for k in PAIRING_KEYS) \
-                and pairing_options(other) == pairing_options(cell):
+                and other.engine_options == cell.engine_options:
             return cid
     return None
 

@@ -12,7 +12,7 @@ from typing import Any
 from benchmarks.config.engine_option_keys import max_model_lens
 from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, check_name, fail, got
 from benchmarks.config.model_files import draft_block_size
-from benchmarks.core.cells import DRAFT_METHODS, METHODS, SPEC_METHODS
+from benchmarks.core.cells import DRAFT_METHODS, METHODS, SPEC_METHODS, TREE_METHODS
 from benchmarks.core.numbers import is_finite
 from benchmarks.data.dataset_registry import DATASETS
 from benchmarks.decide import k_schedules
@@ -89,11 +89,13 @@ def k(p: Parsing) -> dict[str, list[int] | k_schedules.Schedule]:
     """Per speculative method its Ks, or its schedule over batch sizes ({first B: K} or [[first, last, K], ...]:
     each batch size's cell runs the K its range gives, none where that is 0)."""
     source, value = p.source, p.get("k")
-    spec_methods = [m for m in p.parsed["methods"] if m in SPEC_METHODS]
+    chain = [m for m in SPEC_METHODS if m not in TREE_METHODS]
+    spec_methods = [m for m in p.parsed["methods"] if m in chain]
     if isinstance(value, dict) and not k_schedules.looks_like(value):
         for m in value:
-            if m not in SPEC_METHODS:
-                raise fail(source, "k", f"unknown method {m!r} in the K mapping; allowed: {', '.join(SPEC_METHODS)}")
+            if m not in chain:
+                raise fail(source, "k", f"unknown method {m!r} in the K mapping; allowed: {', '.join(chain)}"
+                           + (f" ({m} takes 'tree_budget')" if m in TREE_METHODS else ""))
         missing = [m for m in spec_methods if m not in value]
         if missing:
             raise fail(source, "k", f"no K given for {', '.join(missing)}")

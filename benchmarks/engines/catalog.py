@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from benchmarks.core.cells import METHODS, OptionValue
+from benchmarks.core.cells import METHODS, TREE_METHODS, OptionValue
 from benchmarks.engines.jax import jax_options
 from benchmarks.engines.llamacpp import llamacpp_options
 from benchmarks.engines.options import CONTEXT, EngineOptions
@@ -36,8 +36,9 @@ class EngineRow:
     gpu_share       the option that sets the share of a GPU's memory each of its processes reserves up front (None:
                     it allocates on demand); the rule for cells interleaved on a GPU reads it
     max_batch       the largest batch_size its generate_batch takes (None: no limit of its own)
-    k_schedule      the option through which it takes a matrix's K schedule whole, as [[first B, last B, K], ...]
-                    (None: each batch size's cell runs the K of its range)
+    whole_k_schedule  whether it takes a matrix's K schedule whole (its engine arguments carry the cell's
+                    KSchedule ranges, and each step runs the K of the requests running); else each batch size's
+                    cell runs the K of its range
     """
 
     name: str
@@ -49,7 +50,7 @@ class EngineRow:
     capabilities: frozenset[str] = frozenset()
     gpu_share: str | None = None
     max_batch: int | None = None
-    k_schedule: str | None = None
+    whole_k_schedule: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(self.capabilities - ALL_CAPABILITIES)
@@ -78,16 +79,18 @@ class EngineRow:
         return self.serves or self.name
 
 
+CHAIN_METHODS = tuple(m for m in METHODS if m not in TREE_METHODS)  # every method but the draft trees
+
 ENGINES: dict[str, EngineRow] = {row.name: row for row in (
-    EngineRow("vllm", ".vllm.vllm_engine:VllmEngine", METHODS, vllm_options.OPTIONS, worker=True,
-              capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization", k_schedule=vllm_options.K_SCHEDULE),
-    EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash"), jax_options.OPTIONS,
+    EngineRow("vllm", ".vllm.vllm_engine:VllmEngine", CHAIN_METHODS, vllm_options.OPTIONS, worker=True,
+              capabilities=ALL_CAPABILITIES, gpu_share="gpu_memory_utilization", whole_k_schedule=True),
+    EngineRow("jax", ".jax.engine:JaxEngine", ("baseline", "dflash", "ddtree"), jax_options.OPTIONS,
               capabilities=ALL_CAPABILITIES, max_batch=jax_options.MAX_BATCH),
-    EngineRow("vllm-serve", ".vllm.vllm_serve:VllmServer", METHODS, vllm_options.OPTIONS, serves="vllm",
+    EngineRow("vllm-serve", ".vllm.vllm_serve:VllmServer", CHAIN_METHODS, vllm_options.OPTIONS, serves="vllm",
               capabilities=frozenset({"sample_many", "score_many"})),
-    EngineRow("llama.cpp", ".llamacpp.llamacpp_engine:LlamaCppEngine", METHODS, llamacpp_options.OPTIONS,
+    EngineRow("llama.cpp", ".llamacpp.llamacpp_engine:LlamaCppEngine", CHAIN_METHODS, llamacpp_options.OPTIONS,
               capabilities=frozenset({"token_scores"})),
-    EngineRow("llama.cpp-serve", ".llamacpp.llamacpp_serve:LlamaCppServer", METHODS, llamacpp_options.OPTIONS,
+    EngineRow("llama.cpp-serve", ".llamacpp.llamacpp_serve:LlamaCppServer", CHAIN_METHODS, llamacpp_options.OPTIONS,
               serves="llama.cpp"),
 )}
 DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine

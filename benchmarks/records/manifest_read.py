@@ -2,13 +2,15 @@
 prompts it was made with, and the environment of its latest invocation. Written by benchmarks/run/manifest_build.py."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Required, TypedDict
 
+from benchmarks.config.matrix_expand import ranges_at
 from benchmarks.config.matrix_schema import Matrix, matrix_of_manifest
-from benchmarks.core.cells import Cell
+from benchmarks.core.cells import Cell, KSchedule
 from benchmarks.core.guarded import name_problem
 from benchmarks.data.prompts import Construction, SkippedRows, WorkloadFields
+from benchmarks.decide.k_schedules import Schedule
 from benchmarks.hardware.provenance import Hardware, ModelFingerprint
 
 
@@ -103,7 +105,8 @@ class Manifest:
         run_id = value.get("run_id")
         if run_id is not None and name_problem(run_id):
             raise ValueError(f"{where}: run_id {name_problem(run_id)}")
-        return cls(run_id=run_id or "", cells=cells, config=matrix_of_manifest(value["config"]),
+        config = matrix_of_manifest(value["config"])
+        return cls(run_id=run_id or "", cells=_with_schedules(cells, config), config=config,
                    platform=value.get("platform"), hardware=dict(value.get("hardware") or {}),
                    packages=value.get("packages") or {}, models=value.get("models") or {},
                    prompts=dict(value.get("prompts") or {}), prompts_skipped=value.get("prompts_skipped") or {},
@@ -113,3 +116,14 @@ class Manifest:
     @property
     def target(self) -> str:
         return self.config.target
+
+
+def _with_schedules(cells: dict[str, Cell], config: Matrix) -> dict[str, Cell]:
+    """The cells of a run written before cells had a shape: one whose K was a schedule's, at a batch size where it
+    ran that K, gets the schedule back (its id unchanged); a schedule passed whole is read from its options."""
+    def upgraded(cell: Cell) -> Cell:
+        schedule = config.k.get(cell.method)
+        if cell.shape is not None or not isinstance(schedule, Schedule):
+            return cell
+        return replace(cell, shape=KSchedule(ranges_at(schedule, cell.batch_size)))
+    return {cid: upgraded(c) for cid, c in cells.items()}

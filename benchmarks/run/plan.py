@@ -34,7 +34,6 @@ from benchmarks.data.datasets import Prompt, Workload, skipped_lines
 from benchmarks.data.drafts import thinking_warnings
 from benchmarks.data.prompts import SkippedRows
 from benchmarks.decide.capacity import space_of
-from benchmarks.decide.k_schedules import Schedule
 from benchmarks.decide.slo import slos_of
 from benchmarks.engines import catalog
 from benchmarks.engines.llamacpp import llamacpp_build
@@ -210,7 +209,7 @@ class RunPlan:
         one = [c for c in sampled if c.batch_size == 1]
         batched = [c for c in sampled if c.batch_size > 1 and c.method != "baseline"]
         orphans = [c for c in batched
-                   if not has_batch_one(c, one, isinstance(self.matrix.k.get(c.method), Schedule))]
+                   if not has_batch_one(c, one)]
         lines = [f"- distribution samples drawn by {len(one)} cell(s) at T > 0 and batch size 1"] if one else []
         if len(batched) > len(orphans):
             lines.append(f"- {len(batched) - len(orphans)} speculative cell(s) at T > 0 and B > 1 draw none: a static "

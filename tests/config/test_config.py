@@ -128,9 +128,9 @@ def test_k_as_a_schedule_gives_each_batch_size_its_k():
     jax = [(c.label, c.batch_size) for c in cells if c.engine == "jax"]
     assert jax == [("baseline", 1), ("dflash-k7", 1), ("baseline", 2), ("dflash-k7", 2), ("baseline", 4),
                    ("dflash-k3", 4), ("baseline", 16)]  # K = 0 at B = 16: the baseline is the schedule's cell
-    assert all("num_speculative_tokens_per_batch_size" not in c.engine_options for c in cells if c.engine == "jax")
+    assert all(not c.whole_schedule and c.scheduled for c in cells if c.engine == "jax" and c.method == "dflash")
     b4 = next(c for c in cells if c.engine == "vllm" and c.batch_size == 4 and c.method == "dflash")
-    assert b4.k == 3 and b4.engine_options["num_speculative_tokens_per_batch_size"] == [[1, 3, 7], [4, 4, 3]]
+    assert b4.k == 3 and b4.whole_schedule == ((1, 3, 7), (4, 4, 3)) and not b4.engine_options
     spec = engine_args(dataclasses.replace(b4, draft=None, method="ngram"), {"per_request_spec_decode_metrics": True}
                        )["speculative_config"]
     assert spec["num_speculative_tokens"] == 7  # vLLM caps the schedule's K at it

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, Cell, OptionValue, k_ranges
+from benchmarks.core.cells import DRAFT_METHODS, SPEC_METHODS, TREE_METHODS, Cell, OptionValue
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.core.metrics import accepted_within, drafted_within
 from benchmarks.engines.vllm.vllm_features import FEATURE_LOSS, features, option_names
@@ -68,8 +68,12 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> VllmArgs:
 
     `have` is `features()` (detected when not given): per-request metrics are asked for only where they exist.
     """
-    if cell.method not in ("baseline", *SPEC_METHODS):
-        raise ValueError(f"vllm engine: unknown method {cell.method!r}; use baseline, {', '.join(SPEC_METHODS)}")
+    chain = [m for m in SPEC_METHODS if m not in TREE_METHODS]
+    if cell.method in TREE_METHODS:
+        raise ValueError(f"vllm engine: method {cell.method} verifies a draft tree, which vLLM does not run; use "
+                         f"baseline, {', '.join(chain)} (the engine catalog says which engine runs {cell.method})")
+    if cell.method not in ("baseline", *chain):
+        raise ValueError(f"vllm engine: unknown method {cell.method!r}; use baseline, {', '.join(chain)}")
     if cell.method in DRAFT_METHODS and not cell.draft:
         raise ValueError(f"vllm engine: method {cell.method} needs a draft checkpoint; set `draft` for this cell")
     if cell.method not in DRAFT_METHODS and cell.draft:
@@ -79,7 +83,6 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> VllmArgs:
 
     options = dict(cell.engine_options)
     options.pop(PRELOAD_OPTION, None)  # the harness's own: vllm_preload.engine_preload reads it
-    schedule = k_ranges(options.pop(K_SCHEDULE, None))  # a matrix's K schedule: speculative_config takes it
     ngram = {key: options.pop(key) for key in NGRAM_OPTIONS if key in options}
     if ngram and cell.method != "ngram":
         raise ValueError(f"vllm engine: {', '.join(ngram)} only apply to method ngram, not {cell.method}")
@@ -96,9 +99,9 @@ def engine_args(cell: Cell, have: dict[str, bool] | None = None) -> VllmArgs:
     args: VllmArgs = {**DEFAULT_ARGS, **options, "seed": engine_seed(cell), "disable_log_stats": False}
     if cell.method in SPEC_METHODS:
         spec: VllmArgs = {"method": cell.method, "num_speculative_tokens": cell.k, **ngram}
-        if schedule:  # K per step from the running batch size, at most num_speculative_tokens
-            spec |= {"num_speculative_tokens": max([cell.k, *(k for _, _, k in schedule)]),
-                     K_SCHEDULE: [list(r) for r in schedule]}
+        if cell.whole_schedule:  # K per step from the running batch size, at most num_speculative_tokens
+            spec |= {"num_speculative_tokens": max([cell.k, *(k for _, _, k in cell.whole_schedule)]),
+                     K_SCHEDULE: [list(r) for r in cell.whole_schedule]}
         if cell.draft:
             _check_checkpoint(cell.draft, "draft")
             spec["model"] = cell.draft
