@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from benchmarks.analysis.summary import Summary
 from benchmarks.analysis.summary_csv import summary_frame
+from benchmarks.core.cells import TREE_METHODS
 from benchmarks.figures.batch_figures import batch_figures
 from benchmarks.figures.capacity_figures import capacity_figures
 from benchmarks.figures.engines_figure import engines_figure
@@ -64,8 +65,10 @@ def speedup_figure(summary: pd.DataFrame) -> Figure | None:
 
 
 def tau_vs_k_figure(summary: pd.DataFrame) -> Figure | None:
-    """τ against K, one line per method and dataset, with the K+1 ceiling."""
+    """τ against K, one line per method and dataset, with the K+1 ceiling (a draft tree has no K: report.md's Draft
+    trees section has its τ against the budget)."""
     rows = _spec_rows(summary)
+    rows = rows[~rows["method"].isin(TREE_METHODS)]
     rows = rows[pd.to_numeric(rows["tau"], errors="coerce").notna()]
     if rows.empty:
         return None

@@ -103,3 +103,17 @@ def test_the_whole_report_renders_with_tree_rows(run_dir, tmp_path):
     assert tree["marginal"] == pytest.approx([11 / 16, 6 / 16, 5 / 16, 2 / 16])  # depths 1..4
     assert all(c["ok"] for p in profiles.values() for c in p["sources"]["requests"]["checks"].values())
     assert "ddtree-b4" in (run / "summary.csv").read_text()
+
+
+def test_tau_against_k_leaves_the_trees_out(summary):
+    """A tree has no K: τ against K draws the chain alone (the Draft trees section has τ against the budget)."""
+    from benchmarks.analysis.summary_csv import summary_frame
+    from benchmarks.figures.run_figures import tau_vs_k_figure
+    from benchmarks.report.trees_report import tau_of
+
+    frame = summary_frame(summary.rows)
+    frame["tau"] = [tau_of(u, r) for u, r in zip(summary.units, summary.rows)]  # the rows carry no counters
+    fig = tau_vs_k_figure(frame)
+    assert fig is not None
+    _, labels = fig.axes[0].get_legend_handles_labels()
+    assert [x.split(" ·")[0] for x in labels] == ["dflash", "ceiling K+1"]
