@@ -5,7 +5,8 @@
     max_model_len  prompt + output token budget; sizes the static KV caches (default 2048)
     breakdown      time draft, verify and host work separately, the host in every step (default off: the steps run
                    on the device, one loop per cache span)
-    draft_queries  "block" (the released drafts' block_size, default) or "k+1" (what vLLM runs)
+    draft_queries  "block" (the released drafts' block_size, default) or "k+1" (what vLLM runs); a draft tree
+                   (method ddtree) runs the whole block
     ignore_eos     generate exactly max_new_tokens (default off)
 """
 from __future__ import annotations
