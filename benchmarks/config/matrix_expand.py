@@ -1,4 +1,5 @@
-"""Expand a validated matrix into cells: engine × temperature × (baseline, method × K); the run id of a matrix (and
+"""Expand a validated matrix into cells: engine × temperature × batch size × (baseline, method × K or tree budget);
+the run id of a matrix (and
 the one run folders written before IDENTITY_VERSION 1 are named by)."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from benchmarks.config.engine_option_keys import own_options
 from benchmarks.config.matrix_schema import IDENTITY_FIELDS, Matrix
-from benchmarks.core.cells import Cell, CellOptions, KRange, KSchedule, Shape
+from benchmarks.core.cells import TREE_METHODS, Cell, CellOptions, KRange, KSchedule, Shape, TreeBudget
 from benchmarks.decide.k_schedules import Schedule, looks_like
 from benchmarks.engines import catalog
 
@@ -44,22 +45,36 @@ def expand(m: Matrix) -> list[Cell]:
                 for method in m.methods:
                     if method == "baseline" or (len(m.engines) > 1 and method not in catalog.engine(engine).methods):
                         continue
+                    shapes = (_budgets_at(m.tree_budget, batch_size) if method in TREE_METHODS
+                              else _ks_at(m.k[method], engine, batch_size))
                     cells += [dataclasses.replace(baseline, method=method, draft=m.drafts.get(method), k=k,
-                                                  shape=shape)
-                              for k, shape in _ks_at(m.k[method], engine, batch_size)]
+                                                  shape=shape) for k, shape in shapes]
     return cells
 
 
+def _at(values: list[int] | Schedule, batch_size: int) -> list[int]:
+    """A method's Ks (or budgets) at one batch size: each of a list; a schedule's value at that B (none where it is
+    0, but at B = 1, which runs the schedule's largest: the greedy-identity verdict its cells at larger B take)."""
+    if not isinstance(values, Schedule):
+        return values
+    value = values.k_at(batch_size) or (values.max_k() if batch_size == 1 else 0)
+    return [value] if value else []
+
+
 def _ks_at(ks: list[int] | Schedule, engine: str, batch_size: int) -> list[tuple[int, Shape]]:
-    """The (K, shape) of a method's cells at one batch size: each fixed K of a list; a schedule's K at that B (no
-    cell where it is 0, but at B = 1, which runs the schedule's largest K: the greedy-identity verdict its cells at
-    larger B take), with the schedule closed at that B, which an engine that takes it whole runs whole."""
+    """The (K, shape) of a chain method's cells at one batch size: a fixed K, or a schedule's with its ranges closed
+    at that B, which an engine that takes a schedule whole runs whole."""
     if not isinstance(ks, Schedule):
         return [(k, None) for k in ks]
-    k = ks.k_at(batch_size) or (ks.max_k() if batch_size == 1 else 0)
-    if not k:
-        return []
-    return [(k, KSchedule(ranges_at(ks, batch_size), whole=catalog.engine(engine).whole_k_schedule))]
+    shape = KSchedule(ranges_at(ks, batch_size), whole=catalog.engine(engine).whole_k_schedule)
+    return [(k, shape) for k in _at(ks, batch_size)]
+
+
+def _budgets_at(budgets: list[int] | Schedule | None, batch_size: int) -> list[tuple[int, Shape]]:
+    """The (K = 0, shape) of a tree method's cells at one batch size: one per budget."""
+    if budgets is None:
+        raise ValueError("a tree method's cells need the matrix's tree_budget")
+    return [(0, TreeBudget(b, scheduled=isinstance(budgets, Schedule))) for b in _at(budgets, batch_size)]
 
 
 def ranges_at(schedule: Schedule, batch_size: int) -> tuple[KRange, ...]:

@@ -17,7 +17,7 @@ from benchmarks.config import engine_option_keys, placement_keys, run_keys, slo_
 from benchmarks.config.matrix_checks import Parser, at_least
 from benchmarks.config.placement_keys import DEFAULT_RESOURCES, EXECUTORS, LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S
 from benchmarks.config.run_keys import MAX_SEED, MIN_TEMPERATURE, DatasetEntry
-from benchmarks.core.cells import METHODS, CellOptions
+from benchmarks.core.cells import MAX_TREE_BUDGET, METHODS, TREE_METHODS, CellOptions
 from benchmarks.core.numbers import MISSING
 from benchmarks.data.dataset_registry import DATASETS
 from benchmarks.decide.capacity import AXES, BISECT, MODES
@@ -113,6 +113,13 @@ class Matrix:
         "(none at K = 0 but at B = 1, which runs the largest K as the identity reference; vLLM takes it whole as "
         "num_speculative_tokens_per_batch_size)", run_keys.k,
         default=15, identity=True, make="K", bench="--k"))
+    # None: no tree method
+    tree_budget: list[int] | Schedule | None = field(metadata=key(
+        "tree_budget", f"int in 1..{MAX_TREE_BUDGET}, list of them, or a schedule {{first B: budget, ...}} or "
+        f"[[first B, last B, budget], ...]", f"the node budget of {', '.join(TREE_METHODS)}: draft-tree nodes "
+        f"verified per step besides the root, one cell per budget; a schedule gives each batch size's cell the "
+        f"budget of its range (none at 0 but at B = 1, which runs the largest); required with "
+        f"{', '.join(TREE_METHODS)}, refused without", run_keys.tree_budget, shown="none", identity=True))
     datasets: list[DatasetEntry] = field(metadata=key(
         "datasets", f"list of names from {', '.join(sorted(DATASETS))} or mappings {{name, path}} for a local JSONL",
         "the prompts' sources; a relative path is read from the matrix file's folder", run_keys.datasets,
@@ -237,10 +244,10 @@ PRESET_KEYS = tuple(k.name for k in KEYS if k.in_preset)
 IDENTITY_FIELDS = tuple(k.attr for k in KEYS if k.identity and k.attr)
 
 # The keys whose parsers run, in the order they run: a parser reads the values parsed before it (`Parsing.parsed`).
-PARSE_ORDER = ("engine", "target", "methods", "drafts", "k", "block_size", "datasets", "temperature", "engine_options",
-               "interleave", "workers", "request_timeout_s", "load_timeout_s", "concurrency", "executor", "resources",
-               "name", "max_new_tokens", "context_tokens", "turns", "chat_template", "num_prompts", "warmup_prompts",
-               "seed", "drift_prompts", "batch_size", "slo")
+PARSE_ORDER = ("engine", "target", "methods", "drafts", "k", "tree_budget", "block_size", "datasets", "temperature",
+               "engine_options", "interleave", "workers", "request_timeout_s", "load_timeout_s", "concurrency",
+               "executor", "resources", "name", "max_new_tokens", "context_tokens", "turns", "chat_template",
+               "num_prompts", "warmup_prompts", "seed", "drift_prompts", "batch_size", "slo")
 
 
 def _parser(name: str) -> tuple[tuple[str, ...], Parser]:
@@ -283,6 +290,8 @@ def matrix_of_manifest(config: dict[str, Any]) -> Matrix:
         else:
             values[f.name] = copy.deepcopy(f.metadata["key"].default)
     values["k"] = {method: Schedule.from_json(v) if isinstance(v, dict) else v for method, v in values["k"].items()}
+    if isinstance(values["tree_budget"], dict):
+        values["tree_budget"] = Schedule.from_json(values["tree_budget"])
     values["datasets"] = [DatasetEntry(**d) if isinstance(d, dict) else DatasetEntry(str(d))
                           for d in values["datasets"]]
     return Matrix(**values)

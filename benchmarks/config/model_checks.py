@@ -1,6 +1,7 @@
 """What a matrix's models must be for its run to start, checked before anything is written (by `validate` and the
-run plan): a hub id in reach (cached, or the hub online; else what this machine lacks), a DFlash draft that is one
-and whose block holds every K, and a target tokenizer that loads and has a chat template."""
+run plan): a hub id in reach (cached, or the hub online; else what this machine lacks), a DFlash draft (of dflash
+or a draft tree) that is one and whose block holds every K, and a target tokenizer that loads and has a chat
+template."""
 from __future__ import annotations
 
 from functools import cache
@@ -8,11 +9,13 @@ from typing import Any
 
 from benchmarks.config.matrix_parse import Matrix
 from benchmarks.config.model_refs import load_tokenizer, materialize
+from benchmarks.core.cells import TREE_METHODS
 from benchmarks.decide.k_schedules import ks_of
 from benchmarks.hardware.provenance import hub_offline
 
 HUB_TIMEOUT_S = 10  # how long the hub is given to answer whether it holds a repository
 DFLASH_ARCHITECTURE = "DFlashDraftModel"  # what the JAX loader and vLLM's model registry load as a DFlash draft
+DFLASH_DRAFT_METHODS = ("dflash", *TREE_METHODS)  # the methods whose draft is a DFlash draft
 
 
 def hub_out_of_reach(repo: str, repo_type: str = "model") -> str | None:
@@ -55,25 +58,29 @@ def hub_problem(ref: str, role: str, source: str) -> tuple[str, bool]:
 
 
 def draft_problems(matrix: Matrix, configs: dict[str, dict[str, Any]]) -> list[str]:
-    """The DFlash draft's config (`configs`: method -> config.json) against what the engines load: its architecture,
-    its block size, the matrix's block_size and every K."""
-    cfg, ref, source = configs.get("dflash"), matrix.drafts.get("dflash"), matrix.source
-    if cfg is None or "dflash" not in matrix.methods:
-        return []
+    """The DFlash drafts' configs (`configs`: method -> config.json) against what the engines load, for each method
+    that loads one (dflash, and the draft trees built from its distributions): its architecture, its block size, the
+    matrix's block_size and every dflash K."""
+    return [line for method in DFLASH_DRAFT_METHODS if method in matrix.methods and method in configs
+            for line in _dflash_draft_problems(matrix, method, configs[method])]
+
+
+def _dflash_draft_problems(matrix: Matrix, method: str, cfg: dict[str, Any]) -> list[str]:
+    ref, source = matrix.drafts.get(method), matrix.source
     archs = cfg.get("architectures") or []
     if DFLASH_ARCHITECTURE not in archs:
-        return [f"{source}: dflash draft {ref!r} is not a DFlash draft: its config.json names {archs or 'no'} "
+        return [f"{source}: {method} draft {ref!r} is not a DFlash draft: its config.json names {archs or 'no'} "
                 f"architectures, not {DFLASH_ARCHITECTURE} (a target or another method's draft?); give a DFlash draft "
                 f"such as z-lab/Qwen3-4B-DFlash-b16"]
     block = cfg.get("block_size")
     if isinstance(block, bool) or not isinstance(block, int) or block < 2:
-        return [f"{source}: dflash draft {ref!r}: its config.json gives block_size {block!r}, not an int >= 2; the "
+        return [f"{source}: {method} draft {ref!r}: its config.json gives block_size {block!r}, not an int >= 2; the "
                 f"draft cannot be loaded"]
     if matrix.block_size is not None and matrix.block_size != block:
-        return [f"{source}: 'block_size': {matrix.block_size} given, but the dflash draft {ref!r} was built with "
+        return [f"{source}: 'block_size': {matrix.block_size} given, but the {method} draft {ref!r} was built with "
                 f"block_size {block} (its config.json), which the engines use: drop block_size or give {block}"]
     return [f"{source}: 'k': K={k} exceeds the dflash draft's block_size-1={block - 1} ({ref!r}); the draft proposes "
-            f"at most block_size-1 tokens" for k in ks_of(matrix.k.get("dflash", [])) if k > block - 1]
+            f"at most block_size-1 tokens" for k in ks_of(matrix.k.get(method, [])) if k > block - 1]
 
 
 def target_tokenizer(matrix: Matrix, config: dict[str, Any]) -> tuple[Any, list[str]]:

@@ -1,6 +1,6 @@
-"""The parsers of the keys that say what a run measures: its name, engines, target, methods and drafts, K, the DFlash
-block size, datasets, temperatures, tokens per prompt and seed. Each reads a `Parsing` and raises one ConfigError
-that names the file, the key and what is allowed."""
+"""The parsers of the keys that say what a run measures: its name, engines, target, methods and drafts, K, a draft
+tree's node budget, the DFlash block size, datasets, temperatures, tokens per prompt and seed. Each reads a `Parsing`
+and raises one ConfigError that names the file, the key and what is allowed."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ from typing import Any
 from benchmarks.config.engine_option_keys import max_model_lens
 from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, check_name, fail, got
 from benchmarks.config.model_files import draft_block_size
-from benchmarks.core.cells import DRAFT_METHODS, METHODS, SPEC_METHODS, TREE_METHODS
+from benchmarks.core.cells import DRAFT_METHODS, MAX_TREE_BUDGET, METHODS, SPEC_METHODS, TREE_METHODS
 from benchmarks.core.numbers import is_finite
 from benchmarks.data.dataset_registry import DATASETS
 from benchmarks.decide import k_schedules
@@ -123,6 +123,42 @@ def k(p: Parsing) -> dict[str, list[int] | k_schedules.Schedule]:
         check_distinct(source, "k", ks, f" for {m}")
         per_method[m] = ks
     return per_method
+
+
+def tree_budget(p: Parsing) -> list[int] | k_schedules.Schedule | None:
+    """The node budgets of the tree methods (a draft tree's nodes verified per step besides the root): a list, or a
+    schedule over batch sizes written as `k` writes one (each batch size's cell runs its range's budget, none where
+    that is 0 but at B = 1); None when the matrix runs no tree method."""
+    source, value = p.source, p.get("tree_budget")
+    trees = [m for m in p.parsed["methods"] if m in TREE_METHODS]
+    bounds = f"an int in 1..{MAX_TREE_BUDGET}"
+    if value is None:
+        if trees:
+            raise fail(source, "tree_budget", f"method {trees[0]} needs a node budget: add 'tree_budget: 64' "
+                                              f"({bounds}, a list of them, or a schedule {{first B: budget, ...}})")
+        return None
+    if not trees:
+        raise fail(source, "tree_budget", f"sets the node budget of {', '.join(TREE_METHODS)}, which 'methods' lacks; "
+                                          f"add {TREE_METHODS[0]} to methods or drop tree_budget")
+    if k_schedules.looks_like(value):
+        try:
+            schedule = k_schedules.parse(value, "budget")
+        except ValueError as err:
+            raise fail(source, "tree_budget", f"the schedule: {err}") from None
+        if not schedule.ks():
+            raise fail(source, "tree_budget", "the schedule gives a budget of 0 at every batch size, so no tree cell "
+                                              "would run; give a budget >= 1 in some range")
+        if schedule.max_k() > MAX_TREE_BUDGET:
+            raise fail(source, "tree_budget", f"the schedule's budget {schedule.max_k()} is above {MAX_TREE_BUDGET}; "
+                                              f"give budgets in 0..{MAX_TREE_BUDGET} (0: no tree cell at that B)")
+        return schedule
+    budgets = as_list(value)
+    for b in budgets:
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_TREE_BUDGET:
+            raise fail(source, "tree_budget", f"expected {bounds} (draft-tree nodes verified per step), a list of "
+                                              f"them, or a schedule {{first B: budget, ...}}; got {got(b)}")
+    check_distinct(source, "tree_budget", budgets)
+    return budgets
 
 
 def block_size(p: Parsing) -> int | None:

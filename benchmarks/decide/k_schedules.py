@@ -109,26 +109,27 @@ def from_choices(choices: Mapping[int, int]) -> Schedule:
     return Schedule(tuple(ranges))
 
 
-def parse(value: Any) -> Schedule:
+def parse(value: Any, what: str = "K") -> Schedule:
     """A schedule as a matrix gives it: a mapping {first B: K} (K held up to the next first B, the last open), or a
     list of [first B, last B, K] triples as vLLM takes them (contiguous from B = 1; the last one's K held above it).
-    Raises ValueError naming what is wrong."""
+    `what` names its values in messages (a draft tree's schedule is of node budgets). Raises ValueError naming what
+    is wrong."""
     if isinstance(value, Mapping):
         points: dict[int, int] = {}
         for b, k in value.items():
-            points[_int(b, "a first batch size", 1)] = _int(k, "a K", 0)
+            points[_int(b, "a first batch size", 1)] = _int(k, f"a {what}", 0)
         if 1 not in points:
-            raise ValueError("the schedule must start at batch size 1 (give a K for 1)")
+            raise ValueError(f"the schedule must start at batch size 1 (give a {what} for 1)")
         return from_choices(points)
     if isinstance(value, Sequence) and not isinstance(value, str) and value:
         triples = []
         for entry in value:
             if isinstance(entry, str) or not isinstance(entry, Sequence) or len(entry) != 3:
-                raise ValueError(f"{entry!r}: each range is [first B, last B, K]")
+                raise ValueError(f"{entry!r}: each range is [first B, last B, {what}]")
             first, last = _int(entry[0], "a first batch size", 1), _int(entry[1], "a last batch size", 1)
             if last < first:
                 raise ValueError(f"{list(entry)}: the last batch size is below the first")
-            triples.append((first, last, _int(entry[2], "a K", 0)))
+            triples.append((first, last, _int(entry[2], f"a {what}", 0)))
         triples.sort()
         if triples[0][0] != 1:
             raise ValueError("the schedule must start at batch size 1")
@@ -136,7 +137,7 @@ def parse(value: Any) -> Schedule:
             if first != last + 1:
                 raise ValueError(f"ranges must be contiguous: one ends at {last}, the next starts at {first}")
         return from_choices({first: k for first, _, k in triples})
-    raise ValueError(f"{value!r}: give {{first B: K, ...}} or [[first B, last B, K], ...]")
+    raise ValueError(f"{value!r}: give {{first B: {what}, ...}} or [[first B, last B, {what}], ...]")
 
 
 def _int(value: Any, what: str, low: int) -> int:

@@ -307,7 +307,7 @@ def test_workload_keys_parse_and_enter_the_run_id():
     # formula's, which names the run folders written then)
     placement = ("executor", "resources", "workers", "request_timeout_s", "load_timeout_s")
     workload = ("context_tokens", "turns", "chat_template", "batch_size", "slo", "slo_load", "slo_range", "slo_step",
-                "slo_requests", "slo_search")
+                "slo_requests", "slo_search", "tree_budget")  # and the keys added since, unset
     fields = {k: v for k, v in dataclasses.asdict(plain).items() if k not in placement + workload}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
     assert legacy_run_id(plain) == f"{plain.name}-{digest}"
