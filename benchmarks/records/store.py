@@ -306,6 +306,12 @@ class RunStore:
                 print(f"warning: {exc}; no record names it: left out", file=sys.stderr)
                 continue
             found[p.stem] = cast(ProvenanceRecord, value)
+        lost = sorted((needed or set()) - set(found))
+        if lost:  # a unit measured with a provenance whose file is gone: its environment is not known
+            more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+            shown = ", ".join(f"{pid}.json" for pid in lost[:3]) + more
+            print(f"warning: {folder}: {shown} missing; the units that name {'them' if len(lost) > 1 else 'it'} have "
+                  f"no recorded environment (the harness writes a unit's provenance before the unit)", file=sys.stderr)
         return found
 
     def unit_records(self, manifest: ManifestJson | None = None) -> tuple[list[dict[str, object]], list[str]]:

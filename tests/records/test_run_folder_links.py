@@ -69,3 +69,10 @@ def test_report_refuses_to_write_through_a_link(tmp_path, done_run, capsys, name
     assert (theirs / "keep.txt" if name == "figures" else theirs).read_text() == "mine\n"
     if name == "figures":
         assert [p.name for p in theirs.iterdir()] == ["keep.txt"]
+
+
+def test_a_unit_whose_provenance_file_is_gone_is_named(done_run, capsys):
+    gone = sorted((done_run / "provenance").glob("*.json"))[0]
+    gone.unlink()
+    rc, _, err = run(["report", done_run], capsys)
+    assert f"{gone.name} missing; the units that name it have no recorded environment" in err, err
