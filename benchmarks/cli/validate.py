@@ -5,8 +5,9 @@ per problem. A matrix's own errors exit BAD_INPUT; what this machine lacks for a
 hub model or dataset neither cached nor in reach) is printed as `lacking:` with the command that fetches it, and
 exits LACKING (benchmarks/core/exit_codes.py).
 
-vLLM's option names are data (benchmarks/engines/vllm/vllm_options.py), so they are checked whether or not vLLM imports
-here; each line says which vLLM release's arguments a matrix with a vLLM engine was checked against."""
+Engine options are data (each engine's declaration in its folder, benchmarks/engines/catalog.py), so vLLM's are checked
+whether or not vLLM imports here; each ok line adds what its engines' pre-run checks say of how they were checked
+(which vLLM release's arguments a matrix with a vLLM engine was checked against)."""
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,6 @@ from benchmarks.config.matrix_parse import Matrix, load_matrix
 from benchmarks.config.placement import interleave_problem
 from benchmarks.core.exit_codes import BadInput, Exit, Lacking, worst
 from benchmarks.engines import catalog
-from benchmarks.engines.vllm.vllm_options import vllm_release_checked
 from benchmarks.hardware.provenance import detect_platform
 from benchmarks.run.plan import build_plan
 
@@ -61,11 +61,8 @@ def main(args: argparse.Namespace) -> int:
         if found.wrong or found.lacking or matrix is None:
             status = worst(status, Exit.BAD_INPUT if found.wrong else Exit.LACKING)
             continue
-        against = ""
-        if any(catalog.engine(e).base == "vllm" for e in matrix.engines):
-            release, why = vllm_release_checked()
-            against = f"; vLLM options checked against vLLM {release}'s engine arguments ({why})"
-        print(f"{path}: ok, {cells} cells{against}")
+        checked = [f.checked for f in catalog.pre_run_checks(matrix.engines) if f.checked]
+        print(f"{path}: ok, {cells} cells" + "".join(f"; {line}" for line in checked))
         for line in builds:
             print(f"note: {path}: {line}", file=sys.stderr)
         for line in matrix_warnings(matrix):

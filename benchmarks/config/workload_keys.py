@@ -149,7 +149,7 @@ def batch_size(p: Parsing) -> list[int] | None:
         raise fail(source, "batch_size", f"engine {', '.join(unable)} decodes one prompt at a time; engines that "
                                          f"batch: {', '.join(catalog.batching())}")
     for e in engines:
-        limit = catalog.engine(e).max_batch
+        limit = catalog.engine(e).largest_batch()
         if limit is not None and top > limit:
             raise fail(source, "batch_size", f"{top} exceeds the {e} engine's largest batch, {limit}; give "
                                              f"batch sizes of at most {limit}")

