@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from benchmarks.core.cells import DRAFT_METHODS, METHODS, Cell, CellOptions, int_option
+from benchmarks.core.cells import DRAFT_METHODS, METHODS, TREE_METHODS, Cell, CellOptions, int_option
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters, TokenScores
 from benchmarks.engines.llamacpp.llamacpp_build import PIN, Install, InstallInfo, ensure_server
 from benchmarks.engines.llamacpp.llamacpp_gguf import Gguf, ensure_gguf
@@ -196,6 +196,9 @@ def parse_metrics(text: str) -> SpecCounters | None:
 
 def options(cell: Cell) -> CellOptions:
     """The cell's llama.cpp options over their defaults; ValueError on a method or option the engine lacks."""
+    if cell.method in TREE_METHODS:
+        raise ValueError(f"method {cell.method} verifies a draft tree, which this llama.cpp engine does not run (the "
+                         f"engine catalog says which engine runs it)")
     if cell.method not in METHODS:
         raise ValueError(f"unknown method {cell.method!r}")
     unknown = set(cell.engine_options) - set(OPTIONS)
