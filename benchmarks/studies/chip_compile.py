@@ -39,6 +39,7 @@ from benchmarks.studies.device_grid import (
     order,
     point_caches,
     point_problems,
+    weight_bytes,
 )
 
 # The chips JAX describes without one, as its topology names them: one chip, one host.
@@ -127,20 +128,6 @@ def measure(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) -> dict[
     return {"temp_bytes": memory.temp_size_in_bytes, "argument_bytes": memory.argument_size_in_bytes,
             "output_bytes": memory.output_size_in_bytes, "alias_bytes": memory.alias_size_in_bytes,
             "cache_copies": cache_copies(compiled.as_text(), shapes), "compile_s": compile_s}
-
-
-def weight_bytes(cfg: Any, dcfg: Any, dtype: Any) -> tuple[int, int]:
-    """(the target's weight bytes, with the draft's): what a point holds beside its caches."""
-    import jax  # lazy: jax
-
-    from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
-    from benchmarks.engines.jax.draft import init_draft_params  # lazy: imports jax, numpy, packaging
-
-    def size(make: Any) -> int:
-        return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(jax.eval_shape(make)))
-
-    target = size(lambda: M.init_random_params(cfg, jax.random.key(0), dtype))
-    return target, target + size(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
 
 
 def point_line(r: dict[str, Any]) -> str:

@@ -120,6 +120,20 @@ def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, i
     return kv, kv + 2 * logits + scores
 
 
+def weight_bytes(cfg: Any, dcfg: Any, dtype: Any) -> tuple[int, int]:
+    """(the target's weight bytes, with the draft's): what a point holds beside its caches."""
+    import jax  # lazy: jax
+
+    from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
+    from benchmarks.engines.jax.draft import init_draft_params  # lazy: imports jax, numpy, packaging
+
+    def size(make: Any) -> int:
+        return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(jax.eval_shape(make)))
+
+    target = size(lambda: M.init_random_params(cfg, jax.random.key(0), dtype))
+    return target, target + size(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
+
+
 def free_device_bytes(memory_gb: float | None) -> tuple[float | None, str]:
     """(bytes free for a point's caches, where the figure comes from): --memory-gb, else the device's own memory
     statistics (limit less what is in use), else None (not checked)."""
@@ -187,6 +201,11 @@ class Grid:
         self.itemsize = jnp.dtype(self.dtype).itemsize
         self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
         self.dcfg = draft_config(self.cfg)
+        weights = weight_bytes(self.cfg, self.dcfg, self.dtype)[1]
+        free, source = free_device_bytes(None)  # the device's own figure: --memory-gb is what the caches may take
+        if free is not None and weights > 0.9 * free:  # checked before the weights are allocated, on a CPU too
+            raise BadInput(f"--shape {args.shape}: its weights and its draft's take {_gb(weights)}, {_gb(free)} free "
+                           f"({source}); give a smaller shape (qwen3-tiny on a CPU)")
         self.tparams, self.dparams = oracle(M.init_random_params(self.cfg, jax.random.key(0), self.dtype),
                                             init_draft_params(self.dcfg, jax.random.key(1), self.dtype), self.cfg)
         self.device = self.hw.predictor(jnp.dtype(self.dtype).name, self.cfg.weight_layout, [], 0.0) \

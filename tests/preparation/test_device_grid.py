@@ -124,3 +124,11 @@ def test_order_and_op_kinds():
     assert device_grid.op_kind("%fusion.2923 = (f32[4]{0:T(128)S(1)}, bf16[4,2560]{1,0}) fusion(...)") \
         == "fusion (f32[4]"
     assert device_grid.op_kind("%copy.12 = bf16[4,8,4,8192]{3,2,1,0:T(4,128)} copy(%x)") == "copy bf16[4,8,4,8192]"
+
+
+def test_a_shape_whose_weights_do_not_fit_is_refused_before_they_are_allocated(tmp_path, monkeypatch):
+    """The weights are checked against the free memory (the host's on a CPU) before any is allocated."""
+    monkeypatch.setattr(device_grid, "available_memory_bytes", lambda: 1e6)
+    with pytest.raises(device_grid.BadInput, match=r"--shape qwen3-tiny: its weights and its draft's take .* free"):
+        device_grid.Grid(grid_args(tmp_path))
+    assert not (tmp_path / "grid").exists()
