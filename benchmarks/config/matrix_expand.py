@@ -123,21 +123,25 @@ MIN_BATCHES = 4  # independent batches at the largest batch size below which its
 
 
 def _past_written_ranges(matrix: Matrix) -> list[str]:
-    """A line per method whose schedule, written as vLLM's ranges, ends below a batch size of the matrix: that B runs
-    the last range's K (as vLLM carries it upwards), which the ranges as written do not say."""
+    """A line per schedule written as vLLM's ranges (a method's K, or the tree budget) that ends below a batch size of
+    the matrix: that B runs the last range's value (as vLLM carries it upwards), which the ranges as written do not
+    say."""
     raw = matrix.raw.get("k")
     written = raw if isinstance(raw, dict) and not looks_like(raw) else dict.fromkeys(matrix.k, raw)
+    schedules = [("k", f"the ranges of {method}", "K", "as vLLM carries it upwards", matrix.k.get(method), value)
+                 for method, value in written.items()]
+    schedules.append(("tree_budget", "the ranges", "budget", "the last range holds upwards", matrix.tree_budget,
+                      matrix.raw.get("tree_budget")))
     out = []
-    for method, value in written.items():
-        schedule = matrix.k.get(method)
+    for key, ranges, what, why, schedule, value in schedules:
         if not (isinstance(schedule, Schedule) and isinstance(value, list) and looks_like(value)):
             continue
         end = max(entry[1] for entry in value)
         past = [b for b in matrix.batch_size or [] if b > end]
         if past:
-            out.append(f"k: the ranges of {method} end at B = {end}, so batch_size {', '.join(map(str, past))} "
-                       f"run{'s' if len(past) == 1 else ''} the last range's K = {schedule.k_at(max(past))} (as vLLM "
-                       f"carries it upwards); add a range to run another K there")
+            out.append(f"{key}: {ranges} end at B = {end}, so batch_size {', '.join(map(str, past))} "
+                       f"run{'s' if len(past) == 1 else ''} the last range's {what} = {schedule.k_at(max(past))} "
+                       f"({why}); add a range to run another {what} there")
     return out
 
 

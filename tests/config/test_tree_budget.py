@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from benchmarks.config.matrix_expand import expand, identity, run_id_for
+from benchmarks.config.matrix_expand import expand, identity, matrix_warnings, run_id_for
 from benchmarks.config.matrix_parse import ConfigError, parse_matrix
 from benchmarks.config.matrix_schema import matrix_of_manifest
 from benchmarks.config.pairing import baseline_cell_id
@@ -43,6 +43,11 @@ def test_a_budget_schedule_gives_each_batch_size_its_budget_and_b1_the_largest()
     written = parse_matrix({**BASE, "methods": ["baseline", "ddtree"], "tree_budget": [[1, 3, 64], [4, 16, 32]],
                             "batch_size": [1, 4], "num_prompts": 64})
     assert [c.label for c in expand(written) if c.method == "ddtree"] == ["ddtree-b64", "ddtree-b32"]
+    short = parse_matrix({**BASE, "methods": ["baseline", "ddtree"], "tree_budget": [[1, 1, 64], [2, 2, 32]],
+                          "batch_size": [1, 2, 4], "num_prompts": 64})
+    assert matrix_warnings(short) == ["tree_budget: the ranges end at B = 2, so batch_size 4 runs the last range's "
+                                      "budget = 32 (the last range holds upwards); add a range to run another budget "
+                                      "there"]
 
 
 @pytest.mark.parametrize("patch, fragment", [
