@@ -303,3 +303,30 @@ def test_a_cpu_tree_run_matches_nothing_and_gets_the_published_tree_table() -> N
     assert f"{reference.TREE_TABLE} has no row for gsm8k-local; its datasets: math500, gsm8k," in section
     plain = comparison_markdown(summary, CPU_MANIFEST)  # no tree row: the table is not printed
     assert "### Published draft trees" not in plain
+
+
+def test_cli_compares_a_tree_run_with_the_tree_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ddtree-b64 cell of Qwen3-4B on an H200, greedy, 2048 new tokens: 4 math500 prompts at AR TPOT 20 ms and tree
+    TPOT 2.5 ms (8.00x against the published 7.50x), 3 steps a prompt accepting 9, 9 and 8 nodes (τ 9.67 a prompt
+    against the published 10.71), recomputed from the run's records."""
+    cell = {"engine": "jax", "target": "Qwen/Qwen3-4B", "temperature": 0.0, "max_new_tokens": 2048, "seed": 0,
+            "engine_options": {}}
+    cells = {"base0": {**cell, "method": "baseline", "draft": None, "k": 0},
+             "tree64": {**cell, "method": "ddtree", "draft": "z-lab/Qwen3-4B-DFlash-b16", "k": 0,
+                        "shape": {"budget": 64, "scheduled": False}}}
+    accepted = [9, 9, 8]
+    tree = {"accept_lengths": accepted, "extra": {"tree_rows": [65] * 3,
+                                                  "tree_paths": [list(range(1, a + 1)) for a in accepted]}}
+    records = [request(cell_id=cid, label=label, method=cells[cid]["method"], k=0, dataset="math500",
+                       prompt_index=i, tpot_ms=tpot, output_ids=list(range(30)), **(tree if cid == "tree64" else {}))
+               for cid, label, tpot in (("base0", "baseline", 20.0), ("tree64", "ddtree-b64", 2.5))
+               for i in range(4)]
+    h200 = {"run_id": "tree-run", "platform": "gpu", "hardware": {"device": "NVIDIA H200"}}
+    (tmp_path / "manifest.json").write_text(json.dumps({**h200, "cells": cells, "config": {}}))
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["check", "published", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| math500 | ddtree-b64 | τ (prompt mean, both) | 10.71 | 9.67 | 0.90 |" in out
+    assert "| math500 | ddtree-b64 | speedup (mean-TPOT ratio) | 7.50 | 8.00 | 1.07 |" in out
+    assert "prompts per dataset 128 (+1 warm-up) (published) vs 4 (ours)" in out
+    assert "### Published draft trees" not in out
