@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 
 import pytest
 
@@ -58,6 +59,7 @@ def test_a_tree_cell_names_its_budget_and_has_an_id_of_its_own():
            dataclasses.replace(TREE, batch_size=4).cell_id}
     assert len(ids) == 3 and TREE.cell_id == dataclasses.replace(TREE, shape=TreeBudget(64, scheduled=True)).cell_id
     assert Cell.from_json(json.loads(json.dumps(dataclasses.asdict(TREE))), "new") == TREE
+    assert pickle.loads(pickle.dumps(TREE)) == TREE  # as it travels to a worker process
     assert METHODS[-1] == "ddtree"  # appended: the existing methods' positions (engine seeds) stay
 
 
