@@ -77,3 +77,13 @@ def test_a_matrix_over_engines_gives_the_trees_to_the_engine_that_runs_them():
     cells = expand(parse_matrix({**BASE, "engine": ["jax", "vllm"]}))
     assert {c.engine for c in cells if c.method == "ddtree"} == {"jax"}
     assert [c.label for c in cells if c.engine == "vllm"] == ["baseline", "dflash-k15"]
+
+
+def test_the_ddtree_draft_is_checked_as_a_dflash_draft():
+    from benchmarks.config.model_checks import draft_problems
+
+    m = parse_matrix(BASE)
+    dflash = {"architectures": ["DFlashDraftModel"], "block_size": 16}
+    assert draft_problems(m, {"dflash": dflash, "ddtree": dflash}) == []
+    [line] = draft_problems(m, {"dflash": dflash, "ddtree": {"architectures": ["Qwen3ForCausalLM"]}})
+    assert f"ddtree draft {DRAFT!r} is not a DFlash draft" in line
