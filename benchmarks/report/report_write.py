@@ -118,10 +118,14 @@ class Written:
     failed: list[tuple[str, str]]
 
 
+# What `report` writes into the run folder (checked before anything is written)
+OUTPUTS = ("summary.csv", "speculation_profile.json", "capacity.json", "report.md", "figures")
+
+
 def check_outputs(run_dir: Path) -> None:
     """BadInput, before anything is written, when a link stands where an output goes: one of the files, figures/,
     or a file inside it (never written through: docs/outputs.md)."""
-    for name in ("summary.csv", "speculation_profile.json", "capacity.json", "report.md", "figures"):
+    for name in OUTPUTS:
         not_a_link(run_dir / name)
     figures = run_dir / "figures"
     linked = sorted(p.name for p in figures.iterdir() if p.is_symlink()) if figures.is_dir() else []

@@ -47,6 +47,7 @@ TOPOLOGIES = {"v5e": "v5e:1x1", "v5p": "v5p:1x1x1", "v6e": "v6e:1x1"}
 # HBM per chip, GiB (cloud.google.com/tpu/docs/v5e, v5p, v6e): a point whose caches and work space pass 90 % of what
 # the weights leave of it is named with its bytes and not compiled, as study device-grid skips it on the chip.
 HBM_GIB = {"v5e": 16, "v5p": 95, "v6e": 32}
+OUTPUTS = ("chip-compile.json", "chip-compile.csv")  # what it writes into --out (checked before any work)
 CSV_COLUMNS = ("batch", "context", "k", "status", "cache_bytes", "temp_bytes", "argument_bytes", "output_bytes",
                "alias_bytes", "cache_copies", "compile_s", "note")
 COPY = re.compile(r"= \w+\[([\d,]*)\]\{[^}]*\} copy(?:-start)?\(")
@@ -198,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise BadInput("; ".join(problems))
     args.out = args.out or ROOT / "results" / "chip-compile" / f"{args.chip}-{args.shape}"
-    check_outputs(args.out, ("chip-compile.json", "chip-compile.csv"))
+    check_outputs(args.out, OUTPUTS)
     if getattr(args, "check_only", False):  # a namespace built by a caller may lack the option
         return Exit.OK
     return run(args)

@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.atomic import atomic_write_bytes, atomic_write_json, check_outputs, output_folder
+from benchmarks.core.atomic import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_outputs,
+    output_folder,
+)
 from benchmarks.core.environment import check as environment_problems
 from benchmarks.core.exit_codes import Exit  # nothing else at import: `env` must run where numpy or jax is missing
 from benchmarks.core.numbers import Bounded
@@ -41,6 +47,7 @@ from benchmarks.core.shapes import SHAPE_ALIASES, SHAPES, released_draft
 from benchmarks.hardware import step_cost
 from benchmarks.hardware.step_cost import kv_bytes_per_token
 
+OUTPUTS = ("device.json", "kflat.csv", "profile.tar.gz")  # what `run` writes into --out (checked before work)
 # import name -> distribution: what `bench --engine jax --preset tiny --dataset humaneval` and this study import.
 REQUIRED = {
     "jax": "jax", "jaxlib": "jaxlib", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas",
@@ -154,8 +161,8 @@ def env_main(args: argparse.Namespace) -> int:
             lines, problems, missing = probe(args.platform, args.wheels_site, args.index_site)
     print("\n".join(lines + [f"  MISSING {p}" for p in problems]))
     if args.json:
-        args.json.write_text(json.dumps({"python": sys.executable, "lines": lines, "problems": problems,
-                                         "installed_from_index": installed}, indent=2))
+        atomic_write_text(args.json, json.dumps({"python": sys.executable, "lines": lines, "problems": problems,
+                                                 "installed_from_index": installed}, indent=2))
     return Exit.FAILED if problems else Exit.OK
 
 
@@ -583,7 +590,7 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise ConfigError(problems)
     args.out = args.out or ROOT / "results" / "device-check" / f"device-{args.shape}"
-    check_outputs(args.out, ("device.json", "kflat.csv", "profile.tar.gz"))
+    check_outputs(args.out, OUTPUTS)
     skipped = memory_line(args.shape, args.parts, args.memory_gb)
     if skipped:
         output_folder(args.out)

@@ -53,6 +53,7 @@ from benchmarks.hardware.measure import available_memory_bytes
 from benchmarks.hardware.step_cost import kv_bytes_per_token
 from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
+OUTPUTS = ("grid.json", "grid.csv", "profile.tar.gz")  # what it writes into --out (checked before any work)
 # The least a point takes before one has been timed (a loop's compile; qwen3-tiny's on 2 CPU cores: ~1.5 s): the
 # budget drops a point it cannot hold before the point starts, the first one too.
 MIN_POINT_S = 1.0
@@ -584,7 +585,7 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         raise BadInput(problems)
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
-    check_outputs(args.out, ("grid.json", "grid.csv", "profile.tar.gz"))
+    check_outputs(args.out, OUTPUTS)
     return Grid(args).run(order(args.batch, args.context, args.ks))
 
 
