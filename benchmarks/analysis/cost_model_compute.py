@@ -424,6 +424,23 @@ def grid_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, tuple[int, i
     return out
 
 
+def curve_problems(step_ms: Mapping[int, float]) -> list[str]:
+    """What no chip's plain-decoding curve (AR step ms per batch size) can show, one line per batch size: a step that
+    is no finite time in (0, STEP_MS_MAX), a step shorter at a larger batch, or fewer tokens a second at a larger
+    batch (each beyond FALL_TOLERANCE of timing noise); empty for a curve a fit may take."""
+    bad = [f"B={b}: step {ms:g} ms is no step time" for b, ms in sorted(step_ms.items())
+           if not (math.isfinite(ms) and 0 < ms < STEP_MS_MAX)]
+    if bad:
+        return bad
+    ordered = sorted(step_ms.items())
+    for (b0, ms0), (b1, ms1) in zip(ordered, ordered[1:]):
+        if ms1 < ms0 / FALL_TOLERANCE:
+            bad.append(f"B={b1}: its step ({ms1:.4g} ms) is shorter than B={b0}'s ({ms0:.4g} ms)")
+        elif b1 / ms1 < b0 / ms0 / FALL_TOLERANCE:
+            bad.append(f"B={b1}: {1e3 * b1 / ms1:.4g} tok/s, fewer than B={b0}'s {1e3 * b0 / ms0:.4g}")
+    return bad
+
+
 def _point(key: tuple[int, int, int]) -> str:
     return f"B={key[0]} context={key[1]} K={key[2]}"
 

@@ -34,3 +34,13 @@ def test_a_grid_no_chip_can_produce_is_refused_naming_its_line(tmp_path, capsys,
                  "--tau-from", str(PUBLISHED), "--batch", "1"]) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_plain_decoding_curve_no_chip_can_show_is_named_per_batch():
+    from benchmarks.analysis.cost_model_compute import curve_problems
+
+    assert curve_problems({1: 10.0, 8: 11.0, 32: 20.0, 64: 36.0}) == []  # rising step, rising tok/s: a curve
+    assert curve_problems({1: 10.0, 8: 4.0}) == ["B=8: its step (4 ms) is shorter than B=1's (10 ms)"]
+    assert curve_problems({1: 10.0, 8: 200.0}) == ["B=8: 40 tok/s, fewer than B=1's 100"]
+    assert curve_problems({1: float("nan"), 8: 1e308}) == ["B=1: step nan ms is no step time",
+                                                           "B=8: step 1e+308 ms is no step time"]
