@@ -65,6 +65,16 @@ if command -v python3 >/dev/null 2>&1; then
   BUDGET_S="$BUDGET_S" N="$N" python3 -E -m benchmarks.core.environment PLATFORM BUDGET_S N DEVICE_CHECK_OUT OUT \
     DEVICE_CHECK_PACK DEVICE_WHEELS DEVICE_SITE DEVICE_BOOTSTRAP SKIP_BOOTSTRAP SETUP_ONLY PROFILE PIP_NO_INDEX \
     PIP_INDEX_URL PYTHON || exit 2
+  python3 -E - "$MAIN_SHAPE" "$LAST_SHAPE" <<'EOF' || exit 2
+import sys
+from benchmarks.studies.device import SHAPE_ALIASES, SHAPES, STANDINS, resolve_shape
+for var, name in zip(("MAIN_SHAPE", "LAST_SHAPE"), sys.argv[1:]):
+    try:
+        resolve_shape(name)
+    except KeyError:
+        known = ", ".join(sorted({*SHAPES, *SHAPE_ALIASES, *STANDINS}))
+        sys.exit(f"error: {var}={name[:80]}: not a named shape; give one of {known}")
+EOF
 else
   echo "device-check: note: no python3 on PATH to check the variables with; they are taken as given"
 fi

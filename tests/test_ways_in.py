@@ -122,6 +122,16 @@ def test_the_device_check_refuses_each_bad_variable_before_it_makes_anything(nam
         assert not out.exists() or name in ("DEVICE_CHECK_OUT",)
 
 
+@pytest.mark.parametrize("name", [v.name for v in ENVIRONMENT.values() if v.kind == "shape"])
+def test_the_device_check_refuses_a_shape_that_is_not_one(name, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT} | {"PLATFORM": "cpu", "DEVICE_CHECK_OUT":
+                                                                           str(tmp_path / "out"), name: "qwen9"}
+    proc = subprocess.run(["bash", str(ROOT / "preparation" / "device_check.sh")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {name}=qwen9: not a named shape; give one of")
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_device_check_refuses_one_shape_for_both_steps_and_a_site_it_did_not_make(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT} | {"PLATFORM": "cpu", "DEVICE_CHECK_OUT":
                                                                            str(tmp_path / "out")}
