@@ -66,7 +66,7 @@ def methods(p: Parsing) -> list[str]:
         if not runs:
             others = [e for e, row in catalog.ENGINES.items() if m in row.methods]
             raise fail(source, "methods", f"{m!r} runs on no engine of the matrix ({', '.join(engines)}); engines "
-                                          f"that run it: {', '.join(others)}")
+                                          f"that run it: {', '.join(others)}; add one to 'engine', or drop {m}")
     return list(methods)
 
 

@@ -61,7 +61,8 @@ def test_a_budget_schedule_gives_each_batch_size_its_budget_and_b1_the_largest()
     ({"tree_budget": {1: 0}}, "a budget of 0 at every batch size"),
     ({"k": {"ddtree": 15}}, "'k': unknown method 'ddtree' in the K mapping; allowed: dflash, eagle3, ngram (ddtree "
                             "takes 'tree_budget')"),
-    ({"engine": "vllm"}, "'ddtree' runs on no engine of the matrix (vllm); engines that run it: jax"),
+    ({"engine": "vllm"}, "'ddtree' runs on no engine of the matrix (vllm); engines that run it: jax; add one to "
+                         "'engine', or drop ddtree"),
     ({"drafts": {"dflash": DRAFT}}, "method 'ddtree' needs a draft model"),
 ])
 def test_a_tree_budget_problem_is_one_line_naming_the_fix(patch, fragment):
