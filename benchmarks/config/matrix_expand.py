@@ -1,6 +1,5 @@
 """Expand a validated matrix into cells: engine × temperature × batch size × (baseline, method × K or tree budget);
-the run id of a matrix (and
-the one run folders written before IDENTITY_VERSION 1 are named by)."""
+the run id of a matrix (and the one run folders written before IDENTITY_VERSION 1 are named by)."""
 from __future__ import annotations
 
 import dataclasses
