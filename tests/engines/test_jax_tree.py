@@ -2,6 +2,7 @@
 pop order; the mask sees ancestors only; the walk follows the target."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import jax
@@ -9,7 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks.core.shapes import SHAPES
 from benchmarks.engines.jax import tree as T
+from benchmarks.hardware import step_cost
 
 pytestmark = pytest.mark.jax  # compiles JAX functions
 build = jax.jit(T.build, static_argnums=1)
@@ -82,3 +85,15 @@ def test_mask_positions_and_walk():
     assert int(got.depth) == 2 and list(np.asarray(got.path)) == [1, 4, 0] and int(got.bonus) == 11
     got = T.accept(tree, jnp.asarray([8, 6, 0, 0, 11], jnp.int32), 3)  # the root's token is no child's
     assert int(got.depth) == 0 and int(got.bonus) == 8
+
+
+def test_a_tree_step_costs_a_chain_step_of_as_many_verify_rows():
+    """A tree of budget b verifies b + 1 rows after a whole-block draft: the chain's step at K = b when the chain's
+    draft also runs the block, and its verify grows with the budget."""
+    target = SHAPES["qwen3-4b"]
+    layers = dataclasses.replace(target, num_layers=1)
+    tree = step_cost.tree_step(target, layers, 5, 15, 16, 1024, 2)
+    assert tree == step_cost.dflash_step(target, layers, 5, 15, 16, 1024, 2)
+    bigger = step_cost.tree_step(target, layers, 5, 64, 16, 1024, 2, batch=4)
+    assert bigger.passes[0] == step_cost.dflash_step(target, layers, 5, 15, 16, 1024, 2, batch=4).passes[0]
+    assert bigger.passes[1] == step_cost.forward(target, 65, 1024, 2, batch=4)
