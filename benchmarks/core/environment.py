@@ -22,9 +22,9 @@ SHOWN = 80  # at most this many characters of a value in a message
 
 @dataclass(frozen=True)
 class Variable:
-    """One variable. kind: number (domain a Bounded), choice (domain the words it takes), bool (BOOL_WORDS, any case),
-    pattern (domain a regular expression the whole value matches), folder (a folder a command reads, or makes when it
-    is absent), file, python (an interpreter: a path or a command on PATH), words (split into several arguments and
+    """One variable. kind: number (domain a Bounded), choice (domain the words it takes, as written), bool (BOOL_WORDS,
+    any case), pattern (domain a regular expression the whole value matches), folder (a folder a command reads, or
+    makes when it is absent), file, python (an interpreter: a path or a command on PATH), words (split into several arguments and
     checked by the command they reach), shape (a named model shape, checked by the study it reaches), tool (read by
     another program the harness runs, passed on unread). removes: a recipe may remove this folder or its contents,
     which it does only when the folder carries the mark of the harness (preparation/made_folder.sh)."""
@@ -123,7 +123,7 @@ def problem(var: Variable, value: str) -> str | None:
             var.domain.one(value)
         except Exception:
             return f"{head}: {var.domain.expected} ({var.summary})"
-    elif var.kind in ("choice", "bool") and isinstance(var.domain, tuple) and value.lower() not in var.domain:
+    elif isinstance(var.domain, tuple) and (value.lower() if var.kind == "bool" else value) not in var.domain:
         return f"{head}: expected one of {', '.join(w for w in var.domain if w) or 'nothing'} ({var.summary})"
     elif var.kind == "pattern" and isinstance(var.domain, re.Pattern) and not var.domain.fullmatch(value):
         return f"{head}: expected {var.summary}"

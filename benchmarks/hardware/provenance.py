@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from benchmarks.core.atomic import atomic_write_json
+from benchmarks.core.environment import check as environment_problems
+from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.paths import CACHE_DIR, ROOT
 from benchmarks.core.shapes import HfConfig
 from benchmarks.hardware import detect
@@ -103,6 +105,9 @@ class _TensorInfo(TypedDict):
 def detect_platform() -> str:
     """tpu, gpu or cpu, by the same rule as preparation/bootstrap.sh; PLATFORM overrides it."""
     if os.environ.get("PLATFORM"):
+        wrong = environment_problems(["PLATFORM"])
+        if wrong:
+            raise BadInput(wrong)
         return os.environ["PLATFORM"]
     if Path("/dev/accel0").exists() or Path("/dev/vfio/0").exists() or os.environ.get("TPU_ACCELERATOR_TYPE"):
         return "tpu"
