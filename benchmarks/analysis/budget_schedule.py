@@ -64,7 +64,7 @@ def derive(batches: Sequence[int], curve: TauCurve, cost: StepCost, budgets: Ite
     curve's units (each Choice's `k` fields hold budgets)."""
     priced = candidates(curve, budgets)
     taus = {b: curve.at(b) if b else metrics.exact(1.0) for b in priced}
-    return ksd.derive(batches, taus, cost, priced, curve.ratio)
+    return ksd.derive(batches, taus, cost, ks=priced, tau_ratio=curve.ratio)
 
 
 def schedule(choices: Sequence[Choice]) -> dict[int, int]:

@@ -61,7 +61,7 @@ def tree_curve(requests: Sequence[RequestLine], budget: int) -> TauCurve:
         steps_of[unit] = steps_of.get(unit, 0.0) + len(paths)
         need[r.prompt_sha256] = list(len(paths) * made[-1] / made)  # its tokens / its τ(b'): its steps at b'
     counts = {b: [float(u[b]) for u in units.values()] for b in range(budget + 1)}
-    return TauCurve(counts, list(steps_of.values()), need)
+    return TauCurve(counts=counts, steps=list(steps_of.values()), need=need)
 
 
 def ladder(budget: int, smallest: int = 16) -> list[int]:
