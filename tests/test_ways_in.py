@@ -36,7 +36,7 @@ def script_names() -> set[str]:
     for script in SCRIPTS:
         text = script.read_text()
         own = {n for n in re.findall(r"^\s*(?:local\s+)?([A-Z][A-Z0-9_]*)=(.*)$", text, re.M)
-               if not n[1].startswith(f'"${{{n[0]}')}
+               if not n[1].startswith((f'"${{{n[0]}', f'"${n[0]}"'))}
         found |= {n for n in re.findall(r"\$\{([A-Z][A-Z0-9_]*)(?::-|-|:\+)", text)} - {n for n, _ in own}
     return found
 
