@@ -35,7 +35,7 @@ from benchmarks.core.engine_io import SamplingParams
 from benchmarks.engines.vllm.vllm_engine import VllmEngine
 import vllm.entrypoints.llm
 print({MARK!r} + "imported", flush=True)
-cell = Cell(**json.loads(sys.argv[1]))
+cell = Cell.from_json(json.loads(sys.argv[1]), "the cell argument")
 engine = VllmEngine()
 engine.load(cell)
 print({MARK!r} + "loaded", flush=True)
