@@ -10,6 +10,7 @@ verify steps multiply per request (`rows_per_step`).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,3 +84,14 @@ def rows_per_step(u: RowRecords) -> float:
     per_step = [float(n) for r in u.reqs for n in ((r.extra or {}).get(ROWS)
                                                      or [u.cell.tree_budget + 1] * len(r.accept_lengths or []))]
     return metrics.mean(per_step) if per_step else float(u.cell.tree_budget + 1)
+
+
+def row_tau(u: RowRecords, counted: float | None) -> float:
+    """A row's τ: its counters' (`counted`, summary.csv `tau`), else pooled over its requests' accept lengths; 1 for
+    AR."""
+    if not u.speculative:
+        return 1.0
+    if counted is not None and math.isfinite(counted):
+        return counted
+    steps = [a for q in u.reqs for a in (q.accept_lengths or [])]
+    return 1.0 + sum(steps) / len(steps) if steps else math.nan

@@ -15,8 +15,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from benchmarks.analysis.row_records import RowRecords
 from benchmarks.analysis.summary import Summary
 from benchmarks.analysis.summary_csv import summary_frame
+from benchmarks.analysis.tree_curve import row_tau, tree_curve
 from benchmarks.core.cells import TREE_METHODS
 from benchmarks.figures.batch_figures import batch_figures
 from benchmarks.figures.capacity_figures import capacity_figures
@@ -31,6 +33,7 @@ from benchmarks.figures.figure_style import (
 )
 from benchmarks.figures.serve_figures import serve_figures
 from benchmarks.records.records import RequestLine
+from benchmarks.records.summary_row import SummaryRow
 
 T = TypeVar("T")
 RUN_FIGURES = ("speedup_per_dataset", "tau_vs_k", "per_position_acceptance", "tpot_cdf", "tau_speedup_vs_temperature",
@@ -91,6 +94,56 @@ def tau_vs_k_figure(summary: pd.DataFrame) -> Figure | None:
     ax.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
     ax.set_title(f"Acceptance length τ against K\n{subtitle(summary)}", fontsize=10)
     ax.legend(fontsize=7)
+    return fig
+
+
+def tree_figure(summary: Summary) -> Figure | None:
+    """τ and speedup against a draft tree's node budget at B = 1, one colour per engine · dataset · temperature: the
+    budgets measured (markers; the speedup with its 95 % CI), τ at every smaller budget from the largest budget's
+    run (line and its 95 % band), and DFlash at its best K (dashed)."""
+    groups: dict[tuple[str, str, float], list[tuple[RowRecords, SummaryRow]]] = {}
+    for u, r in zip(summary.units, summary.rows, strict=True):
+        if u.level is None and (u.cell.batch_size or 1) == 1 and not r.n_errors:
+            groups.setdefault((u.cell.engine, u.workload, u.cell.temperature), []).append((u, r))
+    groups = {g: pairs for g, pairs in groups.items() if any(u.cell.tree_budget for u, _ in pairs)}
+    if not groups:
+        return None
+    fig = new_figure(11.0, 4.8)
+    ax_tau, ax_speed = fig.subplots(1, 2)
+    for i, ((engine, workload, temperature), pairs) in enumerate(groups.items()):
+        colour, name = f"C{i}", f"{engine} · {workload} · T {temperature:g}"
+        trees = sorted((p for p in pairs if p[0].cell.tree_budget), key=lambda p: p[0].cell.tree_budget)
+        top = trees[-1][0]
+        if any((q.extra or {}).get("tree_paths") for q in top.reqs):
+            curve = tree_curve(top.reqs, top.cell.tree_budget)
+            budgets = np.arange(1, top.cell.tree_budget + 1)
+            est = [curve.at(int(b)) for b in budgets]
+            ax_tau.plot(budgets, [e.value for e in est], color=colour, label=f"{name}: from b = {budgets[-1]}")
+            ax_tau.fill_between(budgets, [e.low for e in est], [e.high for e in est], color=colour, alpha=0.15)
+        x = [u.cell.tree_budget for u, _ in trees]
+        ax_tau.plot(x, [row_tau(u, r.tau) for u, r in trees], marker="o", linestyle="none", color=colour,
+                    label=f"{name}: measured")
+        speed = [(r.speedup, r.speedup_ci_low, r.speedup_ci_high) for _, r in trees]
+        value = np.array([np.nan if v is None else v for v, _, _ in speed], dtype=float)
+        low = np.array([np.nan if v is None else v for _, v, _ in speed], dtype=float)
+        high = np.array([np.nan if v is None else v for _, _, v in speed], dtype=float)
+        ax_speed.errorbar(x, value, yerr=[np.nan_to_num(value - low), np.nan_to_num(high - value)], marker="o",
+                          color=colour, capsize=3, label=name)
+        chains = [p for p in pairs if p[0].cell.method == "dflash" and p[1].speedup is not None]
+        if chains:
+            u, r = max(chains, key=lambda p: float(p[1].speedup or 0.0))
+            ax_tau.axhline(row_tau(u, r.tau), color=colour, linestyle="--", linewidth=0.8, label=f"{name}: {r.label}")
+            ax_speed.axhline(float(r.speedup or 0.0), color=colour, linestyle="--", linewidth=0.8,
+                             label=f"{name}: {r.label}")
+    ax_speed.axhline(1.0, color="black", linestyle=":", linewidth=0.8, label="AR (1×)")
+    for ax in (ax_tau, ax_speed):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("node budget b (rows verified per request: b + 1)")
+        ax.legend(fontsize=7)
+    ax_tau.set_ylabel("τ (tokens committed per verify step, incl. bonus)")
+    ax_speed.set_ylabel("speedup over AR (×)")
+    fig.suptitle(f"Draft trees at B = 1: τ and speedup against the budget ({CI_NOTE})\n"
+                 f"{subtitle(summary_frame(summary.rows))}", fontsize=10)
     return fig
 
 
@@ -316,6 +369,7 @@ def run_figures(summary: Summary, out_dir: Path) -> Drawn:
         ("serving figures", lambda: serve_figures(full)),
         ("batch figures", lambda: batch_figures(full)),
         _one("engines_vs_strongest", lambda: engines_figure(rows)),
+        _one("tau_speedup_vs_budget", lambda: tree_figure(summary)),
         ("capacity figures", lambda: capacity_figures(summary.capacities, summary.manifest)),
     ]
     failed: list[tuple[str, str]] = []

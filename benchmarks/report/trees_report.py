@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 from benchmarks.analysis.row_records import RowRecords
-from benchmarks.analysis.tree_curve import ladder, rows_per_step, tree_curve
+from benchmarks.analysis.tree_curve import ladder, row_tau, rows_per_step, tree_curve
 from benchmarks.core.markdown import fmt, table
 from benchmarks.core.metrics import Interval
 from benchmarks.core.numbers import is_number
@@ -15,16 +15,6 @@ from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import row_speedup
 
 Group = tuple[str, str, float, int]  # (engine, workload, temperature, batch size)
-
-
-def tau_of(u: RowRecords, r: SummaryRow) -> float:
-    """A row's τ: its counters' (summary.csv `tau`), else pooled over its requests' accept lengths; 1 for AR."""
-    if not u.speculative:
-        return 1.0
-    if is_number(r.tau):
-        return float(r.tau or 0.0)
-    steps = [a for q in u.reqs for a in (q.accept_lengths or [])]
-    return 1.0 + sum(steps) / len(steps) if steps else math.nan
 
 
 def _group(u: RowRecords) -> Group:
@@ -57,7 +47,7 @@ def budget_table(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str
     lines = []
     for (engine, workload, temperature, batch), pairs in _groups(units, rows).items():
         for u, r in _shown(pairs):
-            lines.append([workload, str(batch), f"{temperature:g}", engine, r.label, fmt(tau_of(u, r)),
+            lines.append([workload, str(batch), f"{temperature:g}", engine, r.label, fmt(row_tau(u, r.tau)),
                           row_speedup(r), fmt(rows_per_step(u), 1), fmt(batch * rows_per_step(u), 0)])
     if not lines:
         return None
@@ -82,7 +72,7 @@ def curve_table(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str 
         curve = tree_curve(top.reqs, top.cell.tree_budget)
         for b in sorted({*ladder(top.cell.tree_budget), *trees}):
             est = curve.at(b)
-            measured = tau_of(*trees[b]) if b in trees else None
+            measured = row_tau(trees[b][0], trees[b][1].tau) if b in trees else None
             holds = ("–" if measured is None or not est.has_interval
                      else "yes" if est.low <= measured <= est.high else "no")
             lines.append([workload, str(batch), f"{temperature:g}", engine, f"{b}", _iv(est), fmt(measured), holds])

@@ -108,12 +108,26 @@ def test_the_whole_report_renders_with_tree_rows(run_dir, tmp_path):
 def test_tau_against_k_leaves_the_trees_out(summary):
     """A tree has no K: τ against K draws the chain alone (the Draft trees section has τ against the budget)."""
     from benchmarks.analysis.summary_csv import summary_frame
+    from benchmarks.analysis.tree_curve import row_tau
     from benchmarks.figures.run_figures import tau_vs_k_figure
-    from benchmarks.report.trees_report import tau_of
 
     frame = summary_frame(summary.rows)
-    frame["tau"] = [tau_of(u, r) for u, r in zip(summary.units, summary.rows)]  # the rows carry no counters
+    frame["tau"] = [row_tau(u, r.tau) for u, r in zip(summary.units, summary.rows)]  # the rows carry no counters
     fig = tau_vs_k_figure(frame)
     assert fig is not None
     _, labels = fig.axes[0].get_legend_handles_labels()
     assert [x.split(" ·")[0] for x in labels] == ["dflash", "ceiling K+1"]
+
+
+def test_the_trees_figure_draws_tau_and_speedup_against_the_budget(summary):
+    """Measured τ at budgets 4 and 8, the estimate at every budget 1..8 from the budget-8 run, DFlash's line."""
+    from benchmarks.figures.run_figures import tree_figure
+
+    fig = tree_figure(summary)
+    assert fig is not None
+    ax_tau, ax_speed = fig.axes[:2]
+    measured = next(line for line in ax_tau.get_lines() if line.get_label().endswith(": measured"))
+    assert list(measured.get_xdata()) == [4, 8] and list(measured.get_ydata()) == pytest.approx([1 + 23 / 17, 2.5])
+    estimate = next(line for line in ax_tau.get_lines() if "from b = 8" in str(line.get_label()))
+    assert len(estimate.get_xdata()) == 8 and estimate.get_ydata()[3] == pytest.approx(1 + 17 / 16)
+    assert any("dflash-k3" in str(line.get_label()) for line in ax_speed.get_lines())
