@@ -61,7 +61,7 @@ else
 fi
 # Every variable above against its declaration (benchmarks/core/environment.py), one line each and exit 2, before
 # anything is made, installed or removed; CHECK_ONLY=1 stops there (make device-preflight checks before it builds).
-if command -v python3 >/dev/null 2>&1; then
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
   BUDGET_S="$BUDGET_S" N="$N" python3 -E -m benchmarks.core.environment PLATFORM BUDGET_S N DEVICE_CHECK_OUT OUT \
     DEVICE_CHECK_PACK DEVICE_WHEELS DEVICE_SITE DEVICE_BOOTSTRAP SKIP_BOOTSTRAP SETUP_ONLY PROFILE PIP_NO_INDEX \
     PIP_INDEX_URL PYTHON || exit 2
@@ -76,7 +76,7 @@ for var, name in zip(("MAIN_SHAPE", "LAST_SHAPE"), sys.argv[1:]):
         sys.exit(f"error: {var}={name[:80]}: not a named shape; give one of {known}")
 EOF
 else
-  echo "device-check: note: no python3 on PATH to check the variables with; they are taken as given"
+  echo "device-check: note: no python3 >= 3.10 on PATH to check the variables with; they are taken as given"
 fi
 [ "$MAIN_SHAPE" != "$LAST_SHAPE" ] || { echo "error: MAIN_SHAPE=LAST_SHAPE=$MAIN_SHAPE: the two steps would write" \
   "one folder, the second removing the first's measurement; give two different shapes" >&2; exit 2; }
