@@ -132,3 +132,16 @@ def test_a_shape_whose_weights_do_not_fit_is_refused_before_they_are_allocated(t
     with pytest.raises(device_grid.BadInput, match=r"--shape qwen3-tiny: its weights and its draft's take .* free"):
         device_grid.Grid(grid_args(tmp_path))
     assert not (tmp_path / "grid").exists()
+
+
+def test_a_grid_whose_every_point_failed_exits_1(tmp_path, monkeypatch, capsys):
+    grid = device_grid.Grid(grid_args(tmp_path))
+
+    def fails(point):
+        raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
+
+    monkeypatch.setattr(grid, "measure", fails)
+    assert grid.run(device_grid.order((1, 2), (256,), (0,))) == 1  # Exit.FAILED: nothing measured
+    g = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    assert g["points"] == [] and [p["status"] for p in g["skipped"]] == ["failed", "failed"]
+    assert "no point was measured" in capsys.readouterr().out
