@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.paths import CACHE_DIR
 
 BUFFER_BYTES = 1 << 30  # larger than any CPU cache
@@ -75,9 +76,7 @@ def cached(key: str, measure: Callable[[], float], best: bool = False) -> float:
     if best:
         value = max(value, figures.get(key, 0.0))
         figures[f"{key}/load"] = min(load, figures.get(f"{key}/load", load))
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(figures | {key: value}, indent=1, sort_keys=True))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(figures | {key: value}, indent=1, sort_keys=True))
     return value
 
 
