@@ -117,7 +117,7 @@ def test_the_device_check_refuses_each_bad_variable_before_it_makes_anything(nam
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT} | {"PLATFORM": "cpu", "DEVICE_CHECK_OUT":
                                                                            str(out)}
-    for value in bad_values(var, tmp_path)[:2]:
+    for value in bad_values(var, tmp_path)[:1]:  # one each: the declarations' own check walks them all above
         proc = subprocess.run(["bash", str(ROOT / "preparation" / "device_check.sh")], env=env | {name: value},
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, (name, value, proc.stdout, proc.stderr)
