@@ -24,10 +24,10 @@ SHOWN = 80  # at most this many characters of a value in a message
 class Variable:
     """One variable. kind: number (domain a Bounded), choice (domain the words it takes, as written), bool (BOOL_WORDS,
     any case), pattern (domain a regular expression the whole value matches), folder (a folder a command reads, or
-    makes when it is absent), file, python (an interpreter: a path or a command on PATH), words (split into several arguments and
-    checked by the command they reach), shape (a named model shape, checked by the study it reaches), tool (read by
-    another program the harness runs, passed on unread). removes: a recipe may remove this folder or its contents,
-    which it does only when the folder carries the mark of the harness (preparation/made_folder.sh)."""
+    makes when it is absent), file, python (an interpreter: a path or a command on PATH), words (split into several
+    arguments and checked by the command they reach), shape (a named model shape, checked by the study it reaches),
+    tool (read by another program the harness runs, passed on unread). removes: a recipe may remove this folder or
+    its contents, which it does only when the folder carries the mark of the harness (preparation/made_folder.sh)."""
 
     name: str
     kind: str
