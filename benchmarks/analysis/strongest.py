@@ -50,6 +50,17 @@ class Strongest:
         return s.p_below < SLOWER_ALPHA
 
 
+    def flip_shift(self, s: metrics.Speedup | None) -> float | None:
+        """For a cell that ran apart from this baseline (another engine, not interleaved), how far the host's speed
+        would have to have moved between the two cells to flip `slower`, as a fraction of the cell's TPOT: shown
+        slower, 1 / the interval's upper end − 1 (a host that slow during the cell alone explains the verdict); not
+        shown slower, the upper end − 1 (a host that fast during the cell would hide a real slowdown; 0 or less: the
+        cell is shown no faster either). None without an interval."""
+        if s is None or not s.has_interval:
+            return None
+        return 1 / s.ci_high - 1 if self.slower(s) else s.ci_high - 1
+
+
 SLOWER_ALPHA = 0.025  # one-sided: "slower" exactly when the 95 % interval lies below 1
 
 

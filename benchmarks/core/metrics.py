@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import bdtr, fdtrc, fdtri, ndtri, stdtr, stdtrit
+from scipy.special import bdtr, fdtrc, fdtri, ndtr, ndtri, owens_t, stdtr, stdtrit
 
 from benchmarks.core.engine_io import SpecCounters
 
@@ -112,15 +112,43 @@ def design_effect(logs: Sequence[float], groups: Sequence[Hashable], q: float | 
     return 1.0 + (n / k - 1) * (rho if q is None else _indicator_correlation(rho, q))
 
 
+def share_design_effect(within: Sequence[bool], groups: Sequence[Hashable], alpha: float = 0.2) -> float:
+    """How many requests one independent request is worth in counting those within a limit, when the requests come in
+    waves that may share a slowdown of any shape (a shift, a stall, a wider spread): 1 + (m − 1) · ρ, m the waves'
+    mean size and ρ the intra-wave correlation of the 0/1 indicators themselves (one-way ANOVA's), at the upper end of
+    its one-sided 1 − `alpha` interval from the F ratio, whether or not the waves differ beyond chance (a few waves
+    that happen alike cannot rule out a slowdown they missed). 1 where no wave holds two requests or fewer than three
+    waves leave ρ untold; m where every wave's requests agree and the waves do not (each wave one request); as for an F
+    ratio of 1 where every request agrees (all within: no sign of a slowdown, nor of its absence)."""
+    by: dict[Hashable, list[float]] = {}
+    for v, g in zip(within, groups, strict=True):
+        by.setdefault(g, []).append(float(v))
+    sizes = np.array([len(v) for v in by.values()], dtype=float)
+    k, n = len(by), float(sizes.sum())
+    if k < 3 or n - k < 1 or sizes.max() < 2:
+        return 1.0
+    grand = float(np.mean([x for v in by.values() for x in v]))
+    between = float(sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values())) / (k - 1)
+    within_var = float(sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in by.values())) / (n - k)
+    if within_var <= 0 and between > 0:
+        return n / k
+    ratio = between / within_var if within_var > 0 else 1.0  # every request alike: no sign either way
+    m0 = (n - float((sizes ** 2).sum()) / n) / (k - 1)
+    f = ratio / fdtri(k - 1, n - k, alpha)
+    rho = max((f - 1) / (f + m0 - 1), 0.0)
+    return 1.0 + (n / k - 1) * rho
+
+
 def _indicator_correlation(rho: float, q: float) -> float:
     """The correlation of two values' being below their q-quantile when the values are jointly normal with
-    correlation rho: (P(both below) − q²) / (q (1 − q))."""
-    from scipy.stats import multivariate_normal  # lazy: scipy.stats takes a while to import
-
+    correlation rho: (P(both below) − q²) / (q (1 − q)), P(both below) = Φ(z) − 2 T(z, √((1 − ρ) / (1 + ρ))) with
+    Owen's T (z the q-quantile of a standard normal)."""
     if rho <= 0:
         return 0.0
+    if rho >= 1:
+        return 1.0
     z = float(ndtri(q))
-    both = float(multivariate_normal(mean=[0.0, 0.0], cov=[[1.0, rho], [rho, 1.0]]).cdf([z, z]))
+    both = float(ndtr(z)) - 2 * float(owens_t(z, math.sqrt((1 - rho) / (1 + rho))))
     return min(1.0, max(0.0, (both - q * q) / (q * (1 - q))))
 
 

@@ -12,6 +12,9 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from scipy.special import stdtr
+
 from benchmarks.core import metrics
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -20,6 +23,9 @@ PERCENTILES = (50, 90, 95, 99)
 THRESHOLD_NAME = re.compile(r"p(\d+)_([a-z0-9]+)_ms")
 CONFIDENCE = 0.95
 MEETS, FAILS, UNCERTAIN = "meets", "fails", "uncertain"
+MIN_WAVES = 3  # the fewest waves whose shares within a limit can tell a shared slowdown from the requests' own noise
+WAVE_R = 0.0  # the serial correlation allowed between a probe's waves in time order (a host drifting over minutes)
+TREND_ALPHA = 0.05  # the trend test over a probe's waves: two-sided
 
 
 def look_confidence(looks: int) -> float:
@@ -96,6 +102,39 @@ class RequestLatency:
         return float(getattr(self, metric))
 
 
+def _ordered(keys: Iterable[Hashable]) -> list[Hashable]:
+    """Waves in time order: by their keys ((round, wave) sorts so), in order of appearance where keys do not sort."""
+    keys = list(dict.fromkeys(keys))
+    try:
+        return sorted(keys)  # type: ignore[type-var]
+    except TypeError:
+        return keys
+
+
+def wave_trend(values: Sequence[float], waves: Sequence[Hashable]) -> float | None:
+    """The two-sided p-value of a linear trend in the waves' mean log latency over their time order (a host drifting
+    over minutes, which a load's own rounds cannot tell from its load); None with fewer than MIN_WAVES waves."""
+    by: dict[Hashable, list[float]] = {}
+    for v, w in zip(values, waves, strict=True):
+        if v > 0:
+            by.setdefault(w, []).append(math.log(v))
+    order = _ordered(by)
+    return _trend_p(order, by) if len(order) >= MIN_WAVES else None
+
+
+def _trend_p(order: Sequence[Hashable], by: Mapping[Hashable, list[float]]) -> float:
+    """The t-test's two-sided p-value of the slope of the waves' mean (of `by`'s logs) over their order."""
+    y = np.array([np.mean(by[w]) for w in order])
+    x = np.arange(len(y), dtype=float) - (len(y) - 1) / 2
+    slope = float((x * (y - y.mean())).sum() / (x * x).sum())
+    resid = y - y.mean() - slope * x
+    dof = len(y) - 2
+    if dof < 1:
+        return math.nan
+    se = math.sqrt(float((resid ** 2).sum()) / dof / float((x * x).sum()))
+    return 2 * float(stdtr(dof, -abs(slope) / se)) if se > 0 else (0.0 if slope else 1.0)
+
+
 @dataclass(frozen=True)
 class Judged:
     """One threshold read on a probe's requests: the percentile with its interval over the n requests that have the
@@ -110,15 +149,22 @@ class Judged:
     verdict: str
     design_effect: float = 1.0
     waves: int | None = None  # the requests' waves, where known
+    trend_p: float | None = None  # a trend over the waves in time order (`wave_trend`), where three or more
 
     def waves_note(self) -> str:
-        """' (waves differ: as N of n)' where the interval counted fewer requests than it read; ' (N wave(s): a shared
-        slowdown untold)' where too few waves of several requests leave it unchecked; else ''."""
+        """What the waves say: ' (waves: as N of n)' where the interval counted fewer requests than it read; a trend
+        over them where one shows (a drifting host, untold from load: not read); ' (N wave(s): too few to tell a
+        shared slowdown, not read)' where fewer than MIN_WAVES waves of several requests leave the verdict untold;
+        else ''."""
+        notes = []
         if self.design_effect > 1:
-            return f" (waves differ: as {self.n / self.design_effect:.0f} of {self.n})"
-        if self.waves is not None and self.waves < 3 and self.n > self.waves:
-            return f" ({self.waves} wave{'s' if self.waves > 1 else ''}: a shared slowdown untold)"
-        return ""
+            notes.append(f"waves: as {self.n / self.design_effect:.0f} of {self.n}")
+        if self.trend_p is not None and self.trend_p < TREND_ALPHA:
+            notes.append(f"a trend over its waves, p = {self.trend_p:.2g}: a drifting host untold from load, not read")
+        if self.waves is not None and self.waves < MIN_WAVES and self.n > self.waves:
+            notes.append(f"{self.waves} wave{'s' if self.waves > 1 else ''}: too few to tell a shared slowdown, "
+                         f"not read")
+        return f" ({'; '.join(notes)})" if notes else ""
 
     def text(self) -> str:
         def ms(x: float) -> str:
@@ -141,17 +187,29 @@ class Judgment:
 
 
 def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judged:
-    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at `confidence`), counting
-    requests of waves that differ beyond chance as fewer independent ones (`metrics.design_effect` of their logs)."""
+    """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at `confidence`). Where
+    the requests' waves are known, a wave's requests may share a slowdown: they count as fewer independent ones, by
+    the larger of two design effects, the normal model's on their logs (`metrics.design_effect`) and the model-free
+    one on each request's being within the limit, what the interval counts (`metrics.share_design_effect`: a stall
+    or a wider spread that the normal model misreads). With fewer than MIN_WAVES waves of several requests the
+    verdict stays uncertain, and so it does where the waves trend over time (`wave_trend` below TREND_ALPHA: a host
+    drifting, which a probe cannot tell from its load)."""
     kept = [(v, r.wave) for r in requests if not math.isnan(v := r.value(t.metric))]
     values = [v for v, _ in kept]
     waved = [(math.log(v), w) for v, w in kept if w is not None and v > 0]
     q = t.percentile / 100.0
     told = len(waved) == len(kept) and bool(waved)
-    effect = metrics.design_effect([x for x, _ in waved], [w for _, w in waved], q) if told else 1.0
+    effect = max(metrics.design_effect([x for x, _ in waved], [w for _, w in waved], q),
+                 metrics.share_design_effect([v <= t.limit_ms for v, _ in kept], [w for _, w in kept])) if told else 1.0
     estimate, low, high = metrics.quantile_interval(values, q, confidence, effect)
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
-    return Judged(t, len(values), estimate, low, high, verdict, effect, len({w for _, w in waved}) if told else None)
+    waves = len({w for _, w in waved}) if told else None
+    if waves is not None and waves < MIN_WAVES and len(values) > waves:
+        verdict = UNCERTAIN
+    trend = wave_trend(values, [w for _, w in kept]) if told else None
+    if trend is not None and trend < TREND_ALPHA:
+        verdict = UNCERTAIN
+    return Judged(t, len(values), estimate, low, high, verdict, effect, waves, trend)
 
 
 def judge(slo: Slo, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judgment:

@@ -136,7 +136,8 @@ def _probe_json(d: Decision, p: Probe) -> dict[str, Any]:
             "goodput_requests_per_s": _num(good.requests_per_s), "goodput_tok_per_s": _num(good.tok_per_s),
             "thresholds": [{"name": j.threshold.name, "limit_ms": j.threshold.limit_ms, "n": j.n,
                             "estimate_ms": _num(j.estimate), "ci_low_ms": _num(j.low), "ci_high_ms": _num(j.high),
-                            "design_effect": j.design_effect, "waves": j.waves, "verdict": j.verdict}
+                            "design_effect": j.design_effect, "waves": j.waves, "wave_trend_p": _num(j.trend_p),
+                            "verdict": j.verdict}
                            for j in r.judgment.judged]}
 
 

@@ -80,14 +80,14 @@ def test_a_load_at_the_threshold_is_called_met_within_the_level_however_many_rou
 def test_a_load_whose_waves_share_a_slowdown_is_called_met_within_the_level(n, load):
     """Waves of `load` requests, each slowed alike (log-sd 0.2 of the requests' 0.3), at the threshold: read as
     independent requests, the load is called "meets" far above the level (7.6 % and 26.3 % of 1,000 runs in
-    docs/serving.md); with each request's wave, waves that differ count as fewer requests and it stays within it.
-    Without a shared slowdown the waves cost little: a load at 0.8 of the threshold is still called "meets" as
-    often, ±10 points."""
+    docs/serving.md); with each request's wave, waves count as fewer requests and it stays within it. The waves'
+    design effect is read at its upper bound whether or not they differ, so waves cost power even where they share
+    nothing: a load at 0.8 of the threshold is called "meets" less often than its requests read alone."""
     rng = np.random.default_rng(n + load)
     assert met_at_the_threshold(1, 400, rng, n, load, shared=0.2, told=False) > 2 * LEVEL
     assert met_at_the_threshold(1, 1000, rng, n, load, shared=0.2) <= LEVEL
     plain = met_at_the_threshold(1, 200, rng, n, load, p90=0.8 * LIMIT)
-    assert abs(met_at_the_threshold(1, 200, rng, n, load, shared=1e-9, p90=0.8 * LIMIT) - plain) <= 0.1
+    assert met_at_the_threshold(1, 200, rng, n, load, shared=1e-9, p90=0.8 * LIMIT) <= plain
 
 
 def test_a_probe_whose_waves_differ_says_so_and_counts_fewer_requests():
@@ -95,10 +95,10 @@ def test_a_probe_whose_waves_differ_says_so_and_counts_fewer_requests():
     reqs = requests(LIMIT, 200, rng, 20, shared=0.29)
     judged = judge(SLO, reqs).judged[0]
     alone = judge(SLO, [replace(r, wave=None) for r in reqs]).judged[0]
-    assert judged.design_effect > 2 and "waves differ: as" in judged.text() and alone.waves_note() == ""
+    assert judged.design_effect > 2 and "waves: as" in judged.text() and alone.waves_note() == ""
     assert judged.low <= alone.low <= alone.high <= judged.high
-    two = judge(SLO, requests(LIMIT, 40, rng, 20, shared=0.29)).judged[0]
-    assert two.design_effect == 1 and two.waves_note() == " (2 waves: a shared slowdown untold)"
+    two = judge(SLO, requests(0.5 * LIMIT, 40, rng, 20, shared=0.29)).judged[0]
+    assert two.waves_note() == " (2 waves: too few to tell a shared slowdown, not read)" and two.verdict == "uncertain"
 
 
 @pytest.mark.parametrize("mode", [BISECT, SWEEP])
