@@ -15,6 +15,7 @@ from benchmarks.analysis.row_records import (
     no_interval,
     prompts_sha256,
 )
+from benchmarks.analysis.tree_curve import rows_per_step
 from benchmarks.core import metrics
 from benchmarks.records.records import LoadLine
 from benchmarks.records.summary_row import SummaryRow
@@ -118,8 +119,12 @@ COLUMNS: tuple[Column, ...] = (
            lambda u: u.manifest.hardware.get("device")),
     Column("target", "", "the target model", _cell("target")),
     Column("draft", "", "the draft model (empty for the baseline)", _cell("draft")),
-    Column("method", "", "baseline, dflash, eagle3 or ngram", _cell("method")),
-    Column("k", "tokens", "draft tokens proposed per verify step (0 for the baseline)", _cell("k")),
+    Column("method", "", "baseline, dflash, eagle3, ngram or ddtree", _cell("method")),
+    Column("k", "tokens", "draft tokens proposed per verify step (0 for the baseline and a draft tree)", _cell("k")),
+    Column("tree_budget", "nodes", "a draft tree's node budget: nodes verified per step besides the root (0 unless a "
+           "tree)", _cell("tree_budget")),
+    Column("rows_per_step", "rows", "rows each verify step multiplies per request, mean over the steps (a tree's "
+           "budget + 1 as recorded, K + 1 for a chain, 1 for AR)", rows_per_step),
     Column("temperature", "", "the sampling temperature T (0 = greedy)", _cell("temperature"), RESULTS),
     Column("max_new_tokens", "tokens", "output tokens asked per prompt", _cell("max_new_tokens")),
     Column("dataset", "", "the dataset workload (`humaneval`, `humaneval@ctx4096`, `mt-bench@turn2`)",

@@ -24,6 +24,8 @@ class SummaryRow:
     draft: str | None = None
     method: str
     k: int = 0
+    tree_budget: int = 0
+    rows_per_step: float | None = None
     temperature: float
     max_new_tokens: int = 0
     dataset: str

@@ -26,6 +26,7 @@ from benchmarks.report.profile_report import failed_check_lines, profile_json
 from benchmarks.report.published_report import comparison_markdown
 from benchmarks.report.serve_report import serve_markdown
 from benchmarks.report.tables import acceptance_table, outlier_lines, results_table, settings_table
+from benchmarks.report.trees_report import trees_markdown
 from benchmarks.report.workloads_report import template_lines, workload_markdown
 from verification import distribution, ties
 
@@ -97,6 +98,9 @@ def render_report(s: Summary, drawn: plots.Drawn, run_dir: Path) -> str:
     batched = batch_markdown(rows, s.batch_crossovers)
     if batched:
         parts += ["", "## Batch", batched]
+    trees = trees_markdown(s.units, rows)
+    if trees:
+        parts += ["", "## Draft trees", trees]
     if errors:
         parts += ["", "## Failed units", "\n".join(f"- {r.engine} {r.label} on {r.dataset}"
                                                     + (f" at concurrency {r.concurrency}" if r.concurrency
