@@ -82,6 +82,42 @@ def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.9
             float(x[high - 1]) if high <= n else math.inf)
 
 
+@dataclass(frozen=True)
+class _Anova:
+    """A one-way ANOVA of values in groups: k groups of n values, the mean squares between and within them, and m0,
+    the groups' size as the intra-group correlation's estimator weighs it."""
+
+    k: int
+    n: int
+    between: float
+    within: float
+    m0: float
+
+    def rho_upper(self, ratio: float, alpha: float) -> float:
+        """The intra-group correlation at the upper end of its one-sided 1 − `alpha` interval from the F ratio
+        `ratio` (a few groups tell it poorly: a wide one)."""
+        f = ratio / fdtri(self.k - 1, self.n - self.k, alpha)
+        return max((f - 1) / (f + self.m0 - 1), 0.0)
+
+
+def _anova(values: Sequence[float], groups: Sequence[Hashable]) -> _Anova | None:
+    """The ANOVA of finite `values` by `groups`; None where fewer than three groups, or no group of two, leave the
+    intra-group correlation untold."""
+    by: dict[Hashable, list[float]] = {}
+    for v, g in zip(values, groups, strict=True):
+        if math.isfinite(v):
+            by.setdefault(g, []).append(v)
+    sizes = [len(v) for v in by.values()]
+    k, n = len(by), sum(sizes)
+    if k < 3 or n - k < 1 or max(sizes) < 2:
+        return None
+    means = [sum(v) / len(v) for v in by.values()]
+    grand = sum(sum(v) for v in by.values()) / n
+    between = sum(len(v) * (m - grand) ** 2 for v, m in zip(by.values(), means)) / (k - 1)
+    within = sum(sum((x - m) ** 2 for x in v) for v, m in zip(by.values(), means)) / (n - k)
+    return _Anova(k, n, between, within, (n - sum(z * z for z in sizes) / n) / (k - 1))
+
+
 def design_effect(logs: Sequence[float], groups: Sequence[Hashable], q: float | None = None, alpha: float = 0.2
                   ) -> float:
     """How many values one independent value is worth when the values come in groups that may share an effect (the
@@ -91,25 +127,15 @@ def design_effect(logs: Sequence[float], groups: Sequence[Hashable], q: float | 
     beyond chance (the ANOVA F-test at `alpha`); 1 where they do not, where no group holds two values, or where
     fewer than three groups leave ρ untold. For a q-quantile, ρ is that of being below it (`_indicator_correlation`),
     which is what its interval counts."""
-    by: dict[Hashable, list[float]] = {}
-    for v, g in zip(logs, groups, strict=True):
-        if math.isfinite(v):
-            by.setdefault(g, []).append(v)
-    sizes = np.array([len(v) for v in by.values()], dtype=float)
-    k, n = len(by), float(sizes.sum())
-    if k < 3 or n - k < 1 or sizes.max() < 2:
+    a = _anova(logs, groups)
+    if a is None:
         return 1.0
-    grand = float(np.mean([x for v in by.values() for x in v]))
-    between = float(sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values())) / (k - 1)
-    within = float(sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in by.values())) / (n - k)
-    if within <= 0:  # every group's values alike: a group is worth one value where the groups differ
-        return n / k if between > 0 else 1.0
-    if fdtrc(k - 1, n - k, between / within) >= alpha:
+    if a.within <= 0:  # every group's values alike: a group is worth one value where the groups differ
+        return a.n / a.k if a.between > 0 else 1.0
+    if fdtrc(a.k - 1, a.n - a.k, a.between / a.within) >= alpha:
         return 1.0
-    m0 = (n - float((sizes ** 2).sum()) / n) / (k - 1)
-    f = between / within / fdtri(k - 1, n - k, alpha)  # the F ratio at its upper bound: few groups, a wide one
-    rho = max((f - 1) / (f + m0 - 1), 0.0)
-    return 1.0 + (n / k - 1) * (rho if q is None else _indicator_correlation(rho, q))
+    rho = a.rho_upper(a.between / a.within, alpha)
+    return 1.0 + (a.n / a.k - 1) * (rho if q is None else _indicator_correlation(rho, q))
 
 
 def share_design_effect(within: Sequence[bool], groups: Sequence[Hashable], alpha: float = 0.2) -> float:
@@ -120,23 +146,13 @@ def share_design_effect(within: Sequence[bool], groups: Sequence[Hashable], alph
     that happen alike cannot rule out a slowdown they missed). 1 where no wave holds two requests or fewer than three
     waves leave ρ untold; m where every wave's requests agree and the waves do not (each wave one request); as for an F
     ratio of 1 where every request agrees (all within: no sign of a slowdown, nor of its absence)."""
-    by: dict[Hashable, list[float]] = {}
-    for v, g in zip(within, groups, strict=True):
-        by.setdefault(g, []).append(float(v))
-    sizes = np.array([len(v) for v in by.values()], dtype=float)
-    k, n = len(by), float(sizes.sum())
-    if k < 3 or n - k < 1 or sizes.max() < 2:
+    a = _anova([float(v) for v in within], groups)
+    if a is None:
         return 1.0
-    grand = float(np.mean([x for v in by.values() for x in v]))
-    between = float(sum(len(v) * (np.mean(v) - grand) ** 2 for v in by.values())) / (k - 1)
-    within_var = float(sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in by.values())) / (n - k)
-    if within_var <= 0 and between > 0:
-        return n / k
-    ratio = between / within_var if within_var > 0 else 1.0  # every request alike: no sign either way
-    m0 = (n - float((sizes ** 2).sum()) / n) / (k - 1)
-    f = ratio / fdtri(k - 1, n - k, alpha)
-    rho = max((f - 1) / (f + m0 - 1), 0.0)
-    return 1.0 + (n / k - 1) * rho
+    if a.within <= 0 and a.between > 0:
+        return a.n / a.k
+    ratio = a.between / a.within if a.within > 0 else 1.0  # every request alike: no sign either way
+    return 1.0 + (a.n / a.k - 1) * a.rho_upper(ratio, alpha)
 
 
 def _indicator_correlation(rho: float, q: float) -> float:

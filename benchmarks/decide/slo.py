@@ -12,7 +12,6 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from scipy.special import stdtr
 
 from benchmarks.core import metrics
@@ -124,14 +123,15 @@ def wave_trend(values: Sequence[float], waves: Sequence[Hashable]) -> float | No
 
 def _trend_p(order: Sequence[Hashable], by: Mapping[Hashable, list[float]]) -> float:
     """The t-test's two-sided p-value of the slope of the waves' mean (of `by`'s logs) over their order."""
-    y = np.array([np.mean(by[w]) for w in order])
-    x = np.arange(len(y), dtype=float) - (len(y) - 1) / 2
-    slope = float((x * (y - y.mean())).sum() / (x * x).sum())
-    resid = y - y.mean() - slope * x
+    y = [sum(by[w]) / len(by[w]) for w in order]
+    mid, mean_y = (len(y) - 1) / 2, sum(y) / len(y)
+    x = [i - mid for i in range(len(y))]
+    sxx = sum(v * v for v in x)
+    slope = sum(a * (b - mean_y) for a, b in zip(x, y)) / sxx
     dof = len(y) - 2
     if dof < 1:
         return math.nan
-    se = math.sqrt(float((resid ** 2).sum()) / dof / float((x * x).sum()))
+    se = math.sqrt(sum((b - mean_y - slope * a) ** 2 for a, b in zip(x, y)) / dof / sxx)
     return 2 * float(stdtr(dof, -abs(slope) / se)) if se > 0 else (0.0 if slope else 1.0)
 
 
