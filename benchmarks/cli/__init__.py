@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Union
 
+from benchmarks.core.environment import check as environment_problems
 from benchmarks.core.exit_codes import TABLE, BadInput, Exit, Lacking
 from benchmarks.core.guarded import file_problem, output_file_problem, output_folder_problem
 
@@ -66,6 +67,9 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
         "summary": ("benchmarks.studies.device_summary", "the device check's summary of its output folder"),
     }),
 }
+# The environment variables a command of the harness reads itself (benchmarks/core/environment.py), checked before
+# any command runs: a bad value ends it in one line naming the variable.
+READ_VARIABLES = ["DFLASH_RUNS_DIR", "DFLASH_BANDWIDTH_GBS", "DFLASH_LLAMACPP_CACHE", "RAY_ADDRESS", "PLATFORM"]
 QUICK_START = f"""\
 quick start:
   make bench DATASET=humaneval N=4          # = python -m benchmarks bench --dataset humaneval --n 4
@@ -271,7 +275,8 @@ def command(argv: list[str]) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         labels = option_labels(ap)
-        path_problems = (input_problems(args, getattr(module, "INPUT_ARGS", ()), labels)
+        path_problems = (environment_problems(READ_VARIABLES)
+                         + input_problems(args, getattr(module, "INPUT_ARGS", ()), labels)
                          + output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)),
                                            getattr(module, "OUTPUT_FILE_ARGS", ()), labels))
         if path_problems:
