@@ -20,12 +20,12 @@ from benchmarks.cli.k_schedule import (
 from benchmarks.cli.report import run_folder
 from benchmarks.cli.run import left_out_status
 from benchmarks.config.matrix_parse import ConfigError
-from benchmarks.core.exit_codes import Exit
-from benchmarks.core.guarded import read_csv_text, read_json_file
+from benchmarks.core.exit_codes import BadInput, Exit
+from benchmarks.core.guarded import file_problem, read_csv_text, read_json_file
 from benchmarks.core.numbers import Bounded
 from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
 from benchmarks.hardware import measure, step_model
-from benchmarks.hardware.chips import CHIPS
+from benchmarks.hardware.chips import CHIPS, chip_for
 from benchmarks.hardware.roofline import chip_device
 from benchmarks.records.store import RunStore
 from benchmarks.report.cost_model_render import (
@@ -131,6 +131,11 @@ def chip_main(args: argparse.Namespace) -> int:
         frame = frame[frame["method"] == "dflash"]
         if frame.empty:
             raise ConfigError(f"--tau-from {args.tau_from}: no dflash row to take τ from")
+        pairs = list(dict.fromkeys(zip(frame["target"], frame["temperature"])))
+        if len(pairs) > 1:
+            raise ConfigError(f"--tau-from {args.tau_from}: its dflash rows mix {len(pairs)} (target, temperature) "
+                              f"pairs ({'; '.join(f'{t} at T = {temp:g}' for t, temp in pairs)}), and one τ per "
+                              f"dataset prices one target at one temperature; give a table of one pair")
         engine, taus = _reference_engine(frame, args, itemsize), cm.reference_taus(frame)
         about = [frame[c].iloc[0] for c in ("hardware", "harness", "source")]
         source = f"{args.tau_from.name} ({', '.join(str(v) for v in about if present(v))})"
@@ -156,11 +161,18 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     held-out checks: each point left out, and where the grid has Ks between, those predicted from K = 0 and the
     largest K."""
     path = args.fit_from / "grid.csv" if args.fit_from.is_dir() else args.fit_from
+    unreadable = file_problem(path)
+    if unreadable:
+        raise ConfigError(f"--fit-from {path} {unreadable}; give a device grid (`study device-grid`'s folder or its "
+                          f"grid.csv)")
     about = path.with_name("grid.json")
     try:
         recorded = read_json_file(about) if about.is_file() else {}
     except ValueError as exc:
         raise ConfigError(f"--fit-from {exc}; give --shape") from None
+    wrong_platform = platform_problem(recorded, args.chip)
+    if wrong_platform:
+        raise ConfigError(f"--fit-from {path}: {wrong_platform}")
     shape_name = args.shape or recorded.get("shape")
     if args.chip and recorded.get("dtype") not in (None, args.dtype):
         raise ConfigError(f"--fit-from {path}: the grid was timed in {recorded['dtype']}, the steps are priced in "
@@ -179,7 +191,10 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     shape = SHAPES[shape_name]
     dcfg = released_draft(shape, args.block_size)
     engine = Engine(shape, dcfg.layers, len(dcfg.target_layer_ids), args.k, dcfg.block_size, args.context, itemsize)
-    points = cm.grid_points(rows, engine)
+    try:
+        points = cm.grid_points(rows, engine)
+    except BadInput as exc:
+        raise ConfigError([f"--fit-from {path}: {line}" for line in exc.problems]) from None
     chip = bool(args.chip)  # a chip's datasheet bandwidth is a ceiling; a CPU's measured stream is not (its caches)
     if args.chip:
         spec = CHIPS[args.chip]
@@ -199,6 +214,29 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
         checks[f"the Ks between K = {ends[0]} and {ends[1]}, from the terms fitted to those two"] = step_model.held_out(
             points, peak, nominal, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends, ceiling=chip)
     return terms, fitted_markdown(terms, source, checks, step_model.TOLERANCE)
+
+
+def platform_problem(recorded: dict[str, Any], chip: str | None) -> str | None:
+    """Why a device grid whose grid.json records `recorded` cannot price `chip` (None: this machine's CPU): timed on
+    another platform, or on another chip the table knows; None when it can, or when the grid does not say."""
+    platform, device = recorded.get("platform"), recorded.get("device") or "a device not recorded"
+    if not isinstance(platform, str) or not platform:
+        return None
+    if chip is None:
+        if platform == "cpu":
+            return None
+        named = chip_for(platform, str(device))
+        give = next((f"--chip {k}" for k, c in CHIPS.items() if c is named), "--chip with the chip it was timed on")
+        return f"the grid was timed on {platform} ({device}); without --chip it is fitted as this CPU's: give {give}"
+    spec = CHIPS[chip]
+    kind = "tpu" if spec.name.startswith("TPU") else "gpu"
+    if platform != kind:
+        return (f"the grid was timed on {platform} ({device}), not a {kind.upper()}; --chip {chip} prices a "
+                f"{spec.name}")
+    timed_on = chip_for(platform, str(device))
+    if timed_on is not None and timed_on is not spec:
+        return f"the grid was timed on a {timed_on.name} ({device}); --chip {chip} prices a {spec.name}"
+    return None
 
 
 MAX_CONTEXT = 1 << 24  # positions: beyond any model the harness runs
