@@ -14,12 +14,13 @@ import yaml
 
 from benchmarks.analysis import budget_schedule
 from benchmarks.analysis import k_schedule_compute as ksd
-from benchmarks.analysis.cost_model_compute import Engine, kflat_batch_points, read_kflat
+from benchmarks.analysis.cost_model_compute import Engine, curve_problems, kflat_batch_points, read_kflat
 from benchmarks.analysis.k_schedule_compute import schedule_of
 from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.analysis.tree_curve import PATHS, ladder, tree_curve
 from benchmarks.cli.report import run_folder
 from benchmarks.config.matrix_parse import ConfigError
+from benchmarks.core.atomic import atomic_write_text, output_folder
 from benchmarks.core.cells import Cell
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.guarded import read_csv_text
@@ -186,19 +187,18 @@ def write_tree_schedule(folder: Path, name: str, choices: Any, text: str, base: 
     folder/k_schedule/name/; returns the Markdown printed."""
 
     chosen = budget_schedule.schedule(choices)
-    out = folder / OUT_FOLDER / name
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(output_folder(folder / OUT_FOLDER) / name)
     if all(chosen.values()):
         ranges = k_schedules.from_choices(chosen).as_mapping()
         matrix = {**base, "methods": ["baseline", "ddtree"], "tree_budget": ranges, "batch_size": list(ranges)}
         body = yaml.safe_dump(matrix, sort_keys=False)
-        (out / "matrix.yaml").write_text(body)
+        atomic_write_text(out / "matrix.yaml", body)
         text += f"\n\nWritten to {out}: `matrix.yaml`:\n\n```yaml\n{body.rstrip()}\n```\n"
     else:
         plain = min(b for b, budget in chosen.items() if not budget)
         text += (f"\n\nNo tree pays from B = {plain} on (budget 0: plain decoding there); no matrix written. "
                  f"Written to {out}.")
-    (out / "schedule.md").write_text(text + "\n")
+    atomic_write_text(out / "schedule.md", text + "\n")
     return text
 
 
@@ -206,12 +206,11 @@ def write_schedule(folder: Path, name: str, choices: Any, text: str, base: dict[
     """The schedule's configs and its tables written under folder/k_schedule/name/; returns the Markdown printed."""
 
     files = config_files(schedule_of(choices), base, max_batch)
-    out = folder / OUT_FOLDER / name
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(output_folder(folder / OUT_FOLDER) / name)
     for file, body in files.items():
-        (out / file).write_text(body + "\n")
+        atomic_write_text(out / file, body + "\n")
     md = f"{text}\n\nWritten to {out}:\n\n{configs_markdown(files)}"
-    (out / "schedule.md").write_text(md + "\n")
+    atomic_write_text(out / "schedule.md", md + "\n")
     return md
 
 
@@ -250,6 +249,9 @@ def _calibration_points(summary: Summary, engine: str) -> dict[int, float]:
     return {b: mean_interval(v).value for b, v in sorted(by_b.items())}
 
 
+TOK_PER_S_MAX = 1e9  # a plain-decoding throughput no chip reaches: a table beyond it is no measurement
+
+
 def published_points(path: Path) -> dict[int, float]:
     """A published tok/s-per-batch table (CSV with batch_size and tok_per_s_total, through the guarded reader): the
     AR step time (ms) per B."""
@@ -263,13 +265,18 @@ def published_points(path: Path) -> dict[int, float]:
     except ValueError as err:
         raise ConfigError(f"--calibrate-from {err}: expected a CSV with columns batch_size and tok_per_s_total "
                           "(plain decoding), or a run folder") from None
-    if any(b < 1 or b != int(b) or tps <= 0 for b, tps in rows):
-        raise ConfigError(f"--calibrate-from {path}: batch sizes must be whole numbers >= 1 and tok/s above 0")
+    if any(b < 1 or b != int(b) or not 0 < tps < TOK_PER_S_MAX for b, tps in rows):
+        raise ConfigError(f"--calibrate-from {path}: batch sizes must be whole numbers >= 1 and tok/s above 0 and "
+                          f"below {TOK_PER_S_MAX:.0e}")
     twice = sorted({int(b) for b, _ in rows if sum(b == o for o, _ in rows) > 1})
     if twice:
         raise ConfigError(f"--calibrate-from {path}: batch size {', '.join(map(str, twice))} given more than once; "
                           "keep one row per batch size")
-    return {int(b): 1e3 * b / tps for b, tps in rows}
+    points = {int(b): 1e3 * b / tps for b, tps in rows}
+    problems = curve_problems(points)
+    if problems:
+        raise ConfigError(f"--calibrate-from {path}: " + "; ".join(problems))
+    return points
 
 
 def schedule_main(args: argparse.Namespace) -> int:
