@@ -2,7 +2,8 @@
 
     python preparation/check_engine.py tpu
 
-cpu and gpu need ``vllm`` and JAX. tpu also needs the tpu-inference modules that vLLM loads to run DFlash there:
+jax (a TPU environment without vLLM: preparation/tpu_plan.sh) needs JAX alone; cpu and gpu need ``vllm`` and JAX.
+tpu also needs the tpu-inference modules that vLLM loads to run DFlash there:
 its platform and layer plugins (the ``vllm.*_plugins`` entry points), the TPU worker and model runner, the model
 loader, the DFlash proposer and the DFlash draft/target models.
 """
@@ -38,16 +39,18 @@ def plugin_modules(prefix: str) -> list[str]:
 
 
 def required_modules(platform: str) -> list[str]:
+    if platform == "jax":
+        return ["jax"]
     if platform in ("cpu", "gpu"):
         return list(COMMON)
     if platform == "tpu":
         return [*COMMON, *plugin_modules("tpu_inference"), *TPU_INFERENCE]
-    raise ValueError(f"platform must be cpu, gpu or tpu, not {platform!r}")
+    raise ValueError(f"platform must be cpu, gpu, tpu or jax, not {platform!r}")
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("cpu", "gpu", "tpu"):
-        print("check_engine: error: usage: check_engine.py cpu|gpu|tpu", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in ("cpu", "gpu", "tpu", "jax"):
+        print("check_engine: error: usage: check_engine.py cpu|gpu|tpu|jax", file=sys.stderr)
         return 2
     modules = required_modules(argv[0])
     for name in modules:
@@ -57,10 +60,10 @@ def main(argv: list[str]) -> int:
             print(f"check_engine: error: cannot import {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
     import jax
-    import vllm
 
     print(f"check_engine: {len(modules)} modules import on {argv[0]}: {', '.join(modules)}")
-    print(f"check_engine: jax {jax.__version__} on {jax.default_backend()}, vllm {vllm.__version__}")
+    vllm = importlib.import_module("vllm").__version__ if "vllm" in modules else "absent"
+    print(f"check_engine: jax {jax.__version__} on {jax.default_backend()}, vllm {vllm}")
     return 0
 
 

@@ -135,7 +135,7 @@ ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("llama.cpp-serve", ".llamacpp.llamacpp_serve:LlamaCppServer", CHAIN_METHODS,
               ".llamacpp.llamacpp_options:OPTIONS", serves="llama.cpp"),
 )}
-DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, and `bench` without --engine
+DEFAULT_ENGINE = "vllm"  # a matrix without `engine`; `bench` without --engine where vLLM is installed (else jax)
 
 
 class UnknownEngine(ValueError):
