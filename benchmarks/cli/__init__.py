@@ -67,9 +67,10 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
         "summary": ("benchmarks.studies.device_summary", "the device check's summary of its output folder"),
     }),
 }
-# The environment variables a command of the harness reads itself (benchmarks/core/environment.py), checked before
-# any command runs: a bad value ends it in one line naming the variable.
-READ_VARIABLES = ["DFLASH_RUNS_DIR", "DFLASH_BANDWIDTH_GBS", "DFLASH_LLAMACPP_CACHE", "RAY_ADDRESS", "PLATFORM"]
+# The environment variables with a domain of values that a command of the harness reads itself
+# (benchmarks/core/environment.py), checked before any command runs: a bad value ends it in one line naming the
+# variable. A folder's (DFLASH_RUNS_DIR, DFLASH_LLAMACPP_CACHE) is checked where it is used, as what it is used for.
+READ_VARIABLES = ["DFLASH_BANDWIDTH_GBS", "RAY_ADDRESS", "PLATFORM"]
 QUICK_START = f"""\
 quick start:
   make bench DATASET=humaneval N=4          # = python -m benchmarks bench --dataset humaneval --n 4
@@ -231,8 +232,9 @@ def input_problems(args: argparse.Namespace, names: tuple[str, ...], labels: dic
 def output_problems(args: argparse.Namespace, folders: tuple[str, ...], files: tuple[str, ...] = (),
                     labels: dict[str, str] | None = None) -> list[str]:
     """The outputs of a command that it could not write, one line each, checked before it does any work: its output
-    folders (options `folders`) and files (`files`): a file, a FIFO or a link loop in the way, a name too long, no
-    write access. DFLASH_RUNS_DIR when set, for the commands that make run folders there (an output `run_dir`)."""
+    folders (options `folders`) and files (`files`): a file, a FIFO or a link loop in the way, a link where a file
+    goes, a name too long, no write access. DFLASH_RUNS_DIR when set, for the commands that make run folders there
+    (an output `run_dir`)."""
 
     named = [(_label(name, labels), getattr(args, name, None), check, kind)
              for names, check, kind in ((folders, output_folder_problem, "a folder"),
@@ -242,9 +244,20 @@ def output_problems(args: argparse.Namespace, folders: tuple[str, ...], files: t
     problems = []
     for what, path, check, kind in named:
         problem = check(path) if isinstance(path, Path) else None
+        if check is output_file_problem and isinstance(path, Path) and path.is_symlink():
+            problem = f"is {_link(path)}, and the harness never writes through one (remove it)"
         if problem:
             problems.append(f"{what} {shown(path)} {problem}; give {kind} that can be written")
     return problems
+
+
+def _link(path: Path) -> str:
+    """A link as a message names it: one that loops back on itself, one to nothing, or a link."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return "a link that loops back on itself" if exc.errno == errno.ELOOP else "a link to nothing"
+    return "a link"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,8 +288,10 @@ def command(argv: list[str]) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
     try:
         labels = option_labels(ap)
-        path_problems = (environment_problems(READ_VARIABLES)
-                         + input_problems(args, getattr(module, "INPUT_ARGS", ()), labels)
+        variables = environment_problems(READ_VARIABLES)
+        if variables:
+            raise BadInput(variables)
+        path_problems = (input_problems(args, getattr(module, "INPUT_ARGS", ()), labels)
                          + output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)),
                                            getattr(module, "OUTPUT_FILE_ARGS", ()), labels))
         if path_problems:

@@ -19,6 +19,7 @@ from benchmarks.analysis.row_records import RowRecords
 from benchmarks.analysis.summary import Summary
 from benchmarks.analysis.summary_csv import summary_frame
 from benchmarks.analysis.tree_curve import row_tau, tree_curve
+from benchmarks.core.atomic import not_a_link, output_folder
 from benchmarks.core.cells import TREE_METHODS
 from benchmarks.figures.batch_figures import batch_figures
 from benchmarks.figures.capacity_figures import capacity_figures
@@ -353,7 +354,9 @@ def _one(name: str, draw: Callable[[], Figure | None]) -> tuple[str, Callable[[]
 def run_figures(summary: Summary, out_dir: Path) -> Drawn:
     """Write a summarised run's figures into out_dir (speedup, τ vs K, per-position acceptance, TPOT CDF, and those
     of its axes). Figures without data (e.g. per-position acceptance of a baseline-only run) are skipped; one that
-    raises is named in `Drawn.failed` (its file of an earlier rendering removed) and the others are still drawn."""
+    raises is named in `Drawn.failed` (its file of an earlier rendering removed) and the others are still drawn.
+    BadInput, before any figure is written, when a link stands where out_dir or one of its figures goes."""
+    output_folder(out_dir)
     full = summary_frame(summary.rows)
     levels = pd.to_numeric(full["concurrency"], errors="coerce")
     rows = full[levels.isna() | (levels == 1)]  # batch-1 figures: C = 1 only
@@ -376,6 +379,8 @@ def run_figures(summary: Summary, out_dir: Path) -> Drawn:
     figures: dict[str, Figure | None] = {}
     for name, draw in drawers:
         figures.update(guarded(name, draw, failed) or {})
+    for name in [*figures, *(name for name, _ in failed)]:
+        not_a_link(out_dir / f"{name}.png", "a figure")
     saved = (guarded(name, partial(save_figure, fig, out_dir / f"{name}.png"), failed)
              for name, fig in figures.items() if fig is not None)
     paths = [path for path in saved if path is not None]

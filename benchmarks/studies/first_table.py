@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.paths import ROOT
 
@@ -114,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"load average (1, 5, 15 min) before: {', '.join(f'{x:.1f}' for x in load_before)}; after: "
           f"{', '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs)")
     if args.out is not None:
-        args.out.write_text(json.dumps({"ref": args.ref, "venv": str(args.venv), "status": status, "phases": result,
-                                        "load_before": load_before, "load_after": load_after, "lines": lines},
-                                       indent=1))
+        atomic_write_text(args.out, json.dumps({"ref": args.ref, "venv": str(args.venv), "status": status,
+                                                "phases": result, "load_before": load_before,
+                                                "load_after": load_after, "lines": lines}, indent=1))
     return Exit.OK if status == 0 else Exit.FAILED

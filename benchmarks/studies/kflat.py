@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core import metrics
-from benchmarks.core.atomic import atomic_write_text
+from benchmarks.core.atomic import atomic_write_text, check_outputs
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
@@ -43,6 +43,7 @@ DEFAULT_KS = (0, 1, 3, 7, 15, 31, 63, 127)
 DEFAULT_CONTEXTS = (256, 2048)
 QUICK_KS = (0, 1, 7)
 QUICK_CONTEXTS = (64,)
+OUTPUTS = ("kflat.csv", "kflat.json", "kflat.png")  # what it writes into its output folder
 CSV_COLUMNS = ("engine", "k", "context_len", "median_ms", "ci_low", "ci_high", "repeats", "normalised_to_k0",
                "predicted_ms", "predicted_normalised", "normalised_error", "floor_ms", "below_floor", "verdict")
 BATCH_CSV_COLUMNS = CSV_COLUMNS[:1] + ("batch",) + CSV_COLUMNS[1:]
@@ -348,13 +349,14 @@ def main(args: argparse.Namespace) -> int:
     dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}.get(
         args.dtype, jnp.float32 if hw.platform == "cpu" else jnp.bfloat16)
     layout = args.weight_layout or M.platform_layout()
+    name = args.model.resolve().name if args.model else args.shape
+    out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
+    check_outputs(out, OUTPUTS)  # before the weights load
     if args.model:
         cfg, params = loader.load_target(args.model, jnp.dtype(dtype).name, layout)
-        name = args.model.resolve().name
     else:
-        cfg, name = dataclasses.replace(SHAPES[args.shape], weight_layout=layout), args.shape
+        cfg = dataclasses.replace(SHAPES[args.shape], weight_layout=layout)
         params = M.init_random_params(cfg, jax.random.key(0), dtype)
-    out = args.out or ROOT / "results" / "kflat" / f"{name}-{hw.platform}"
     taps = tap_ids_for(cfg.num_layers)
     itemsize = jnp.dtype(dtype).itemsize
     batches = args.batch or (1,)
@@ -393,7 +395,7 @@ def main(args: argparse.Namespace) -> int:
             **({"batch": list(args.batch)} if args.batch else {}),
             "packages": provenance.package_versions(), "git_sha": provenance.git_sha(),
             "code_sha256": provenance.code_sha256()}
-    (out / "kflat.json").write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(out / "kflat.json", json.dumps(meta, indent=2) + "\n")
 
     for r in rows:
         print(row_line(r))

@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmarks.config.matrix_expand import expand
 from benchmarks.core import metrics
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.cells import Cell, int_option
 from benchmarks.core.engine_io import RequestRecord, SamplingParams, SpecCounters
 from benchmarks.core.exit_codes import Exit
@@ -169,6 +170,6 @@ def main(args: argparse.Namespace) -> int:
     result = summary(run(cells, prompts[1:], prompts[0]))
     print(table(result))
     if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=2, default=str))
+        atomic_write_text(args.out, json.dumps(result, indent=2, default=str))
     same = all(r["identical"] == r["prompts"] for r in result["rows"])
     return Exit.OK if same else Exit.VIOLATION

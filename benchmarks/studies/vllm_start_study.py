@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
@@ -187,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
     runs = [phases(t) for t in timelines]
     print(table(runs, f"{args.preset} {args.method}" + "".join(f", {k}={v}" for k, v in {**env, **options}.items())))
     if args.out is not None:
-        args.out.write_text(json.dumps({"env": env, "cell": asdict(cell), "phases": runs,
-                                        "timelines": [{"lines": t.lines, "processes": t.processes}
-                                                      for t in timelines]}, indent=1))
+        atomic_write_text(args.out, json.dumps({"env": env, "cell": asdict(cell), "phases": runs,
+                                                "timelines": [{"lines": t.lines, "processes": t.processes}
+                                                              for t in timelines]}, indent=1))
     return Exit.OK

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from benchmarks.core import metrics
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.exit_codes import BadInput
@@ -106,6 +107,5 @@ def main(args: argparse.Namespace) -> int:
               f"speedup geomean {r['speedup_geomean']:.2f}x [{low:.2f}, {high:.2f}] (mean-TPOT ratio "
               f"{r['speedup_mean_tpot_ratio']:.2f}x), per-position {r['per_position_acceptance']}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before the run
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        atomic_write_text(args.json, json.dumps(results, indent=2) + "\n")  # checked writable before the run
     return 0

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.core.atomic import atomic_write_bytes, atomic_write_text, output_folder
 from benchmarks.core.cells import MAX_SEED
 from benchmarks.core.numbers import Bounded
 from benchmarks.data.tiny_checkpoints import (
@@ -357,13 +358,13 @@ def train_eagle3(cfg: TrainConfig, draft_cfg: dict, target: Qwen3Target, data: R
 
 def _save_bf16(out_dir: Path, config: dict, weights: dict[str, torch.Tensor]) -> None:
     """Write bf16 safetensors and config.json (with dtype bfloat16)."""
-    from safetensors.torch import save_file  # lazy: safetensors
+    from safetensors.torch import save  # lazy: safetensors
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir)
     config = {k: v for k, v in config.items() if k != "torch_dtype"} | {"dtype": "bfloat16"}
-    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    save_file({k: v.detach().to(torch.bfloat16).contiguous() for k, v in weights.items()},
-              str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    atomic_write_text(out_dir / "config.json", json.dumps(config, indent=2) + "\n")
+    atomic_write_bytes(out_dir / "model.safetensors", save({k: v.detach().to(torch.bfloat16).contiguous()
+                                                            for k, v in weights.items()}, metadata={"format": "pt"}))
 
 
 def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list[int]) -> None:
@@ -450,6 +451,6 @@ def main(args: argparse.Namespace) -> int:
                        "eagle3": float(np.mean(eagle_losses[-25:]))},
         "dflash_target_layer_ids": dcfg["dflash_config"]["target_layer_ids"],
     }
-    (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write_text(args.out / "training.json", json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["seconds"]), flush=True)
     return 0
