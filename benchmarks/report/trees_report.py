@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from benchmarks.analysis.row_records import RowRecords
 from benchmarks.analysis.tree_curve import ladder, row_tau, rows_per_step, tree_curve
 from benchmarks.core.markdown import fmt, table
-from benchmarks.core.metrics import Interval
+from benchmarks.core.metrics import Interval, ratio_bootstrap_t
 from benchmarks.core.numbers import is_number
 from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.shown import row_speedup
@@ -82,6 +82,32 @@ def curve_table(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str 
                   "τ measured", "within"], lines)
 
 
+def ratio_table(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str | None:
+    """Greedy groups only: each tree's τ over DFlash's at its best K, paired over the prompts both decoded to the same
+    tokens (lossless, so the ratio of their τ is the ratio of their verify steps: Σ chain steps / Σ tree steps), with
+    its studentized bootstrap interval over those prompts (`metrics.ratio_bootstrap_t`)."""
+    lines = []
+    for (engine, workload, temperature, batch), pairs in _groups(units, rows).items():
+        chain = [u for u, _ in _shown(pairs) if u.cell.method == "dflash"]
+        if temperature or not chain:
+            continue
+        by_prompt = {q.prompt_sha256: q for q in chain[0].reqs}
+        for u, _ in _shown(pairs):
+            if not u.cell.tree_budget:
+                continue
+            paired = [(by_prompt[q.prompt_sha256], q) for q in u.reqs if q.prompt_sha256 in by_prompt
+                      and by_prompt[q.prompt_sha256].output_ids == q.output_ids]
+            if not paired:
+                continue
+            ratio = ratio_bootstrap_t([float(len(c.accept_lengths or [])) for c, _ in paired],
+                                      [float(len(t.accept_lengths or [])) for _, t in paired])
+            lines.append([workload, str(batch), engine, u.cell.label, chain[0].cell.label, _iv(ratio),
+                          f"{len(paired)} of {len(u.reqs)}"])
+    if not lines:
+        return None
+    return table(["dataset", "B", "engine", "tree", "chain", "τ(tree) / τ(chain) [95% CI]", "prompts paired"], lines)
+
+
 def trees_markdown(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> str | None:
     """The section's body; None for a run without tree rows."""
     budgets = budget_table(units, rows)
@@ -89,6 +115,10 @@ def trees_markdown(units: Sequence[RowRecords], rows: Sequence[SummaryRow]) -> s
         return None
     parts = ["τ and speedup against the node budget (a tree of b nodes verifies b + 1 rows per request a step: its "
              "root and its nodes), beside AR and DFlash at its best K:", "", budgets]
+    ratios = ratio_table(units, rows)
+    if ratios:
+        parts += ["", "τ of each tree over DFlash's at its best K, greedy, paired over the prompts both decoded to the "
+                      "same tokens:", "", ratios]
     curve = curve_table(units, rows)
     if curve:
         parts += ["", "τ at each smaller budget from the largest budget's run: the tree at budget b is the first b "

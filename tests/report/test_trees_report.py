@@ -131,3 +131,16 @@ def test_the_trees_figure_draws_tau_and_speedup_against_the_budget(summary):
     estimate = next(line for line in ax_tau.get_lines() if "from b = 8" in str(line.get_label()))
     assert len(estimate.get_xdata()) == 8 and estimate.get_ydata()[3] == pytest.approx(1 + 17 / 16)
     assert any("dflash-k3" in str(line.get_label()) for line in ax_speed.get_lines())
+
+
+def test_tau_ratio_of_each_tree_to_the_chain_paired_over_prompts(summary):
+    """Every cell decodes each prompt to the same tokens, so each tree's τ over the chain's is Σ chain steps / Σ tree
+    steps over the four prompts: 12 / 17 at budget 4 and 12 / 16 at budget 8."""
+    md = trees_markdown(summary.units, summary.rows)
+    assert md is not None
+    rows = table_rows(md, "| dataset | B | engine | tree | chain |")
+    assert [(r[3], r[4], r[6]) for r in rows] == [("ddtree-b4", "dflash-k3", "4 of 4"),
+                                                  ("ddtree-b8", "dflash-k3", "4 of 4")]
+    assert [float(r[5].split()[0]) for r in rows] == [pytest.approx(12 / 17, abs=0.005),
+                                                      pytest.approx(12 / 16, abs=0.005)]
+    assert all("[" in r[5] for r in rows)  # an interval over the prompts
