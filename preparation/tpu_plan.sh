@@ -49,9 +49,10 @@ done
 
 WANTED=("vllm-tpu==$RELEASE")
 [ "$SOURCE" = wheels ] && WANTED+=("tpu-inference==$RELEASE")
+# pip's own view of where it looks (its files and PIP_* variables), for the message.
 INDEX="$(${PIP_PY:-python3} -m pip config list 2>/dev/null \
-  | sed -n "s/^[a-z]*\.\(index-url\|extra-index-url\|find-links\)='\(.*\)'$/\2/p" | paste -sd' ' -)"
-INDEX="${PIP_INDEX_URL:-${INDEX:-PyPI}}${PIP_FIND_LINKS:+ (and $PIP_FIND_LINKS)}"
+  | sed -n "s/^[^.]*\.\(index-url\|extra-index-url\|find-links\)='\(.*\)'$/\2/p" | sort -u | paste -sd' ' -)"
+INDEX="${INDEX:-PyPI}"
 WHY=""
 if [ -z "$PIP_PY" ]; then
   WHY="no pip on this machine to ask the package index for ${WANTED[*]}"
@@ -75,5 +76,4 @@ fi
 WHY="vLLM is absent: $WHY. A Python 3.12 (with JAX on the TPU) and a package index that has ${WANTED[*]} for it"
 WHY="$WHY would bring it (remove the venv and rerun bootstrap)"
 IFS=$'\t' read -r PY JAX < <(jax_python) || exit 1
-[ -n "${PY:-}" ] || exit 1
 printf 'jax\t%s\t%s\t%s\n' "$PY" "$JAX" "$WHY"
