@@ -16,6 +16,7 @@ from benchmarks.analysis import capacities, cost_model_compute, speculation_prof
 from benchmarks.analysis import side_by_side as beside
 from benchmarks.analysis.columns import row
 from benchmarks.analysis.crossovers import SeriesCrossover, crossovers
+from benchmarks.analysis.environments import NOT_KNOWN, UNKNOWN
 from benchmarks.analysis.row_records import Key, RowRecords, prompts_sha256
 from benchmarks.config.pairing import baseline_cell_id
 from benchmarks.hardware.provenance import EnvironmentKey, content_id, environment_key
@@ -161,14 +162,17 @@ class Summary:
     @cached_property
     def environments(self) -> dict[str, tuple[EnvironmentKey, set[str]]]:
         """Each environment the run's units were measured in (by its content id): its key and the units measured
-        there ("<label> @B=<batch size> on <workload>", as the tables name its row)."""
+        there ("<label> @B=<batch size> on <workload>", as the tables name its row); the units that name a provenance
+        whose file is gone under UNKNOWN, with a key of nothing known."""
         keys = {pid: environment_key(p["environment"]) for pid, p in self.provenances.items()}
         ids = {pid: content_id(key) for pid, key in keys.items()}
         out: dict[str, tuple[EnvironmentKey, set[str]]] = {}
         for r in self.records.all():
-            if r.provenance_id in keys:
+            if r.provenance_id:
                 unit = label_at(r.label, r.level_of(), self.manifest.cells[r.cell_id].batch_size)
-                out.setdefault(ids[r.provenance_id], (keys[r.provenance_id], set()))[1].add(f"{unit} on {r.workload}")
+                known = r.provenance_id in keys
+                where = (ids[r.provenance_id], keys[r.provenance_id]) if known else (UNKNOWN, NOT_KNOWN)
+                out.setdefault(where[0], (where[1], set()))[1].add(f"{unit} on {r.workload}")
         return out
 
     @cached_property
