@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -34,6 +35,24 @@ from benchmarks.run.groups import run_group
 
 # Ray's switch for single-node mode: every Ray process binds the loopback address only.
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+REACH_TIMEOUT_S = 5.0  # how long a cluster at RAY_ADDRESS may take to accept a connection before the run is refused
+
+
+def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """ConfigError naming `address` (RAY_ADDRESS: host:port, ray://host:port, [v6]:port) when nothing accepts a TCP
+    connection there within `timeout_s` (ray.init would wait on it without end); auto and local are not addresses."""
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"RAY_ADDRESS={address}: nothing accepts a connection at {host}:{port} within "
+                          f"{timeout_s:g} s ({why}); start the cluster there with `ray start --head` (its address is "
+                          f"what that prints), or unset RAY_ADDRESS to start a Ray on this machine") from None
 
 
 def connect() -> bool:
@@ -45,6 +64,7 @@ def connect() -> bool:
     runtime_env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
                                                                if p)}}
     if os.environ.get("RAY_ADDRESS"):
+        check_reachable(os.environ["RAY_ADDRESS"])
         try:
             ray.init(address=os.environ["RAY_ADDRESS"], runtime_env=runtime_env)
         except ConnectionError as exc:
