@@ -180,6 +180,9 @@ def run(args: argparse.Namespace) -> int:
     failed, skipped = ([r for r in result["points"] if r["status"] == s] for s in ("failed", "skipped"))
     print(f"chip-compile: {len(result['points'])} points, {len(copying)} copy a cache, {len(failed)} failed, "
           f"{len(skipped)} skipped; wrote {args.out / 'chip-compile.json'}", flush=True)
+    if failed and not any(r["status"] == "ok" for r in result["points"]):  # no point compiled: no result
+        print("chip-compile: no point was compiled (above)", flush=True)
+        return Exit.FAILED
     return Exit.VIOLATION if copying or failed else Exit.OK
 
 
