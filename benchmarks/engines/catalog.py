@@ -165,5 +165,7 @@ def batching() -> list[str]:
 
 
 def pre_run_checks(engines: list[str]) -> list[PreRun]:
-    """The pre-run checks of the engines that measure `engines` (a server's is the engine it serves'), each once."""
-    return [engine(base).pre_run_check() for base in dict.fromkeys(engine(e).base for e in engines)]
+    """The pre-run checks of the engines that measure `engines` (a server's is the engine it serves', its own where
+    that engine has no row: a server of an outside engine), each once."""
+    rows = [ENGINES.get(engine(e).base, engine(e)) for e in engines]
+    return [row.pre_run_check() for row in {r.name: r for r in rows}.values()]
