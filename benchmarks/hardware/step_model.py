@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, minimize_scalar
 
 from benchmarks.hardware.step_cost import Pass, Step
 
@@ -216,9 +216,11 @@ def check_table(checks: Sequence[Check], tolerance: float) -> list[str]:
             lines.append(f"| {c.label} | {1e3 * c.measured_s:.3f} | {1e3 * c.predicted_s:.3f} | {100 * error:+.1f} % |")
     errors = [abs(c.error) for c in checks if c.error is not None]
     worst = max(errors, default=math.nan)
+    median = float(np.median(errors)) if errors else math.nan
     over = [c.label for c in checks if c.error is not None and abs(c.error) > tolerance]
     lines.append("")
-    lines.append(f"held out: worst error {100 * worst:.1f} % over {len(errors)} point(s); "
+    lines.append(f"held out: worst error {100 * worst:.1f} %, median {100 * median:.1f} % over {len(errors)} "
+                 "point(s); "
                  + (f"ABOVE the {100 * tolerance:.0f} % target at {', '.join(over)}" if over
                     else f"every one within the {100 * tolerance:.0f} % target"))
     return lines
@@ -244,3 +246,33 @@ def calibrate(ar_steps: Sequence[Measured], peak_flops: float, bytes_per_s: floa
         pass_s = float(np.sum(a[:, 0] * rest) / np.sum(a[:, 0] ** 2))
     return Terms(max(float(pass_s), 0.0), float(request_s), bytes_per_s, bytes_per_s, peak_flops, rows_half, peak_flops,
                  dict(sources))
+
+
+def calibration_held_out(ar_steps: Sequence[Measured], peak_flops: float, bytes_per_s: float, rows_half: float,
+                         sources: Mapping[str, str]) -> list[Check]:
+    """Each point of a plain-decoding curve predicted by `calibrate` on the others (leave one out); a point whose
+    others cannot be calibrated (one batch size left) says why."""
+    out = []
+    for i, p in enumerate(ar_steps):
+        try:
+            terms = calibrate([q for j, q in enumerate(ar_steps) if j != i], peak_flops, bytes_per_s, rows_half,
+                              sources)
+        except FitError as exc:
+            out.append(Check(p.label, p.seconds, None, str(exc)))
+            continue
+        out.append(Check(p.label, p.seconds, terms.step_seconds(p.step, p.batch)))
+    return out
+
+
+def rows_half_from_rates(rates: Mapping[int, float], peak_flops: float) -> float:
+    """The `rows_half` whose efficiency rows / (rows + rows_half) of `peak_flops` best reproduces the FLOP/s measured
+    at each row count (relative least squares, over 1e-3 to 1e6 rows): the per-row term of a measured device."""
+    if not rates:
+        raise FitError("no matmul rate measured: time the matmuls by row count (study device-grid --matmul-gb)")
+
+    def cost(log_h: float) -> float:
+        h = math.exp(log_h)
+        return sum((r / (r + h) * peak_flops / rate - 1) ** 2 for r, rate in rates.items())
+
+    found = minimize_scalar(cost, bounds=(math.log(1e-3), math.log(1e6)), method="bounded")
+    return float(math.exp(found.x))

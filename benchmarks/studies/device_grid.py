@@ -14,11 +14,16 @@ the same bytes whatever their values. Per point, medians of `--repeats`:
 - the engine's step: the same loop dispatched while an earlier one runs (as the engine dispatches its loops during
   the prefill), timed from the end of that one; the host's share is what it adds to the step;
 - the roofline's step and its floor (benchmarks.hardware.step_cost: weights once, every request's KV rows, FLOPs at the
-  chip's peak).
+  chip's peak);
+- the practical roofline's step: per pass max(its bytes at the stream's measured rate, its FLOPs at the matmul rate
+  measured at its row count) (benchmarks.hardware.matmul_rate). Before the points, the grid times the device's
+  matrix-vector stream (`--stream-gb`), a large matmul and the layer's matmuls at the model's widths over 16 to 1,024
+  rows (`--matmul-gb`, `--matmul-rows`), and fits the cost model's per-row term to those rates.
 A point whose caches and work space do not fit the device's free memory is named with its bytes and skipped; one the
 budget cannot hold is dropped and named. Points above `--profile-above` times their floor where the roofline says
 memory-bound get a jax.profiler trace of one loop, its device ops summed by kind per step (`profile_ops`). OUT gets
-grid.json (rewritten after every point), grid.csv and the traces in profile.tar.gz. What the chip gave: docs/tpu.md.
+grid.json (rewritten after every point), grid.csv, the matmul rates in matmul.csv and the traces in
+profile.tar.gz. What the chip gave: docs/tpu.md.
 """
 from __future__ import annotations
 
@@ -49,17 +54,23 @@ from benchmarks.core.exit_codes import BadInput, Exit, run_alone
 from benchmarks.core.numbers import Bounded, as_float
 from benchmarks.core.paths import ROOT
 from benchmarks.hardware import step_cost
+from benchmarks.hardware.matmul_rate import ROWS
 from benchmarks.hardware.measure import available_memory_bytes
 from benchmarks.hardware.step_cost import kv_bytes_per_token
 from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
-OUTPUTS = ("grid.json", "grid.csv", "profile.tar.gz")  # what it writes into --out (checked before any work)
+# What it writes into --out (checked before any work)
+OUTPUTS = ("grid.json", "grid.csv", "matmul.csv", "profile.tar.gz")
 # The least a point takes before one has been timed (a loop's compile; qwen3-tiny's on 2 CPU cores: ~1.5 s): the
 # budget drops a point it cannot hold before the point starts, the first one too.
 MIN_POINT_S = 1.0
+MATMUL_COMPILE_S = 0.3  # the least one matmul loop's compile takes (qwen3-tiny's on 2 CPU cores): the budget's guess
+MATMUL_CALLS = 2  # scans of every stacked layer per timed loop of a matmul shape
 CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
-               "floor_ms", "ratio_to_floor", "ratio_to_stream", "roofline_ms", "memory_bound", "kv_cache_bytes",
-               "need_bytes", "compile_s", "oracle_ok", "note")
+               "floor_ms", "ratio_to_floor", "ratio_to_stream", "practical_ms", "ratio_to_practical",
+               "practical_bound", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes", "compile_s",
+               "oracle_ok", "note")
+MATMUL_COLUMNS = ("name", "n_in", "n_out", "rows", "copies", "seconds", "flops", "flops_per_s")
 
 
 @dataclass(frozen=True)
@@ -222,6 +233,7 @@ class Grid:
         }
         gb = args.stream_gb if args.stream_gb is not None else 0.25 if self.hw.platform == "cpu" else 2.0
         self.result["stream"] = self._stream(gb) if gb else None
+        self.result["matmul"] = self._matmul()
         self.traces = Path(tempfile.mkdtemp(prefix=".profile-", dir=output_folder(args.out)))  # made here, removed here
         bw = self.hw.bandwidth_bytes_per_s
         print(f"device-grid: {args.shape} ({self.result['dtype']}) on {self.hw.device}, jax {jax.__version__}; "
@@ -232,6 +244,8 @@ class Grid:
             share = f" ({st['bytes_per_s'] / bw:.0%} of it)" if bw else ""
             print(f"device-grid: stream: a matrix-vector product reads {_gb(st['bytes'])} at "
                   f"{st['bytes_per_s'] / 1e9:.0f} GB/s{share}", flush=True)
+        if self.result["matmul"]:
+            print(matmul_lines(self.result["matmul"]), flush=True)
 
     def _stream(self, gb: float) -> dict[str, float] | None:
         """The stream's bandwidth, when its matrix (and the float32 draw it is cast from) fits the free memory."""
@@ -244,6 +258,71 @@ class Grid:
             return None
         return stream_bandwidth(self.dtype, self.cfg.hidden_size, gb)
 
+    def _matmul(self) -> dict[str, Any] | None:
+        """The matmul rates (benchmarks.hardware.matmul_rate): a large matmul, then each of the layer's matmuls at
+        every row count asked, its weights stacked to about --matmul-gb; None with a note where they do not fit the
+        free memory or the budget."""
+        from benchmarks.hardware import matmul_rate, step_model  # lazy: imports jax, numpy, scipy
+
+        cpu = self.hw.platform == "cpu"
+        gb = self.args.matmul_gb if self.args.matmul_gb is not None else 0.05 if cpu else 1.0
+        rows = sorted({r for r in self.args.matmul_rows if r})
+        if not gb or not rows:
+            return None
+        n = 512 if cpu else 8192
+        shapes = [(name, n_in, n_out, max(1, round(gb * 1e9 / (n_in * n_out * self.itemsize))))
+                  for name, n_in, n_out in matmul_rate.layer_shapes(self.cfg)]
+        need = max([c * i * o * self.itemsize for _, i, o, c in shapes] + [3 * n * n * self.itemsize])
+        free, source = free_device_bytes(self.args.memory_gb)
+        predicted = self._matmul_predicted_s(shapes, rows)
+        if free is not None and need > 0.9 * free:
+            self.result["matmul_note"] = (f"not measured: {_gb(need)} of stacked weights, {_gb(free)} free "
+                                          f"({source}); give a smaller --matmul-gb")
+        elif self.left() < predicted:
+            self.result["matmul_note"] = (f"not measured: ~{predicted:.0f} s predicted, {max(self.left(), 0):.0f} s "
+                                          f"of the budget left; give fewer --matmul-rows or a larger --budget-s")
+        if "matmul_note" in self.result:
+            print(f"device-grid: matmul {self.result['matmul_note']}", flush=True)
+            return None
+        repeats = min(self.args.repeats, 5)
+        peak = matmul_rate.peak_rate(self.dtype, n, repeats=repeats)
+        measured = []
+        for name, n_in, n_out, copies in shapes:
+            seconds = matmul_rate.shape_rates(self.dtype, n_in, n_out, copies, rows, MATMUL_CALLS, repeats)
+            measured += [{"name": name, "n_in": n_in, "n_out": n_out, "rows": r, "copies": copies, "seconds": s,
+                          "flops": 2.0 * r * n_in * n_out, "flops_per_s": 2.0 * r * n_in * n_out / s}
+                         for r, s in seconds.items()]
+        rates = matmul_rate.by_rows(measured)
+        of, of_source = ((self.device.flops_per_s, f"{self.hw.device}'s datasheet peak") if self.device
+                         else (peak["flops_per_s"], "the large matmul's measured rate"))
+        return {"method": matmul_rate.METHOD, "calls": MATMUL_CALLS, "repeats": repeats, "peak": peak,
+                "shapes": measured, "by_rows": {str(r): v for r, v in rates.items()},
+                "rows_half": step_model.rows_half_from_rates(rates, of), "rows_half_of_flops_per_s": of,
+                "rows_half_of": of_source}
+
+    def _matmul_predicted_s(self, shapes: Sequence[tuple[str, int, int, int]], rows: Sequence[int]) -> float:
+        """The least the matmul rates take: a compile per loop, and at the datasheet's figures where the device has
+        them, every timed loop's matmuls."""
+        loops = 1 + 2 * min(self.args.repeats, 5)
+        compiles = (1 + len(shapes) * len(rows)) * MATMUL_COMPILE_S
+        if self.device is None:
+            return compiles
+        work = sum(loops * MATMUL_CALLS * c * max(i * o * self.itemsize / self.device.bytes_per_s,
+                                                   2.0 * r * i * o / self.device.flops_per_s)
+                   for _, i, o, c in shapes for r in rows)
+        return compiles + work
+
+    def _practical(self, step: Any) -> tuple[float, bool] | None:
+        """(The step's seconds at the practical roofline, whether it is compute-bound there), where the stream and
+        the matmul rates were measured."""
+        from benchmarks.hardware import matmul_rate  # lazy: imports jax, numpy
+
+        stream, mm = self.result["stream"], self.result["matmul"]
+        if not stream or not mm:
+            return None
+        return matmul_rate.practical_seconds(step, stream["bytes_per_s"], matmul_rate.rate_lookup(mm["shapes"]),
+                                             mm["peak"]["flops_per_s"])
+
     def elapsed(self) -> float:
         return time.perf_counter() - self.t_start
 
@@ -253,6 +332,8 @@ class Grid:
     def save(self) -> None:
         atomic_write_json(self.args.out / "grid.json", _finite(self.result))
         atomic_write_csv(self.args.out / "grid.csv", CSV_COLUMNS, self.result["points"] + self.result["skipped"])
+        if self.result["matmul"]:
+            atomic_write_csv(self.args.out / "matmul.csv", MATMUL_COLUMNS, self.result["matmul"]["shapes"])
 
     def step(self, point: Point) -> Any:
         """What one step of the point reads and computes (benchmarks.hardware.step_cost)."""
@@ -388,6 +469,12 @@ class Grid:
             stream = self.result["stream"]
             if stream:  # the step against its bytes at the bandwidth the device's own op reached
                 row["ratio_to_stream"] = figures["step_ms"] * stream["bytes_per_s"] / (1e3 * step.bytes())
+        practical = self._practical(step)
+        if practical is not None:
+            row["practical_ms"] = 1e3 * practical[0]
+            row["practical_bound"] = "compute" if practical[1] else "memory"
+            if "step_ms" in figures:
+                row["ratio_to_practical"] = figures["step_ms"] / row["practical_ms"]
         return row
 
     def predicted_s(self, point: Point) -> float:
@@ -494,12 +581,23 @@ def stream_bandwidth(dtype: Any, width: int, gb: float, n: int = 8, repeats: int
     return {"bytes": nbytes, "seconds": seconds, "bytes_per_s": nbytes / seconds}
 
 
+def matmul_lines(mm: dict[str, Any]) -> str:
+    """The matmul rates in words: the peak, the rate at each row count, the per-row term fitted to them."""
+    peak = mm["peak"]
+    rows = ", ".join(f"{r} rows {v / 1e12:.3g}" for r, v in mm["by_rows"].items())
+    return (f"device-grid: matmul: {peak['n']}^3 at {peak['flops_per_s'] / 1e12:.3g} TFLOP/s; the layer's matmuls "
+            f"at the model's widths: {rows} TFLOP/s; per-row term rows / (rows + {mm['rows_half']:.0f}) of "
+            f"{mm['rows_half_of_flops_per_s'] / 1e12:.3g} TFLOP/s ({mm['rows_half_of']}); timed: {mm['method']}")
+
+
 def point_line(r: dict[str, Any]) -> str:
     """One measured point in words."""
     bound = {True: "memory-bound", False: "compute-bound", None: "bound unknown"}[r["memory_bound"]]
     line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} step {r['step_ms']:8.3f} ms | floor "
             f"{as_float(r['floor_ms']):8.3f} ms ({as_float(r['ratio_to_floor']):.2f}x"
-            + (f", {r['ratio_to_stream']:.2f}x at the stream's" if r.get("ratio_to_stream") else "") + "), roofline "
+            + (f", {r['ratio_to_stream']:.2f}x at the stream's" if r.get("ratio_to_stream") else "") + ")"
+            + (f" | practical {r['practical_ms']:8.3f} ms ({r['ratio_to_practical']:.2f}x, {r['practical_bound']})"
+               if r.get("ratio_to_practical") else "") + ", roofline "
             f"{as_float(r['roofline_ms']):8.3f} ms ({bound}) | "
             f"host {r['host_ms']:+.4f} ms ({100 * r['host_share']:+.2f} %), a call {r['call_ms']:.2f} ms | "
             f"KV {_gb(r['kv_cache_bytes'])} | compile {r['compile_s']:.1f} s")
@@ -577,6 +675,11 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--stream-gb", type=Bounded(float, 0, 8),
                     help="GB of the matrix whose matrix-vector product measures the read bandwidth (default 2 on an "
                          "accelerator, 0.25 on a CPU; 0: none)")
+    ap.add_argument("--matmul-gb", type=Bounded(float, 0, 8),
+                    help="GB of each layer matmul's stacked weights when its rate is timed by row count (default 1 "
+                         "on an accelerator, 0.05 on a CPU; 0: no matmul rates, no practical roofline)")
+    ap.add_argument("--matmul-rows", type=Bounded(int, 0, 65536, many=True), default=ROWS,
+                    help="the row counts the layer's matmuls are timed at (0: none)")
     ap.add_argument("--out", type=Path, help="output folder (default results/device-check/grid-<shape>)")
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.cli import main
 from benchmarks.core.paths import ROOT
+from benchmarks.hardware import matmul_rate
 from benchmarks.studies import device_grid
 from benchmarks.studies.device_summary import grid_lines
 
@@ -16,15 +17,26 @@ pytestmark = pytest.mark.jax
 
 def grid_args(tmp_path, **over):
     args = dict(shape="qwen3-tiny", dtype=None, batch=(1, 2), context=(256,), ks=(0, 3), steps=3, repeats=2,
-                budget_s=600.0, memory_gb=None, profile_above=0.0, profile_max=1, stream_gb=0.0, out=tmp_path / "grid")
+                budget_s=600.0, memory_gb=None, profile_above=0.0, profile_max=1, stream_gb=0.0, matmul_gb=0.0,
+                matmul_rows=(16, 64), out=tmp_path / "grid")
     return argparse.Namespace(**(args | over))
 
 
 def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
-    code = device_grid.Grid(grid_args(tmp_path, stream_gb=0.01)).run(device_grid.order((1, 2), (256,), (0, 3)))
-    assert code == 0
+    grid = device_grid.Grid(grid_args(tmp_path, stream_gb=0.01, matmul_gb=0.002))
+    assert grid.run(device_grid.order((1, 2), (256,), (0, 3))) == 0
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
-    stream = g["stream"]
+    stream, mm = g["stream"], g["matmul"]
+    # the matmul rates: a large matmul, and the layer's four matmuls at the model's widths at each row count asked
+    assert mm["peak"]["flops_per_s"] == pytest.approx(mm["peak"]["flops"] / mm["peak"]["seconds"])
+    assert "block_until_ready" in mm["method"] and "median" in mm["method"] and mm["repeats"] == 2
+    assert {(m["name"], m["rows"]) for m in mm["shapes"]} == {(n, r) for n in ("qkv_proj", "o_proj", "gate_up_proj",
+                                                                              "down_proj") for r in (16, 64)}
+    for m in mm["shapes"]:
+        assert m["flops"] == 2.0 * m["rows"] * m["n_in"] * m["n_out"] and m["copies"] >= 1
+        assert m["flops_per_s"] == pytest.approx(m["flops"] / m["seconds"])
+    assert sorted(mm["by_rows"]) == ["16", "64"] and 0 < mm["rows_half"] < 1e6
+    assert (tmp_path / "grid" / "matmul.csv").read_text().count("\n") == 1 + len(mm["shapes"])
     assert stream["bytes"] > 5e6 and stream["seconds"] > 0
     assert stream["bytes_per_s"] == pytest.approx(stream["bytes"] / stream["seconds"])
     assert [(p["batch"], p["k"]) for p in g["points"]] == [(1, 0), (2, 0), (1, 3), (2, 3)]  # plain decoding first
@@ -35,6 +47,13 @@ def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
         assert p["ratio_to_stream"] == pytest.approx(p["step_ms"] * stream["bytes_per_s"] / (1e3 * p["step_bytes"]))
         assert p["host_ms"] == pytest.approx(p["engine_step_ms"] - p["step_ms"])
         assert p["kv_cache_bytes"] > 0 and p["need_bytes"] > p["kv_cache_bytes"]
+        # the practical roofline: per pass its bytes at the stream's rate or its FLOPs at the measured rates
+        practical, compute = matmul_rate.practical_seconds(grid.step(device_grid.Point(p["batch"], 256, p["k"])),
+                                                           stream["bytes_per_s"], matmul_rate.rate_lookup(mm["shapes"]),
+                                                           mm["peak"]["flops_per_s"])
+        assert p["practical_ms"] == pytest.approx(1e3 * practical) and p["practical_ms"] > 0
+        assert p["practical_bound"] == ("compute" if compute else "memory")
+        assert p["ratio_to_practical"] == pytest.approx(p["step_ms"] / p["practical_ms"])
     by = {(p["batch"], p["k"]): p for p in g["points"]}
     assert by[(2, 0)]["kv_cache_bytes"] == 2 * by[(1, 0)]["kv_cache_bytes"]  # every request's cache
     assert by[(1, 3)]["step_bytes"] > by[(1, 0)]["step_bytes"]  # the draft's weights and lm_head read again
@@ -49,6 +68,8 @@ def test_a_grid_in_another_dtype_says_so_and_a_fit_in_the_wrong_one_is_refused(t
     assert device_grid.Grid(args).run(device_grid.order((1,), (256,), (0,))) == 0
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     assert g["dtype"] == "bfloat16" and g["points"][0]["status"] == "ok"
+    # as a v5e's grid would record it (a CPU's is refused for --chip before its dtype is read)
+    (tmp_path / "grid" / "grid.json").write_text(json.dumps(g | {"platform": "tpu", "device": "TPU v5 lite"}))
     assert main(["cost-model", "--chip", "v5e", "--fit-from", str(tmp_path / "grid"), "--dtype", "float32",
                  "--tau-from", str(ROOT / "results" / "reference" / "tpu_v5p_qwen3_4b.csv")]) == 2
     assert "the grid was timed in bfloat16, the steps are priced in float32; give --dtype bfloat16" in \
@@ -79,16 +100,27 @@ def test_a_point_that_does_not_fit_is_named_with_its_bytes_and_one_past_the_budg
 def test_a_budget_below_the_first_points_cost_runs_nothing_and_says_so(tmp_path, capsys):
     """The budget is checked before the first point too (from its predicted cost), and a grid that measured nothing
     does not exit 0; its outputs are whole, and the stream that does not fit the memory is named, not drawn."""
-    grid = device_grid.Grid(grid_args(tmp_path, budget_s=1.0, stream_gb=8.0, memory_gb=1.0))
+    grid = device_grid.Grid(grid_args(tmp_path, budget_s=1.0, stream_gb=8.0, memory_gb=1.0, matmul_gb=8.0))
     assert grid.run(device_grid.order((1,), (256,), (0,))) == 4  # NOT_CHECKED: dropped for time
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     assert g["points"] == [] and g["dropped"][0].startswith("B=1 context=256 K=0: need ~")
     assert g["stream"] is None and g["stream_note"].startswith("not measured: 16.00 GB to draw its matrix")  # float32
+    assert g["matmul"] is None and g["matmul_note"].startswith("not measured: 8.00 GB of stacked weights")
     assert "no point was measured" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == ["grid.csv", "grid.json"]  # no trace folder
 
 
-@pytest.mark.parametrize("name", ["grid.json", "grid.csv", "profile.tar.gz"])
+def test_matmul_rates_the_budget_cannot_hold_are_named_not_measured(tmp_path):
+    """Their compiles alone (a loop per shape and row count) are more than a 1 s budget: not measured, and no
+    practical roofline."""
+    grid = device_grid.Grid(grid_args(tmp_path, budget_s=1.0, matmul_gb=0.001))
+    assert grid.result["matmul"] is None
+    assert grid.result["matmul_note"].startswith("not measured: ~3 s predicted") and "--matmul-rows" in \
+        grid.result["matmul_note"]
+    assert grid.row(device_grid.Point(1, 256, 0), "skipped").get("practical_ms") is None
+
+
+@pytest.mark.parametrize("name", ["grid.json", "grid.csv", "matmul.csv", "profile.tar.gz"])
 def test_an_output_that_is_a_link_is_refused_before_any_work(tmp_path, capsys, name):
     """A link where an output goes (into a user's file) is refused, the file untouched; so is a linked --out."""
     users = tmp_path / "users.txt"
