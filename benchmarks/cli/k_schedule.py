@@ -19,13 +19,14 @@ from benchmarks.analysis.k_schedule_compute import schedule_of
 from benchmarks.analysis.summary import Summary, summarize_run
 from benchmarks.analysis.tree_curve import PATHS, ladder, tree_curve
 from benchmarks.cli.report import run_folder
+from benchmarks.config.inputs import InputProblems, model_config
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.atomic import atomic_write_text, output_folder
 from benchmarks.core.cells import Cell
 from benchmarks.core.exit_codes import Exit
 from benchmarks.core.guarded import read_csv_text
 from benchmarks.core.metrics import mean_interval
-from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig, read_config
+from benchmarks.core.shapes import SHAPES, DraftConfig, ModelConfig
 from benchmarks.decide import k_schedules
 from benchmarks.hardware import measure, roofline, step_model
 from benchmarks.hardware.chips import CHIPS
@@ -49,15 +50,26 @@ def run_engine(cells: list[Cell], args: argparse.Namespace, itemsize: int) -> An
     if not dflash:
         raise ConfigError(f"{args.tau_from}: the run has no dflash cell to take τ from")
     top = max(dflash, key=lambda c: c.k)
-    dcfg = DraftConfig.from_hf(read_config(str(top.draft)))
+    dcfg = DraftConfig.from_hf(_model_config(str(top.draft), "draft", args.tau_from))
     queries = top.k + 1 if top.engine_options.get("draft_queries") == "k+1" else dcfg.block_size
     if args.shape:  # the run's draft depth and taps at the named target's widths
         shape = SHAPES[args.shape]
         layers = dataclasses.replace(shape, num_layers=dcfg.layers.num_layers, qk_norm=True)
     else:
-        shape, layers = ModelConfig.from_hf(read_config(top.target)), dcfg.layers
+        shape, layers = ModelConfig.from_hf(_model_config(top.target, "target", args.tau_from)), dcfg.layers
     return Engine(shape, layers, len(dcfg.target_layer_ids), top.k or dcfg.block_size - 1, queries, args.context,
                   itemsize)
+
+def _model_config(ref: str, role: str, run: Path) -> Any:
+    """The config.json of a run's model (a folder, or a hub id's cached snapshot); ConfigError, or Lacking with the
+    command that fetches it, where this machine cannot read it."""
+    found = InputProblems()
+    config = model_config(ref, role, f"--tau-from {run}", found)
+    found.raise_any()
+    if config is None:
+        raise ConfigError(f"--tau-from {run}: {role} {ref!r} has no config.json to price its steps by; give --shape")
+    return config
+
 
 DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
 OUT_FOLDER = "k_schedule"

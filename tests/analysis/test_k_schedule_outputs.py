@@ -50,3 +50,10 @@ def test_a_rising_curve_is_taken(tmp_path):
     table = tmp_path / "curve.csv"
     table.write_text("batch_size,tok_per_s_total\n1,100\n8,700\n64,3000\n")
     assert published_points(table) == pytest.approx({1: 10.0, 8: 8e3 / 700, 64: 64e3 / 3000})
+
+
+def test_a_runs_model_this_machine_cannot_read_is_named_not_a_traceback(tmp_path, capsys):
+    run = write_run(tmp_path / "run")  # its draft is named "d": no model folder, no hub id
+    assert main(["cost-model", "--chip", "v5p", "--tau-from", str(run), "--shape", "qwen3-4b", "--schedule"]) == 2
+    err = capsys.readouterr().err
+    assert f"--tau-from {run}: draft 'd': no such model folder" in err and "Traceback" not in err
