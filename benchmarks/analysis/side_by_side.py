@@ -31,6 +31,7 @@ class SideBySide:
     strongest: bool
     slower: bool | None  # None: no interval to decide from
     apart: bool
+    flip_shift: float | None = None  # apart: the host shift between the cells that would flip `slower`
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def side_by_side(units: list[RowRecords], rows: list[SummaryRow]) -> list[SideBy
         out.append(SideBySide(u.workload, u.cell.temperature, u.cell.engine, r.label,
                               own.tpot_ms_mean if own else None, r.tpot_ms_mean, r.tau,
                               u.speedup if u.speculative else None, u.over_strongest, u.cell_id == best.cell_id,
-                              best.slower(u.over_strongest), u.apart_from_strongest))
+                              best.slower(u.over_strongest), u.apart_from_strongest,
+                              best.flip_shift(u.over_strongest) if u.apart_from_strongest else None))
     return out
 
 

@@ -32,11 +32,15 @@ def engines_markdown(s: Summary) -> str | None:
              "a cell shown slower than that baseline (one-sided p < 0.025 on those other prompts: the choice saw none "
              "of them, so no correction for the candidates); **apart** marks a cell of another engine that did not "
              "run interleaved with it: a change of the host's speed between the two is not seen by the comparison "
-             "(run the matrix with `interleave: true` to see it).", "",
+             "(run the matrix with `interleave: true` to see it), with the change between the two cells that would "
+             "flip its verdict (a host that much slower during a cell shown slower explains it; that much faster "
+             "during a cell not shown slower would hide a slowdown).", "",
              "| dataset | T | engine | method | AR TPOT ms | TPOT ms | τ | over own AR | over strongest | |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in s.side_by_side:
-        marks = ["strongest baseline" if c.strongest else "slower" if c.slower else ""] + (["apart"] if c.apart else [])
+        apart = ["apart" + (f": flips at a {100 * c.flip_shift:.1f} % host shift" if c.flip_shift is not None
+                            and c.flip_shift > 0 else "")] if c.apart else []
+        marks = ["strongest baseline" if c.strongest else "slower" if c.slower else ""] + apart
         mark = ", ".join(m for m in marks if m)
         lines.append(f"| {c.workload} | {c.temperature:g} | {c.engine} | {c.label} | {fmt(c.own_ar_tpot_ms, 3)} | "
                      f"{fmt(c.tpot_ms, 3)} | {fmt(c.tau, 2)} | {_with_ci(c.over_own)} | "
