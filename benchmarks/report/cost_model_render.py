@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.analysis.cost_model_compute import Engine, Group, Tau, chip_rows, first_batch, fitted_rows, group_table
+from benchmarks.analysis.per_row import PerRow
+from benchmarks.core import metrics
 from benchmarks.core.markdown import fmt
 from benchmarks.hardware import roofline, step_model
 from benchmarks.records.summary_row import SummaryRow
@@ -159,4 +161,41 @@ def fitted_batch_markdown(engine: Engine, terms: step_model.Terms, taus: Sequenc
         lines.append(f"| {t.dataset} | {t.tau:.2f} | "
                      + " | ".join(f"{rows[b][i]['speedup']:.2f} ({rows[b][i]['tok_per_s']:.0f})" for b in batches)
                      + " |")
+    return "\n".join(lines)
+
+
+def _span(values: Sequence[float], fmt_one: str = "{:.2f}") -> str:
+    """'low–high' of the values, one value where they agree to the digits shown."""
+    low, high = fmt_one.format(min(values)), fmt_one.format(max(values))
+    return low if low == high else f"{low}–{high}"
+
+
+def range_markdown(engine: Engine, steps: Mapping[int, Sequence[tuple[PerRow, float, float]]], taus: Sequence[Tau],
+                   source: str) -> str:
+    """The speculative curve of a plain-decoding calibration as a range over the measured per-row terms (`steps`:
+    per B, each term's AR and DFlash step seconds, per_row.at_batches), per B the steps and per dataset the speedup
+    and its ratio to the first B's under the same term."""
+    batches = sorted(steps)
+    per_rows = [pr for pr, _, _ in steps[batches[0]]]
+    lines = ["A plain-decoding curve runs one row a request: it cannot show a matmul's efficiency at the many rows a "
+             "verify multiplies (the per-row term). So the speculative curve is a range over the per-row terms "
+             "measured on the devices we have, the curve calibrated once with each:", "",
+             *(f"- {pr.device}: rows / (rows + {pr.rows_half:.0f}) of the peak ({pr.how})" for pr in per_rows), "",
+             f"τ from {source}; K = {engine.k}, {engine.queries} draft queries, {engine.draft_layers.num_layers} draft "
+             f"layers, context {engine.context} per request.", "",
+             "| B | AR step ms | DFlash step ms | DFlash step (AR steps) |", "|---|---|---|---|"]
+    for b in batches:
+        at = steps[b]
+        lines.append(f"| {b} | {_span([1e3 * a for _, a, _ in at], '{:.3f}')} | "
+                     f"{_span([1e3 * s for _, _, s in at], '{:.3f}')} | {_span([s / a for _, a, s in at])} |")
+    lines += ["", f"Speedup per dataset and B over the per-row terms (in brackets: its ratio to B = {batches[0]}'s "
+                  f"under the same term):", "",
+              "| dataset | τ | " + " | ".join(f"B = {b}" for b in batches) + " |", "|" + "---|" * (len(batches) + 2)]
+    for t in taus:
+        first = [metrics.predicted_speedup(t.tau, a, s) for _, a, s in steps[batches[0]]]
+        cells = []
+        for b in batches:
+            speed = [metrics.predicted_speedup(t.tau, a, s) for _, a, s in steps[b]]
+            cells.append(f"{_span(speed)} ({_span([x / f for x, f in zip(speed, first)])})")
+        lines.append(f"| {t.dataset} | {t.tau:.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -265,7 +265,7 @@ class Grid:
         from benchmarks.hardware import matmul_rate, step_model  # lazy: imports jax, numpy, scipy
 
         cpu = self.hw.platform == "cpu"
-        gb = self.args.matmul_gb if self.args.matmul_gb is not None else 0.05 if cpu else 1.0
+        gb = self.args.matmul_gb if self.args.matmul_gb is not None else 0.01 if cpu else 1.0
         rows = sorted({r for r in self.args.matmul_rows if r})
         if not gb or not rows:
             return None
@@ -677,7 +677,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                          "accelerator, 0.25 on a CPU; 0: none)")
     ap.add_argument("--matmul-gb", type=Bounded(float, 0, 8),
                     help="GB of each layer matmul's stacked weights when its rate is timed by row count (default 1 "
-                         "on an accelerator, 0.05 on a CPU; 0: no matmul rates, no practical roofline)")
+                         "on an accelerator, 0.01 on a CPU; 0: no matmul rates, no practical roofline)")
     ap.add_argument("--matmul-rows", type=Bounded(int, 0, 65536, many=True), default=ROWS,
                     help="the row counts the layer's matmuls are timed at (0: none)")
     ap.add_argument("--out", type=Path, help="output folder (default results/device-check/grid-<shape>)")
