@@ -3,8 +3,8 @@
 Measured on the device (study device-grid), as its matrix-vector stream is:
 - the peak: an n x n x n matmul in the step's dtype (the most FLOP/s the device's compiler reaches);
 - by row count: each of a layer's matmuls at the model's widths (hidden x qkv, q x hidden, hidden x 2·intermediate,
-  intermediate x hidden) over 16 to 1,024 rows, the weights stacked in `copies` layers and scanned as the engine
-  scans its layers, so that each one streams from memory.
+  intermediate x hidden) over 16 to 1,024 rows, over `copies` weights of that shape, each its own array and the
+  chain unrolled as the engine runs its layers, so that each one streams from memory.
 
 Every figure is timed the same way (`METHOD`). The practical roofline of a step (`practical_seconds`) charges each
 pass max(its bytes at the measured stream rate, its matmul FLOPs at the measured rate at their row count plus its
@@ -65,18 +65,18 @@ def peak_rate(dtype: Any, n: int, calls: int = 4, repeats: int = 5) -> dict[str,
 
 def shape_rates(dtype: Any, n_in: int, n_out: int, copies: int, rows: Sequence[int], calls: int = 2,
                 repeats: int = 5) -> dict[int, float]:
-    """Seconds of one [r, n_in] x [n_in, n_out] matmul at each r of `rows`: `copies` weights stacked and scanned (a
-    layer each, as the engine scans its layers), each output cut or tiled back to n_in columns as the next input."""
-    import jax  # lazy: jax
+    """Seconds of one [r, n_in] x [n_in, n_out] matmul at each r of `rows`: a chain over `copies` weights, each its
+    own array (a layer each, unrolled as the engine runs its layers), each output cut or tiled back to n_in columns
+    as the next input."""
     import jax.numpy as jnp  # lazy: jax
 
-    weights = jnp.full((copies, n_in, n_out), 1.0 / n_in, dtype)
+    weights = [jnp.full((n_in, n_out), 1.0 / n_in, dtype) for _ in range(copies)]
 
-    def layers(x: Any, stacked: Any) -> Any:
-        def one(h: Any, w: Any) -> tuple[Any, None]:
-            y = jnp.dot(h, w, preferred_element_type=jnp.float32).astype(dtype)
-            return jnp.tile(y, (1, -(-n_in // n_out)))[:, :n_in], None
-        return jax.lax.scan(one, x, stacked)[0]
+    def layers(x: Any, ws: list[Any]) -> Any:
+        for w in ws:
+            y = jnp.dot(x, w, preferred_element_type=jnp.float32).astype(dtype)
+            x = jnp.tile(y, (1, -(-n_in // n_out)))[:, :n_in]
+        return x
 
     return {r: loop_seconds(layers, jnp.ones((r, n_in), dtype), weights, calls, repeats) / copies for r in rows}
 

@@ -65,7 +65,7 @@ OUTPUTS = ("grid.json", "grid.csv", "matmul.csv", "profile.tar.gz")
 # budget drops a point it cannot hold before the point starts, the first one too.
 MIN_POINT_S = 1.0
 MATMUL_COMPILE_S = 0.3  # the least one matmul loop's compile takes (qwen3-tiny's on 2 CPU cores): the budget's guess
-MATMUL_CALLS = 2  # scans of every stacked layer per timed loop of a matmul shape
+MATMUL_CALLS = 2  # passes over every copy of a matmul shape per timed loop
 CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
                "floor_ms", "ratio_to_floor", "ratio_to_stream", "practical_ms", "ratio_to_practical",
                "practical_bound", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes", "compile_s",
@@ -260,8 +260,8 @@ class Grid:
 
     def _matmul(self) -> dict[str, Any] | None:
         """The matmul rates (benchmarks.hardware.matmul_rate): a large matmul, then each of the layer's matmuls at
-        every row count asked, its weights stacked to about --matmul-gb; None with a note where they do not fit the
-        free memory or the budget."""
+        every row count asked, over copies of its weight that make about --matmul-gb; None with a note where they do
+        not fit the free memory or the budget."""
         from benchmarks.hardware import matmul_rate, step_model  # lazy: imports jax, numpy, scipy
 
         cpu = self.hw.platform == "cpu"
