@@ -14,6 +14,7 @@ from benchmarks.core.paths import ROOT
 READS = re.compile(r'(?:environ(?:\.get|\.setdefault|\.pop)?\s*[\[(]\s*|getenv\(\s*|read_number\(\s*|'
                    r'\b[A-Z_]*ENV[A-Z_]*\s*=\s*)"([A-Z][A-Z0-9_]*)"')  # a read, or a constant naming what is read
 MATRIX = ROOT / "configs" / "matrices" / "tiny-acceptance.yaml"
+PUBLISHED = ROOT / "results" / "reference" / "tpu_v5p_qwen3_4b.csv"
 
 
 def test_every_declared_variable_the_package_reads_is_checked_at_the_front_door():
@@ -40,5 +41,5 @@ def test_good_values_pass_the_front_door(monkeypatch, capsys, tmp_path):
     for name, value in (("DFLASH_BANDWIDTH_GBS", "819"), ("RAY_ADDRESS", "auto"), ("PLATFORM", "cpu"),
                         ("DFLASH_RUNS_DIR", str(tmp_path / "runs"))):
         monkeypatch.setenv(name, value)
-    assert main(["validate", str(MATRIX)]) == 0
-    assert "ok" in capsys.readouterr().out
+    assert main(["cost-model", "--chip", "v5p", "--tau-from", str(PUBLISHED)]) == 0
+    assert "Predicted on TPU v5p" in capsys.readouterr().out
