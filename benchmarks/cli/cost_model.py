@@ -134,7 +134,8 @@ def chip_main(args: argparse.Namespace) -> int:
         pairs = list(dict.fromkeys(zip(frame["target"], frame["temperature"])))
         if len(pairs) > 1:
             raise ConfigError(f"--tau-from {args.tau_from}: its dflash rows mix {len(pairs)} (target, temperature) "
-                              f"pairs ({'; '.join(f'{t} at T = {temp:g}' for t, temp in pairs)}), and one τ per "
+                              f"pairs ({'; '.join(f'{t} at T = {temp:g}' for t, temp in pairs[:6])}"
+                              f"{f'; and {len(pairs) - 6} more' if len(pairs) > 6 else ''}), and one τ per "
                               f"dataset prices one target at one temperature; give a table of one pair")
         engine, taus = _reference_engine(frame, args, itemsize), cm.reference_taus(frame)
         about = [frame[c].iloc[0] for c in ("hardware", "harness", "source")]
