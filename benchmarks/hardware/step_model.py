@@ -129,10 +129,11 @@ def identify(points: Sequence[Measured]) -> str | None:
 
 
 def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: float,
-        sources: Mapping[str, str] | None = None, ceiling: bool = False) -> Terms:
+        sources: Mapping[str, str] | None = None, ceiling: bool = False, rows_half: float | None = None) -> Terms:
     """The terms that best reproduce `points` in relative least squares (each step's error as a fraction of it),
     started from the memory-bound steps' linear fit. FitError where the points cannot tell the terms apart.
 
+    rows_half: the per-row term as measured (the device's matmul rates by row count), held there; None: fitted.
     ceiling: no bandwidth above the nominal one (a chip's datasheet figure, which nothing reads faster than). Where
     every step reads the weights once, the per-pass cost and the weights' bandwidth trade against each other; a
     chip's fit is held to bandwidths it can have."""
@@ -163,8 +164,11 @@ def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: floa
     if ceiling:
         low[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in low[2:4]]
         high[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in high[2:4]]
+    starts = (1.0, 32.0, 256.0, 2048.0)
+    if rows_half is not None:  # held at the measured value (a bound of no width is refused: one of 1e-9 in its log)
+        low[4], high[4], starts = math.log(rows_half) - 1e-9, math.log(rows_half) + 1e-9, (rows_half,)
     best = min((least_squares(residuals, np.clip([pass_s, request_s, inv_bw, inv_kv, math.log(h), inv_attn], low, high),
-                              bounds=(low, high), x_scale=scale) for h in (1.0, 32.0, 256.0, 2048.0)),
+                              bounds=(low, high), x_scale=scale) for h in starts),
                key=lambda r: r.cost)
     return dataclasses.replace(terms_of(best.x), sources=dict(sources or {}))
 
@@ -184,20 +188,22 @@ class Check:
 
 
 def held_out(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: float,
-             fitted_on: Callable[[Measured], bool] | None = None, ceiling: bool = False) -> list[Check]:
+             fitted_on: Callable[[Measured], bool] | None = None, ceiling: bool = False,
+             rows_half: float | None = None) -> list[Check]:
     """Each point predicted without it: leave one out (default), or, with `fitted_on`, every point it rejects
-    predicted by the terms fitted on those it keeps (`fit`'s ceiling as given)."""
+    predicted by the terms fitted on those it keeps (`fit`'s ceiling and measured rows_half as given)."""
     if fitted_on is not None:
         kept = [p for p in points if fitted_on(p)]
         try:
-            terms = fit(kept, peak_flops, nominal_bytes_per_s, ceiling=ceiling)
+            terms = fit(kept, peak_flops, nominal_bytes_per_s, ceiling=ceiling, rows_half=rows_half)
         except FitError as exc:
             return [Check(p.label, p.seconds, None, str(exc)) for p in points if not fitted_on(p)]
         return [Check(p.label, p.seconds, terms.step_seconds(p.step, p.batch)) for p in points if not fitted_on(p)]
     out = []
     for i, p in enumerate(points):
         try:
-            terms = fit([q for j, q in enumerate(points) if j != i], peak_flops, nominal_bytes_per_s, ceiling=ceiling)
+            terms = fit([q for j, q in enumerate(points) if j != i], peak_flops, nominal_bytes_per_s, ceiling=ceiling,
+                        rows_half=rows_half)
         except FitError as exc:
             out.append(Check(p.label, p.seconds, None, str(exc)))
             continue

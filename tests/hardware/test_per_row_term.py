@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.core.shapes import SHAPES
+from benchmarks.core.shapes import SHAPES, released_draft
 from benchmarks.hardware import step_cost
 from benchmarks.hardware import step_model as sm
 
@@ -43,3 +43,20 @@ def test_a_point_off_the_curve_shows_in_its_own_left_out_error_and_a_pair_cannot
     assert "ABOVE the 10 % target at B=8" in sm.check_table(checks, 0.10)[-1]
     pair = sm.calibration_held_out(curve(1e-3, 0.05e-3, batches=(1, 8)), PEAK, BW, 0.0, {})
     assert all(c.predicted_s is None and "one batch size" in c.why for c in pair)
+
+
+def test_a_fit_holds_the_per_row_term_where_it_was_measured():
+    draft = released_draft(CFG)
+    planted = sm.Terms(0.6e-3, 0.25e-3, 760e9, 420e9, 20e12, 120.0, PEAK)
+
+    def step(b, c, k):
+        return step_cost.ar_step(CFG, c, 2, b) if k == 0 else step_cost.dflash_step(
+            CFG, draft.layers, len(draft.target_layer_ids), k, draft.block_size, c, 2, b)
+
+    points = [sm.Measured(f"B={b} ctx={c} K={k}", step(b, c, k), b, planted.step_seconds(step(b, c, k), b))
+              for k in (0, 15) for b in (1, 4, 16, 64) for c in (256, 2048, 8192) if b * c <= 32768]
+    fitted = sm.fit(points, PEAK, BW, rows_half=120.0)  # the planted value: every other term recovered
+    assert fitted.rows_half == pytest.approx(120.0, rel=1e-6)
+    assert fitted.bytes_per_s == pytest.approx(760e9, rel=0.02) and fitted.pass_s == pytest.approx(0.6e-3, rel=0.02)
+    held = sm.fit(points, PEAK, BW, rows_half=30.0)  # another measured value: held, the others absorb it
+    assert held.rows_half == pytest.approx(30.0, rel=1e-6)
