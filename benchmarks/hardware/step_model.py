@@ -164,7 +164,7 @@ def fit(points: Sequence[Measured], peak_flops: float, nominal_bytes_per_s: floa
     if ceiling:
         low[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in low[2:4]]
         high[2:4] = [max(v, 1 / nominal_bytes_per_s) for v in high[2:4]]
-    starts = (1.0, 32.0, 256.0, 2048.0)
+    starts: tuple[float, ...] = (1.0, 32.0, 256.0, 2048.0)
     if rows_half is not None:  # held at the measured value (a bound of no width is refused: one of 1e-9 in its log)
         low[4], high[4], starts = math.log(rows_half) - 1e-9, math.log(rows_half) + 1e-9, (rows_half,)
     best = min((least_squares(residuals, np.clip([pass_s, request_s, inv_bw, inv_kv, math.log(h), inv_attn], low, high),
