@@ -120,6 +120,7 @@ class JaxEngine:
         t0 = time.perf_counter()
         target_path = resolve_checkpoint(cell.target)
         tcfg, tparams = load_target(target_path, str(opts["dtype"]))
+        tcfg = M.with_attention(tcfg, str(opts["attention"]))
         dtype = resolve_dtype(str(opts["dtype"]), json.loads((target_path / "config.json").read_text()))
         M.full_precision(dtype)
         dcfg = dparams = None
@@ -146,7 +147,7 @@ class JaxEngine:
             "dtype": jnp.dtype(dtype).name,
             "matmul_precision": jax.config.jax_default_matmul_precision or "default",
             "max_model_len": self.decoder.max_model_len, "prefill_buckets": self.decoder.buckets,
-            "weight_layout": tcfg.weight_layout,
+            "weight_layout": tcfg.weight_layout, "attention": M.attention_of(tcfg),
             "draft_queries": self.decoder.num_queries if dcfg else None, "eos_token_ids": list(self.eos),
             "weight_bytes_per_step": weights.weight_bytes(), "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s,
             "bandwidth_source": self.hw.bandwidth_source, "step_floor_s": floor_s, "floor_note": why,

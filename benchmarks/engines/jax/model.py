@@ -12,6 +12,7 @@ The model's shape (ModelConfig, the named SHAPES, reading config.json) is benchm
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 from functools import partial, reduce
 from typing import Any
 
@@ -20,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.core.shapes import ModelConfig
+from benchmarks.engines.jax.jax_options import ATTENTION
+from benchmarks.engines.jax.pallas_attention import cache_attention
 
 # Params: one dict per layer. The layer loop is unrolled, as in gpt-fast, so that every weight is read in place, never
 # sliced out of a stacked array (XLA's CPU backend copies a slice before a matmul reads it); q/k/v and gate/up are
@@ -34,6 +37,27 @@ from benchmarks.core.shapes import ModelConfig
 Params = dict[str, Any]
 Cache = dict[str, jax.Array]  # {"k", "v"}: [L, KVH, max_len, D], every layer's rows in one array
 CACHE_AXIS = 1  # the batch axis of a batch's caches, [L, B, KVH, S, D]; every other batched array has it first
+
+
+@dataclass(frozen=True)
+class TargetConfig(ModelConfig):
+    """A target's shape with how the decoder computes its attention over the cache: "xla" (`attend` over the cache's
+    slice, one fused XLA op) or "pallas" (pallas_attention.cache_attention, reading the layer from the whole cache)."""
+
+    attention: str = "xla"
+
+
+def with_attention(cfg: ModelConfig, attention: str) -> ModelConfig:
+    """cfg with the decoder's attention set; "xla" gives back a plain ModelConfig (the default path's cfg)."""
+    if attention not in ATTENTION:
+        raise ValueError(f"attention {attention!r}: one of {ATTENTION}")
+    base = {f.name: getattr(cfg, f.name) for f in fields(ModelConfig)}
+    return ModelConfig(**base) if attention == "xla" else TargetConfig(**base, attention=attention)
+
+
+def attention_of(cfg: ModelConfig) -> str:
+    """The decoder's attention for cfg: "xla" unless cfg is a TargetConfig that says otherwise."""
+    return cfg.attention if isinstance(cfg, TargetConfig) else "xla"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -100,26 +124,41 @@ def qkv(lp: Params, x: jax.Array, cfg: ModelConfig, positions: jax.Array) -> tup
     return rope(q, positions, freq), rope(k, positions, freq).transpose(1, 0, 2), v.transpose(1, 0, 2)
 
 
-def attend(q: jax.Array, parts: list[tuple[jax.Array, jax.Array, jax.Array]]) -> jax.Array:
+def group_queries(q: jax.Array, kvh: int) -> jax.Array:
+    """q [T, NH, D] as each KV head's group of query rows, [KVH, G*T, D] (row g*T + t: head g of the group, token t)."""
+    t, nh, d = q.shape
+    return q.reshape(t, kvh, nh // kvh, d).transpose(1, 2, 0, 3).reshape(kvh, nh // kvh * t, d)
+
+
+def attend(q: jax.Array, parts: list[tuple[jax.Array, jax.Array, jax.Array]],
+           computed: tuple[jax.Array, jax.Array, jax.Array] | None = None) -> jax.Array:
     """Grouped-query attention of q [T, NH, D] over several key/value sets at once, -> [T, NH*D].
 
     parts: (k [KVH, S_i, D], v [KVH, S_i, D], visible [T, S_i] or [S_i]) — e.g. the cache and the new tokens. One
     softmax spans all parts (one max, one sum), so this equals attention over their concatenation without copying
     the cache, or the scores: a row of span + T scores is not a multiple of a TPU's 128-wide tiles, and XLA copied
-    the concatenated scores twice per layer (docs/engine-findings.md).
+    the concatenated scores twice per layer (docs/engine-findings.md). computed (optional): one more part already
+    reduced over its keys, as (max [KVH, G*T, 1], sum [KVH, G*T, 1], unnormalised output [KVH, G*T, D]) in float32 —
+    the cache's part from pallas_attention.cache_attention.
     """
     t, nh, d = q.shape
     kvh = parts[0][0].shape[0]
     g = nh // kvh
-    q = q.reshape(t, kvh, g, d).transpose(1, 2, 0, 3).reshape(kvh, g * t, d)
+    q = group_queries(q, kvh)
     scores = []
     for k, _, visible in parts:
         s = jnp.einsum("kqd,ksd->kqs", q, k, preferred_element_type=jnp.float32).reshape(kvh, g, t, -1)
         scores.append(jnp.where(visible, s / math.sqrt(d), jnp.finfo(jnp.float32).min))
     top = reduce(jnp.maximum, [s.max(axis=-1, keepdims=True) for s in scores])
+    if computed is not None:
+        top = jnp.maximum(top, computed[0].reshape(kvh, g, t, 1))
     weights = [jnp.exp(s - top) for s in scores]
     total = reduce(jnp.add, [w.sum(axis=-1, keepdims=True) for w in weights])
     out = jnp.zeros((kvh, g * t, d), jnp.float32)
+    if computed is not None:
+        scale = jnp.exp(computed[0].reshape(kvh, g, t, 1) - top)
+        total = total + computed[1].reshape(kvh, g, t, 1) * scale
+        out = computed[2] * (scale / total).reshape(kvh, g * t, 1)
     for (_, v, _), w in zip(parts, weights):
         p = (w / total).reshape(kvh, g * t, -1).astype(v.dtype)
         out = out + jnp.einsum("kqs,ksd->kqd", p, v, preferred_element_type=jnp.float32)
@@ -203,8 +242,12 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
     rows: dict[str, list[jax.Array]] = {"k": [], "v": []}
     for i, lp in enumerate(params["layers"]):
         q, k, v = qkv(lp, rms_norm(h, lp["input_norm"], cfg.rms_norm_eps), cfg, positions)
-        past = [(cache["k"][i, :, :span], cache["v"][i, :, :span], earlier)] if span else []
-        attn = attend(q, past + [(k, v, causal)])
+        if span and attention_of(cfg) == "pallas":
+            cached = cache_attention(group_queries(q, cfg.num_kv_heads), cache["k"], cache["v"], i, start, span)
+            attn = attend(q, [(k, v, causal)], cached)
+        else:
+            past = [(cache["k"][i, :, :span], cache["v"][i, :, :span], earlier)] if span else []
+            attn = attend(q, past + [(k, v, causal)])
         rows["k"].append(k)
         rows["v"].append(v)
         h = h + linear(attn, lp["o_proj"], cfg.weight_layout)
