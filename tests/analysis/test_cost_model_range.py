@@ -19,7 +19,7 @@ CURVE = {1: 11.0, 8: 12.5, 16: 14.0, 32: 17.5}  # AR step ms per B: a plain-deco
 
 
 def test_a_grid_json_with_matmul_rates_gives_its_own_term_and_one_without_is_fitted_from_its_steps(tmp_path):
-    mm = {"rows_half": 42.0, "rows_half_of": "the large matmul's measured rate", "by_rows": {"16": 1e12, "64": 3e12}}
+    mm = {"rows_half": 42.0, "rows_half_of": "the fastest rate measured", "by_rows": {"16": 1e12, "64": 3e12}}
     (tmp_path / "grid.json").write_text(json.dumps({"matmul": mm}))
     found = per_row.measured(tmp_path, [per_row.Measurement("a device", "grid.json")])
     assert [(p.device, p.rows_half) for p in found] == [("a device", 42.0)]
