@@ -154,6 +154,7 @@ def test_tpu_stand_in(tmp_path: Path) -> None:
     assert where[0].startswith(str(machine)), "the machine's JAX is not the one imported"
     assert where[1].startswith(str(venv)) and where[2].startswith(str(venv)), "the index's wheels are not in the venv"
     assert where[3] == "None None"
+    assert list(Path(where[1]).parent.glob("__pycache__/*.pyc")), "set-up wrote no bytecode for what the engine imports"
 
     start = time.monotonic()
     again = subprocess.run(["bash", str(BOOTSTRAP)], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
