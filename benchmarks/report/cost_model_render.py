@@ -139,8 +139,13 @@ def fitted_markdown(terms: step_model.Terms, source: str, checks: dict[str, list
     lines = [f"Step terms fitted to {source} (benchmarks/hardware/step_model.py):", "",
              *(f"- {line}" for line in terms.lines())]
     for how, found in checks.items():
-        lines += ["", f"Held out: {how}.", "", *step_model.check_table(found, tolerance)]
+        lines += ["", held_out_markdown(how, found, tolerance)]
     return "\n".join(lines)
+
+
+def held_out_markdown(how: str, checks: Sequence[step_model.Check], tolerance: float) -> str:
+    """One held-out check: what was left out, each point's error, the worst and the median against `tolerance`."""
+    return "\n".join([f"Held out: {how}.", "", *step_model.check_table(checks, tolerance)])
 
 
 def fitted_batch_markdown(engine: Engine, terms: step_model.Terms, taus: Sequence[Tau], source: str,
