@@ -225,6 +225,9 @@ def check_table(checks: Sequence[Check], tolerance: float) -> list[str]:
     median = float(np.median(errors)) if errors else math.nan
     over = [c.label for c in checks if c.error is not None and abs(c.error) > tolerance]
     lines.append("")
+    if not errors:
+        lines.append("held out: no point could be predicted from the others (each line says why); not checked")
+        return lines
     lines.append(f"held out: worst error {100 * worst:.1f} %, median {100 * median:.1f} % over {len(errors)} "
                  "point(s); "
                  + (f"ABOVE the {100 * tolerance:.0f} % target at {', '.join(over)}" if over

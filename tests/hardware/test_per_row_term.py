@@ -43,6 +43,8 @@ def test_a_point_off_the_curve_shows_in_its_own_left_out_error_and_a_pair_cannot
     assert "ABOVE the 10 % target at B=8" in sm.check_table(checks, 0.10)[-1]
     pair = sm.calibration_held_out(curve(1e-3, 0.05e-3, batches=(1, 8)), PEAK, BW, 0.0, {})
     assert all(c.predicted_s is None and "one batch size" in c.why for c in pair)
+    assert sm.check_table(pair, 0.10)[-1] == ("held out: no point could be predicted from the others (each line says "
+                                              "why); not checked")
 
 
 def test_a_fit_holds_the_per_row_term_where_it_was_measured():
