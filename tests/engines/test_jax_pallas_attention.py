@@ -43,6 +43,7 @@ def test_block_rows_divides_the_span():
         block_rows(12)
 
 
+@pytest.mark.heavy
 def test_partial_equals_a_direct_softmax_over_the_visible_rows():
     """Span 96 in blocks of 32: starts inside the first block, on a block's edge, inside the last and at the span;
     start 0 gives a part that adds nothing."""
@@ -60,11 +61,13 @@ def test_partial_equals_a_direct_softmax_over_the_visible_rows():
 
 @pytest.fixture(scope="module")
 def model():
-    """Random float32 weights and a cache with every row filled (rows past a start must not be read)."""
-    params = jax.jit(lambda key: M.init_random_params(CFG, key, jnp.float32, scale=0.3))(jax.random.key(1))
-    keys = jax.random.split(jax.random.key(2), 2)
+    """Random float32 weights (numpy's: nothing to compile) and a cache with every row filled (rows past a start must
+    not be read)."""
+    rng = np.random.default_rng(1)
+    shapes = jax.eval_shape(lambda: M.init_random_params(CFG, jax.random.key(1), jnp.float32))
+    params = jax.tree.map(lambda x: jnp.asarray(rng.normal(0, 0.3, x.shape), jnp.float32), shapes)
     shape = (CFG.num_layers, CFG.num_kv_heads, S, CFG.head_dim)
-    return params, {name: jax.random.normal(k, shape) for name, k in zip(("k", "v"), keys)}
+    return params, {name: jnp.asarray(rng.normal(size=shape), jnp.float32) for name in ("k", "v")}
 
 
 def run(cfg: ModelConfig, params, tokens, start, cache, span, positions=None, mask=None):
@@ -81,8 +84,8 @@ def assert_same(got, want):
         np.testing.assert_allclose(np.asarray(c1[name]), np.asarray(c0[name]), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("start", "span"), [(45, 64), pytest.param(1, 32, marks=pytest.mark.heavy),
-                                             pytest.param(96, 96, marks=pytest.mark.heavy)])
+@pytest.mark.parametrize(("start", "span"), [(45, 96), pytest.param(1, 32, marks=pytest.mark.heavy),
+                                             pytest.param(64, 64, marks=pytest.mark.heavy)])
 def test_chain_equals_the_xla_path(model, start, span):
     params, cache = model
     tokens = jnp.arange(3, 3 + T, dtype=jnp.int32)
