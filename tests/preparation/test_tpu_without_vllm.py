@@ -132,8 +132,11 @@ def test_tpu_stand_in(tmp_path: Path) -> None:
     url = _index(tmp_path / "index", sorted(wheels.iterdir()))
     machine = _machine_site(tmp_path / "machine")
     venv = tmp_path / "venv"
+    # Bytecode goes under a prefix of its own: never into this environment, which the machine's packages link to.
+    pycache = tmp_path / "pycache"
     env = _env(tmp_path, url, PLATFORM="tpu", VENV=str(venv), PYTHON=_base_python(),
-               PYTHONUSERBASE=str(tmp_path / "machine"), DFLASH_RUNS_DIR=str(tmp_path / "runs"))
+               PYTHONUSERBASE=str(tmp_path / "machine"), DFLASH_RUNS_DIR=str(tmp_path / "runs"),
+               PYTHONPYCACHEPREFIX=str(pycache))
 
     r = subprocess.run(["bash", str(BOOTSTRAP)], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     out = r.stdout + r.stderr
@@ -154,7 +157,8 @@ def test_tpu_stand_in(tmp_path: Path) -> None:
     assert where[0].startswith(str(machine)), "the machine's JAX is not the one imported"
     assert where[1].startswith(str(venv)) and where[2].startswith(str(venv)), "the index's wheels are not in the venv"
     assert where[3] == "None None"
-    assert list(Path(where[1]).parent.glob("__pycache__/*.pyc")), "set-up wrote no bytecode for what the engine imports"
+    written = pycache / Path(where[1]).parent.relative_to("/")
+    assert list(written.glob("*.pyc")), "set-up wrote no bytecode for what the engine imports"
 
     start = time.monotonic()
     again = subprocess.run(["bash", str(BOOTSTRAP)], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
