@@ -36,6 +36,9 @@ def test_the_points_run_the_engines_loops_with_every_draft_accepted(tmp_path):
         assert m["flops"] == 2.0 * m["rows"] * m["n_in"] * m["n_out"] and m["copies"] >= 1
         assert m["flops_per_s"] == pytest.approx(m["flops"] / m["seconds"])
     assert sorted(mm["by_rows"]) == ["16", "64"] and 0 < mm["rows_half"] < 1e6
+    # a CPU's per-row term is a fraction of the fastest rate it measured (a chip's: of its datasheet peak)
+    assert mm["rows_half_of"] == "the fastest rate measured"
+    assert mm["rows_half_of_flops_per_s"] == max(mm["peak"]["flops_per_s"], *mm["by_rows"].values())
     assert (tmp_path / "grid" / "matmul.csv").read_text().count("\n") == 1 + len(mm["shapes"])
     assert stream["bytes"] > 5e6 and stream["seconds"] > 0
     assert stream["bytes_per_s"] == pytest.approx(stream["bytes"] / stream["seconds"])
