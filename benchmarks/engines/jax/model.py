@@ -200,9 +200,14 @@ def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array
 
 
 def keep_rows(cache: Cache, rows: jax.Array, start: jax.Array) -> Cache:
-    """The cache with rows start + rows[i] moved to start + i, for rows [R] (a gather, then one write per array):
-    a draft tree's accepted path compacted to consecutive rows, each at the row of its position start + depth."""
-    return {name: write_rows(cache[name], jnp.take(cache[name], start + rows, axis=2), start) for name in ("k", "v")}
+    """The cache with rows start + rows[i] moved to start + i, for rows [R] (R one-row slices, then one write per
+    array): a draft tree's accepted path compacted to consecutive rows, each at the row of its position start + depth.
+    Slices, not a gather: compiled for the v5e, a gather along the sequence axis made XLA keep the caches with that
+    axis outside the heads and copy both caches into that layout and back at every step (docs/engine-findings.md)."""
+    def kept(c: jax.Array) -> jax.Array:
+        return jnp.concatenate([jax.lax.dynamic_slice_in_dim(c, start + rows[i], 1, axis=2)
+                                for i in range(rows.shape[0])], axis=2)
+    return {name: write_rows(cache[name], kept(cache[name]), start) for name in ("k", "v")}
 
 
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
