@@ -65,12 +65,12 @@ OUTPUTS = ("grid.json", "grid.csv", "matmul.csv", "profile.tar.gz")
 # budget drops a point it cannot hold before the point starts, the first one too.
 MIN_POINT_S = 1.0
 MATMUL_COMPILE_S = 0.3  # the least one matmul loop's compile takes (qwen3-tiny's on 2 CPU cores): the budget's guess
-MATMUL_CALLS = 2  # passes over every copy of a matmul shape per timed loop
+MATMUL_COPIES = 8  # weights of a matmul shape in one chain at most (each its own array: a compile grows with them)
 CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "host_ms", "host_share", "call_ms",
                "floor_ms", "ratio_to_floor", "ratio_to_stream", "practical_ms", "ratio_to_practical",
                "practical_bound", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes", "compile_s",
                "oracle_ok", "note")
-MATMUL_COLUMNS = ("name", "n_in", "n_out", "rows", "copies", "seconds", "flops", "flops_per_s")
+MATMUL_COLUMNS = ("name", "n_in", "n_out", "rows", "copies", "calls", "seconds", "flops", "flops_per_s")
 
 
 @dataclass(frozen=True)
@@ -260,8 +260,9 @@ class Grid:
 
     def _matmul(self) -> dict[str, Any] | None:
         """The matmul rates (benchmarks.hardware.matmul_rate): a large matmul, then each of the layer's matmuls at
-        every row count asked, over copies of its weight that make about --matmul-gb; None with a note where they do
-        not fit the free memory or the budget."""
+        every row count asked, a chain over up to MATMUL_COPIES copies of its weight called often enough (twice at
+        least) to read about --matmul-gb per loop; None with a note where they do not fit the free memory or the
+        budget."""
         from benchmarks.hardware import matmul_rate, step_model  # lazy: imports jax, numpy, scipy
 
         cpu = self.hw.platform == "cpu"
@@ -270,13 +271,16 @@ class Grid:
         if not gb or not rows:
             return None
         n = 512 if cpu else 8192
-        shapes = [(name, n_in, n_out, max(1, round(gb * 1e9 / (n_in * n_out * self.itemsize))))
-                  for name, n_in, n_out in matmul_rate.layer_shapes(self.cfg)]
-        need = max([c * i * o * self.itemsize for _, i, o, c in shapes] + [3 * n * n * self.itemsize])
+        shapes = []
+        for name, n_in, n_out in matmul_rate.layer_shapes(self.cfg):
+            weights = max(1, round(gb * 1e9 / (n_in * n_out * self.itemsize)))
+            copies = min(weights, MATMUL_COPIES)
+            shapes.append((name, n_in, n_out, copies, max(2, round(weights / copies))))
+        need = max([c * i * o * self.itemsize for _, i, o, c, _ in shapes] + [3 * n * n * self.itemsize])
         free, source = free_device_bytes(self.args.memory_gb)
         predicted = self._matmul_predicted_s(shapes, rows)
         if free is not None and need > 0.9 * free:
-            self.result["matmul_note"] = (f"not measured: {_gb(need)} of stacked weights, {_gb(free)} free "
+            self.result["matmul_note"] = (f"not measured: {_gb(need)} of weight copies, {_gb(free)} free "
                                           f"({source}); give a smaller --matmul-gb")
         elif self.left() < predicted:
             self.result["matmul_note"] = (f"not measured: ~{predicted:.0f} s predicted, {max(self.left(), 0):.0f} s "
@@ -287,31 +291,31 @@ class Grid:
         repeats = min(self.args.repeats, 5)
         peak = matmul_rate.peak_rate(self.dtype, n, repeats=repeats)
         measured = []
-        for name, n_in, n_out, copies in shapes:
-            seconds = matmul_rate.shape_rates(self.dtype, n_in, n_out, copies, rows, MATMUL_CALLS, repeats)
-            measured += [{"name": name, "n_in": n_in, "n_out": n_out, "rows": r, "copies": copies, "seconds": s,
-                          "flops": 2.0 * r * n_in * n_out, "flops_per_s": 2.0 * r * n_in * n_out / s}
+        for name, n_in, n_out, copies, calls in shapes:
+            seconds = matmul_rate.shape_rates(self.dtype, n_in, n_out, copies, rows, calls, repeats)
+            measured += [{"name": name, "n_in": n_in, "n_out": n_out, "rows": r, "copies": copies, "calls": calls,
+                          "seconds": s, "flops": 2.0 * r * n_in * n_out, "flops_per_s": 2.0 * r * n_in * n_out / s}
                          for r, s in seconds.items()]
         rates = matmul_rate.by_rows(measured)
         # a chip's per-row term is a fraction of its datasheet peak; a CPU's of the fastest rate it reached (a busy
         # core can time the large matmul below a layer's)
         of, of_source = ((self.device.flops_per_s, f"{self.hw.device}'s datasheet peak") if self.device
                          else (max(peak["flops_per_s"], *rates.values()), "the fastest rate measured"))
-        return {"method": matmul_rate.METHOD, "calls": MATMUL_CALLS, "repeats": repeats, "peak": peak,
+        return {"method": matmul_rate.METHOD, "repeats": repeats, "peak": peak,
                 "shapes": measured, "by_rows": {str(r): v for r, v in rates.items()},
                 "rows_half": step_model.rows_half_from_rates(rates, of), "rows_half_of_flops_per_s": of,
                 "rows_half_of": of_source}
 
-    def _matmul_predicted_s(self, shapes: Sequence[tuple[str, int, int, int]], rows: Sequence[int]) -> float:
+    def _matmul_predicted_s(self, shapes: Sequence[tuple[str, int, int, int, int]], rows: Sequence[int]) -> float:
         """The least the matmul rates take: a compile per loop, and at the datasheet's figures where the device has
         them, every timed loop's matmuls."""
         loops = 1 + 2 * min(self.args.repeats, 5)
         compiles = (1 + len(shapes) * len(rows)) * MATMUL_COMPILE_S
         if self.device is None:
             return compiles
-        work = sum(loops * MATMUL_CALLS * c * max(i * o * self.itemsize / self.device.bytes_per_s,
-                                                   2.0 * r * i * o / self.device.flops_per_s)
-                   for _, i, o, c in shapes for r in rows)
+        work = sum(loops * calls * c * max(i * o * self.itemsize / self.device.bytes_per_s,
+                                           2.0 * r * i * o / self.device.flops_per_s)
+                   for _, i, o, c, calls in shapes for r in rows)
         return compiles + work
 
     def _practical(self, step: Any) -> tuple[float, bool] | None:

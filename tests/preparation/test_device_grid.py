@@ -108,18 +108,20 @@ def test_a_budget_below_the_first_points_cost_runs_nothing_and_says_so(tmp_path,
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     assert g["points"] == [] and g["dropped"][0].startswith("B=1 context=256 K=0: need ~")
     assert g["stream"] is None and g["stream_note"].startswith("not measured: 16.00 GB to draw its matrix")  # float32
-    assert g["matmul"] is None and g["matmul_note"].startswith("not measured: 8.00 GB of stacked weights")
+    # the matmul rates' compiles alone (a loop per shape and row count) are more than the budget: not measured
+    assert g["matmul"] is None and g["matmul_note"].startswith("not measured: ~3 s predicted")
+    assert "--matmul-rows" in g["matmul_note"]
     assert "no point was measured" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == ["grid.csv", "grid.json"]  # no trace folder
 
 
-def test_matmul_rates_the_budget_cannot_hold_are_named_not_measured(tmp_path):
-    """Their compiles alone (a loop per shape and row count) are more than a 1 s budget: not measured, and no
-    practical roofline."""
-    grid = device_grid.Grid(grid_args(tmp_path, budget_s=1.0, matmul_gb=0.001))
+def test_matmul_rates_that_do_not_fit_the_memory_are_named_not_measured(tmp_path):
+    """The large matmul's three n x n arrays (512 on a CPU, float32: 3.1 MB) against 2 MB free: not allocated, and
+    no practical roofline."""
+    grid = device_grid.Grid(grid_args(tmp_path, memory_gb=0.002, matmul_gb=0.001))
     assert grid.result["matmul"] is None
-    assert grid.result["matmul_note"].startswith("not measured: ~3 s predicted") and "--matmul-rows" in \
-        grid.result["matmul_note"]
+    assert grid.result["matmul_note"] == ("not measured: 3.1 MB of weight copies, 2.0 MB free (--memory-gb 0.002); "
+                                          "give a smaller --matmul-gb")
     assert grid.row(device_grid.Point(1, 256, 0), "skipped").get("practical_ms") is None
 
 
