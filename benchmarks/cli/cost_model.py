@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.analysis import cost_model_compute as cm
+from benchmarks.analysis import per_row
 from benchmarks.analysis.cost_model_compute import Engine, read_kflat
 from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.k_schedule import (
     calibrated_terms,
     chip_schedule_main,
+    published_points,
     run_engine,
     schedule_main,
     tree_schedule_main,
@@ -22,7 +24,8 @@ from benchmarks.cli.run import left_out_status
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import BadInput, Exit
 from benchmarks.core.guarded import file_problem, read_csv_text, read_json_file
-from benchmarks.core.numbers import Bounded
+from benchmarks.core.numbers import Bounded, is_number
+from benchmarks.core.paths import ROOT
 from benchmarks.core.shapes import HF_SHAPES, SHAPES, released_draft
 from benchmarks.hardware import measure, step_model
 from benchmarks.hardware.chips import CHIPS, chip_for
@@ -34,6 +37,7 @@ from benchmarks.report.cost_model_render import (
     cost_model_markdown,
     fitted_batch_markdown,
     fitted_markdown,
+    range_markdown,
 )
 
 
@@ -148,6 +152,9 @@ def chip_main(args: argparse.Namespace) -> int:
     if args.calibrate_from:
         terms, text = calibrated_terms(args, engine)
         print(text + "\n")
+        if args.rows_half is None:  # a plain curve cannot show the per-row term: a range over the measured ones
+            print(calibrated_range(args, engine, taus, source))
+            return Exit.OK
     if terms is not None:
         print(fitted_batch_markdown(engine, terms, taus, source, args.batch or [1]))
     elif args.batch:
@@ -155,6 +162,16 @@ def chip_main(args: argparse.Namespace) -> int:
     else:
         print(chip_markdown(engine, device, taus, source))
     return Exit.OK
+
+
+def calibrated_range(args: argparse.Namespace, engine: Engine, taus: list[cm.Tau], source: str) -> str:
+    """The speculative curve of --calibrate-from without --rows-half: the published curve calibrated once per per-row
+    term measured on the devices we hold (benchmarks/analysis/per_row.py), at every --batch, as the range they span."""
+    chip = CHIPS[args.chip]
+    peak = chip.bf16_flops_per_s if engine.itemsize == 2 else chip.fp32_flops_per_s
+    steps = per_row.curve_range(engine, published_points(args.calibrate_from), peak, chip.bytes_per_s,
+                                per_row.measured(ROOT), args.batch or [1])
+    return range_markdown(engine, steps, taus, source)
 
 
 def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Terms, str]:
@@ -197,6 +214,11 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
     except BadInput as exc:
         raise ConfigError([f"--fit-from {path}: {line}" for line in exc.problems]) from None
     chip = bool(args.chip)  # a chip's datasheet bandwidth is a ceiling; a CPU's measured stream is not (its caches)
+    # a chip's grid that timed its matmuls by row count holds its per-row term (of the same datasheet peak)
+    rates = recorded.get("matmul") if chip else None
+    measured = float(rates["rows_half"]) if isinstance(rates, dict) and is_number(rates.get("rows_half")) else None
+    said = {name: "fitted" for name in step_model.TERMS} | (
+        {"rows_half": "measured: the grid's matmul rates by row count (grid.json)"} if measured else {})
     if args.chip:
         spec = CHIPS[args.chip]
         peak, nominal = (spec.bf16_flops_per_s if itemsize == 2 else spec.fp32_flops_per_s), spec.bytes_per_s
@@ -204,16 +226,17 @@ def fitted_terms(args: argparse.Namespace, itemsize: int) -> tuple[step_model.Te
         peak, nominal = measure.matmul_flops_per_s("float32"), measure.read_bytes_per_s()
     source = f"{len(points)} steps of {path} ({shape_name}, {'bfloat16' if itemsize == 2 else 'float32'})"
     try:
-        terms = step_model.fit(points, peak, nominal, {name: "fitted" for name in step_model.TERMS}, ceiling=chip)
+        terms = step_model.fit(points, peak, nominal, said, ceiling=chip, rows_half=measured)
     except step_model.FitError as exc:
         raise ConfigError(f"--fit-from {path}: {exc}") from None
-    checks = {"each point predicted by the terms fitted to the others": step_model.held_out(points, peak, nominal,
-                                                                                           ceiling=chip)}
+    left_out = step_model.held_out(points, peak, nominal, ceiling=chip, rows_half=measured)
+    checks = {"each point predicted by the terms fitted to the others": left_out}
     ks = sorted({int(r["k"]) for r in rows if r["status"] == "ok"})
     if len(ks) > 2:
         ends = (ks[0], ks[-1])
         checks[f"the Ks between K = {ends[0]} and {ends[1]}, from the terms fitted to those two"] = step_model.held_out(
-            points, peak, nominal, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends, ceiling=chip)
+            points, peak, nominal, fitted_on=lambda p: int(p.label.rsplit("K=", 1)[1]) in ends, ceiling=chip,
+            rows_half=measured)
     return terms, fitted_markdown(terms, source, checks, step_model.TOLERANCE)
 
 

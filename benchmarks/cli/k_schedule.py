@@ -14,6 +14,7 @@ import yaml
 
 from benchmarks.analysis import budget_schedule
 from benchmarks.analysis import k_schedule_compute as ksd
+from benchmarks.analysis.calibration_check import roofline_held_out
 from benchmarks.analysis.cost_model_compute import Engine, curve_problems, kflat_batch_points, read_kflat
 from benchmarks.analysis.k_schedule_compute import schedule_of
 from benchmarks.analysis.summary import Summary, summarize_run
@@ -32,7 +33,7 @@ from benchmarks.hardware import measure, roofline, step_model
 from benchmarks.hardware.chips import CHIPS
 from benchmarks.hardware.roofline import Device
 from benchmarks.records.store import RunStore
-from benchmarks.report.cost_model_render import fitted_markdown
+from benchmarks.report.cost_model_render import fitted_markdown, held_out_markdown
 from benchmarks.report.k_schedule_render import (
     calibration_markdown,
     choices_markdown,
@@ -361,7 +362,9 @@ def _cpu_calibrated(args: argparse.Namespace, summary: Summary, src: Source) -> 
                  "measured on this machine: read stream, a large XLA matmul")
     cal = ksd.calibrate(points, engine, cpu)
     cost = ksd.chip_cost(engine, cal.device(cpu))
-    return cost, calibration_markdown(cal, cost, src.grid)
+    left_out = held_out_markdown("each AR step predicted by the roofline calibrated on the others (leave one out)",
+                                 roofline_held_out(points, engine, cpu), step_model.TOLERANCE)
+    return cost, calibration_markdown(cal, cost, src.grid) + "\n\n" + left_out
 
 
 def calibrated_terms(args: argparse.Namespace, engine: Engine) -> tuple[step_model.Terms, str]:
@@ -387,8 +390,10 @@ def calibrated_terms(args: argparse.Namespace, engine: Engine) -> tuple[step_mod
         raise ConfigError(f"--calibrate-from {args.calibrate_from}: {exc}") from None
     errors = [terms.step_seconds(p.step, p.batch) / p.seconds - 1 for p in points]
     fit = ", ".join(f"B={p.batch} {100 * e:+.1f} %" for p, e in zip(points, errors))
+    checks = {"each point of the curve predicted by the terms calibrated on the others (leave one out)":
+              step_model.calibration_held_out(points, peak, chip.bytes_per_s, rows_half, sources)}
     text = fitted_markdown(terms, f"{args.calibrate_from.name}'s plain-decoding curve at context {engine.context}",
-                           {}, step_model.TOLERANCE)
+                           checks, step_model.TOLERANCE)
     return terms, text + f"\n\nThe curve itself, as the terms reproduce it: {fit}."
 
 
@@ -409,9 +414,10 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int,
     verify = _measured_verify(args, batches) if args.kflat else None
     for src in sources(summary, folder):
         engine = run_engine([src.top], args, itemsize)
+        fit_text = ""
         if args.calibrate_from:
-            terms, text = calibrated_terms(args, engine)
-            print(text + "\n")
+            terms, fit_text = calibrated_terms(args, engine)
+            print(fit_text + "\n")
         cost = (ksd.measured_verify_cost(verify, engine, device, args.ar_draft_ms) if verify is not None
                 else ksd.fitted_cost(engine, terms) if terms is not None
                 else ksd.chip_cost(engine, device, args.ar_draft_ms))
@@ -434,7 +440,7 @@ def chip_schedule_main(args: argparse.Namespace, device: Any, itemsize: int,
                  f"run {summary.manifest.run_id} ({src.top.method} K = {src.top.k}). K first falls at "
                  f"B = {fall or 'none asked'}; the verify at B = 1's K ({k1}) turns compute-bound at B = "
                  f"{bound or 'none asked'}.")
-        text = choices_markdown(choices, about)
+        text = choices_markdown(choices, about) + (f"\n\n{fit_text}" if fit_text else "")
         name = f"{args.chip}-{args.shape or 'target'}-{src.workload}"
         if args.check_against:
             text += grid_check(src, cost, args.check_against)

@@ -261,18 +261,23 @@ def test_terms_fitted_to_a_chip_grid_price_a_published_tau_at_each_batch(capsys)
     assert "| math500 | 8.80 |" in out and "| 32 |" in out  # K = 15 at every B asked
 
 
-def test_a_fit_leaves_out_the_steps_of_a_write_behind_window(tmp_path, capsys):
+def test_a_fit_leaves_out_the_steps_of_a_write_behind_window_and_holds_a_measured_per_row_term(tmp_path, capsys):
     """The terms price the engine as it writes its caches by default: a grid's points at a window (study device-grid
-    --write-behind) run another step and stay out of the fit."""
+    --write-behind) run another step and stay out of the fit. A chip's grid that timed its matmuls by row count holds
+    its per-row term there (grid.json's matmul rows_half), the other terms fitted around it."""
     header, *rows = V5E_GRID.read_text().splitlines()
     windowed = rows[0].split(",")
     windowed[4] = "1.0"  # a step no fit of the others could reproduce
     grid = tmp_path / "grid.csv"
     grid.write_text("\n".join([header + ",write_behind", *(r + ",0" for r in rows), ",".join(windowed) + ",16"]))
-    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(grid), "--shape", "qwen3-4b",
-                 "--tau-from", str(PUBLISHED), "--batch", "1"]) == 0
+    (tmp_path / "grid.json").write_text(json.dumps({"platform": "tpu", "device": "TPU v5 lite", "shape": "qwen3-4b",
+                                                    "dtype": "bfloat16", "matmul": {"rows_half": 150.0}}))
+    assert main(["cost-model", "--chip", "v5e", "--fit-from", str(grid), "--tau-from", str(PUBLISHED),
+                 "--batch", "1"]) == 0
     out = capsys.readouterr().out
     assert "Step terms fitted to 18 steps" in out and "| 1.000 |" not in out
+    assert "FLOP efficiency rows / (rows + 150) of 197.0 TFLOP/s" in out
+    assert "(measured: the grid's matmul rates by row count (grid.json))" in out
 
 
 def test_a_grid_without_its_shape_or_with_another_price_is_refused(tmp_path, capsys):
@@ -295,9 +300,35 @@ def test_a_published_plain_curve_calibrates_per_pass_and_per_request_costs_at_a_
     assert "attention's FLOPs at 197 TFLOP/s (100 % of the peak) (assumed: the peak" in out
     assert "per request and pass 0.3385 ms (fitted: the curve's slope" in out
     assert "The curve itself, as the terms reproduce it: B=1 +4.0 %" in out and "| math500 | 8.80 |" in out
+    # each point predicted by the terms calibrated on the others, with the worst and the median error
+    assert "each point of the curve predicted by the terms calibrated on the others (leave one out)" in out
+    assert "| B=1 | 10.870 | 11.823 | +8.8 % |" in out and "worst error 8.8 %, median 4.8 % over 5 point(s)" in out
+    # no --rows-half: the speculative curve is a range over the per-row terms measured on the devices we hold
+    assert "cannot show a matmul's efficiency at the many rows a verify multiplies" in out
+    assert "- TPU v5e: rows / (rows + 87) of the peak" in out and "- this CPU: rows / (rows + " in out
+    row = next(line for line in out.splitlines() if line.startswith("| 16 | 17.087 | "))  # the AR step: one value
+    low, high = (float(x) for x in row.split(" | ")[2].split("–"))
+    assert low < high == 31.570  # the DFlash step a range; the v5e's term (rows_half 87) its slower end
+    assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED),
+                 "--batch", "1,16", "--rows-half", "87"]) == 0  # one term given: one line, at it
+    out = capsys.readouterr().out
+    assert "FLOP efficiency rows / (rows + 87)" in out and "a range over" not in out and "| math500 | 8.80 |" in out
     curve.write_text("batch_size,tok_per_s_total\n8,560\n")
     assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED)]) == 2
     assert "a plain-decoding curve at one batch size" in capsys.readouterr().err
     curve.write_text("batch_size,tok_per_s_total\n1,92\n1,95\n8,560\n")
     assert main(["cost-model", "--chip", "v5e", "--calibrate-from", str(curve), "--tau-from", str(PUBLISHED)]) == 2
     assert "batch size 1 given more than once; keep one row per batch size" in capsys.readouterr().err
+
+
+def test_a_calibration_on_a_runs_plain_curve_prints_each_point_left_out(tmp_path, capsys):
+    """This CPU's calibration (a run's own AR baselines) is checked on each of its points left out too; the
+    synthetic run's curve has two batch sizes, so neither can be predicted from the other, and the table says so."""
+    from tests.analysis.test_k_schedule import _tiny_run
+
+    run = _tiny_run(tmp_path)
+    assert main(["cost-model", str(run), "--calibrate-from", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "Held out: each AR step predicted by the roofline calibrated on the others (leave one out)." in out
+    assert "| B=2 | 9.400 | – | not predicted: a calibration needs AR step times at two or more batch sizes |" in out
+    assert "held out: no point could be predicted from the others (each line says why); not checked" in out
