@@ -2,8 +2,8 @@
 
     python preparation/compile_imported.py cpu|gpu|tpu|jax
 
-Imports, in this one process and with bytecode writing on, the modules that a run's processes load: the harness's
-entry points, its report, the JAX engine and, where installed, vLLM's engine, engine core, worker, DFlash and EAGLE
+Imports, in this one process and with bytecode writing on, the modules that a run's processes load: what the
+harness's entry points, report and JAX engine import and, where installed, vLLM's engine, engine core, worker, DFlash and EAGLE
 drafts and attention backend for the platform. Each import writes the bytecode of every module it loads (the import
 compiles it anyway), so the engines' processes later read it instead of compiling, where PYTHONDONTWRITEBYTECODE
 keeps them from saving their own. Only these modules are compiled, not the whole venv (most of whose files no run
@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the harness's own package, from any directory
 
-HARNESS = ("benchmarks.cli", "benchmarks.cli.bench", "benchmarks.run.plan", "benchmarks.engines.jax.engine",
-           "benchmarks.engines.vllm.vllm_engine", "benchmarks.report", "matplotlib.pyplot", "pandas",
+# What the harness's modules import (set-up imports no project module: the harness's own few files compile on their
+# first import, in a moment)
+HARNESS = ("matplotlib.pyplot", "pandas", "yaml", "numpy", "scipy.stats",
            "transformers.models.auto.tokenization_auto", "transformers.models.auto.configuration_auto",
            "transformers.tokenization_utils_tokenizers", "transformers.models.qwen2.tokenization_qwen2",
            "transformers.models.qwen3.configuration_qwen3", "jax.numpy", "safetensors.numpy")
