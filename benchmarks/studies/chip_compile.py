@@ -146,13 +146,13 @@ def run(args: argparse.Namespace) -> int:
 
     device = target_device(args.chip)
     layout = "io" if args.chip == "cpu" else "oi"  # model.platform_layout of the platform compiled for
-    cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=layout)
+    cfg = M.with_attention(dataclasses.replace(resolve_shape(args.shape), weight_layout=layout), args.attention)
     dcfg = draft_config(cfg)
     dtype = jnp.dtype(args.dtype)
     if dtype == jnp.float32 and args.chip != "cpu":
         M.full_precision(dtype)  # as the engine multiplies float32 on a chip
     result: dict[str, Any] = {"chip": args.chip, "device_kind": device.device_kind, "shape": args.shape,
-                              "dtype": dtype.name, "jax": jax.__version__, "points": []}
+                              "attention": args.attention, "dtype": dtype.name, "jax": jax.__version__, "points": []}
     output_folder(args.out)
     print(f"chip-compile: {args.shape} ({dtype.name}) compiled for {device.device_kind}, jax {jax.__version__}",
           flush=True)

@@ -211,7 +211,8 @@ class Grid:
         if self.hw.platform != "cpu":  # float32 as the engine multiplies it there
             M.full_precision(self.dtype)
         self.itemsize = jnp.dtype(self.dtype).itemsize
-        self.cfg = dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout())
+        self.cfg = M.with_attention(dataclasses.replace(resolve_shape(args.shape), weight_layout=M.platform_layout()),
+                                    args.attention)
         self.dcfg = draft_config(self.cfg)
         weights = weight_bytes(self.cfg, self.dcfg, self.dtype)[1]
         free, source = free_device_bytes(None)  # the device's own figure: --memory-gb is what the caches may take
@@ -223,7 +224,8 @@ class Grid:
         self.device = self.hw.predictor(jnp.dtype(self.dtype).name, self.cfg.weight_layout, [], 0.0) \
             if self.hw.platform != "cpu" else None
         self.result: dict[str, Any] = {
-            "shape": args.shape, "dtype": jnp.dtype(self.dtype).name, "platform": self.hw.platform,
+            "shape": args.shape, "attention": args.attention, "dtype": jnp.dtype(self.dtype).name,
+            "platform": self.hw.platform,
             "device": self.hw.device, "jax": jax.__version__, "jaxlib": _version("jaxlib"),
             "libtpu": _version("libtpu") or _version("libtpu-nightly"),
             "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s, "bandwidth_source": self.hw.bandwidth_source,
@@ -643,6 +645,8 @@ def add_point_args(ap: argparse.ArgumentParser, batch: tuple[int, ...], context:
     ap.add_argument("--context", type=Bounded(int, 1, 1 << 24, many=True), default=context,
                     help="cache rows every step reads")
     ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=ks, help="0 (plain decoding) and DFlash Ks")
+    ap.add_argument("--attention", choices=("xla", "pallas"), default="xla",
+                    help="the target's attention over its cache (the JAX engine's option attention)")
 
 
 def point_problems(args: argparse.Namespace, steps: int) -> list[str]:

@@ -23,7 +23,7 @@ from benchmarks.core.numbers import MISSING, is_number
 from benchmarks.records.store import RunStore
 from benchmarks.report.floors_report import floor_lines
 from benchmarks.studies.device import compile_line, predicted_floor, split_line
-from benchmarks.studies.device_grid import point_line
+from benchmarks.studies.device_grid import matmul_lines, point_line
 
 
 def _num(value: object, fmt: str) -> str:
@@ -116,6 +116,8 @@ def grid_lines(out: Path) -> tuple[list[str], bool]:
     g = json.loads((out / "grid.json").read_text())
     lines = [f"{out.name}: the engine's own step, {g['shape']} ({g['dtype']}) on {g['device']}, jax {g['jax']}"
              + (f", libtpu {g['libtpu']}" if g.get("libtpu") else "")]
+    lines += ["  " + matmul_lines(g["matmul"])] if g.get("matmul") else []
+    lines += [f"  matmul {g['matmul_note']}"] if g.get("matmul_note") else []
     lines += [f"  {line}" for r in g["points"] for line in point_line(r).splitlines()]
     lines += [f"  B={r['batch']} context={r['context']} K={r['k']}: {r['status']}, {r['note']}" for r in g["skipped"]]
     lines += [f"  dropped: {line}" for line in g["dropped"]]

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.jax
 def grid_args(tmp_path, **over):
     args = dict(shape="qwen3-tiny", dtype=None, batch=(1, 2), context=(256,), ks=(0, 3), steps=3, repeats=2,
                 budget_s=600.0, memory_gb=None, profile_above=0.0, profile_max=1, stream_gb=0.0, matmul_gb=0.0,
-                matmul_rows=(16, 64), out=tmp_path / "grid")
+                matmul_rows=(16, 64), attention="xla", out=tmp_path / "grid")
     return argparse.Namespace(**(args | over))
 
 
@@ -108,6 +108,8 @@ def test_a_budget_below_the_first_points_cost_runs_nothing_and_says_so(tmp_path,
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     assert g["points"] == [] and g["dropped"][0].startswith("B=1 context=256 K=0: need ~")
     assert g["stream"] is None and g["stream_note"].startswith("not measured: 16.00 GB to draw its matrix")  # float32
+    lines, _ = grid_lines(tmp_path / "grid")
+    assert g["matmul_note"] and f"  matmul {g['matmul_note']}" in lines  # the summary says why no rate was measured
     # the matmul rates' compiles alone (a loop per shape and row count) are more than the budget: not measured
     assert g["matmul"] is None and g["matmul_note"].startswith("not measured: ~3 s predicted")
     assert "--matmul-rows" in g["matmul_note"]

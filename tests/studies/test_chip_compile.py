@@ -20,7 +20,7 @@ pytestmark = pytest.mark.jax
 
 def args(tmp_path, **over):
     values = dict(chip="cpu", shape="qwen3-tiny", batch=(1, 2), context=(64,), ks=(0, 3), dtype="float32",
-                  out=tmp_path / "out")
+                  attention="xla", out=tmp_path / "out")
     return argparse.Namespace(**(values | over))
 
 
