@@ -17,18 +17,15 @@ PLAIN_WRITE = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*[\"'][wax
 OWN_FILES = {"benchmarks/config/model_refs.py", "benchmarks/engines/llamacpp/llamacpp_gguf.py",
              "benchmarks/engines/llamacpp/llamacpp_build.py", "benchmarks/engines/vllm/vllm_serve.py",
              "benchmarks/engines/server.py", "benchmarks/studies/vllm_sampled_spec.py"}
-# Outputs still written in place, each to move to the one writer: `tiny build`'s checkpoints, interleave-bias's
-# matrix beside its run folders.
-IN_PLACE = {"benchmarks/data/tiny_checkpoints.py", "benchmarks/studies/interleave_bias.py"}
 
 
 def test_every_output_goes_through_the_one_writer():
     plain = sorted(f"{p.relative_to(ROOT)}:{n}" for p in (ROOT / "benchmarks").rglob("*.py")
-                   if p.relative_to(ROOT).as_posix() not in OWN_FILES | IN_PLACE | {"benchmarks/core/atomic.py"}
+                   if p.relative_to(ROOT).as_posix() not in OWN_FILES | {"benchmarks/core/atomic.py"}
                    for n, line in enumerate(p.read_text().splitlines(), 1) if PLAIN_WRITE.search(line))
     assert not plain, f"write through benchmarks/core/atomic.py: {plain}"
-    listed = OWN_FILES | IN_PLACE
-    assert all(PLAIN_WRITE.search((ROOT / p).read_text()) for p in listed), "a listed file writes through atomic.py now"
+    assert all(PLAIN_WRITE.search((ROOT / p).read_text()) for p in OWN_FILES), \
+        "a listed file writes through atomic.py now"
 
 
 @pytest.mark.parametrize("argv", [["study", "vllm-start", "--out"], ["study", "vllm-preload", "--out"],

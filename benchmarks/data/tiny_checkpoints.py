@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.core.atomic import atomic_write_bytes, atomic_write_text
+
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|MASK|>"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -126,12 +128,12 @@ def save_target(out_dir: Path, shape: TinyShape, eos_ids: list[int], seed: int, 
 
 
 def _save_safetensors(out_dir: Path, config: dict, weights: dict[str, np.ndarray]) -> None:
-    from safetensors.numpy import save_file  # lazy: safetensors
+    from safetensors.numpy import save  # lazy: safetensors
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()},
-              str(out_dir / "model.safetensors"))
+    atomic_write_text(out_dir / "config.json", json.dumps(config, indent=2) + "\n")
+    atomic_write_bytes(out_dir / "model.safetensors",
+                       save({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}))
 
 
 def random_dflash_weights(shape: TinyShape, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -226,7 +228,7 @@ def make_oracle(target_dir: Path, dflash_dir: Path, shape: TinyShape, token: int
     Every o_proj/down_proj is zeroed, so the residual stream stays the token embedding; the embedding carries a
     constant 1.0 in `column`; the final norms select that column; an untied lm_head maps it to `token` only.
     """
-    from safetensors.numpy import load_file, save_file  # lazy: safetensors
+    from safetensors.numpy import load_file, save  # lazy: safetensors
 
     tw = load_file(str(target_dir / "model.safetensors"))
     emb = tw["model.embed_tokens.weight"]
@@ -240,17 +242,17 @@ def make_oracle(target_dir: Path, dflash_dir: Path, shape: TinyShape, token: int
     for name in tw:
         if name.endswith(("o_proj.weight", "down_proj.weight")):
             tw[name] = np.zeros_like(tw[name])
-    save_file(tw, str(target_dir / "model.safetensors"), metadata={"format": "pt"})
+    atomic_write_bytes(target_dir / "model.safetensors", save(tw, metadata={"format": "pt"}))
     cfg = json.loads((target_dir / "config.json").read_text())
     cfg["tie_word_embeddings"] = False
-    (target_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    atomic_write_text(target_dir / "config.json", json.dumps(cfg, indent=2) + "\n")
 
     dw = load_file(str(dflash_dir / "model.safetensors"))
     dw["norm.weight"] = select
     for name in dw:
         if name.endswith(("o_proj.weight", "down_proj.weight")):
             dw[name] = np.zeros_like(dw[name])
-    save_file(dw, str(dflash_dir / "model.safetensors"))
+    atomic_write_bytes(dflash_dir / "model.safetensors", save(dw))
 
 
 def build_pair(out_dir: Path, seed: int = 0, oracle: bool = False, shape: TinyShape = TinyShape()) -> dict[str, Path]:

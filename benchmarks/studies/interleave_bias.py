@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.numbers import MISSING, Bounded
 from benchmarks.core.paths import MATRICES_DIR, ROOT
@@ -47,7 +48,7 @@ def start_load(procs: int, seconds: float) -> list[subprocess.Popen[bytes]]:
 def run_once(config: dict[str, Any], interleave: bool, run_dir: Path, args: argparse.Namespace) -> tuple[int, float]:
     """One matrix run with the competing load; returns the CLI's exit status and when the load started (s)."""
     matrix = run_dir.parent / f"{run_dir.name}.yaml"
-    matrix.write_text(yaml.safe_dump({**config, "interleave": interleave}))
+    atomic_write_text(matrix, yaml.safe_dump({**config, "interleave": interleave}))
     # The runner's progress bar of a dataset ("<cells> <dataset>: ...") appears once the warm-ups are done.
     measuring = re.compile(r" (?:" + "|".join(re.escape(d["name"] if isinstance(d, dict) else str(d))
                                              for d in config.get("datasets") or []) + r"):\s+\d+%")
