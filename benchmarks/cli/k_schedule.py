@@ -150,6 +150,14 @@ def tree_sources(summary: Summary, where: Path) -> list[TreeSource]:
     return out
 
 
+def from_one(choices: list[Any], folder: Path, src: Source | TreeSource) -> list[Any]:
+    """A schedule's choices, which start at B = 1; ConfigError where no step was priced there."""
+    if not choices or choices[0].batch != 1:
+        raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule starts "
+                          "there (run the cells at B = 1 too)")
+    return choices
+
+
 def tree_schedule_main(args: argparse.Namespace, device: Any = None, itemsize: int = 4,
                        terms: step_model.Terms | None = None) -> int:
     """The node budget at each B: τ(b) from a run's largest budget (RUN_DIR, or --tau-from with --chip), the step at
@@ -176,10 +184,7 @@ def tree_schedule_main(args: argparse.Namespace, device: Any = None, itemsize: i
             how = ("the step at (B, budget) from the steps measured at budgets "
                    f"{', '.join(str(b) for b in sorted({b for _, b in src.grid}))} (0: AR), linear in the budget, so "
                    "in the verify's rows, in between")
-        choices = budget_schedule.derive(batches, src.curve, cost, budgets)
-        if not choices or choices[0].batch != 1:
-            raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
-                              "starts there (run the cells at B = 1 too)")
+        choices = from_one(budget_schedule.derive(batches, src.curve, cost, budgets), folder, src)
         about = (f"## {src.engine} on {src.workload}: the draft tree's budget\n\nτ(b) from {src.top.label} at B = "
                  f"{src.top.batch_size} (each step's accepted path cut at each smaller budget; assumed not to depend "
                  f"on B); {how}. Margin: the best budget's tok/s over the next best's − 1, as the K schedule's "
@@ -317,10 +322,7 @@ def schedule_main(args: argparse.Namespace) -> int:
         if not args.schedule:
             print(f"## {src.engine} on {src.workload}\n\n{cal_text}")
             continue
-        choices = ksd.derive_batched(batches, src.curve, src.grid, cost)
-        if not choices or choices[0].batch != 1:
-            raise ConfigError(f"{folder}: no step priced at B = 1 for {src.engine} on {src.workload}; a schedule "
-                              "starts there (run the cells at B = 1 too)")
+        choices = from_one(ksd.derive_batched(batches, src.curve, src.grid, cost), folder, src)
         about = (f"## {src.engine} on {src.workload}\n\nτ(K) from {src.top.method} K = {src.top.k} at B = "
                  f"{src.top.batch_size} (accepted lengths cut at each K; assumed not to depend on B, but where the "
                  f"engine's static batches keep their finished rows, τ at B counts the row-steps they ride along "
