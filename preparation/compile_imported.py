@@ -3,12 +3,12 @@
     python preparation/compile_imported.py cpu|gpu|tpu|jax
 
 Imports, in this one process and with bytecode writing on, the modules that a run's processes load: what the
-harness's entry points, report and JAX engine import and, where installed, vLLM's engine, engine core, worker, DFlash and EAGLE
-drafts and attention backend for the platform. Each import writes the bytecode of every module it loads (the import
-compiles it anyway), so the engines' processes later read it instead of compiling, where PYTHONDONTWRITEBYTECODE
-keeps them from saving their own. Only these modules are compiled, not the whole venv (most of whose files no run
-imports: other vLLM models, Ray, API clients, test suites). A module that fails to import is skipped: it is compiled
-when, if ever, a run imports it. Prints one line: how many modules now have bytecode.
+harness's entry points, report and JAX engine import and, where installed, vLLM's engine, engine core, worker,
+DFlash and EAGLE drafts and attention backend for the platform. Each import writes the bytecode of every module it
+loads (the import compiles it anyway), so the engines' processes later read it instead of compiling, where
+PYTHONDONTWRITEBYTECODE keeps them from saving their own. Only these modules are compiled, not the whole venv (most
+of whose files no run imports: other vLLM models, Ray, API clients, test suites). A module that fails to import is
+skipped: it is compiled when, if ever, a run imports it. Prints one line: how many modules now have bytecode.
 """
 
 from __future__ import annotations
