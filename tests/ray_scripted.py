@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import time
 
-import ray
+import pytest
 
 from benchmarks.core.engine_io import RequestRecord, SpecCounters
+
+ray = pytest.importorskip("ray", reason="ray is not installed")
 
 FAULT_AT = 2  # the dflash engine's fault strikes at its second request (of the first dataset)
 

@@ -7,13 +7,14 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.engines.worker import WorkerEngine
 from benchmarks.records.store import RunStore
 from tests.run_helpers import host_everywhere, run_matrix
+
+psutil = pytest.importorskip("psutil", reason="psutil is not installed")
 
 SPEC = "scripted_workers:FaultyEngine"
 

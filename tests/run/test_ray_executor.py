@@ -10,9 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import pytest
-import ray
 
 from benchmarks.analysis.environments import cell_order
 from benchmarks.cli import main as cli_main
@@ -25,6 +23,9 @@ from benchmarks.engines.ray_worker import RayEngine
 from benchmarks.records.store import RunStore
 from benchmarks.run import ray_executor
 from tests.run_helpers import host_everywhere, run_matrix
+
+psutil = pytest.importorskip("psutil", reason="psutil is not installed")
+ray = pytest.importorskip("ray", reason="ray is not installed")
 
 
 def host(monkeypatch, engine: str) -> None:
