@@ -16,7 +16,7 @@ pytestmark = pytest.mark.jax
 
 def args(tmp_path):
     return argparse.Namespace(chip="cpu", shape="qwen3-tiny", batch=(1, 2), context=(64,), ks=(0,), dtype="float32",
-                              out=tmp_path / "out")
+                              attention="xla", out=tmp_path / "out")
 
 
 def test_a_study_whose_every_point_failed_exits_1(tmp_path, monkeypatch, capsys):
