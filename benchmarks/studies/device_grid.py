@@ -60,7 +60,7 @@ from benchmarks.hardware.step_cost import kv_bytes_per_token
 from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
 # What it writes into --out (checked before any work)
-OUTPUTS = ("grid.json", "grid.csv", "matmul.csv", "profile.tar.gz")
+OUTPUTS = ("grid.json", "grid.csv", "trees.csv", "matmul.csv", "profile.tar.gz")
 # The least a point takes before one has been timed (a loop's compile; qwen3-tiny's on 2 CPU cores: ~1.5 s): the
 # budget drops a point it cannot hold before the point starts, the first one too.
 MIN_POINT_S = 1.0
@@ -70,26 +70,44 @@ CSV_COLUMNS = ("batch", "context", "k", "status", "step_ms", "engine_step_ms", "
                "floor_ms", "ratio_to_floor", "ratio_to_stream", "practical_ms", "ratio_to_practical",
                "practical_bound", "roofline_ms", "memory_bound", "kv_cache_bytes", "need_bytes", "compile_s",
                "oracle_ok", "note")
+# A draft tree's points (--budgets), in trees.csv and grid.json's "trees", never among the chain's points (which the
+# cost model and the per-row fit read): against the chain at K = its depth limit, same batch and context.
+TREE_COLUMNS = ("batch", "context", "budget", "status", "step_ms", "chain_step_ms", "ratio_to_chain",
+                "ratio_to_chain_high", "floor_ms", "practical_ms", "roofline_ms", "oracle_ok", "compile_s", "note")
 MATMUL_COLUMNS = ("name", "n_in", "n_out", "rows", "copies", "calls", "seconds", "flops", "flops_per_s")
 
 
 @dataclass(frozen=True)
 class Point:
+    """A chain's point (K = 0: plain decoding), or a draft tree's of `budget` nodes, whose k is its depth limit
+    (block_size - 1: a step of the oracle commits k + 1 tokens either way)."""
     batch: int
     context: int
     k: int
+    budget: int = 0
 
     @property
     def label(self) -> str:
-        return f"B={self.batch} context={self.context} K={self.k}"
+        shape = f"tree budget={self.budget}" if self.budget else f"K={self.k}"
+        return f"B={self.batch} context={self.context} {shape}"
+
+    @property
+    def verify_rows(self) -> int:
+        """Rows per request the target verifies a step, and the most a step writes past its position."""
+        return self.budget + 1 if self.budget else self.k + 1
 
 
-def order(batches: Sequence[int], contexts: Sequence[int], ks: Sequence[int]) -> list[Point]:
+def order(batches: Sequence[int], contexts: Sequence[int], ks: Sequence[int], budgets: Sequence[int] = (),
+          depth: int = 0) -> list[Point]:
     """Most telling first, so that a budget that runs out drops the least: plain decoding at every point (the floor's
-    own test), then the largest K, then the others; within a K, batch 1 first, then larger batches, short contexts
-    before long ones."""
+    own test), then the largest K, then the draft trees (depth limit `depth`), then the other Ks; within each, batch
+    1 first, then larger batches, short contexts before long ones."""
     ranked = sorted(set(ks), key=lambda k: (k != 0, -k))
-    return [Point(b, c, k) for k in ranked for b in sorted(set(batches)) for c in sorted(set(contexts))]
+    grid = [(b, c) for b in sorted(set(batches)) for c in sorted(set(contexts))]
+    chains = [[Point(b, c, k) for b, c in grid] for k in ranked]
+    trees = [Point(b, c, depth, n) for n in sorted(set(budgets)) for b, c in grid]
+    head = 2 if len(ranked) > 1 and ranked[0] == 0 else 1
+    return [p for group in chains[:head] for p in group] + trees + [p for group in chains[head:] for p in group]
 
 
 def cache_rows(context: int, block: int) -> int:
@@ -103,7 +121,7 @@ def point_caches(cfg: Any, dcfg: Any, point: Point, dtype: Any) -> list[Any]:
     from benchmarks.engines.jax import batch as B  # lazy: imports jax, numpy, packaging, scipy
     from benchmarks.engines.jax import model as M  # lazy: imports jax, numpy, packaging
 
-    rows = cache_rows(point.context, dcfg.block_size)
+    rows = cache_rows(point.context, max(dcfg.block_size, point.verify_rows))
     configs = [cfg] + ([dcfg.layers] if point.k else [])
     return [M.init_cache(c, rows, dtype) if point.batch == 1 else B.batch_cache(c, rows, dtype, point.batch)
             for c in configs]
@@ -122,13 +140,13 @@ def need_bytes(cfg: Any, dcfg: Any, point: Point, itemsize: int) -> tuple[int, i
     the draft's caches of every request, the float32 logits of every verified and drafted row, and the float32
     attention scores of one layer (twice: scores and probabilities)."""
 
-    rows = cache_rows(point.context, dcfg.block_size)
+    rows = cache_rows(point.context, max(dcfg.block_size, point.verify_rows))
     per_token = kv_bytes_per_token(cfg, itemsize) + (kv_bytes_per_token(dcfg.layers, itemsize) if point.k else 0)
     kv = point.batch * rows * per_token
-    queries = point.k + 1 + (dcfg.block_size if point.k else 0)
+    queries = point.verify_rows + (dcfg.block_size if point.k else 0)
     logits = point.batch * queries * cfg.vocab_size * 4
-    scores = 2 * point.batch * cfg.num_heads * max(point.k + 1, dcfg.block_size if point.k else 1) \
-        * (point.context + dcfg.block_size) * 4
+    scores = 2 * point.batch * cfg.num_heads * max(point.verify_rows, dcfg.block_size if point.k else 1) \
+        * (point.context + max(dcfg.block_size, point.verify_rows)) * 4
     return kv, kv + 2 * logits + scores
 
 
@@ -231,7 +249,7 @@ class Grid:
             "bandwidth_bytes_per_s": self.hw.bandwidth_bytes_per_s, "bandwidth_source": self.hw.bandwidth_source,
             "steps": args.steps, "repeats": args.repeats,
             "draft": {"layers": self.dcfg.layers.num_layers, "block_size": self.dcfg.block_size},
-            "points": [], "skipped": [], "dropped": [], "violations": [],
+            "points": [], "skipped": [], "trees": [], "dropped": [], "violations": [],
         }
         gb = args.stream_gb if args.stream_gb is not None else 0.25 if self.hw.platform == "cpu" else 2.0
         self.result["stream"] = self._stream(gb) if gb else None
@@ -342,12 +360,17 @@ class Grid:
         atomic_write_csv(self.args.out / "grid.csv", CSV_COLUMNS, self.result["points"] + self.result["skipped"])
         if self.result["matmul"]:
             atomic_write_csv(self.args.out / "matmul.csv", MATMUL_COLUMNS, self.result["matmul"]["shapes"])
+        if self.result["trees"]:
+            atomic_write_csv(self.args.out / "trees.csv", TREE_COLUMNS, self.result["trees"])
 
     def step(self, point: Point) -> Any:
         """What one step of the point reads and computes (benchmarks.hardware.step_cost)."""
 
         if point.k == 0:
             return step_cost.ar_step(self.cfg, point.context, self.itemsize, point.batch)
+        if point.budget:
+            return step_cost.tree_step(self.cfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), point.budget,
+                                       self.dcfg.block_size, point.context, self.itemsize, point.batch)
         return step_cost.dflash_step(self.cfg, self.dcfg.layers, len(self.dcfg.target_layer_ids), point.k,
                                      self.dcfg.block_size, point.context, self.itemsize, point.batch)
 
@@ -373,7 +396,7 @@ class Grid:
             length = np.int32(span - max(n, 1) * (k + 1))
             limit = np.int32(1 + n * (k + 1))
             pending = jnp.zeros((k + 1, taps), self.dtype) if k else None
-            one = decode.start_state(jnp.int32(10), length, limit, eos, width, pending)
+            one = decode.start_state(jnp.int32(10), length, limit, eos, width, pending, bool(point.budget))
             return one if b == 1 else batch_of(one, b)
 
         keys = jax.vmap(jax.random.key)(jnp.arange(b, dtype=jnp.uint32)) if b > 1 else key
@@ -384,6 +407,12 @@ class Grid:
                 out = decode.ar_steps(self.tparams, st, caches[0], key, None, tcfg=self.cfg, span=span)
             elif k == 0:
                 out = B.ar_batch_steps(self.tparams, st, caches[0], keys, None, tcfg=self.cfg, span=span)
+            elif point.budget and b == 1:
+                out = decode.tree_steps(self.tparams, self.dparams, st, caches[0], caches[1], key, None,
+                                        dcfg=self.dcfg, tcfg=self.cfg, budget=point.budget, span=span)
+            elif point.budget:
+                out = B.tree_batch_steps(self.tparams, self.dparams, st, caches[0], caches[1], keys, None,
+                                         dcfg=self.dcfg, tcfg=self.cfg, budget=point.budget, span=span)
             elif b == 1:
                 out = decode.spec_steps(self.tparams, self.dparams, st, caches[0], caches[1], key, None,
                                         dcfg=self.dcfg, tcfg=self.cfg, k=k, num_queries=self.dcfg.block_size,
@@ -432,14 +461,15 @@ class Grid:
             empty.append(timed(state(0))[0])
             engine.append(as_the_engine_times())
         device_s = (float(np.median(full)) - float(np.median(empty))) / n
+        repeats_ms = [1e3 * (f - float(np.median(empty))) / n for f in full]
         engine_s = float(np.median(engine))
         done = bool(np.all(got["done"]))
         oracle_ok = done and (not point.k or bool(np.all(np.asarray(got["accepts"])[..., :n] == point.k)))
         figures = {"compile_s": compile_s, "step_ms": 1e3 * device_s, "engine_step_ms": 1e3 * engine_s,
                    "host_ms": 1e3 * (engine_s - device_s), "host_share": (engine_s - device_s) / engine_s,
-                   "call_ms": 1e3 * float(np.median(empty)), "oracle_ok": oracle_ok}
+                   "call_ms": 1e3 * float(np.median(empty)), "oracle_ok": oracle_ok, "step_ms_repeats": repeats_ms}
         if self.args.profile_above and self._profile_wanted(point, figures):
-            trace = self.traces / f"b{point.batch}-c{point.context}-k{point.k}"
+            trace = self.traces / f"b{point.batch}-c{point.context}-k{point.k}-t{point.budget}"
             with jax.profiler.trace(str(trace)):
                 timed(state(n))
             figures["profile"] = profile_ops(trace, n)
@@ -468,6 +498,7 @@ class Grid:
         kv, need = need_bytes(self.cfg, self.dcfg, point, self.itemsize)
         floor = self._floor_ms(point)
         row = {"batch": point.batch, "context": point.context, "k": point.k, "status": status, "note": note,
+               **({"budget": point.budget} if point.budget else {}),
                "floor_ms": floor, "step_bytes": step.bytes(),
                "step_flops": step.flops(), "kv_cache_bytes": kv, "need_bytes": need,
                "roofline_ms": 1e3 * roofline.step_seconds(step, self.device) if self.device else math.nan,
@@ -484,6 +515,17 @@ class Grid:
             if "step_ms" in figures:
                 row["ratio_to_practical"] = figures["step_ms"] / row["practical_ms"]
         return row
+
+    def against_chain(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A tree's row with the chain's step at its depth limit (same batch and context, measured before it): the
+        ratio of medians, and its high end over the repeats (the slowest tree loop over the fastest chain loop),
+        which a "within 1.1x" is read from."""
+        chain = next((p for p in self.result["points"] if (p["batch"], p["context"], p["k"])
+                      == (row["batch"], row["context"], row["k"])), None)
+        if chain is None:
+            return {**row, "note": f"no chain point at K={row['k']} to compare with (give --ks {row['k']})"}
+        return {**row, "chain_step_ms": chain["step_ms"], "ratio_to_chain": row["step_ms"] / chain["step_ms"],
+                "ratio_to_chain_high": max(row["step_ms_repeats"]) / min(chain["step_ms_repeats"])}
 
     def predicted_s(self, point: Point) -> float:
         """The least a point can take before one has been timed: a compile, and its timed loops at its floor."""
@@ -505,7 +547,7 @@ class Grid:
             if free is not None and need > 0.9 * free:
                 note = (f"does not fit: {_gb(kv)} of KV cache, {_gb(need)} with its work space, {_gb(free)} free "
                         f"({source})")
-                self.result["skipped"].append(self.row(point, "skipped", note))
+                self.result["trees" if point.budget else "skipped"].append(self.row(point, "skipped", note))
                 print(f"device-grid: {point.label}: {note}", flush=True)
                 continue
             predicted = max(need_s, self.predicted_s(point))
@@ -519,7 +561,7 @@ class Grid:
                 figures = self.measure(point)
             except Exception as exc:  # XLA's RESOURCE_EXHAUSTED (or any failure at one point) leaves the others
                 note = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-                self.result["skipped"].append(self.row(point, "failed", note))
+                self.result["trees" if point.budget else "skipped"].append(self.row(point, "failed", note))
                 print(f"device-grid: {point.label}: FAILED {note}", flush=True)
                 continue
             need_s = max(need_s, 1.3 * (time.perf_counter() - t0))
@@ -530,7 +572,11 @@ class Grid:
             if not row["oracle_ok"]:
                 self.result["violations"].append(f"{point.label}: the oracle loop did not run every step with "
                                                   f"every draft accepted")
-            self.result["points"].append(row)
+            if point.budget:
+                row = self.against_chain(row)
+                self.result["trees"].append(row)
+            else:
+                self.result["points"].append(row)
             self.save()
             print(f"device-grid: {point_line(row)}", flush=True)
         self.save()
@@ -540,7 +586,8 @@ class Grid:
             Path(archive).unlink()
         for line in self.result["violations"]:
             print(f"device-grid: VIOLATION {line}")
-        print(f"device-grid: {len(self.result['points'])} points measured, {len(self.result['skipped'])} skipped, "
+        print(f"device-grid: {len(self.result['points'])} points measured, {len(self.result['trees'])} tree points, "
+              f"{len(self.result['skipped'])} skipped, "
               f"{len(self.result['dropped'])} dropped, in {self.elapsed():.0f} s; wrote {self.args.out / 'grid.json'}",
               flush=True)
         if self.result["violations"]:
@@ -601,7 +648,8 @@ def matmul_lines(mm: dict[str, Any]) -> str:
 def point_line(r: dict[str, Any]) -> str:
     """One measured point in words."""
     bound = {True: "memory-bound", False: "compute-bound", None: "bound unknown"}[r["memory_bound"]]
-    line = (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} step {r['step_ms']:8.3f} ms | floor "
+    shape = f"tree {r['budget']:<3}" if r.get("budget") else f"K={r['k']:<2}"
+    line = (f"B={r['batch']:<3} context={r['context']:<5} {shape} step {r['step_ms']:8.3f} ms | floor "
             f"{as_float(r['floor_ms']):8.3f} ms ({as_float(r['ratio_to_floor']):.2f}x"
             + (f", {r['ratio_to_stream']:.2f}x at the stream's" if r.get("ratio_to_stream") else "") + ")"
             + (f" | practical {r['practical_ms']:8.3f} ms ({r['ratio_to_practical']:.2f}x, {r['practical_bound']})"
@@ -609,6 +657,9 @@ def point_line(r: dict[str, Any]) -> str:
             f"{as_float(r['roofline_ms']):8.3f} ms ({bound}) | "
             f"host {r['host_ms']:+.4f} ms ({100 * r['host_share']:+.2f} %), a call {r['call_ms']:.2f} ms | "
             f"KV {_gb(r['kv_cache_bytes'])} | compile {r['compile_s']:.1f} s")
+    if r.get("ratio_to_chain"):
+        line += (f" | {r['ratio_to_chain']:.3f}x the chain's step at K={r['k']} "
+                 f"(at most {r['ratio_to_chain_high']:.3f}x over the repeats)")
     for op in r.get("profile") or []:
         line += f"\n    {op['ms']:7.3f} ms/step {100 * op['share']:5.1f} % x{op['calls']:<5.0f} {op['op']}"
     return line
@@ -662,13 +713,17 @@ def point_problems(args: argparse.Namespace, steps: int) -> list[str]:
                 for b in args.batch if b not in BATCH_SIZES]
     block = draft_config(cfg).block_size
     problems += [f"--ks {k}: DFlash's K runs 1..{block - 1} (0 is plain decoding)" for k in args.ks if k >= block]
-    least = steps * (max(args.ks) + 1) + 1
+    deepest = max([*args.ks, *([block - 1] if getattr(args, "budgets", ()) else [])])  # a tree: its depth limit
+    least = steps * (deepest + 1) + 1
     return problems + [f"--context {c}: {steps} step{'s' if steps > 1 else ''} of K + 1 tokens must fit inside it "
                        f"(at least {least})" for c in args.context if c < least]
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     add_point_args(ap, (1, 4, 16, 64), (256, 2048, 8192), (0, 7, 15))
+    ap.add_argument("--budgets", type=Bounded(int, 1, 1024, many=True), default=(),
+                    help="draft-tree (DDTree) budgets timed too, each against the chain at K = block_size - 1 "
+                         "(give that K in --ks)")
     ap.add_argument("--dtype", choices=("bfloat16", "float32"),
                     help="weights' and caches' dtype (default float32 on a CPU, bfloat16 on an accelerator); float32 "
                          "multiplies at full precision, as the engine does")
@@ -699,7 +754,8 @@ def main(args: argparse.Namespace) -> int:
         raise BadInput(problems)
     args.out = args.out or ROOT / "results" / "device-check" / f"grid-{args.shape}"
     check_outputs(args.out, OUTPUTS)
-    return Grid(args).run(order(args.batch, args.context, args.ks))
+    depth = draft_config(resolve_shape(args.shape)).block_size - 1
+    return Grid(args).run(order(args.batch, args.context, args.ks, args.budgets, depth))
 
 
 if __name__ == "__main__":  # where the CLI's own imports (yaml, pandas) are missing, as on a bare accelerator machine
