@@ -3,7 +3,9 @@
     python -m preparation.execute_notebook --out run.ipynb CLONE=False ENGINE=jax PRESET=tiny DATASET=humaneval N=8
 
 Each NAME=VALUE is read as a Python literal (else kept as text). The kernel talks over unix sockets (ipc), so the
-notebook runs where no TCP socket may open, loopback included (a TPU sandbox). The executed notebook is written to
+notebook runs where no TCP socket may open, loopback included (a TPU sandbox): there ipykernel's one TCP socket, the
+pipe that carries output of forked children (never used here: the notebook reads its commands' output itself), would
+abort the kernel inside libzmq, so the kernel this module starts goes without it. The executed notebook is written to
 --out, with its PNG figures beside it; the status is 1 when a cell raised.
 """
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import ast
 import base64
+import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -33,11 +37,33 @@ def with_parameters(nb: nbformat.NotebookNode, params: dict[str, Any]) -> nbform
     return nb
 
 
+KERNEL = "dflash-ipc"  # the kernel spec this module writes for its own runs
+
+
+def kernel() -> None:
+    """ipykernel without the TCP pipe for forked children's output (`python -m preparation.execute_notebook
+    --kernel -f CONNECTION_FILE`)."""
+    from ipykernel import iostream, kernelapp
+
+    def no_pipe(self: iostream.IOPubThread) -> None:
+        self._pipe_flag = False
+
+    iostream.IOPubThread._setup_pipe_in = no_pipe  # type: ignore[method-assign]
+    kernelapp.launch_new_instance(argv=sys.argv[2:])
+
+
 def execute(nb: nbformat.NotebookNode, cwd: Path, timeout_s: int = 1800) -> None:
     """Run `nb` in place in `cwd`, its kernel on ipc; raises CellExecutionError at a failing cell, the outputs so far
     kept in `nb`."""
-    with tempfile.TemporaryDirectory() as ipc:
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(ipc) / "kernel"))
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "kernels" / KERNEL
+        spec.mkdir(parents=True)
+        argv = [sys.executable, "-m", "preparation.execute_notebook", "--kernel", "-f", "{connection_file}"]
+        (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": KERNEL, "language": "python",
+                                                       "env": {"PYTHONPATH": os.pathsep.join(
+                                                           filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}}))
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [tmp, os.environ.get("JUPYTER_PATH")]))
+        km = KernelManager(kernel_name=KERNEL, transport="ipc", ip=str(Path(tmp) / "kernel"))
         NotebookClient(nb, km=km, timeout=timeout_s, resources={"metadata": {"path": str(cwd)}}).execute()
 
 
@@ -85,4 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["--kernel"]:
+        kernel()
+    else:
+        sys.exit(main())
