@@ -281,7 +281,14 @@ def command(argv: list[str]) -> int:
     if isinstance(entry[1], dict):
         sub, rest = _choose(prog, entry[0], entry[1], rest)
         entry, prog = entry[1][sub], f"{prog} {sub}"
-    module = importlib.import_module(entry[0])
+    try:
+        module = importlib.import_module(entry[0])
+    except ModuleNotFoundError as exc:  # a package this environment lacks (torch on a TPU's JAX-only venv)
+        if (exc.name or "").split(".")[0] in ("benchmarks", "verification"):
+            raise
+        print(f"lacking: {prog} needs the package {exc.name}, which this environment does not have: install it "
+              f"(pip install {exc.name}) or run it where `bash preparation/bootstrap.sh` installs it", file=sys.stderr)
+        return Exit.LACKING
     ap = OneLineParser(prog=prog, description=entry[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_cli_args(ap)
     args = ap.parse_args(rest)

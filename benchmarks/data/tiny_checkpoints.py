@@ -255,9 +255,9 @@ def make_oracle(target_dir: Path, dflash_dir: Path, shape: TinyShape, token: int
     atomic_write_bytes(dflash_dir / "model.safetensors", save(dw))
 
 
-def build_pair(out_dir: Path, seed: int = 0, oracle: bool = False, shape: TinyShape = TinyShape()) -> dict[str, Path]:
+def build_pair(out_dir: Path, seed: int = 0, oracle: bool = False, shape: TinyShape | None = None) -> dict[str, Path]:
     """Write target/, dflash/ and eagle3/ under out_dir (random weights, or the oracle pair) and return their paths."""
-    out_dir = Path(out_dir)
+    out_dir, shape = Path(out_dir), shape or TinyShape()
     paths = {name: out_dir / name for name in ("target", "dflash", "eagle3")}
     tok = build_tokenizer(paths["target"], shape.vocab_size, stdlib_corpus(max_files=60))
     eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
