@@ -73,10 +73,22 @@ def nvidia_gpu_name() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
+def visible_tpu_chips(dev: Path = Path("/dev")) -> int | None:
+    """TPU chips this process can open (/dev/accelN, else /dev/vfio/N), or None where it sees none: a sandbox may
+    show one chip of a host whose TPU_ACCELERATOR_TYPE names four."""
+    for pattern in ("accel[0-9]*", "vfio/[0-9]*"):
+        if n := len(list(dev.glob(pattern))):
+            return n
+    return None
+
+
 def device_name_without_jax(platform_name: str) -> str:
-    """A readable accelerator name without initialising JAX (which would reserve GPU memory vLLM needs)."""
+    """A readable accelerator name without initialising JAX (which would reserve GPU memory vLLM needs): a TPU's
+    accelerator type, and the chips visible here."""
     if platform_name == "tpu":
-        return f"TPU {accelerator_type() or 'unknown type'}"
+        chips = visible_tpu_chips()
+        seen = f", {chips} chip{'s' if chips > 1 else ''} visible" if chips else ""
+        return f"TPU {accelerator_type() or 'unknown type'}{seen}"
     if platform_name == "gpu":
         return nvidia_gpu_name() or "NVIDIA GPU"
     return cpu_name()

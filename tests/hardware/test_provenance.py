@@ -445,3 +445,19 @@ def test_a_vllm_run_without_the_preloads_of_vllms_cpu_docs_says_so():
     assert "without tcmalloc" in line and "does not exist" in line
     assert said({"enabled": False, "missing": {"iomp": "turned off", "tcmalloc": "turned off"}}, engine="vllm-serve")
     assert not said(lacking, engine="jax")
+
+
+def test_a_tpu_name_says_how_many_chips_this_process_sees(tmp_path, monkeypatch):
+    """A sandbox of a v5litepod-4 host that shows one chip is named so, not as four chips."""
+    assert detect.visible_tpu_chips(tmp_path) is None
+    (tmp_path / "vfio").mkdir()
+    for name in ("0", "vfio"):
+        (tmp_path / "vfio" / name).touch()
+    assert detect.visible_tpu_chips(tmp_path) == 1
+    for n in range(4):
+        (tmp_path / f"accel{n}").touch()
+    assert detect.visible_tpu_chips(tmp_path) == 4
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-4")
+    monkeypatch.setattr(detect, "visible_tpu_chips", lambda: 1)
+    assert detect.device_name_without_jax("tpu") == "TPU v5litepod-4, 1 chip visible"
+    assert detect.tpu_generation(detect.device_name_without_jax("tpu"), None) == "v5e"
