@@ -6,26 +6,11 @@ from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from benchmarks.core.paths import ROOT
+from preparation.execute_notebook import NOTEBOOK, main
 
-NOTEBOOK = ROOT / "notebooks" / "reproduce.ipynb"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PIP_NO_INDEX": "1"}
-
-
-def with_parameters(nb: nbformat.NotebookNode, params: dict[str, Any]) -> nbformat.NotebookNode:
-    """Insert an assignment cell after the cell tagged 'parameters', as papermill does."""
-    index = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    source = "\n".join(f"{name} = {value!r}" for name, value in params.items())
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
-    return nb
-
-
-def execute(params: dict[str, Any], cwd: Path, timeout_s: int = 1800) -> nbformat.NotebookNode:
-    nb = with_parameters(nbformat.read(NOTEBOOK, as_version=4), params)
-    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
-    return nb
 
 
 def outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
@@ -51,8 +36,12 @@ def test_notebook_runs_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.Mon
         monkeypatch.setenv(key, value)
     # the JAX engine: the notebook's steps are the same for either engine; vLLM cells interleaved in workers, as
     # `make bench` runs them on CPU, are tested in tests/run/test_vllm_interleave.py (here they would add 2 minutes)
-    nb = execute({"CLONE": False, "WORKDIR": str(ROOT), "DATASET": "humaneval", "N": 2, "PRESET": "tiny",
-                  "ENGINE": "jax"}, tmp_path)
+    # as on a TPU machine: the kernel over unix sockets, without a TCP socket
+    out = tmp_path / "run.ipynb"
+    assert main(["--out", str(out), "CLONE=False", f"WORKDIR={ROOT}", "DATASET=humaneval", "N=2", "PRESET=tiny",
+                 "ENGINE=jax"]) == 0
+    nb = nbformat.read(out, as_version=4)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir())[0] == "figure-00.png"
     outs = outputs(nb)
     tables = [o["data"]["text/html"] for o in outs if "text/html" in o.get("data", {})]
     assert any("<table" in t and "humaneval" in t and "tau" in t and "dflash" in t for t in tables)
