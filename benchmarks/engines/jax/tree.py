@@ -10,9 +10,13 @@ first b' nodes. Built depth by depth: the top nodes at depth d are among the chi
 each depth keeps `budget` candidates (top-k of its parents' scores plus the position's top-k log-probabilities).
 
 Verify rows: row 0 is the root (the last committed token), rows 1..budget the nodes in that order.
+
+On a TPU, where lax.top_k sorts whole rows, the per-position top-k over the vocabulary runs in two exact stages
+(top_k_rows: top-k within 1024-wide chunks, then over their candidates).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -27,6 +31,36 @@ class Tree(NamedTuple):
     depths: jax.Array  # [budget] int32: 1 for the root's children
 
 
+# lanes per chunk of top_k_rows, a multiple of a TPU's 128: with k = 64 over V = 151936 its two stages take 4.4x
+# fewer compares than one bitonic sort of the row (~n log^2 n, n padded to a power of 2; widths 512, 2048: 4.2x, 4.1x)
+TOP_K_WIDTH = 1024
+
+
+def top_k_rows(x: jax.Array, k: int, width: int = TOP_K_WIDTH) -> tuple[jax.Array, jax.Array]:
+    """jax.lax.top_k(x, k) over x's last axis, ties included (the lower index first), in two stages: top-k within
+    each `width`-wide chunk (the last padded with -inf), then over the chunks' candidates in chunk order."""
+    vocab = x.shape[-1]
+    # two stages pay when a row spans many chunks (sorts cost ~n log^2 n) and the C*k candidates are <= half of it
+    if vocab < 8 * width or 2 * k > width:
+        values, index = jax.lax.top_k(x, k)  # a list: vocab_top_k's branches must both return a tuple
+        return values, index
+    chunks = -(-vocab // width)
+    lead = x.shape[:-1]
+    # padding sits past every real entry: -inf, and after real -infs in both stages' index order
+    padded = jnp.pad(x, [(0, 0)] * len(lead) + [(0, chunks * width - vocab)], constant_values=-jnp.inf)
+    values, index = jax.lax.top_k(padded.reshape(*lead, chunks, width), k)
+    index = index + jnp.arange(0, chunks * width, width, dtype=index.dtype)[:, None]
+    values, pick = jax.lax.top_k(values.reshape(*lead, chunks * k), k)
+    return values, jnp.take_along_axis(index.reshape(*lead, chunks * k), pick, axis=-1)
+
+
+def vocab_top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """jax.lax.top_k(x, k): top_k_rows's two stages on a TPU; lax.top_k elsewhere (top_k_rows with one chunk: on a
+    CPU, XLA's TopK is a partial sort, faster than the two stages), chosen where the caller lowers."""
+    return jax.lax.platform_dependent(x, tpu=partial(top_k_rows, k=k),
+                                      default=partial(top_k_rows, k=k, width=x.shape[-1]))
+
+
 def build(log_probs: jax.Array, budget: int) -> Tree:
     """The tree of `budget` nodes from per-position log-probabilities [depth_limit, V] (row d - 1 is depth d).
 
@@ -34,7 +68,7 @@ def build(log_probs: jax.Array, budget: int) -> Tree:
     """
     depth_limit, vocab = log_probs.shape
     k = min(budget, vocab)
-    top_lp, top_tok = jax.lax.top_k(log_probs.astype(jnp.float32), k)  # [D, k], each row descending
+    top_lp, top_tok = vocab_top_k(log_probs.astype(jnp.float32), k)  # [D, k], each row descending
     slots = budget  # candidates kept per depth
     # depth 1: the root's children, padded to `slots` with invalid candidates (score -inf); parent -1 is the root
     first = (jnp.full(slots, -jnp.inf).at[:k].set(top_lp[0]),
