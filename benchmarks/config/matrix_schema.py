@@ -187,7 +187,9 @@ class Matrix:
         default=1))
     slo_requests: int | None = field(metadata=key(
         "slo_requests", "int >= 1, at most num_prompts", "requests of one probe round at a load (the next of the "
-        "measured prompts each round); an uncertain load gets another round, pooled, while num_prompts last",
+        "measured prompts each round), at least three waves at every load of slo_range: 3 × the concurrency, or at a "
+        "request rate 3 × the rate × the latency the SLO allows a request; an uncertain load gets another round, "
+        "pooled, while num_prompts last",
         parsed_with="slo", shown="num_prompts", identity=True))
     slo_search: str | None = field(metadata=key(
         "slo_search", f"{' or '.join(MODES)}", "bisect: the bracketing search; sweep: every load of slo_range",

@@ -7,8 +7,17 @@ from typing import Any
 
 from benchmarks.config.matrix_checks import Parsing, as_list, check_distinct, check_int, fail, got
 from benchmarks.core.numbers import is_finite
-from benchmarks.decide.capacity import AXES, MAX_LOADS, MODES, grid_of, rounds_of
-from benchmarks.decide.slo import METRICS, PERCENTILES, THRESHOLD_NAME, Slo, fewest_requests, look_confidence
+from benchmarks.decide.capacity import AXES, MAX_LOADS, MODES, grid_of, rounds_of, wave_size
+from benchmarks.decide.slo import (
+    METRICS,
+    MIN_WAVES,
+    PERCENTILES,
+    THRESHOLD_NAME,
+    Slo,
+    Threshold,
+    fewest_requests,
+    look_confidence,
+)
 from benchmarks.engines import catalog
 
 SEARCH_KEYS = ("slo_load", "slo_range", "slo_step", "slo_requests", "slo_search")
@@ -70,11 +79,66 @@ def _loads(p: Parsing, axis: str) -> tuple[list[float], float]:
     return [low, high], step
 
 
+def _latency_s(slo: Slo, max_new_tokens: int) -> tuple[float, str] | None:
+    """The longest a request takes where `slo` is met, as the plan reads it, in seconds and in words: the smallest
+    E2E latency limit, or the smallest TTFT limit plus max_new_tokens - 1 steps at the smallest TPOT or ITL limit
+    (the request's longest gap bounds its mean one), whichever is less; None where `slo` bounds neither."""
+    def least(*metrics: str) -> Threshold | None:
+        return min((t for t in slo.thresholds if t.metric in metrics), key=lambda t: t.limit_ms, default=None)
+    bounds = []
+    e2el, ttft, step = least("e2el"), least("ttft"), least("tpot", "itl")
+    if e2el is not None:
+        bounds.append((e2el.limit_ms / 1e3, e2el.text()))
+    if ttft is not None and step is not None:
+        bounds.append(((ttft.limit_ms + (max_new_tokens - 1) * step.limit_ms) / 1e3,
+                       f"{ttft.text()} + {max_new_tokens - 1} tokens at {step.text()}"))
+    return min(bounds, default=None)
+
+
+def _check_waves(p: Parsing, slos: list[dict[str, float]], axis: str, grid: tuple[float, ...], requests: int) -> None:
+    """Every load of the range gets rounds of at least MIN_WAVES waves (`capacity.wave_size`): with fewer, a round
+    cannot tell a slowdown its waves share from its requests' own noise. At a request rate a wave is the rate times
+    a request's latency, read at the most the SLO allows (`_latency_s`; the largest over a list of SLOs, whose
+    searches share their probes)."""
+    source, latency, how = p.source, 0.0, ""
+    if axis == "request_rate":
+        bounds = []
+        for mapping in slos:
+            bound = _latency_s(Slo.of(mapping), p.parsed["max_new_tokens"])
+            if bound is None:
+                raise fail(source, "slo", f"{Slo.of(mapping).text()} bounds no request's whole latency, which sizes "
+                                          f"a wave at a request rate (the rate × a request's latency: the requests "
+                                          f"in flight at once), so a round cannot be planned to hold {MIN_WAVES} "
+                                          f"waves; add a p<percentile>_e2el_ms threshold, or a TTFT and a TPOT (or "
+                                          f"ITL) one, or search over concurrency")
+            bounds.append(bound)
+        latency, how = max(bounds)
+    short = [load for load in grid if requests < MIN_WAVES * wave_size(load, axis, latency)]
+    if not short:
+        return
+    def text(load: float) -> str:
+        return f"C = {load:g}" if axis == "concurrency" else f"{load:g} req/s"
+    top = grid[-1]
+    size = wave_size(top, axis, latency)
+    need = MIN_WAVES * size
+    fits = [load for load in grid if load < short[0]]
+    where = text(top) if len(short) == 1 else f"{text(short[0])} to {text(top)}"
+    wave = ("the requests in flight at once, as many as the concurrency" if axis == "concurrency" else
+            f"the requests in flight at once, the rate × a request's latency (Little's law), planned at the latency "
+            f"the SLO allows, {latency:.3g} s ({how}): {size} at {text(top)}")
+    prompts = f" and num_prompts ≥ {need}" if need > p.parsed["num_prompts"] else ""
+    end = f", or end slo_range at {text(fits[-1])}" if fits else ""
+    raise fail(source, "slo_requests", f"{requests} requests a round are fewer than {MIN_WAVES} waves at {where} (a "
+                                       f"wave: {wave}; with fewer than {MIN_WAVES} a round cannot tell a slowdown "
+                                       f"its waves share from its requests' own noise): give slo_requests ≥ {need} "
+                                       f"({MIN_WAVES} × {size}){prompts}{end}")
+
+
 def slo(p: Parsing) -> tuple[list[dict[str, float]] | None, str | None, list[float] | None, float | None,
                              int | None, str | None]:
     """The capacity search, as (slo, slo_load, slo_range, slo_step, slo_requests, slo_search): every value None
-    without an SLO (a search key without one is an error), on serving engines only, with rounds of at least one
-    prompt each and enough measured prompts at one load to show every threshold met."""
+    without an SLO (a search key without one is an error), on serving engines only, with rounds of at least three
+    waves at every load (`_check_waves`) and enough measured prompts at one load to show every threshold met."""
     source, value = p.source, p.get("slo")
     if value is None:
         given = [k for k in SEARCH_KEYS if k in p.merged]
@@ -100,10 +164,7 @@ def slo(p: Parsing) -> tuple[list[dict[str, float]] | None, str | None, list[flo
         raise fail(source, "slo_requests", f"{requests} requests per round, but num_prompts (the measured prompts "
                                            f"the rounds are drawn from) is {num_prompts}: raise num_prompts or lower "
                                            f"slo_requests")
-    if axis == "concurrency" and requests < high:
-        raise fail(source, "slo_requests", f"a round of {requests} requests never holds {high:g} in flight: give at "
-                                           f"least {high:g} (several times that, so that a round is more than one "
-                                           f"wave), or lower the top of slo_range")
+    _check_waves(p, slos, axis, grid_of(low, high, step, axis), requests)
     looks = rounds_of(num_prompts, requests)
     for mapping in slos:
         threshold, need = fewest_requests(Slo.of(mapping), looks)

@@ -65,6 +65,13 @@ def space_of(config: Mapping[str, Any]) -> Space | None:
                  rounds_of(int(config["num_prompts"]), requests), config.get("slo_search") or BISECT)
 
 
+def wave_size(load: float, axis: str, latency_s: float = 0.0) -> int:
+    """The requests of one wave at a load, the requests in flight at once (which share the server's slowdowns): the
+    concurrency, or at a request rate the rate times a request's end-to-end latency in seconds (Little's law); at
+    least one."""
+    return max(1, round(load if axis == "concurrency" else load * latency_s))
+
+
 def rounds_of(num_prompts: int, requests: int) -> int:
     """The most rounds one load gets, each a look at it: the measured prompts in rounds of `requests`."""
     return math.ceil(num_prompts / requests)

@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 
-from benchmarks.decide.capacity import Round, Space
+from benchmarks.decide.capacity import Round, Space, wave_size
 from benchmarks.decide.slo import RequestLatency
 from benchmarks.records.records import Level, Line, ProbeLine, ProbeRequestLine, RequestLine
 
@@ -27,8 +27,7 @@ def waves_of(load: float, axis: str, reqs: Sequence[RequestLine]) -> list[int] |
     no order)."""
     if any(r.start_s is None for r in reqs) or len({r.start_s for r in reqs}) < 2:
         return None
-    in_flight = load if axis == "concurrency" else load * sum(r.ttft_ms / 1e3 + r.decode_s for r in reqs) / len(reqs)
-    size = max(1, round(in_flight))
+    size = wave_size(load, axis, sum(r.ttft_ms / 1e3 + r.decode_s for r in reqs) / len(reqs))
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].start_s, i))
     wave = [0] * len(reqs)
     for rank, i in enumerate(order):

@@ -28,9 +28,10 @@ def slo_row(monkeypatch, tmp_path):
 
 
 def matrix_file(tmp_path, **extra):
+    """Rounds of 96 requests: three waves at the top of the range, C = 32 (validate refuses fewer)."""
     raw = {"name": "slo", "preset": "tiny", "engine": ROW.name, "methods": ["baseline", "dflash"], "k": [3],
-           "datasets": ["humaneval"], "num_prompts": 84, "warmup_prompts": 1, "max_new_tokens": 8,
-           "slo": {"p90_tpot_ms": 20, "p90_ttft_ms": 500}, "slo_range": [1, 32], "slo_requests": 42, **extra}
+           "datasets": ["humaneval"], "num_prompts": 96, "warmup_prompts": 1, "max_new_tokens": 8,
+           "slo": {"p90_tpot_ms": 20, "p90_ttft_ms": 500}, "slo_range": [1, 32], "slo_requests": 96, **extra}
     path = tmp_path / "slo.json"
     path.write_text(json.dumps(raw))
     return path
@@ -49,8 +50,8 @@ def test_a_capacity_search_finds_the_planted_capacities_and_reports_them(slo_row
     out = capsys.readouterr().out
     assert "[baseline] humaneval: capacity under p90 TPOT ≤ 20 ms, p90 TTFT ≤ 500 ms: 8 after 7 probes (C = 8 " \
            "meets and C = 9 fails)" in out
-    assert "[dflash-k3] humaneval: probe 6 at C = 18, round 0 (42 requests; bisect: C = 16 meets, C = 20 fails): " \
-           "p90 TPOT 19.8 ms [19.5, 19.9] vs ≤ 20: meets; p90 TTFT 90 ms [90, 90] vs ≤ 500: meets; the SLO: " \
+    assert "[dflash-k3] humaneval: probe 6 at C = 18, round 0 (96 requests; bisect: C = 16 meets, C = 20 fails): " \
+           "p90 TPOT 19.8 ms [19.6, 19.9] vs ≤ 20: meets; p90 TTFT 90 ms [90, 90] vs ≤ 500: meets; the SLO: " \
            "MEETS" in out
     assert "capacity on humaneval under p90 TPOT ≤ 20 ms, p90 TTFT ≤ 500 ms: slo-scripted baseline 8; slo-scripted " \
            "dflash-k3 18 → slo-scripted dflash-k3 holds the most (18)" in out
@@ -72,12 +73,12 @@ def test_a_capacity_search_finds_the_planted_capacities_and_reports_them(slo_row
     assert "## Capacity at a latency target" in report
     assert f"| {ROW.name} | dflash-k3 | 18 |" in report and "**Decision**: slo-scripted dflash-k3 holds the most (18)" \
         in report
-    assert "| 4 | C = 8 | 0 | 42 | 18.7 [18.5, 18.9] | 40 [40, 40] | meets |" in report
+    assert "| 4 | C = 8 | 0 | 96 | 18.7 [18.6, 18.8] | 40 [40, 40] | meets |" in report
     assert {p.name for p in (run / "figures").iterdir()} == {"capacity_vs_threshold.png", "capacity_pareto.png"}
 
     assert main(["matrix", str(path), "--run-dir", str(run), "--plan"]) == 0
     plan = capsys.readouterr().out
-    assert "capacity searches (bisect) over 32 loads from C = 1, C = 32, rounds of 42 requests (at most 2 per load)" \
+    assert "capacity searches (bisect) over 32 loads from C = 1, C = 32, rounds of 96 requests (at most 1 per load)" \
         in plan
     assert "| slo-scripted | baseline | humaneval | p90 TPOT ≤ 20 ms, p90 TTFT ≤ 500 ms | 7 | 8 after 7 probes" in plan
 
