@@ -87,7 +87,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         try:
             importlib.import_module(package)
         except Exception as exc:  # noqa: BLE001 - any import failure means the environment is broken
-            from benchmarks.cli.bench import ABSENT_NOTE
+            from benchmarks.engines.catalog import ABSENT_NOTE
 
             absent = Path(sys.prefix) / ABSENT_NOTE  # set-up built this environment without it, and said why
             if isinstance(exc, ModuleNotFoundError) and absent.is_file():

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
-from pathlib import Path
 from typing import Any
 
 from benchmarks.cli import shown
@@ -61,28 +59,13 @@ def bench_matrix(args: argparse.Namespace) -> Matrix:
     return parse_matrix(raw, source=f"bench --dataset {shown(args.dataset)}")
 
 
-VLLM_ENGINES = ("vllm", "vllm-serve")
-ABSENT_NOTE = "vllm-absent.txt"  # written into the venv by preparation/bootstrap.sh where it builds no vLLM
-
-
-def vllm_absence() -> str | None:
-    """Why vLLM cannot run in this environment (the reason set-up recorded, else that it is not installed), or None
-    when it is installed."""
-    if importlib.util.find_spec("vllm") is not None:
-        return None
-    recorded = Path(sys.prefix) / ABSENT_NOTE
-    if recorded.is_file() and recorded.read_text().strip():
-        return recorded.read_text().strip()
-    return f"vLLM is absent: it is not installed for {sys.executable}"
-
-
 def main(args: argparse.Namespace) -> int:
-    absent = vllm_absence()
+    absent = catalog.vllm_absence()
     if absent is not None and args.engine is None:
-        print(f"bench: engine jax, the default where vLLM is absent ({absent})", flush=True)
-        args.engine = "jax"
-    elif absent is not None and args.engine in VLLM_ENGINES:
-        print(f"error: --engine {args.engine} (ENGINE={args.engine}): {absent}. Use the JAX engine (ENGINE=jax, "
-              "the default here).", file=sys.stderr)
+        print(f"bench: {catalog.absent_default(absent)}", flush=True)
+        args.engine = catalog.ABSENT_DEFAULT
+    elif absent is not None and args.engine in catalog.VLLM_ENGINES:
+        print(f"error: --engine {args.engine} (ENGINE={args.engine}): {absent}. Use the JAX engine "
+              f"(ENGINE={catalog.ABSENT_DEFAULT}, the default here).", file=sys.stderr)
         return 2
     return run_and_report(bench_matrix(args), args)

@@ -1,11 +1,14 @@
-"""`matrix`: run a whole YAML matrix; rerunning it resumes its run folder."""
+"""`matrix`: run a whole YAML matrix; rerunning it resumes its run folder. Where vLLM is absent
+(`catalog.vllm_absence`), a matrix that names no engine runs the JAX engine, and the first line says so; one that names
+an engine needing vLLM is refused before any work, with the reason (`benchmarks.config.run_keys.engines`)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from benchmarks.cli.run import add_run_args, run_and_report
-from benchmarks.config.matrix_parse import load_matrix
+from benchmarks.config.matrix_parse import absent_default_note, load_matrix
+from benchmarks.engines import catalog
 
 OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
 
@@ -15,4 +18,9 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    return run_and_report(load_matrix(args.config), args)
+    absent = catalog.vllm_absence()
+    matrix = load_matrix(args.config, absent)
+    note = absent_default_note(matrix, absent)
+    if note is not None:
+        print(f"matrix: {note}", flush=True)
+    return run_and_report(matrix, args)

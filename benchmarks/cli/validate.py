@@ -7,7 +7,10 @@ exits LACKING (benchmarks/core/exit_codes.py).
 
 Engine options are data (each engine's declaration in its folder, benchmarks/engines/catalog.py), so vLLM's are checked
 whether or not vLLM imports here; each ok line adds what its engines' pre-run checks say of how they were checked
-(which vLLM release's arguments a matrix with a vLLM engine was checked against)."""
+(which vLLM release's arguments a matrix with a vLLM engine was checked against). Where vLLM is absent
+(`catalog.vllm_absence`: not installed, or left out by set-up), a matrix is checked as `matrix` would run it here: one
+that names no engine takes the JAX engine (a line before its ok line says so), one that names an engine needing vLLM
+is an error naming the reason."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from benchmarks.config.inputs import InputProblems, check_inputs
 from benchmarks.config.matrix_expand import expand, matrix_warnings
-from benchmarks.config.matrix_parse import Matrix, load_matrix
+from benchmarks.config.matrix_parse import Matrix, absent_default_note, load_matrix
 from benchmarks.config.placement import interleave_problem
 from benchmarks.core.exit_codes import BadInput, Exit, Lacking, worst
 from benchmarks.engines import catalog
@@ -31,11 +34,12 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                  f"names (lacking: lines, each with the command that fetches it)")
 
 
-def problems_of(path: Path, platform: str) -> tuple[InputProblems, Matrix | None, int, list[str]]:
+def problems_of(path: Path, platform: str, vllm_absent: str | None = None
+                ) -> tuple[InputProblems, Matrix | None, int, list[str]]:
     """A matrix file's problems (its own, and what this machine lacks for it), the matrix, its cell count and the
-    builds its run would start first (`RunPlan.builds`)."""
+    builds its run would start first (`RunPlan.builds`); `vllm_absent`: why vLLM cannot run here (`load_matrix`)."""
     try:
-        matrix = load_matrix(path)
+        matrix = load_matrix(path, vllm_absent)
         cells = expand(matrix)
         problem = interleave_problem(matrix, [c.engine for c in cells], platform)
         found = check_inputs(matrix)
@@ -50,10 +54,10 @@ def problems_of(path: Path, platform: str) -> tuple[InputProblems, Matrix | None
 
 
 def main(args: argparse.Namespace) -> int:
-    platform = detect_platform()
+    platform, absent = detect_platform(), catalog.vllm_absence()
     status: int = Exit.OK
     for path in args.configs:
-        found, matrix, cells, builds = problems_of(path, platform)
+        found, matrix, cells, builds = problems_of(path, platform, absent)
         for line in found.wrong:
             print(f"error: {line}", file=sys.stderr)
         for line in found.lacking:
@@ -61,6 +65,9 @@ def main(args: argparse.Namespace) -> int:
         if found.wrong or found.lacking or matrix is None:
             status = worst(status, Exit.BAD_INPUT if found.wrong else Exit.LACKING)
             continue
+        note = absent_default_note(matrix, absent)
+        if note is not None:
+            print(f"validate: {path}: {note}", flush=True)
         checked = [f.checked for f in catalog.pre_run_checks(matrix.engines) if f.checked]
         print(f"{path}: ok, {cells} cells" + "".join(f"; {line}" for line in checked))
         for line in builds:

@@ -69,13 +69,15 @@ def check_int(source: str, key: str, value: Any, minimum: int) -> int:
 @dataclass
 class Parsing:
     """One matrix being parsed: its file, the folder its relative paths start from, its keys merged over its
-    preset's, each key's default, and the values parsed so far (by key)."""
+    preset's, each key's default, the values parsed so far (by key), and why vLLM cannot run where the matrix is to
+    run (`catalog.vllm_absence()`; None: it can, or the matrix is not run here)."""
 
     source: str
     base_dir: Path | None
     merged: dict[str, Any]
     defaults: dict[str, Any]
     parsed: dict[str, Any] = field(default_factory=dict)
+    vllm_absent: str | None = None
 
     def get(self, key: str) -> Any:
         """The key's value as given, else its declared default."""

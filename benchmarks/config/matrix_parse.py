@@ -34,16 +34,16 @@ def load_preset(name: str) -> dict[str, Any]:
 MAX_MATRIX_BYTES = 4 << 20  # a matrix file: the shipped ones are a few kB
 
 
-def load_matrix(path: str | Path) -> Matrix:
-    """The matrix of a YAML file, validated (`parse_matrix`); a path that is not a file is named for what it is
-    (`guarded.file_problem`)."""
+def load_matrix(path: str | Path, vllm_absent: str | None = None) -> Matrix:
+    """The matrix of a YAML file, validated (`parse_matrix`, `vllm_absent` passed on); a path that is not a file is
+    named for what it is (`guarded.file_problem`)."""
     path = Path(path)
     problem = file_problem(path, MAX_MATRIX_BYTES)
     if problem == "does not exist":
         raise ConfigError(f"{path}: no such matrix file; the shipped ones are in configs/matrices/")
     if problem:
         raise ConfigError(f"{path} {problem}; give a matrix file (the shipped ones are in configs/matrices/)")
-    return parse_matrix(read_yaml(path), str(path), path.parent)
+    return parse_matrix(read_yaml(path), str(path), path.parent, vllm_absent)
 
 
 def _merge(raw: dict[str, Any], source: str) -> dict[str, Any]:
@@ -62,9 +62,13 @@ def _merge(raw: dict[str, Any], source: str) -> dict[str, Any]:
     return merged
 
 
-def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = None) -> Matrix:
+def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = None,
+                 vllm_absent: str | None = None) -> Matrix:
     """Validate a matrix mapping (after merging its preset) and return it resolved; relative prompt file paths are
-    resolved from `base_dir` (the matrix file's folder), else from the working directory."""
+    resolved from `base_dir` (the matrix file's folder), else from the working directory. `vllm_absent`: why vLLM
+    cannot run where the matrix is to run (`catalog.vllm_absence()`, which the commands that run or check a matrix
+    here pass): a matrix that names no engine then takes the JAX engine, and one that names an engine needing vLLM
+    is refused with the reason. None (the default) parses the same everywhere: the default engine is vLLM."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: a matrix must be a mapping of keys ({', '.join(MATRIX_KEYS)})")
     for key in raw:
@@ -73,8 +77,17 @@ def parse_matrix(raw: Any, source: str = "<matrix>", base_dir: Path | None = Non
             hint = f"did you mean {close[0]}? " if close else ""
             raise fail(source, key, f"unknown key; {hint}allowed: {', '.join(MATRIX_KEYS)} (docs/matrices.md says "
                                     f"what each takes)")
-    p = Parsing(source, base_dir, _merge(raw, source), {k.name: k.default for k in KEYS})
+    p = Parsing(source, base_dir, _merge(raw, source), {k.name: k.default for k in KEYS}, vllm_absent=vllm_absent)
     for keys, parse in PARSERS:
         value = parse(p)
         p.parsed.update(zip(keys, value) if len(keys) > 1 else [(keys[0], value)])
     return Matrix(source=source, raw=raw, **{k.attr: p.parsed[k.name] for k in KEYS if k.attr})
+
+
+def absent_default_note(matrix: Matrix, vllm_absent: str | None) -> str | None:
+    """Where vLLM is absent (`vllm_absent`, as `parse_matrix` took it), what a matrix that names no engine (nor its
+    preset) runs and why, for the first line of the command that runs or checks it; None where it names one or where
+    vLLM is present."""
+    if vllm_absent is None or "engine" in _merge(matrix.raw, matrix.source):
+        return None
+    return catalog.absent_default(vllm_absent)

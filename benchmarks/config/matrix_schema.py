@@ -98,7 +98,8 @@ class Matrix:
             in_preset=False, make="PRESET", bench="--preset")))
     engines: list[str] = field(metadata=key(
         "engine", f"one of {', '.join(catalog.ENGINES)} or a list of them", "the engines whose cells run",
-        run_keys.engines, default=catalog.DEFAULT_ENGINE, identity=True, make="ENGINE", bench="--engine"))
+        run_keys.engines, default=catalog.DEFAULT_ENGINE, identity=True, make="ENGINE", bench="--engine",
+        shown=f"{catalog.DEFAULT_ENGINE} ({catalog.ABSENT_DEFAULT} where vLLM is absent)"))
     target: str = field(metadata=key(
         "target", "HF id or local folder", "the target model", run_keys.target, shown="the preset's", identity=True))
     drafts: dict[str, str] = field(metadata=key(

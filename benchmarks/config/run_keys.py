@@ -33,14 +33,22 @@ class DatasetEntry:
 
 
 def engines(p: Parsing) -> list[str]:
-    source, merged = p.source, p.merged
-    engines = [str(e) for e in as_list(merged.get("engine", catalog.DEFAULT_ENGINE))]
+    """The engines named, else the default: catalog.DEFAULT_ENGINE, or ABSENT_DEFAULT where vLLM is absent
+    (`p.vllm_absent`: the reason), where an engine that needs vLLM is refused with that reason."""
+    source = p.source
+    default = catalog.DEFAULT_ENGINE if p.vllm_absent is None else catalog.ABSENT_DEFAULT
+    engines = [str(e) for e in as_list(p.merged.get("engine", default))]
     if not engines:
         raise fail(source, "engine", f"empty; give one of {', '.join(catalog.ENGINES)} or a list of them")
     for e in engines:
         if e not in catalog.ENGINES:
             raise fail(source, "engine", f"unknown engine {e!r}; allowed: {', '.join(catalog.ENGINES)}")
     check_distinct(source, "engine", engines)
+    needs = [e for e in engines if e in catalog.VLLM_ENGINES]
+    if needs and p.vllm_absent is not None:
+        raise fail(source, "engine", f"{', '.join(needs)} cannot run here: {p.vllm_absent}. Give engine: "
+                                     f"{catalog.ABSENT_DEFAULT} (the default here), or run it in an environment with "
+                                     "vLLM")
     return engines
 
 

@@ -7,9 +7,12 @@ Adding an engine is one row here and its folder under benchmarks/engines/ (docs/
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from benchmarks.core.cells import METHODS, TREE_METHODS, OptionValue
@@ -135,7 +138,27 @@ ENGINES: dict[str, EngineRow] = {row.name: row for row in (
     EngineRow("llama.cpp-serve", ".llamacpp.llamacpp_serve:LlamaCppServer", CHAIN_METHODS,
               ".llamacpp.llamacpp_options:OPTIONS", serves="llama.cpp"),
 )}
-DEFAULT_ENGINE = "vllm"  # a matrix without `engine`; `bench` without --engine where vLLM is installed (else jax)
+DEFAULT_ENGINE = "vllm"  # a matrix without `engine`, `bench` without --engine, where vLLM is installed
+ABSENT_DEFAULT = "jax"  # ... and where it is absent (`vllm_absence`)
+VLLM_ENGINES = tuple(name for name, row in ENGINES.items() if row.base == "vllm")  # the engines that need vLLM
+ABSENT_NOTE = "vllm-absent.txt"  # written into the venv by preparation/bootstrap.sh where it builds no vLLM
+
+
+def vllm_absence() -> str | None:
+    """Why vLLM cannot run in this environment (the reason set-up recorded, else that it is not installed), or None
+    when it is installed. Where it is absent, `bench`, `matrix` and `validate` default to ABSENT_DEFAULT and refuse
+    VLLM_ENGINES with this reason."""
+    if importlib.util.find_spec("vllm") is not None:
+        return None
+    recorded = Path(sys.prefix) / ABSENT_NOTE
+    if recorded.is_file() and recorded.read_text().strip():
+        return recorded.read_text().strip()
+    return f"vLLM is absent: it is not installed for {sys.executable}"
+
+
+def absent_default(absence: str) -> str:
+    """What a command runs where vLLM is absent and no engine is named, and why (`absence`: `vllm_absence()`)."""
+    return f"engine {ABSENT_DEFAULT}, the default where vLLM is absent ({absence})"
 
 
 class UnknownEngine(ValueError):

@@ -96,11 +96,13 @@ def test_validate_accepts_each_engine_its_own_options(tmp_path, capsys):
 
 
 def test_validate_checks_vllm_options_where_vllm_does_not_import(tmp_path):
-    """A sitecustomize poisons sys.modules["vllm"] in the child, so `import vllm` fails there: validation still
-    refuses an unknown vLLM option (names are data) and says which release's arguments it checked against."""
+    """A poisoned vllm package shadows the installed one in the child, so `import vllm` fails there (vLLM is still
+    installed: where it is absent, `validate` refuses a vLLM matrix, tests/cli/test_matrix_without_vllm.py):
+    validation still refuses an unknown vLLM option (names are data) and says which release's arguments it checked
+    against."""
     poison = tmp_path / "poison"
-    poison.mkdir()
-    (poison / "sitecustomize.py").write_text("import sys\nsys.modules['vllm'] = None\n")
+    (poison / "vllm").mkdir(parents=True)
+    (poison / "vllm" / "__init__.py").write_text("raise ImportError('vllm is poisoned for this test')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(poison), str(ROOT)])}
     probe = subprocess.run([sys.executable, "-c", "import vllm"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "vllm" in probe.stderr, "the poison did not stop `import vllm`"

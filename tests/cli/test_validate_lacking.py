@@ -12,6 +12,7 @@ from benchmarks.cli import main
 from benchmarks.config import model_checks
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.paths import ROOT
+from benchmarks.engines import catalog
 
 TINY = {"preset": "tiny", "engine": "jax", "methods": ["baseline", "dflash"], "k": {"dflash": 7},
         "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 2, "warmup_prompts": 0}
@@ -93,10 +94,15 @@ def test_validate_refuses_what_the_plan_refuses(tmp_path, capsys, monkeypatch):
 def test_the_readme_example_never_exits_2_offline():
     proc = subprocess.run(f"{sys.executable} -m benchmarks validate configs/matrices/*.yaml", shell=True, cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=None)
-    # exit 5 where a hub model or dataset is not cached (this machine, CI), 0 where every one is: never 2
+    # exit 5 where a hub model or dataset is not cached (this machine, CI), 0 where every one is: never 2, but where
+    # vLLM is absent (the JAX engine's environment on a TPU), whose vLLM matrices are refused, each on one line
     lacking = [line for line in proc.stderr.splitlines() if line.startswith("lacking:")]
-    assert proc.returncode == (Exit.LACKING if lacking else Exit.OK), proc.stderr[-3000:]
-    assert not [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert "configs/matrices/smoke.yaml: ok" in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    absent = catalog.vllm_absence()
+    refused = [line for line in errors if absent is not None and f"cannot run here: {absent}" in line]
+    assert errors == refused, errors
+    assert proc.returncode == (Exit.BAD_INPUT if refused else Exit.LACKING if lacking else Exit.OK), \
+        proc.stderr[-3000:]
+    assert f"configs/matrices/{'smoke' if absent is None else 'tiny-jax'}.yaml: ok" in proc.stdout
     assert "validate configs/matrices/*.yaml  # 0 all valid, 2 a matrix's own error, 5 a model or dataset not here" \
         in (ROOT / "README.md").read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from benchmarks.cli import bench
 from benchmarks.core.paths import ROOT
+from benchmarks.engines import catalog
 
 PLAN = ROOT / "preparation" / "tpu_plan.sh"
 BOOTSTRAP = ROOT / "preparation" / "bootstrap.sh"
@@ -82,9 +84,9 @@ def _args(**given: object) -> argparse.Namespace:
 def test_bench_refuses_vllm_where_absent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """Where vLLM is absent, --engine vllm is refused with the recorded reason, before any work."""
-    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
-    monkeypatch.setattr(bench.sys, "prefix", str(tmp_path))
-    (tmp_path / bench.ABSENT_NOTE).write_text("vLLM is absent: the index has none.\n")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    (tmp_path / catalog.ABSENT_NOTE).write_text("vLLM is absent: the index has none.\n")
     monkeypatch.setattr(bench, "run_and_report", lambda *a: pytest.fail("bench did work before refusing"))
     assert bench.main(_args(engine="vllm")) == 2
     err = capsys.readouterr().err
@@ -95,7 +97,7 @@ def test_bench_refuses_vllm_where_absent(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_bench_defaults_to_jax_where_vllm_is_absent(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Where vLLM is absent and no engine is given, bench runs the JAX engine, and its first line says so."""
-    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     ran: list[list[str]] = []
     monkeypatch.setattr(bench, "run_and_report", lambda matrix, args: ran.append(list(matrix.engines)) or 0)
     assert bench.main(_args()) == 0
