@@ -11,7 +11,7 @@
 # check is clean. On TPU, where the index has no vllm-tpu for Python 3.12 or no Python 3.12 is here
 # (preparation/tpu_plan.sh), the venv is the JAX engine's alone, built on the machine's own JAX (which is matched to
 # its libtpu: the venv sees the system's site packages, pip installs the rest, JAX is never replaced); one line says
-# why vLLM is absent, and $VENV/vllm-absent.txt keeps it for `bench`. On TPU, a populated tpu-inference/
+# why vLLM is absent, and $VENV/vllm-absent.txt keeps it for `bench` and `matrix`. On TPU, a populated tpu-inference/
 # submodule is installed from source next to the vllm-tpu release that matches its commit
 # (preparation/tpu_release.sh); without it the pinned wheels are used. On CPU the libraries vLLM's CPU docs preload
 # into its processes are put in the venv (preparation/cpu_preload.sh; what it cannot get is said, not fatal).
