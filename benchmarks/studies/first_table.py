@@ -5,7 +5,8 @@ its VENV (an environment already set up for that commit makes set-up a no-op; a 
 line of its output on one clock. Phases: set-up (until the bench command starts), the plan (until the first engine
 starts loading), each engine's start (as the harness reports it: "engine ready in"), until the last engine is ready,
 the measurement, and the report (from "summary" onwards). The host's load average is printed before and after: the
-figures are only as quiet as the host.
+figures are only as quiet as the host. Every option is checked first (the dataset against the registry, the venv, the
+output's folder, the ref), before anything is cloned or built: a bad one ends the study in one line, exit 2.
 
     python -m benchmarks study first-table [--ref HEAD] [--venv .venv] [--dataset humaneval] [--out FILE.json]
 """
@@ -22,8 +23,11 @@ import time
 from pathlib import Path
 
 from benchmarks.core.atomic import atomic_write_text
-from benchmarks.core.exit_codes import Exit
+from benchmarks.core.environment import shown
+from benchmarks.core.exit_codes import BadInput, Exit
+from benchmarks.core.guarded import output_folder_problem
 from benchmarks.core.paths import ROOT
+from benchmarks.data.dataset_registry import DATASETS
 
 READY = re.compile(r"\[(?P<label>[^\]]+)\] \S+ engine ready in (?P<s>[\d.]+) s")
 BENCH = re.compile(r"-m benchmarks bench ")
@@ -84,16 +88,42 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
 
 
-def main(args: argparse.Namespace) -> int:
+def venv_problem(venv: Path) -> str | None:
+    """Why `--venv` cannot be the clone's VENV (phrased to follow its name), or None: a file, FIFO or link loop in
+    its place, a folder this user may not write, or a folder holding files that is not a venv (bootstrap would
+    install into it)."""
+    problem = output_folder_problem(venv)
+    if problem:
+        return problem
+    if venv.is_dir() and not (venv / "pyvenv.cfg").is_file() and any(venv.iterdir()):
+        return "is a folder that is not a venv (no pyvenv.cfg), and set-up would install into it"
+    return None
+
+
+def input_problems(args: argparse.Namespace) -> list[str]:
+    """Every option's problem, one line each, checked before any set-up work (no clone, no venv): the dataset against
+    the registry, the venv, the output file's folder, the ref against this repository."""
+    problems = []
+    if args.dataset not in DATASETS:
+        problems.append(f"--dataset {shown(args.dataset)}: not a dataset of the registry; choose from "
+                        f"{', '.join(sorted(DATASETS))}")
+    venv = venv_problem(args.venv)
+    if venv:
+        problems.append(f"--venv {shown(str(args.venv))} {venv}; give a venv, or a new path to build one in")
     if args.out is not None and not args.out.parent.is_dir():
-        print(f"study first-table: error: --out {args.out}: its folder does not exist")
-        return Exit.BAD_INPUT
-    known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.ref}^{{commit}}"],
-                           capture_output=True)
-    if known.returncode != 0:
-        print(f"study first-table: error: --ref {args.ref}: no commit of this repository has that name; give a "
-              "branch, tag or commit (e.g. --ref HEAD)")
-        return Exit.BAD_INPUT
+        problems.append(f"--out {shown(str(args.out))}: its folder does not exist")
+    known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                            f"{args.ref}^{{commit}}"], capture_output=True)
+    if not args.ref or args.ref.startswith("-") or known.returncode != 0:
+        problems.append(f"--ref {shown(args.ref)}: no commit of this repository has that name; give a branch, tag or "
+                        "commit (e.g. --ref HEAD)")
+    return problems
+
+
+def main(args: argparse.Namespace) -> int:
+    problems = input_problems(args)
+    if problems:
+        raise BadInput(problems)
     folder = Path(tempfile.mkdtemp(prefix="first-table-"))
     try:
         clone(args.ref, folder / "repo")

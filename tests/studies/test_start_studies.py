@@ -3,11 +3,15 @@ synthetic timelines and records (no engine)."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import time
 
 import pytest
 
 from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import RequestRecord
+from benchmarks.core.paths import ROOT
 from benchmarks.studies import first_table, vllm_preload_study, vllm_start_study
 from benchmarks.studies.vllm_start_study import MARK, Timeline
 
@@ -86,4 +90,51 @@ def test_first_table_refuses_a_ref_the_repository_lacks_before_cloning(capsys, m
 
     monkeypatch.setattr(first_table, "clone", lambda *_: pytest.fail("cloned before the ref was checked"))
     assert main(["study", "first-table", "--ref", "no-such-ref-anywhere"]) == 2
-    assert "--ref no-such-ref-anywhere: no commit of this repository has that name" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert err.startswith("error: --ref no-such-ref-anywhere: no commit of this repository has that name"), err
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--dataset", "no-such-dataset", "error: --dataset no-such-dataset: not a dataset of the registry; choose from "),
+    ("--dataset", "x" * 5000, "error: --dataset xxxx"),
+    ("--venv", "a-file", "is a file; give a venv, or a new path to build one in"),
+    ("--venv", "users", "is a folder that is not a venv (no pyvenv.cfg)"),
+    ("--venv", "loop", "is a link that loops back on itself"),
+    ("--ref", "--help", "error: --ref --help: no commit of this repository has that name"),
+])
+def test_first_table_refuses_a_bad_option_in_one_line_before_any_set_up(option, value, says, tmp_path, capsys,
+                                                                        monkeypatch):
+    """Nothing is cloned, no make runs (which would build a venv of gigabytes) and no folder is made: the options
+    are all read first."""
+    from benchmarks.cli import main
+
+    (tmp_path / "a-file").write_text("mine\n")
+    (tmp_path / "users").mkdir()
+    (tmp_path / "users" / "keep.txt").write_text("mine\n")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    before = sorted(tmp_path.rglob("*"))
+    monkeypatch.setattr(first_table, "clone", lambda *_: pytest.fail("cloned before the options were checked"))
+    monkeypatch.setattr(first_table, "timed_make", lambda *_: pytest.fail("make ran before the options were checked"))
+    monkeypatch.setattr(first_table.tempfile, "mkdtemp", lambda **_: pytest.fail("a folder made before the check"))
+    given = str(tmp_path / value) if option == "--venv" else value
+    t0 = time.monotonic()
+    assert main(["study", "first-table", f"{option}={given}" if value.startswith("-") else option,
+                 *([] if value.startswith("-") else [given])]) == 2
+    assert time.monotonic() - t0 < 5
+    out, err = capsys.readouterr()
+    assert says in err and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert len(err) < 1000 and out == ""
+    assert sorted(tmp_path.rglob("*")) == before and (tmp_path / "users" / "keep.txt").read_text() == "mine\n"
+
+
+def test_first_table_refuses_a_bad_dataset_from_the_command_line_within_a_second(tmp_path):
+    """As a user runs it, in its own process: the dataset is refused before the venv the study would build appears."""
+    venv = tmp_path / "venv"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "study", "first-table", "--dataset", "humaneva",
+                           "--venv", str(venv)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: --dataset humaneva: not a dataset of the registry") and \
+        proc.stderr.count("\n") == 1, proc.stderr
+    assert time.monotonic() - t0 < 10  # the interpreter's start on a loaded 2-core host; the check itself is instant
+    assert not venv.exists() and list(tmp_path.iterdir()) == []
