@@ -4,15 +4,18 @@ refused in one line naming the variable, before any work: by the declarations' o
 make before it removes a folder, and by a study that reads the bandwidth."""
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from benchmarks.core.environment import ENVIRONMENT, SHOWN, Variable, problem
+from benchmarks.core.environment import ENVIRONMENT, FOLDER_CAUSES, SHOWN, Variable, problem
 from benchmarks.core.make_variables import MAKE
 from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
@@ -76,11 +79,28 @@ def bad_values(var: Variable, tmp_path: Path) -> list[str]:
     if var.kind == "pattern":
         return ["not a value!", "a b", long]
     if var.kind == "folder":
-        (tmp_path / "a-file").write_text("not a folder\n")
-        return [str(tmp_path / "a-file")]
+        return [str(path) for cause, path in folder_cases(tmp_path).items() if cause != "read-only"]
     if var.kind == "python":
         return [str(tmp_path / "no-such-python"), "no-such-python-anywhere"]
     return []
+
+
+def folder_cases(tmp_path: Path) -> dict[str, Path]:
+    """A path for each of FOLDER_CAUSES (the declarations' causes a folder variable is refused for), made under
+    `tmp_path`; the read-only one bites only a user other than root (`as_another_user`)."""
+    (tmp_path / "a-file").write_text("not a folder\n")
+    if not (tmp_path / "fifo").exists():
+        os.mkfifo(tmp_path / "fifo")
+    for name, target in (("dangling", "nothing-here"), ("loop", "loop")):
+        if not os.path.lexists(tmp_path / name):
+            (tmp_path / name).symlink_to(tmp_path / target)
+    (tmp_path / "read-only").mkdir(exist_ok=True)
+    (tmp_path / "read-only").chmod(0o555)
+    made = {"a file": tmp_path / "a-file", "a named pipe (FIFO)": tmp_path / "fifo",
+            "a link to nothing": tmp_path / "dangling", "a link loop": tmp_path / "loop",
+            "under a file": tmp_path / "a-file" / "runs", "read-only": tmp_path / "read-only" / "runs"}
+    assert set(made) == set(FOLDER_CAUSES), f"a path for each cause: {sorted(set(FOLDER_CAUSES) ^ set(made))}"
+    return made
 
 
 CHECKED = [v for v in [*ENVIRONMENT.values(), *MAKE.values()] if v.kind not in ("tool", "words", "option", "shape")]
@@ -95,6 +115,68 @@ def test_each_bad_value_drawn_from_a_declaration_is_refused_in_one_short_line(va
         assert line and "\n" not in line and line.startswith(f"{var.name}="), (var.name, value, line)
         assert len(line) < SHOWN + 300, line  # a long value is shortened in the echo
     assert problem(var, "") is None  # empty: unset, the default
+
+
+FOLDERS = [v for v in [*ENVIRONMENT.values(), *MAKE.values()] if v.kind == "folder"]
+WORDS = {"a file": "the path is a file", "a named pipe (FIFO)": "the path is a named pipe (FIFO)",
+         "a link to nothing": "the path is a link to nothing", "a link loop": "a link that loops back on itself",
+         "under a file": "lies under ", "read-only": "cannot be written"}
+
+
+@pytest.mark.parametrize("var", FOLDERS, ids=lambda v: v.name)
+def test_each_folder_variable_is_refused_for_each_cause_naming_it_and_a_new_folder_passes(var, tmp_path):
+    """Each cause of FOLDER_CAUSES but read-only (below), drawn from the declaration: the line names the variable and
+    the cause, whether the folder is written or only read; a folder not made yet, in one this user can write, is
+    fine, and so is an existing one."""
+    assert set(WORDS) == set(FOLDER_CAUSES)
+    for cause, path in folder_cases(tmp_path).items():
+        if cause == "read-only":
+            continue
+        line = problem(var, str(path))
+        assert line and line.startswith(f"{var.name}={path}: ") and WORDS[cause] in line, (cause, line)
+    assert problem(var, str(tmp_path / "new" / "deeper")) is None and problem(var, str(tmp_path)) is None
+
+
+@functools.cache
+def another_user() -> tuple[str, ...] | None:
+    """What runs a command as a user other than root, where this process is root (permissions do not bite root):
+    `runuser -u nobody --`, when nobody can run this checkout's standard-library-only environment check; () where
+    this process is not root; None where neither."""
+    if os.geteuid() != 0:
+        return ()
+    runuser = shutil.which("runuser")
+    if not runuser:
+        return None
+    probe = subprocess.run([runuser, "-u", "nobody", "--", "python3", "-E", "-m", "benchmarks.core.environment",
+                            "PLATFORM"], cwd=ROOT, capture_output=True, env={"PATH": os.environ["PATH"]})
+    return (runuser, "-u", "nobody", "--") if probe.returncode == 0 else None
+
+
+@pytest.mark.parametrize("var", FOLDERS, ids=lambda v: v.name)
+def test_a_folder_this_user_cannot_write_is_refused_unless_it_is_only_read(var):
+    """The read-only cause, as an unprivileged user (runuser -u nobody where the suite runs as root), through the
+    environment check the scripts and the Makefile run: refused in one line naming the variable for a folder that is
+    written, passed for one that is only read."""
+    runner = another_user()
+    if runner is None:
+        pytest.skip("root, and no runuser that nobody can run this checkout with")
+    base = Path(tempfile.mkdtemp(prefix="ways-in-read-only-"))  # outside root's own pytest folder: nobody reaches it
+    try:
+        base.chmod(0o755)
+        path = folder_cases(base)["read-only"]
+        module = "benchmarks.core.environment" if ENVIRONMENT.get(var.name) is var else "benchmarks.core.make_variables"
+        proc = subprocess.run([*runner, "python3", "-E", "-m", module, var.name], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60,
+                              env={"PATH": os.environ["PATH"], var.name: str(path)})
+    finally:
+        (base / "read-only").chmod(0o755)
+        shutil.rmtree(base)
+    if var.read_only:
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    else:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith(f"error: {var.name}={path}: the path cannot be written ({path.parent} is "
+                                      f"read-only to this user)"), proc.stderr
 
 
 def test_good_values_pass():

@@ -69,7 +69,9 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
 }
 # The environment variables with a domain of values that a command of the harness reads itself
 # (benchmarks/core/environment.py), checked before any command runs: a bad value ends it in one line naming the
-# variable. A folder's (DFLASH_RUNS_DIR, DFLASH_LLAMACPP_CACHE) is checked where it is used, as what it is used for.
+# variable. A folder's is checked, for each of environment.FOLDER_CAUSES, by the commands that use it, before any
+# work: DFLASH_RUNS_DIR by those that make run folders there (an output run_dir: `output_problems`),
+# DFLASH_LLAMACPP_CACHE by those whose matrix has a llama.cpp cell (its catalog row's pre-run check).
 READ_VARIABLES = ["DFLASH_BANDWIDTH_GBS", "RAY_ADDRESS", "PLATFORM"]
 QUICK_START = f"""\
 quick start:

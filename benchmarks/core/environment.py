@@ -4,13 +4,17 @@ variable, before any work (`problem`, `read_number`; `python -m benchmarks.core.
 scripts and the Makefile). Standard library only: the shell scripts run it with any python3."""
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.guarded import output_folder_problem
 from benchmarks.core.numbers import Bounded
 
 BOOL_WORDS = ("", "0", "1", "no", "yes", "false", "true", "off", "on")
@@ -27,18 +31,21 @@ class Variable:
     makes when it is absent), file, python (an interpreter: a path or a command on PATH), words (split into several
     arguments and checked by the command they reach), shape (a named model shape, checked by the study it reaches),
     tool (read by another program the harness runs, passed on unread). removes: a recipe may remove this folder or
-    its contents, which it does only when the folder carries the mark of the harness (preparation/made_folder.sh)."""
+    its contents, which it does only when the folder carries the mark of the harness (preparation/made_folder.sh).
+    read_only: a folder that is only read (an absent one holds nothing), so one this user cannot write is fine; any
+    other folder is written, and refused for each of FOLDER_CAUSES (`folder_problem`)."""
 
     name: str
     kind: str
     summary: str
     domain: Bounded | tuple[str, ...] | re.Pattern[str] | None = None
     removes: bool = False
+    read_only: bool = False
 
 
-def declare(name: str, kind: str, summary: str,
-            domain: Bounded | tuple[str, ...] | re.Pattern[str] | None = None, removes: bool = False) -> Variable:
-    return Variable(name, kind, summary, domain, removes)
+def declare(name: str, kind: str, summary: str, domain: Bounded | tuple[str, ...] | re.Pattern[str] | None = None,
+            removes: bool = False, read_only: bool = False) -> Variable:
+    return Variable(name, kind, summary, domain, removes, read_only)
 
 
 _v = declare
@@ -64,7 +71,8 @@ ENVIRONMENT: dict[str, Variable] = {v.name: v for v in (
     _v("DEVICE_CHECK_OUT", "folder", "where the device check writes (default OUT, else results/device-check)"),
     _v("OUT", "folder", "the device tool's output folder, the device check's when DEVICE_CHECK_OUT is unset"),
     _v("DEVICE_CHECK_PACK", "bool", "pack the device check's outputs into device-check.tar.gz", BOOL_WORDS),
-    _v("DEVICE_WHEELS", "folder", "the wheels the device check installs (default preparation/device-wheels)"),
+    _v("DEVICE_WHEELS", "folder", "the wheels the device check installs (default preparation/device-wheels)",
+       read_only=True),
     _v("DEVICE_SITE", "folder", "where the device check installs them (default a temporary folder it removes)",
        removes=True),
     _v("DEVICE_BOOTSTRAP", "bool", "the device check bootstraps VENV even where a Python has JAX", BOOL_WORDS),
@@ -127,14 +135,41 @@ def problem(var: Variable, value: str) -> str | None:
         return f"{head}: expected one of {', '.join(w for w in var.domain if w) or 'nothing'} ({var.summary})"
     elif var.kind == "pattern" and isinstance(var.domain, re.Pattern) and not var.domain.fullmatch(value):
         return f"{head}: expected {var.summary}"
-    elif var.kind == "folder" and os.path.lexists(value) and not os.path.isdir(value):
-        return f"{head}: a file stands there, not a folder ({var.summary}); give a folder"
+    elif var.kind == "folder" and (cause := folder_problem(value, var.read_only)):
+        return f"{head}: {cause} ({var.summary}); give a folder{'' if var.read_only else ' this user can write'}"
     elif var.kind == "file" and not os.path.isfile(value):
         return f"{head}: no such file ({var.summary})"
     elif var.kind == "python" and not _runnable(value):
         return f"{head}: no such interpreter (neither an executable file nor a command on PATH); give PYTHON=" \
                f"/path/to/python, or leave it unset"
     return None
+
+
+# Why a folder variable's value cannot be its folder, each a case of the grid (tests/test_ways_in.py): what stands
+# in its place or above it, and (for a folder that is written) no write access. An absent folder whose nearest
+# existing folder this user can write is fine: the command makes it.
+FOLDER_CAUSES = ("a file", "a named pipe (FIFO)", "a link to nothing", "a link loop", "under a file", "read-only")
+
+
+def folder_problem(value: str, read_only: bool = False) -> str | None:
+    """The cause (one of FOLDER_CAUSES, in words) that `value` cannot be a folder a command reads (`read_only`) or
+    writes, or None."""
+    if read_only:
+        try:
+            st = os.stat(value)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "the path is a link that loops back on itself"
+            if os.path.islink(value):
+                return "the path is a link to nothing"
+            if exc.errno == errno.ENOTDIR:
+                return "the path lies under a file, not a folder"
+            return None  # absent: nothing to read
+        if not stat.S_ISDIR(st.st_mode):
+            return f"the path is {'a named pipe (FIFO)' if stat.S_ISFIFO(st.st_mode) else 'a file'}, not a folder"
+        return None
+    cause = output_folder_problem(Path(value))
+    return None if cause is None else f"the path {cause}"
 
 
 def _runnable(value: str) -> bool:

