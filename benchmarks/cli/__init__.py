@@ -73,6 +73,17 @@ COMMANDS: dict[str, Union[Command, tuple[str, Group]]] = {
 # work: DFLASH_RUNS_DIR by those that make run folders there (an output run_dir: `output_problems`),
 # DFLASH_LLAMACPP_CACHE by those whose matrix has a llama.cpp cell (its catalog row's pre-run check).
 READ_VARIABLES = ["DFLASH_BANDWIDTH_GBS", "RAY_ADDRESS", "PLATFORM"]
+# What a command writes, declared by its module in three tuples (every module of COMMANDS declares all three, empty
+# where it writes nothing: tests/cli/test_outputs_declared.py fails naming one that does not):
+# - OUTPUT_ARGS: the options (argparse dests) naming the folders it writes into, checked here before any work
+#   (`output_problems`; a module without it is checked as ("out",)). A run folder that a command reads and then
+#   writes into (`report`; `cost-model --schedule`: the run folder, or --tau-from's with --chip) is not one: it is
+#   checked as the run it reads, and its outputs by the command before it writes (report_write.check_outputs).
+# - OUTPUT_FILE_ARGS: the options naming files it writes, checked here too.
+# - OUTPUTS: the files it writes inside its output folder (OUTPUT_ARGS's, or the run folder it writes into), each a
+#   path relative to that folder, '/'-separated, where a part may hold `*` for any run of characters within that
+#   one part (fnmatch, part by part): a family is `k_schedule/*/vllm.json`, never a bare folder name. The
+#   temporary files of the one writer (benchmarks/core/atomic.py) and a study's own scratch folder are not outputs.
 QUICK_START = f"""\
 quick start:
   make bench DATASET=humaneval N=4          # = python -m benchmarks bench --dataset humaneval --n 4

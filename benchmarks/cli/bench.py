@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from benchmarks.cli import shown
-from benchmarks.cli.run import add_run_args, run_and_report
+from benchmarks.cli.run import RUN_OUTPUTS, add_run_args, run_and_report
 from benchmarks.config.matrix_parse import Matrix, parse_matrix
 from benchmarks.config.matrix_schema import KEYS
 from benchmarks.config.run_keys import MAX_SEED
@@ -20,6 +20,9 @@ READ_HERE = ("datasets", "preset", "methods", "executor")
 
 
 OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = RUN_OUTPUTS  # what it writes into the run folder
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     """`bench`'s options: one per matrix key it sets (the key's declared `bench` option, read into the key's name

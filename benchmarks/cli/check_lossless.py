@@ -11,6 +11,11 @@ from benchmarks.cli.run import exit_status, left_out_status
 from benchmarks.core.exit_codes import worst
 from benchmarks.records.store import RunStore
 
+# It prints and writes no file (the declarations of benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("run_dir", type=Path, nargs="?", help="default: the latest run")

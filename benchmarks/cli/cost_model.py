@@ -12,6 +12,7 @@ from benchmarks.analysis import per_row
 from benchmarks.analysis.cost_model_compute import Engine, read_kflat
 from benchmarks.analysis.summary import summarize_run
 from benchmarks.cli.k_schedule import (
+    OUT_FOLDER,
     calibrated_terms,
     chip_schedule_main,
     published_points,
@@ -39,6 +40,13 @@ from benchmarks.report.cost_model_render import (
     fitted_markdown,
     range_markdown,
 )
+
+# --schedule writes into the run folder it reads (RUN_DIR, or --tau-from's with --chip), checked as a run, its
+# outputs by the writer before any is written; without --schedule it prints only (benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = tuple(f"{OUT_FOLDER}/*/{name}" for name in ("schedule.md", "vllm.json", "trtllm.json", "sglang.json",
+                                                      "matrix.yaml"))
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

@@ -16,6 +16,11 @@ from pathlib import Path
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.paths import FIGURES_DIR, RUNS_DIR
 
+# The published figures into --out, a run's into --out/runs/<run folder name>/ (benchmarks/cli/__init__.py)
+OUTPUT_ARGS = ("out",)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = ("*.png", "runs/*/*.png")
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--run", type=Path, help="run directory (default results/runs/latest when neither --run nor "

@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.cli.run import add_run_args, run_and_report
+from benchmarks.cli.run import RUN_OUTPUTS, add_run_args, run_and_report
 from benchmarks.config.matrix_parse import absent_default_note, load_matrix
 from benchmarks.engines import catalog
 
 OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = RUN_OUTPUTS  # what it writes into the run folder
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("config", type=Path, help="a matrix file, e.g. configs/matrices/smoke.yaml")

@@ -9,6 +9,12 @@ from benchmarks.core.exit_codes import BadInput, Exit
 from benchmarks.core.numbers import Bounded
 from benchmarks.data.tiny_checkpoints import build_pair
 
+# target/ (an HF checkpoint and tokenizer: transformers names its files), dflash/, eagle3/ (benchmarks/cli/__init__.py)
+OUTPUT_ARGS = ("out_dir",)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = ("target/*", "dflash/config.json", "dflash/model.safetensors", "eagle3/config.json",
+           "eagle3/model.safetensors")
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("out_dir", type=Path)

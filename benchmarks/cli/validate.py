@@ -26,6 +26,11 @@ from benchmarks.engines import catalog
 from benchmarks.hardware.provenance import detect_platform
 from benchmarks.run.plan import build_plan
 
+# It prints and writes no file (the declarations of benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("configs", type=Path, nargs="+", help="matrix files, e.g. configs/matrices/*.yaml")

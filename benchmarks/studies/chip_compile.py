@@ -48,6 +48,8 @@ TOPOLOGIES = {"v5e": "v5e:1x1", "v5p": "v5p:1x1x1", "v6e": "v6e:1x1"}
 # the weights leave of it is named with its bytes and not compiled, as study device-grid skips it on the chip.
 HBM_GIB = {"v5e": 16, "v5p": 95, "v6e": 32}
 OUTPUTS = ("chip-compile.json", "chip-compile.csv")  # what it writes into --out (checked before any work)
+OUTPUT_ARGS = ("out",)  # checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
 CSV_COLUMNS = ("batch", "context", "k", "status", "cache_bytes", "temp_bytes", "argument_bytes", "output_bytes",
                "alias_bytes", "cache_copies", "compile_s", "note")
 COPY = re.compile(r"= \w+\[([\d,]*)\]\{[^}]*\} copy(?:-start)?\(")

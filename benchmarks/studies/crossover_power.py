@@ -83,6 +83,12 @@ def describe(p: Power, speedups: list[float], sd: float, runs: int) -> str:
         f"one found too early in {100 * p.found_early:.1f} %, later in {100 * p.found_later:.1f} %."])
 
 
+# It prints and writes no file (the declarations of benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("config", type=Path, help="a matrix with a batch axis, e.g. configs/matrices/tiny-batch.yaml")
     ap.add_argument("--speedups", type=Bounded(float, 0.001, 1000, many=True),

@@ -554,6 +554,7 @@ def _parts(text: str) -> list[str]:
     return parts
 
 
+OUTPUT_ARGS = ("out",)  # `run`: OUTPUTS into it, checked before any work (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS = ("json",)  # checked before any work, as --out (benchmarks/cli/__init__.py)
 
 

@@ -61,6 +61,8 @@ from benchmarks.studies.device import draft_config, oracle, resolve_shape
 
 # What it writes into --out (checked before any work)
 OUTPUTS = ("grid.json", "grid.csv", "trees.csv", "matmul.csv", "profile.tar.gz")
+OUTPUT_ARGS = ("out",)  # checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
 # The least a point takes before one has been timed (a loop's compile; qwen3-tiny's on 2 CPU cores: ~1.5 s): the
 # budget drops a point it cannot hold before the point starts, the first one too.
 MIN_POINT_S = 1.0

@@ -133,6 +133,13 @@ def env_line(out: Path) -> list[str]:
     return [env["lines"][0], "  " + ", ".join(line.strip() for line in env["lines"][1:])]
 
 
+# It prints and writes no file: OUT is the device check's folder it reads, never checked as an output
+# (benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("out", type=Path, help="the device check's output folder")
     for name, what in (("failed", "a step that failed"), ("dropped", "a step dropped for time"),

@@ -61,6 +61,12 @@ def table(rows: list[tuple[str, dict[str, Any], ties.Verdict]]) -> str:
 INPUT_ARGS = ("config", "run_dir")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
 
 
+# It prints and writes no file: --run-dir is the run it reads (benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("config", type=Path, help="the matrix the run measured")
     ap.add_argument("--run-dir", type=Path, required=True, help="the finished run folder")

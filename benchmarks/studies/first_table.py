@@ -77,6 +77,7 @@ def phases(lines: list[tuple[float, str]], total: float) -> list[tuple[str, floa
 
 OUTPUT_ARGS: tuple[str, ...] = ()  # --out is a file: checked before any work (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS = ("out",)
+OUTPUTS: tuple[str, ...] = ()  # no output folder
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

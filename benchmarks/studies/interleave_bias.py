@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.cli.run import RUN_OUTPUTS
 from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.numbers import MISSING, Bounded
@@ -134,6 +135,12 @@ def fmt(value: str | None, digits: int = 2) -> str:
 
 
 INPUT_ARGS = ("config",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+
+
+# Under --keep (default a temporary folder): each run's matrix beside its run folder (benchmarks/cli/__init__.py)
+OUTPUT_ARGS = ("keep",)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = ("*.yaml", *(f"*/{name}" for name in RUN_OUTPUTS))
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

@@ -44,6 +44,8 @@ DEFAULT_CONTEXTS = (256, 2048)
 QUICK_KS = (0, 1, 7)
 QUICK_CONTEXTS = (64,)
 OUTPUTS = ("kflat.csv", "kflat.json", "kflat.png")  # what it writes into its output folder
+OUTPUT_ARGS = ("out",)  # checked before any work (benchmarks/cli/__init__.py)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
 CSV_COLUMNS = ("engine", "k", "context_len", "median_ms", "ci_low", "ci_high", "repeats", "normalised_to_k0",
                "predicted_ms", "predicted_normalised", "normalised_error", "floor_ms", "below_floor", "verdict")
 BATCH_CSV_COLUMNS = CSV_COLUMNS[:1] + ("batch",) + CSV_COLUMNS[1:]

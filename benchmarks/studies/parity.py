@@ -124,6 +124,12 @@ def default_prompts(n: int, vocab: int) -> list[list[int]]:
 INPUT_ARGS = ("target", "draft")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
 
 
+# It prints and writes no file (the declarations of benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", type=Path, required=True)
     ap.add_argument("--draft", type=Path, help="a DFlash draft; without it the baseline (AR) is compared")

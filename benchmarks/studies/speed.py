@@ -378,6 +378,12 @@ def layers(shape_name: str, depth: int) -> None:
 INPUT_ARGS = ("target", "draft", "pair")  # checked to exist before anything loads (benchmarks/cli/__init__.py)
 
 
+# It prints and writes no file (`all` builds its tiny pairs in a temporary folder: benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("command", choices=["ar-vs-hf", "dflash-vs-ar", "jax-vs-vllm", "span", "batch", "all", "dispatch",
                                         "compile", "layers"])

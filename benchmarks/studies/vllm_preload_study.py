@@ -146,6 +146,7 @@ def table(result: dict[str, Any]) -> str:
 
 OUTPUT_ARGS: tuple[str, ...] = ()  # --out is a file: checked before any work (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS = ("out",)
+OUTPUTS: tuple[str, ...] = ()  # no output folder
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

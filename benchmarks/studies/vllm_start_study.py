@@ -153,6 +153,7 @@ def table(runs: list[list[tuple[str, float | None]]], label: str) -> str:
 
 OUTPUT_ARGS: tuple[str, ...] = ()  # --out is a file: checked before any work (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS = ("out",)
+OUTPUTS: tuple[str, ...] = ()  # no output folder
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

@@ -67,7 +67,9 @@ def summarise(base: EngineRun, run: EngineRun, method: str, k: int) -> dict:
 
 
 INPUT_ARGS = ("models",)  # checked to exist before anything loads (benchmarks/cli/__init__.py)
+OUTPUT_ARGS: tuple[str, ...] = ()  # no output folder (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS = ("json",)  # checked before any work (benchmarks/cli/__init__.py)
+OUTPUTS: tuple[str, ...] = ()
 
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:

@@ -377,6 +377,13 @@ def export_target(out_dir: Path, cfg: TrainConfig, model: Qwen3Target, eos: list
     _save_bf16(out_dir, config, load_file(str(out_dir / "model.safetensors")))
 
 
+# As `tiny build`'s, and training.json (benchmarks/cli/__init__.py)
+OUTPUT_ARGS = ("out",)
+OUTPUT_FILE_ARGS: tuple[str, ...] = ()
+OUTPUTS = ("target/*", "dflash/config.json", "dflash/model.safetensors", "eagle3/config.json",
+           "eagle3/model.safetensors", "training.json")
+
+
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=Bounded(int, 0, MAX_SEED), default=TrainConfig.seed)
