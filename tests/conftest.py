@@ -8,6 +8,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.longrepr = (f"{item.nodeid} compiled {compiled} XLA program(s) but carries none of the markers "
                            f"{', '.join(ENGINE_MARKERS)}: mark it `jax` (or `slow`), so that `make test-fast` leaves "
                            f"it out")
+
+
+def _mappings() -> tuple[int, int]:
+    """(memory mappings this process holds, the kernel's limit on them); (0, 0) where /proc does not say."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            held = sum(1 for _ in maps)
+        return held, int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return 0, 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs() -> Iterator[None]:
+    """Drop JAX's compiled programs after a test module once the process holds half the kernel's memory mappings
+    (vm.max_map_count, 65,530 by default). On CPU each cached program keeps about three mappings of its JIT code, and
+    the whole suite in one process passed the limit during tests/run: XLA's next compile could not map its code and
+    the process aborted. Dropped only then, since the modules that follow reuse many of the programs."""
+    yield
+    held, limit = _mappings()
+    if "jax" in sys.modules and held > limit // 2:
+        sys.modules["jax"].clear_caches()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
