@@ -6,13 +6,14 @@ import sys
 from typing import Any
 
 from benchmarks.cli import shown
-from benchmarks.cli.run import RUN_OUTPUTS, add_run_args, run_and_report
+from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.config.matrix_parse import Matrix, parse_matrix
 from benchmarks.config.matrix_schema import KEYS
 from benchmarks.config.run_keys import MAX_SEED
 from benchmarks.core.numbers import Bounded
 from benchmarks.engines import catalog
 from benchmarks.hardware.provenance import detect_platform
+from benchmarks.records.store import RUN_OUTPUTS
 
 # The keys whose `bench` option bench_matrix reads itself; every other one's option given (its value under the key's
 # name) is the key's value. --executor is the run's (`run_and_report`).

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.cli.run import RUN_OUTPUTS, add_run_args, run_and_report
+from benchmarks.cli.run import add_run_args, run_and_report
 from benchmarks.config.matrix_parse import absent_default_note, load_matrix
 from benchmarks.engines import catalog
+from benchmarks.records.store import RUN_OUTPUTS
 
 OUTPUT_ARGS = ("run_dir",)  # checked before any work (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS: tuple[str, ...] = ()

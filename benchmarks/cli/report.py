@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 from benchmarks.cli import shown
-from benchmarks.cli.run import REPORT_OUTPUTS, left_out_status, rendering_status, verdict_status
+from benchmarks.cli.run import left_out_status, rendering_status, verdict_status
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.core.exit_codes import worst
 from benchmarks.core.guarded import file_problem
 from benchmarks.core.paths import RUNS_DIR
+from benchmarks.records.store import REPORT_OUTPUTS
 from benchmarks.report.tables import results_table
 
 # It writes into the run folder it reads (checked as a run, its outputs by report_write.check_outputs before any is

@@ -17,13 +17,6 @@ from benchmarks.records.summary_row import SummaryRow
 from benchmarks.report.capacity_report import capacity_lines
 from benchmarks.report.tables import results_table
 
-# What `report` writes into a run folder (report_write.OUTPUTS, its figures as files), and all a run writes into its
-# run folder (benchmarks/records/store.py, docs/outputs.md): the declarations of benchmarks/cli/__init__.py. A run
-# without --run-dir also points the runs directory's `latest` at its folder.
-REPORT_OUTPUTS = ("summary.csv", "speculation_profile.json", "capacity.json", "report.md", "figures/*.png")
-RUN_OUTPUTS = ("manifest.json", ".lock", "records.jsonl", "records.jsonl.old", "turns/*.json", "provenance/*.json",
-               "units/*.jsonl", "units/superseded/*", "units/foreign/*", *REPORT_OUTPUTS)
-
 
 def add_run_args(ap: argparse.ArgumentParser) -> None:
     ap.epilog = ("exit status: 0 ran and every due check passed, 1 a unit failed, 2 bad input, 3 a check failed, 4 a "

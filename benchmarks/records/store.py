@@ -496,3 +496,11 @@ def point_latest(run_dir: Path) -> bool:
         print(f"warning: could not point {link} at {run_dir} ({exc})", file=sys.stderr)
         return False
     return True
+
+
+# What `report` writes into a run folder (report_write.OUTPUTS, its figures as files), and all a run writes into its
+# run folder (benchmarks/records/store.py, docs/outputs.md): the declarations of benchmarks/cli/__init__.py. A run
+# without --run-dir also points the runs directory's `latest` at its folder.
+REPORT_OUTPUTS = ("summary.csv", "speculation_profile.json", "capacity.json", "report.md", "figures/*.png")
+RUN_OUTPUTS = ("manifest.json", ".lock", "records.jsonl", "records.jsonl.old", "turns/*.json", "provenance/*.json",
+               "units/*.jsonl", "units/superseded/*", "units/foreign/*", *REPORT_OUTPUTS)

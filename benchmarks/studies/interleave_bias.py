@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
-from benchmarks.cli.run import RUN_OUTPUTS
 from benchmarks.core.atomic import atomic_write_text
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.numbers import MISSING, Bounded
 from benchmarks.core.paths import MATRICES_DIR, ROOT
+from benchmarks.records.store import RUN_OUTPUTS
 
 BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
 READY = "engine ready in"  # the runner's line when a cell's engine has loaded

@@ -109,12 +109,13 @@ def test_outputs_are_paths_inside_a_folder_the_command_writes(words: str) -> Non
 
 
 def test_the_report_declares_what_report_write_writes() -> None:
-    from benchmarks.cli import report, run
+    from benchmarks.cli import report
+    from benchmarks.records import store
     from benchmarks.report import report_write
 
     for name in report_write.OUTPUTS:
         assert declared(name, report.OUTPUTS) or any(p.startswith(f"{name}/") for p in report.OUTPUTS), name
-    assert set(report.OUTPUTS) <= set(run.RUN_OUTPUTS)
+    assert set(report.OUTPUTS) <= set(store.RUN_OUTPUTS)
 
 
 def test_the_pattern_rule() -> None:
