@@ -18,17 +18,18 @@ def test_a_capacity_search_through_llama_server(tmp_path, capsys):
     matrix = tmp_path / "slo.json"
     matrix.write_text(json.dumps({
         "name": "slo-llamacpp", "preset": "tiny", "engine": "llama.cpp-serve", "methods": ["baseline"],
-        "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 6, "warmup_prompts": 1,
+        "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 9, "warmup_prompts": 1,
         "engine_options": {"llama.cpp": {"threads": 1}}, "slo": {"p50_tpot_ms": 10000, "p50_ttft_ms": 60000},
-        "slo_range": [1, 3], "slo_step": 2, "slo_requests": 6}))
+        "slo_range": [1, 3], "slo_step": 2, "slo_requests": 9}))
     run = tmp_path / "run"
     assert main(["matrix", str(matrix), "--run-dir", str(run)]) == 0
-    assert "capacity on humaneval under p50 TPOT ≤ 10000 ms, p50 TTFT ≤ 60000 ms: llama.cpp-serve baseline ≥ 3 (the " \
-           "top of the range)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "capacity on humaneval under p50 TPOT ≤ 10000 ms, p50 TTFT ≤ 60000 ms: llama.cpp-serve baseline ≥ 1" in out, out[-1500:]
     store = RunStore(run)
     [cell_id] = store.run_manifest().cells
     assert store.unit_keys(cell_id) == ["humaneval@c1@p0", "humaneval@c3@p0"]
     requests = [r for r in store.unit(cell_id, "humaneval@c3@p0") if r.kind == "probe_request"]
-    assert len(requests) == 6 and all((r.extra or {}).get("output_ids_from") == "server" for r in requests)
+    assert len(requests) == 9 and all((r.extra or {}).get("output_ids_from") == "server" for r in requests)
     [decision] = json.loads((run / "capacity.json").read_text())["decisions"]
-    assert [p["verdict"] for p in decision["configurations"][0]["probes"]] == ["meets", "meets"]
+    # three waves a round (the rule since issue 63): C = 1 meets; C = 3's three waves leave it undecided at this size
+    assert [p["verdict"] for p in decision["configurations"][0]["probes"]][0] == "meets"
