@@ -24,7 +24,8 @@ def test_a_capacity_search_through_llama_server(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["matrix", str(matrix), "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "capacity on humaneval under p50 TPOT ≤ 10000 ms, p50 TTFT ≤ 60000 ms: llama.cpp-serve baseline ≥ 1" in out, out[-1500:]
+    line = "capacity on humaneval under p50 TPOT ≤ 10000 ms, p50 TTFT ≤ 60000 ms: llama.cpp-serve baseline ≥ 1"
+    assert line in out, out[-1500:]
     store = RunStore(run)
     [cell_id] = store.run_manifest().cells
     assert store.unit_keys(cell_id) == ["humaneval@c1@p0", "humaneval@c3@p0"]
