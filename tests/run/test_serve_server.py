@@ -12,11 +12,12 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 import yaml
 
 from benchmarks.core.paths import ROOT
+
+psutil = pytest.importorskip("psutil", reason="psutil is not installed")
 
 
 def _descendants(proc: psutil.Process, seen: dict[int, psutil.Process]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -24,18 +25,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Expands per-request values [0.6, 0 (greedy: replaced by 1), 1.0] over 3, 2 and 1 draft positions, into an output
 # prefilled with -7 (standing for x.new_empty's uninitialised memory), in float32 and in int32; prints both.
-EXPAND = """
-import torch
-from vllm.platforms import current_platform
-current_platform.import_kernels()  # torch.ops._C, built for this CPU's instructions (AVX2, AVX512)
-from vllm.utils import cpu_triton_utils as m
-cu = torch.tensor([3, 5, 6], dtype=torch.int32)
-out = torch.full((6,), -7.0)
-m._expand_kernel_impl(out, torch.tensor([0.6, 0.0, 1.0]), cu, 0, 1)
-ints = torch.full((6,), -7, dtype=torch.int32)
-m._expand_kernel_impl(ints, torch.tensor([4, 0, 9], dtype=torch.int32), cu, 0, 1)
-print([round(v, 3) for v in out.tolist()], ints.tolist())
-"""
+EXPAND = textwrap.dedent("""
+    import torch
+    from vllm.platforms import current_platform
+    current_platform.import_kernels()  # torch.ops._C, built for this CPU's instructions (AVX2, AVX512)
+    from vllm.utils import cpu_triton_utils as m
+    cu = torch.tensor([3, 5, 6], dtype=torch.int32)
+    out = torch.full((6,), -7.0)
+    m._expand_kernel_impl(out, torch.tensor([0.6, 0.0, 1.0]), cu, 0, 1)
+    ints = torch.full((6,), -7, dtype=torch.int32)
+    m._expand_kernel_impl(ints, torch.tensor([4, 0, 9], dtype=torch.int32), cu, 0, 1)
+    print([round(v, 3) for v in out.tolist()], ints.tolist())
+""")
 EXPANDED = "[0.6, 0.6, 0.6, 1.0, 1.0, 1.0] [4, 4, 4, 1, 1, 9]"
 
 
