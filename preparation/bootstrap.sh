@@ -141,11 +141,15 @@ if [ "$INSTALLER" = pip ]; then
   sed -e 's/#.*//' "$ROOT/$REQ" | grep -v '^[[:space:]]*uv==' | sed "s|^-r *\(.*\)|-r $ROOT/\1|" >"$REQS"
   sed -e 's/#.*//' "$ROOT/requirements.txt" | grep -v '^[[:space:]]*uv==' >"$VENV/requirements.txt"
   sed -i "s|^-r $ROOT/requirements.txt|-r $VENV/requirements.txt|" "$REQS"
-  # A pin that the index (a machine's own, offline) lacks becomes the index's newest release of it, said in one line
-  # each: the tools then run at a named other release rather than the install failing.
+  # A pin that the index (a machine's own, offline) lacks, and that the venv (or the machine's packages it sees) does
+  # not hold already, becomes the index's newest release of it, said in one line each: the tools then run at a named
+  # other release rather than the install failing.
   for PIN in $(grep -hoE '^[A-Za-z0-9_.-]+==[^[:space:]]+' "$REQS" "$VENV/requirements.txt" | sort -u); do
     NAME="${PIN%%==*}"
-    HAVE="$("${PIP[@]}" index versions "$NAME" "${FIND[@]}" 2>/dev/null | sed -n 's/^Available versions: //p')"
+    "$VENV/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version(sys.argv[1]) != sys.argv[2])' \
+      "$NAME" "${PIN#*==}" 2>/dev/null && continue
+    HAVE="$({ "${PIP[@]}" index versions "$NAME" "${FIND[@]}" 2>/dev/null || true; } \
+      | sed -n 's/^Available versions: //p')"
     case ", $HAVE," in *", ${PIN#*==},"*) continue ;; esac
     [ -n "$HAVE" ] || die "the package index has no $NAME at all (requirements pin $PIN); bring it or its index."
     step "note: the package index has no $PIN; installing its newest, $NAME==${HAVE%%,*}"
