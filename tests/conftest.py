@@ -140,9 +140,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _machine_figures() -> None:
-    """This machine's measured read bandwidth (cached per machine in .cache/): a run's manifest names it, and the
-    measurement compiles XLA programs. Measured once before any test, and never charged to a test by the marker guard
-    when the cache measures it again (on a quieter machine): it is the machine's figure, not the test's work."""
+    """This machine's measured read bandwidth and matmul peaks (cached per machine in .cache/): a run's manifest names
+    the first, the cost model prices this CPU with the others, and measuring them compiles XLA programs. Measured once
+    before any test, and never charged to a test by the marker guard, even when the cache measures the bandwidth again
+    (on a quieter machine): they are the machine's figures, not the test's work."""
     try:
         import jax  # noqa: F401 - only where the JAX engine is installed
     except ImportError:
@@ -158,6 +159,12 @@ def _machine_figures() -> None:
 
     measure.measure_read_bytes_per_s = uncounted
     measure.read_bytes_per_s()
+    MEASURING.set()  # the matmul peaks the cost model and the K schedule price this CPU with: cached once measured
+    try:
+        for dtype in ("float32", "bfloat16"):
+            measure.matmul_flops_per_s(dtype)
+    finally:
+        MEASURING.clear()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
