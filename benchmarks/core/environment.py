@@ -4,11 +4,9 @@ variable, before any work (`problem`, `read_number`; `python -m benchmarks.core.
 scripts and the Makefile). Standard library only: the shell scripts run it with any python3."""
 from __future__ import annotations
 
-import errno
 import math
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,21 +152,7 @@ FOLDER_CAUSES = ("a file", "a named pipe (FIFO)", "a link to nothing", "a link l
 def folder_problem(value: str, read_only: bool = False) -> str | None:
     """The cause (one of FOLDER_CAUSES, in words) that `value` cannot be a folder a command reads (`read_only`) or
     writes, or None."""
-    if read_only:
-        try:
-            st = os.stat(value)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return "the path is a link that loops back on itself"
-            if os.path.islink(value):
-                return "the path is a link to nothing"
-            if exc.errno == errno.ENOTDIR:
-                return "the path lies under a file, not a folder"
-            return None  # absent: nothing to read
-        if not stat.S_ISDIR(st.st_mode):
-            return f"the path is {'a named pipe (FIFO)' if stat.S_ISFIFO(st.st_mode) else 'a file'}, not a folder"
-        return None
-    cause = output_folder_problem(Path(value))
+    cause = output_folder_problem(Path(value), written=not read_only)
     return None if cause is None else f"the path {cause}"
 
 

@@ -159,9 +159,10 @@ def name_problem(value: Any) -> str | None:
     return None
 
 
-def output_folder_problem(path: Path) -> str | None:
+def output_folder_problem(path: Path, written: bool = True) -> str | None:
     """Why `path` cannot become or be a folder the command writes into (phrased to follow its name), or None: a
-    file, FIFO or link loop in its place or above it, a name too long, or an ancestor that cannot be written."""
+    file, FIFO or link loop in its place or above it, a name too long, or (`written`) an ancestor that cannot be
+    written."""
     path = Path(path)
     if any(len(part.encode()) > 255 for part in path.parts):
         return "has a name too long for the file system (over 255 bytes in one part)"
@@ -187,7 +188,7 @@ def output_folder_problem(path: Path) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         what = "a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a file"
         return f"is {what}" if probe == path else f"lies under {probe}, which is {what}"
-    if not os.access(probe, os.W_OK | os.X_OK):
+    if written and not os.access(probe, os.W_OK | os.X_OK):
         if not os.access(probe, os.R_OK | os.X_OK):
             return f"cannot be written ({probe} may not even be opened by this user: permission denied)"
         return f"cannot be written ({probe} is read-only to this user)"
