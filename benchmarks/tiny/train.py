@@ -78,9 +78,12 @@ class TrainConfig:
 
 
 def scaled(cfg: TrainConfig, factor: float) -> TrainConfig:
-    """The same recipe with every step and prompt count multiplied by `factor` (at least 2 each)."""
+    """The same recipe with every step and prompt count multiplied by `factor` (at least 2 each), and below 1 the
+    training batches too (at least 1 each): a smoke run's step then costs a fraction of a full step."""
     counts = ("target_steps", "regen_prompts", "dflash_steps", "eagle_steps")
-    return replace(cfg, **{k: max(2, round(getattr(cfg, k) * factor)) for k in counts})
+    batches = ("target_batch", "dflash_batch", "eagle_batch")
+    return replace(cfg, **{k: max(2, round(getattr(cfg, k) * factor)) for k in counts},
+                   **{k: max(1, round(getattr(cfg, k) * min(factor, 1.0))) for k in batches})
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -392,7 +395,8 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--eager", action="store_true",
                     help="train without torch.compile (no C++ toolchain; slower, and other rounding)")
     ap.add_argument("--scale", type=Bounded(float, 1e-6, 100), default=1.0,
-                    help="multiply every step and prompt count (a quick smoke run with e.g. 0.02)")
+                    help="multiply every step and prompt count, and below 1 the training batches (a quick smoke run "
+                         "with e.g. 0.02)")
 
 
 def main(args: argparse.Namespace) -> int:
