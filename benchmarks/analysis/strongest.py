@@ -44,7 +44,9 @@ class Strongest:
     def slower(self, s: metrics.Speedup | None) -> bool | None:
         """Whether a cell is shown slower than this baseline: its speedup over it below 1 with one-sided p below
         SLOWER_ALPHA, on the compared prompts; None without an interval. The choice saw none of them, so the test
-        keeps its size with no correction for the candidates (docs/statistics.md)."""
+        keeps its size with no correction for the candidates. That holds where the cells ran interleaved (a host's
+        speed is on both sides of each pair); where they ran apart it is not, and `flip_shift` states how far the
+        host would have to have moved (docs/statistics.md, tests/analysis/test_strongest_host.py)."""
         if s is None or not s.has_interval:
             return None
         return s.p_below < SLOWER_ALPHA
