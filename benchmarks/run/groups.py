@@ -1,10 +1,12 @@
 """One group of cells through every dataset: each cell's warm-up, then prompt by prompt with every cell in turn (one
-cell, or an interleaved group); a cell of batch size B takes its turn a batch at a time (`batches`). Warm-up prompts
+cell, or an interleaved group, in an order drawn afresh each round: `round_order`); a cell of batch size B takes its
+turn a batch at a time (`batches`). Warm-up prompts
 are excluded from every figure; each engine's cumulative speculative counters are diffed around the measured prompts
 only. A cell that raises is recorded with its error and the others go on. After each dataset, a loaded baseline runs
 the lossless check's untimed tie pass for its loaded speculative cells (benchmarks/run/tie_pass.py)."""
 from __future__ import annotations
 
+import random
 from typing import cast
 
 from tqdm import tqdm
@@ -43,6 +45,16 @@ def run_batch(engine: Engine, cell: Cell, prompts: list[Prompt], params: Samplin
     return [request_line(cell, p, out, batch_index=index) for p, out in zip(prompts, outputs, strict=True)]
 
 
+def round_order(cell_ids: list[str], dataset: str, round_index: int) -> list[str]:
+    """The order an interleaved group's cells take round `round_index` of `dataset` in: a permutation seeded by the
+    two, the same in every run. A fixed order would give each cell the same predecessor and place every round (the
+    cache state the cell before leaves, a slowdown late in a round), a bias per cell that interleaving does not
+    remove; drawn afresh each round, it becomes noise shared out among the cells."""
+    order = list(cell_ids)
+    random.Random(f"{dataset}/{round_index}").shuffle(order)
+    return order
+
+
 def warm_up(engine: Engine, cell: Cell, warmup: list[Prompt], params: SamplingParams) -> None:
     """A cell's warm-up: each prompt alone, or one batch of its size filled with the warm-up prompts in turn."""
     if cell.batch_size == 1:
@@ -79,7 +91,8 @@ def run_dataset(started: list[tuple[Engine, Cell]], name: str, prompts: list[Pro
     turns = {c.cell_id: batches(prompts, c.batch_size) for _, c in started}
     rounds = max((len(t) for t in turns.values()), default=0)
     for j in tqdm(range(rounds), desc=f"{who} {name}", unit="turn", disable=not progress, leave=False):
-        for cell_id, (engine, cell, params, _) in list(live.items()):
+        for cell_id in round_order(list(live), name, j):
+            engine, cell, params, _ = live[cell_id]
             if j >= len(turns[cell_id]):
                 continue
             try:

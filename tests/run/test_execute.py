@@ -15,6 +15,7 @@ from benchmarks.core.engine_io import RequestRecord, SpecCounters
 from benchmarks.records.store import RunStore
 from benchmarks.report.report_write import write_reports
 from benchmarks.run import engine_start, recheck
+from benchmarks.run.groups import round_order
 from tests.run_helpers import run_matrix
 
 
@@ -156,9 +157,14 @@ def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, 
     assert len(sequential) == 2 * 2 * (3 + 2) + 2 * (3 + 2)
     assert [label for label, _ in sequential[:10]] == ["baseline"] * 10
     assert [label for label, _ in sequential[10:20]] == ["dflash-k3"] * 10
-    # interleaved: each cell's warm-ups, then every measured prompt on both cells in turn
+    # interleaved: each cell's warm-ups, then every measured prompt on both cells in turn, in each round's own order
     labels = [label for label, _ in ScriptedEngine.calls]
-    assert labels[:10] == ["baseline"] * 2 + ["dflash-k3"] * 2 + ["baseline", "dflash-k3"] * 3
+    assert labels[:4] == ["baseline"] * 2 + ["dflash-k3"] * 2
+    rounds = [labels[i:i + 2] for i in range(4, 10, 2)]
+    assert all(sorted(r) == ["baseline", "dflash-k3"] for r in rounds)
+    ids = {"baseline": "b", "dflash-k3": "d"}
+    assert [[ids[x] for x in r] for r in rounds] == [["b", "d"] if round_order(["b", "d"], "local", j)[0] == "b"
+                                                     else ["d", "b"] for j in range(3)]
     assert ScriptedEngine.calls[4][1] == ScriptedEngine.calls[5][1] != ScriptedEngine.calls[6][1]
 
     def requests(path):
