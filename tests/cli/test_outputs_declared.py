@@ -2,7 +2,8 @@
 options naming its output folders), OUTPUT_FILE_ARGS (those naming its output files) and OUTPUTS (the files it
 writes inside its output folder, `*` within one path part). A module of the CLI's table that declares none of them,
 an option a declaration names that its parser lacks, or an option that names an output and is declared nowhere
-fails here; the cheap commands are then run into temporary folders and every file they write must be declared."""
+fails here; the cheap commands are then run into temporary folders and every file they write must be declared
+(tiny build and the studies: tests/cli/test_study_outputs_written.py, with these helpers)."""
 from __future__ import annotations
 
 import importlib
