@@ -1,10 +1,13 @@
 """Every make variable and every environment variable the docs or the scripts name is declared
 (benchmarks/core/make_variables.py, benchmarks/core/environment.py), and bad values drawn from the declarations are
 refused in one line naming the variable, before any work: by the declarations' own check, by the device check, by
-make before it removes a folder, and by a study that reads the bandwidth."""
+make before it removes a folder, and by a study that reads the bandwidth. Every declared output of every command
+(OUTPUT_ARGS, OUTPUT_FILE_ARGS), given a place an unprivileged user may not write, is refused in one line naming the
+fix, with nothing written (below, "every declared output")."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -340,3 +343,244 @@ def test_make_refuses_each_bad_value_of_a_variable_with_a_domain_before_any_work
         lines = [line for line in proc.stderr.splitlines() if not re.match(r"make(\[\d+\])?: \*\*\*", line)]  # make[1]
         assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {var.name}="), proc.stderr
         assert len(lines[0]) < SHOWN + 300
+
+
+# --- every declared output, as a user who cannot write it -----------------------------------------------------------
+# Each command's declared outputs (OUTPUT_ARGS, OUTPUT_FILE_ARGS: benchmarks/cli/__init__.py), given a place this
+# user may not write: a new folder under a read-only one and that folder itself; a file in it and a read-only file of
+# another user's; DFLASH_RUNS_DIR under it for a command that makes run folders there. Then the commands that write
+# into the run they read (report, cost-model --schedule) given a run of another user's, and for the cheap commands a
+# declared sub-folder (of OUTPUTS) that another user made inside the user's own folder. All cases run in one process
+# of an unprivileged user (as root: runuser -u nobody, tests/cli/hostile_grid.as_user), each in a folder of its own,
+# and each must end in one `error:` line (exit 2) naming the path, the cause and a fix, with no traceback and no byte
+# changed in its folder; the fix names only options the command has.
+
+# The least that takes each declared output to its check (the output is appended by its option, or bare where it is
+# positional): (command, argparse dest, folder or file) -> the words before it; `{matrix}` a matrix file, `{run}` a
+# run folder, `{models}` the shipped tiny pair.
+LEAST: dict[tuple[str, str, str], list[str]] = {
+    ("bench", "run_dir", "folder"): ["bench", "--dataset", "humaneval"],
+    ("matrix", "run_dir", "folder"): ["matrix", "{matrix}"],
+    ("figures", "out", "folder"): ["figures", "--run", "{run}"],
+    ("study kflat", "out", "folder"): ["study", "kflat"],
+    ("study device", "out", "folder"): ["study", "device", "run", "--shape", "qwen3-tiny"],
+    ("study device", "json", "file"): ["study", "device", "env"],
+    ("study device-grid", "out", "folder"): ["study", "device-grid", "--shape", "qwen3-tiny"],
+    ("study chip-compile", "out", "folder"): ["study", "chip-compile", "--chip", "cpu", "--shape", "qwen3-tiny"],
+    ("study interleave-bias", "keep", "folder"): ["study", "interleave-bias"],
+    ("study first-table", "out", "file"): ["study", "first-table"],
+    ("study vllm-start", "out", "file"): ["study", "vllm-start"],
+    ("study vllm-preload", "out", "file"): ["study", "vllm-preload"],
+    ("tiny build", "out_dir", "folder"): ["tiny", "build"],
+    ("tiny train", "out", "folder"): ["tiny", "train"],
+    ("tiny check", "json", "file"): ["tiny", "check", "--models", "{models}"],
+}
+PLACES = {"folder": ("a new folder under a read-only one", "a read-only folder"),
+          "file": ("in a read-only folder", "a read-only file of another user's")}
+THEIRS = "a run folder of another user's"
+# The commands that write into the run they read (test_outputs_declared.INTO_THE_RUN), and sub-folders of OUTPUTS:
+# (command, place) -> argv (`{run}` another user's run, `{own run}` the user's, `{out}` a folder of the user's) and
+# the sub-folder another user made (None: the run is theirs). report's figures/ is not among them: its tables are
+# written before its figures by design (docs/outputs.md, "A plot never costs a measurement"), and it takes 7 s.
+INTO: dict[tuple[str, str], tuple[list[str], str | None]] = {
+    ("report", THEIRS): (["report", "{run}"], None),
+    ("cost-model", THEIRS): (["cost-model", "{run}", "--schedule"], None),
+    ("cost-model", "its k_schedule/ another user's"): (["cost-model", "{own run}", "--schedule"], "run/k_schedule"),
+    ("figures", "its runs/ another user's"): (["figures", "--run", "{run}", "--out", "{out}"], "out/runs"),
+    ("figures", "its runs/ another user's, after the published figures"):
+        (["figures", "--published", "--run", "{run}", "--out", "{out}"], "out/runs"),
+    ("tiny build", "its target/ another user's"): (["tiny", "build", "{out}", "--force"], "out/target"),
+}
+# Found by these cases and not fixed here (benchmarks/cli/__init__.py's os_error_line and FIXES,
+# benchmarks/cli/figures.py): each fails today as said and passes once fixed (strict: then remove it here).
+WRITES_GAPS = {("figures", "its runs/ another user's, after the published figures"):
+               "not checked before the published figures are drawn: they are written into --out, then the run's "
+               "folder fails"}
+NAMES_GAPS = {case: "a permission error met as it writes names --run-dir and DFLASH_RUNS_DIR as the fix, whatever the "
+                    "command (os_error_line)" for case in INTO}
+# What the unprivileged process runs: each case's argv in this one process, its environment set around it; one JSON
+# line of outcomes on its standard output.
+DRIVER = """\
+import contextlib, io, json, os, sys, traceback
+from benchmarks import cli
+outcomes = []
+for case in json.load(sys.stdin):
+    err, out = io.StringIO(), io.StringIO()
+    os.environ.update(case["env"])
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = cli.main(case["argv"])
+        except SystemExit as exc:
+            rc = exc.code
+        except BaseException:
+            rc = None
+            err.write(traceback.format_exc())
+    for name in case["env"]:
+        os.environ.pop(name, None)
+    outcomes.append({"rc": rc, "err": err.getvalue()})
+print(json.dumps(outcomes))
+"""
+OUTPUT_CASES = [(*key, place) for key in LEAST for place in PLACES[key[2]]] + [
+    (words, dest, kind, "DFLASH_RUNS_DIR under a read-only folder") for words, dest, kind in LEAST
+    if dest == "run_dir"]
+
+
+def test_every_declared_output_has_its_cases():
+    """Drawn from the declarations: a new output option fails here until LEAST names how to reach its check."""
+    from tests.cli.test_outputs_declared import INTO_THE_RUN, MODULES
+
+    declared = {(words, dest, kind) for words, (module, _) in MODULES.items()
+                for kind, dests in (("folder", module.OUTPUT_ARGS), ("file", module.OUTPUT_FILE_ARGS))
+                for dest in dests}
+    assert set(LEAST) == declared, sorted(set(LEAST) ^ declared)
+    assert INTO_THE_RUN <= {words for words, _ in INTO}
+    for (words, _), (_, sub) in INTO.items():  # each sub-folder is one the command declares
+        assert sub is None or any(p.startswith(f"{sub.split('/')[1]}/") for p in MODULES[words][0].OUTPUTS), sub
+
+
+def _owner(path: Path, user: str) -> None:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    for p in [path, *path.rglob("*")]:
+        os.chown(p, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+
+def _read_only(path: Path) -> None:
+    """Every folder in `path` read-only (to its owner too, where the suite is not root)."""
+    for p in [path, *path.rglob("*")]:
+        if p.is_dir():
+            p.chmod(0o555)
+
+
+def _place(case: tuple[str, ...], folder: Path, values: dict[str, str]) -> tuple[list[str], dict[str, str], Path,
+                                                                                  Path | None]:
+    """A case made in `folder`: its argv, environment, the path it must name, and another user's sub-folder."""
+    from benchmarks.cli import option_labels
+    from tests.analysis.synthetic_run import write_run
+    from tests.cli.test_outputs_declared import MODULES
+
+    mine = folder / "mine"
+    if case in INTO:
+        argv, sub = INTO[case]
+        if "{own run}" in argv:
+            values = values | {"{own run}": str(write_run(mine / "run", batches=False))}
+        theirs = mine / sub if sub else Path(values["{run}"])
+        return [values.get(a, a) for a in argv], {}, theirs, theirs if sub else None
+    words, dest, kind, place = case
+    read_only = folder / "read-only"
+    read_only.mkdir()
+    path = {"a new folder under a read-only one": read_only / "new", "a read-only folder": read_only,
+            "in a read-only folder": read_only / "out.json", "a read-only file of another user's": mine / "out.json",
+            "DFLASH_RUNS_DIR under a read-only folder": read_only / "runs"}[place]
+    if place.startswith("a read-only file"):
+        path.write_text("theirs\n")
+        path.chmod(0o444)
+    argv = [values.get(a, a) for a in LEAST[(words, dest, kind)]]
+    if place.startswith("DFLASH_RUNS_DIR"):
+        return argv, {"DFLASH_RUNS_DIR": str(path)}, path, read_only
+    label = option_labels(MODULES[words][1])[dest]
+    return argv + ([label, str(path)] if label.startswith("-") else [str(path)]), {}, path, read_only
+
+
+@pytest.fixture(scope="module")
+def outcomes_of_a_user_who_cannot_write():
+    """{case: (exit status, stderr, its folder before and after, the path it must name)}."""
+    from tests.analysis.synthetic_run import write_run
+    from tests.cli.hostile_grid import as_user, snapshot, user_env
+
+    root = os.geteuid() == 0
+    runner, py, why = as_user() if root else ((), sys.executable, "")
+    if root and not runner:
+        pytest.skip(f"root, and {why}")
+    base = Path(tempfile.mkdtemp(prefix="ways-in-outputs-"))  # outside root's own pytest folder: nobody reaches it
+    try:
+        base.chmod(0o755)
+        home = base / "home"
+        home.mkdir()
+        values = {"{matrix}": str(ROOT / "configs" / "matrices" / "tiny-jax.yaml"),
+                  "{models}": str(ROOT / "models" / "tiny"),
+                  "{run}": str(write_run(base / "theirs-run", batches=False))}  # root's where root runs the suite
+        made, named, folders = [], {}, {}
+        for i, case in enumerate([*OUTPUT_CASES, *INTO]):
+            folder = base / f"case-{i}"
+            (folder / "mine").mkdir(parents=True)
+            (folder / "mine" / "keep.txt").write_text("mine\n")
+            argv, env, named[case], theirs = _place(case, folder, values | {"{out}": str(folder / "mine" / "out")})
+            if theirs is not None and theirs.name != "read-only":
+                theirs.mkdir(parents=True, exist_ok=True)
+                (theirs / "theirs.txt").write_text("theirs\n")
+            if root:  # the user's own folder is nobody's; what is not, root's
+                _owner(folder / "mine", "nobody")
+                if theirs is not None and theirs.is_relative_to(folder / "mine"):
+                    _owner(theirs, "root")
+            if theirs is not None:
+                _read_only(theirs)
+            made.append({"argv": argv, "env": env})
+            folders[case] = folder
+        _read_only(base / "theirs-run")
+        if root:
+            _owner(home, "nobody")
+        before = {case: snapshot([folder]) for case, folder in folders.items()}
+        command = [*runner, *(user_env({"HOME": str(home)}) if root else []), py, "-c", DRIVER]
+        proc = subprocess.run(command, input=json.dumps(made), capture_output=True, text=True, timeout=300, cwd=base,
+                              env={"PATH": os.environ["PATH"], "HOME": str(home),
+                                   **({} if root else {"PYTHONPATH": str(ROOT)})})
+        assert proc.returncode == 0 and proc.stdout, proc.stderr[-3000:]
+        ran = json.loads(proc.stdout.splitlines()[-1])
+        yield {case: (o["rc"], o["err"], before[case], snapshot([folders[case]]), named[case])
+               for case, o in zip(folders, ran)}
+    finally:
+        for p in [base, *base.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def refused_in_one_line(outcome: tuple) -> str:
+    """The outcome's one line, after checking: exit 2, no traceback, the path, the cause and a fix named, and no
+    byte changed in the case's folder."""
+    rc, err, before, after, path = outcome
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and rc == 2 and len(lines) == 1, (rc, err[-3000:])
+    line = lines[0]
+    assert line.startswith("error: ") and str(path) in line, line
+    assert re.search(r"cannot be written|read-only|[Pp]ermission denied", line), line
+    assert re.search(r"[;:] (give|change|remove|run) ", line), f"no fix named: {line}"
+    changed = sorted(set(before.items()) ^ set(after.items()))
+    assert not changed, f"written although refused: {changed[:6]}"
+    return line
+
+
+def names_only_its_own_options(words: str, line: str) -> None:
+    from tests.cli.test_outputs_declared import MODULES
+
+    has = {s for a in MODULES[words][1]._actions for s in a.option_strings}
+    named = set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", line)) - has
+    assert not named, f"{line}: names {sorted(named)}, which {words} does not have"
+    makes_runs = any(d == "run_dir" for w, d, _ in LEAST if w == words)
+    assert makes_runs or "DFLASH_RUNS_DIR" not in line, f"{line}: {words} makes no run folder there"
+
+
+@pytest.mark.parametrize("case", OUTPUT_CASES, ids=lambda c: f"{c[0]} {c[1]}: {c[3]}")
+def test_a_declared_output_this_user_cannot_write_is_refused_in_one_line_before_anything_is_written(
+        outcomes_of_a_user_who_cannot_write, case):
+    line = refused_in_one_line(outcomes_of_a_user_who_cannot_write[case])
+    names_only_its_own_options(case[0], line)
+
+
+def _gaps(gaps: dict[tuple[str, str], str]) -> list:
+    return [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=gaps[c])) if c in gaps else c for c in INTO]
+
+
+@pytest.mark.parametrize("case", _gaps(WRITES_GAPS), ids=lambda c: f"{c[0]}: {c[1]}")
+def test_a_run_or_a_sub_folder_this_user_cannot_write_is_refused_in_one_line_and_nothing_is_written(
+        outcomes_of_a_user_who_cannot_write, case):
+    refused_in_one_line(outcomes_of_a_user_who_cannot_write[case])
+
+
+@pytest.mark.parametrize("case", _gaps(NAMES_GAPS), ids=lambda c: f"{c[0]}: {c[1]}")
+def test_the_fix_for_a_run_or_a_sub_folder_names_only_options_the_command_has(outcomes_of_a_user_who_cannot_write,
+                                                                                case):
+    rc, err, *_ = outcomes_of_a_user_who_cannot_write[case]
+    names_only_its_own_options(case[0], err.strip().splitlines()[-1] if err.strip() else "")
