@@ -391,13 +391,6 @@ INTO: dict[tuple[str, str], tuple[list[str], str | None]] = {
         (["figures", "--published", "--run", "{run}", "--out", "{out}"], "out/runs"),
     ("tiny build", "its target/ another user's"): (["tiny", "build", "{out}", "--force"], "out/target"),
 }
-# Found by these cases and not fixed here (benchmarks/cli/__init__.py's os_error_line and FIXES,
-# benchmarks/cli/figures.py): each fails today as said and passes once fixed (strict: then remove it here).
-WRITES_GAPS = {("figures", "its runs/ another user's, after the published figures"):
-               "not checked before the published figures are drawn: they are written into --out, then the run's "
-               "folder fails"}
-NAMES_GAPS = {case: "a permission error met as it writes names --run-dir and DFLASH_RUNS_DIR as the fix, whatever the "
-                    "command (os_error_line)" for case in INTO}
 # What the unprivileged process runs: each case's argv in this one process, its environment set around it; one JSON
 # line of outcomes on its standard output.
 DRIVER = """\
@@ -569,17 +562,13 @@ def test_a_declared_output_this_user_cannot_write_is_refused_in_one_line_before_
     names_only_its_own_options(case[0], line)
 
 
-def _gaps(gaps: dict[tuple[str, str], str]) -> list:
-    return [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=gaps[c])) if c in gaps else c for c in INTO]
-
-
-@pytest.mark.parametrize("case", _gaps(WRITES_GAPS), ids=lambda c: f"{c[0]}: {c[1]}")
+@pytest.mark.parametrize("case", INTO, ids=lambda c: f"{c[0]}: {c[1]}")
 def test_a_run_or_a_sub_folder_this_user_cannot_write_is_refused_in_one_line_and_nothing_is_written(
         outcomes_of_a_user_who_cannot_write, case):
     refused_in_one_line(outcomes_of_a_user_who_cannot_write[case])
 
 
-@pytest.mark.parametrize("case", _gaps(NAMES_GAPS), ids=lambda c: f"{c[0]}: {c[1]}")
+@pytest.mark.parametrize("case", INTO, ids=lambda c: f"{c[0]}: {c[1]}")
 def test_the_fix_for_a_run_or_a_sub_folder_names_only_options_the_command_has(outcomes_of_a_user_who_cannot_write,
                                                                                 case):
     rc, err, *_ = outcomes_of_a_user_who_cannot_write[case]

@@ -126,22 +126,31 @@ def _choose(prog: str, description: str, table: dict, argv: list[str], epilog: s
     return ns.cmd, ns.args
 
 
-FIXES = {errno.EACCES: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR), or change its permissions",
-         errno.EPERM: "give a folder you may write (--run-dir, DFLASH_RUNS_DIR), or change its permissions",
-         errno.EROFS: "the file system is read-only: give a folder on a writable one (--run-dir, DFLASH_RUNS_DIR)",
-         errno.ENOTDIR: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
-         errno.EEXIST: "a file stands where a folder is needed: give a folder (--run-dir, --out, DFLASH_RUNS_DIR)",
+# {where}: the command's own output options (and DFLASH_RUNS_DIR where it makes run folders there), `where_to_write`
+FIXES = {errno.EACCES: "give a folder you may write{where}, or change its permissions",
+         errno.EPERM: "give a folder you may write{where}, or change its permissions",
+         errno.EROFS: "the file system is read-only: give a folder on a writable one{where}",
+         errno.ENOTDIR: "a file stands where a folder is needed: give a folder{where}",
+         errno.EEXIST: "a file stands where a folder is needed: give a folder{where}",
          errno.EISDIR: "a folder stands where a file is needed: remove it or give another path",
          errno.ELOOP: "a link loop or a link the harness will not write through: remove it or give another path",
          errno.ENAMETOOLONG: "a name too long for the file system: give a shorter path",
          errno.ENXIO: "a named pipe or device stands where a file is needed: give a regular file"}
 
 
-def os_error_line(exc: OSError) -> str:
-    """The one line a file-system error ends a command with: the path, the system's words and the fix. Permission
-    denied on a path that exists and this user may not read asks for read access, naming the user; elsewhere the fix
-    of its errno (FIXES)."""
-    path, fix = exc.filename or "", FIXES.get(exc.errno or 0, exc.strerror or "")
+def where_to_write(outputs: tuple[str, ...], labels: dict[str, str] | None = None) -> str:
+    """The options a command's user names its outputs with (its OUTPUT_ARGS and OUTPUT_FILE_ARGS, as `labels` show
+    them), and DFLASH_RUNS_DIR for one that makes run folders there: ' (--run-dir, DFLASH_RUNS_DIR)', '' for none."""
+    named = [_label(name, labels) for name in outputs] + (["DFLASH_RUNS_DIR"] if "run_dir" in outputs else [])
+    return f" ({', '.join(named)})" if named else ""
+
+
+def os_error_line(exc: OSError, where: str = "") -> str:
+    """The one line a file-system error ends a command with: the path, the system's words and the fix, naming the
+    options the command writes by (`where`, from `where_to_write`). Permission denied on a path that exists and this
+    user may not read asks for read access, naming the user; elsewhere the fix of its errno (FIXES)."""
+    path = exc.filename or ""
+    fix = FIXES[exc.errno].format(where=where) if exc.errno in FIXES else exc.strerror or ""
     if exc.errno in (errno.EACCES, errno.EPERM):
         user = f"this user ({_user_name()})"
         unreadable = path and os.path.lexists(path) and not os.access(path, os.R_OK)
@@ -306,14 +315,14 @@ def command(argv: list[str]) -> int:
     module.add_cli_args(ap)
     args = ap.parse_args(rest)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep progress bars and tables readable
+    labels = option_labels(ap)
+    folders, files = getattr(module, "OUTPUT_ARGS", ("out",)), getattr(module, "OUTPUT_FILE_ARGS", ())
     try:
-        labels = option_labels(ap)
         variables = environment_problems(READ_VARIABLES)
         if variables:
             raise BadInput(variables)
         path_problems = (input_problems(args, getattr(module, "INPUT_ARGS", ()), labels)
-                         + output_problems(args, getattr(module, "OUTPUT_ARGS", ("out",)),
-                                           getattr(module, "OUTPUT_FILE_ARGS", ()), labels))
+                         + output_problems(args, folders, files, labels))
         if path_problems:
             raise BadInput(path_problems)
         status = int(module.main(args))
@@ -333,5 +342,5 @@ def command(argv: list[str]) -> int:
     except OSError as exc:
         if exc.errno not in FIXES:
             raise
-        print(os_error_line(exc), file=sys.stderr)
+        print(os_error_line(exc, where_to_write((*folders, *files), labels)), file=sys.stderr)
         return Exit.BAD_INPUT

@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.core.exit_codes import Exit, worst
+from benchmarks.core.exit_codes import BadInput, Exit, worst
+from benchmarks.core.guarded import output_folder_problem
 from benchmarks.core.paths import FIGURES_DIR, RUNS_DIR
 
 # The published figures into --out, a run's into --out/runs/<run folder name>/ (benchmarks/cli/__init__.py)
@@ -43,17 +44,21 @@ def main(args: argparse.Namespace) -> int:
     run_dir = args.run if args.run is not None else None if args.published else default_run
     status: int = Exit.OK
     latest = run_dir is not None and run_dir.absolute() == default_run.absolute()  # may not exist yet
-    folder = run_folder(run_dir) if run_dir is not None and not latest else None  # checked before any figure
+    missing = latest and run_dir is not None and not os.path.lexists(run_dir / "manifest.json")
+    folder = run_folder(run_dir) if run_dir is not None and not missing else None  # checked before any figure
+    if folder is not None:  # and where its figures go, before any figure is drawn
+        problem = output_folder_problem(args.out / "runs" / folder.name)
+        if problem:
+            raise BadInput([f"--out {args.out}: the run's figures go to {args.out / 'runs' / folder.name}, which "
+                            f"{problem}; give another --out"])
     if want_published:
         for path in published_figures(args.out):
             print(path)
-    if latest and run_dir is not None:
-        if not os.path.lexists(run_dir / "manifest.json"):
-            made = "made only the published figures" if want_published else "no figures made"
-            print(f"figures: no summarised run at {run_dir} (no manifest.json to read its records by); {made}.",
-                  file=sys.stderr)
-            return status
-        folder = run_folder(run_dir)
+    if missing:
+        made = "made only the published figures" if want_published else "no figures made"
+        print(f"figures: no summarised run at {run_dir} (no manifest.json to read its records by); {made}.",
+              file=sys.stderr)
+        return status
     if folder is not None:
         summary = summarize_run(RunStore(folder))
         drawn = run_figures(summary, args.out / "runs" / folder.name)
