@@ -13,6 +13,7 @@ from benchmarks.analysis.summary_csv import summary_csv, summary_frame
 from benchmarks.config.matrix_schema import Matrix
 from benchmarks.core.atomic import atomic_write_text, not_a_link
 from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.guarded import output_folder_problem
 from benchmarks.data.datasets import skipped_lines
 from benchmarks.figures import run_figures as plots
 from benchmarks.records.store import RunStore
@@ -127,8 +128,12 @@ OUTPUTS = ("summary.csv", "speculation_profile.json", "capacity.json", "report.m
 
 
 def check_outputs(run_dir: Path) -> None:
-    """BadInput, before anything is written, when a link stands where an output goes: one of the files, figures/,
-    or a file inside it (never written through: docs/outputs.md)."""
+    """BadInput, before anything is read or written, when the run folder cannot be written, or a link stands where an
+    output goes: one of the files, figures/, or a file inside it (never written through: docs/outputs.md)."""
+    problem = output_folder_problem(run_dir)
+    if problem:
+        raise BadInput(f"{run_dir}: the run folder, where the report is written, {problem}; give a copy of the run "
+                       f"in a folder you may write, or change its permissions")
     for name in OUTPUTS:
         not_a_link(run_dir / name)
     figures = run_dir / "figures"
