@@ -604,6 +604,28 @@ def serial_inflation(n: int, r: float) -> float:
     return math.sqrt(v * (n - 1) / (1 - v))
 
 
+def serial_design_effect(means: Sequence[float]) -> float:
+    """How much more the mean of k units taken in time order varies than that of k independent ones, when neighbours
+    may share a state that moves slowly (a host drifting over minutes, a slowdown persisting from wave to wave): the
+    AR(1) factor 1 + 2 Σₗ (1 − l/k) rˡ over lags l < k, r the lag-1 autocorrelation of the units' departures from
+    their least-squares line over time, with its bias of −2/k under independence removed, kept within [0, 0.95]. The
+    line itself is left to a trend test (`slo.wave_trend`): a steady rise, such as the fixed order of the prompts at
+    concurrency 1 where each unit is one request, is not persistence. 1 with fewer than four units or none apart.
+    `means`: each unit's mean (a wave's mean log latency), in time order."""
+    y = np.asarray([v for v in means if math.isfinite(v)], dtype=float)
+    k = len(y)
+    if k < 4:
+        return 1.0
+    x = np.arange(k) - (k - 1) / 2
+    d = y - y.mean() - float(x @ y) / float(x @ x) * x
+    den = float(d @ d)
+    if den <= 1e-12 * float((y - y.mean()) @ (y - y.mean())) or den <= 0:  # on their line, but for rounding
+        return 1.0
+    r = min(max(float(d[1:] @ d[:-1]) / den + 2.0 / k, 0.0), 0.95)
+    lags = np.arange(1, k)
+    return 1.0 + 2.0 * float(((1.0 - lags / k) * r ** lags).sum())
+
+
 def _spread(value: float, half: float, n: int, log: bool) -> Interval:
     """value ± half, or with `log` the same half-width on the log scale by the delta method, value · exp(± half /
     value): no bound below 0."""

@@ -23,7 +23,8 @@ THRESHOLD_NAME = re.compile(r"p(\d+)_([a-z0-9]+)_ms")
 CONFIDENCE = 0.95
 MEETS, FAILS, UNCERTAIN = "meets", "fails", "uncertain"
 MIN_WAVES = 3  # the fewest waves whose shares within a limit can tell a shared slowdown from the requests' own noise
-WAVE_R = 0.0  # the serial correlation allowed between a probe's waves in time order (a host drifting over minutes)
+WAVE_WORTH = 8  # the most independent requests one wave counts as: a wave effect that a probe's few waves all
+# missed (a stall one wave in seven meets) cannot show in them, so many requests in few waves say less than their count
 TREND_ALPHA = 0.05  # the trend test over a probe's waves: two-sided
 
 
@@ -110,19 +111,58 @@ def _ordered(keys: Iterable[Hashable]) -> list[Hashable]:
         return keys
 
 
-def wave_trend(values: Sequence[float], waves: Sequence[Hashable]) -> float | None:
-    """The two-sided p-value of a linear trend in the waves' mean log latency over their time order (a host drifting
-    over minutes, which a load's own rounds cannot tell from its load); None with fewer than MIN_WAVES waves."""
+def _transients(order: Sequence[Hashable], by: Mapping[Hashable, list[float]]) -> set[Hashable]:
+    """The waves of each round that run while the server fills or drains, which its other waves do not share: the
+    opening wave where it holds several requests (all of them sent at once onto a server that held none, so all of
+    them prefilled together; at a request rate, sent onto an idle server), and the closing wave where it holds fewer
+    requests than the round's others (the server draining as the last requests finish). A round is the first part
+    of a (round, wave) key; keys of another shape are one round."""
+    rounds: dict[Hashable, list[Hashable]] = {}
+    for w in order:
+        rounds.setdefault(w[0] if isinstance(w, tuple) and len(w) == 2 else None, []).append(w)
+    out = set()
+    for waves in rounds.values():
+        if len(by[waves[0]]) > 1:
+            out.add(waves[0])
+        if len(waves) > 1 and len(by[waves[-1]]) < max(len(by[w]) for w in waves):
+            out.add(waves[-1])
+    return out
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A linear trend in the waves' mean log latency over their time order: its two-sided p-value, its slope per
+    wave and the waves it was fitted on."""
+
+    p: float
+    slope: float
+    waves: int
+
+    @property
+    def span(self) -> float:
+        """How far the fitted line's slow end lies above its mean, in log latency: what a host as slow as the
+        slowest point of its drift over the probe adds."""
+        return abs(self.slope) * (self.waves - 1) / 2
+
+
+def wave_trend(values: Sequence[float], waves: Sequence[Hashable]) -> Trend | None:
+    """A linear trend in the waves' mean log latency over their time order (a host drifting over minutes, which a
+    load's own rounds cannot tell from its load), fitted on the waves of equal size that each round holds between its
+    start-up and its drain (`_transients`: they differ from the others in every probe, and are no drift); None with
+    fewer than MIN_WAVES waves left."""
     by: dict[Hashable, list[float]] = {}
     for v, w in zip(values, waves, strict=True):
         if v > 0:
             by.setdefault(w, []).append(math.log(v))
     order = _ordered(by)
-    return _trend_p(order, by) if len(order) >= MIN_WAVES else None
+    transient = _transients(order, by)
+    order = [w for w in order if w not in transient]
+    return _trend(order, by) if len(order) >= MIN_WAVES else None
 
 
-def _trend_p(order: Sequence[Hashable], by: Mapping[Hashable, list[float]]) -> float:
-    """The t-test's two-sided p-value of the slope of the waves' mean (of `by`'s logs) over their order."""
+def _trend(order: Sequence[Hashable], by: Mapping[Hashable, list[float]]) -> Trend:
+    """The least-squares slope of the waves' mean (of `by`'s logs) over their order and its t-test's two-sided
+    p-value."""
     y = [sum(by[w]) / len(by[w]) for w in order]
     mid, mean_y = (len(y) - 1) / 2, sum(y) / len(y)
     x = [i - mid for i in range(len(y))]
@@ -130,16 +170,17 @@ def _trend_p(order: Sequence[Hashable], by: Mapping[Hashable, list[float]]) -> f
     slope = sum(a * (b - mean_y) for a, b in zip(x, y)) / sxx
     dof = len(y) - 2
     if dof < 1:
-        return math.nan
+        return Trend(math.nan, slope, len(y))
     se = math.sqrt(sum((b - mean_y - slope * a) ** 2 for a, b in zip(x, y)) / dof / sxx)
-    return 2 * float(stdtr(dof, -abs(slope) / se)) if se > 0 else (0.0 if slope else 1.0)
+    p = 2 * float(stdtr(dof, -abs(slope) / se)) if se > 0 else (0.0 if slope else 1.0)
+    return Trend(p, slope, len(y))
 
 
 @dataclass(frozen=True)
 class Judged:
     """One threshold read on a probe's requests: the percentile with its interval over the n requests that have the
-    metric, and the verdict. `design_effect` > 1 where the requests' waves differ beyond chance: the interval then
-    counts n / design_effect independent requests (`metrics.design_effect`)."""
+    metric, and the verdict. `design_effect` > 1 where the requests' waves may share a slowdown (`wave_effect`): the
+    interval then counts n / design_effect independent requests."""
 
     threshold: Threshold
     n: int
@@ -150,16 +191,17 @@ class Judged:
     design_effect: float = 1.0
     waves: int | None = None  # the requests' waves, where known
     trend_p: float | None = None  # a trend over the waves in time order (`wave_trend`), where three or more
+    drift_untold: bool = False  # a "meets" that the trend over its waves left unread (`judge_threshold`)
 
     def waves_note(self) -> str:
         """What the waves say: ' (waves: as N of n)' where the interval counted fewer requests than it read; a trend
-        over them where one shows (a drifting host, untold from load: not read); ' (N wave(s): too few to tell a
+        over them where it left a "meets" unread (a drifting host, untold from load); ' (N wave(s): too few to tell a
         shared slowdown, not read)' where fewer than MIN_WAVES waves of several requests leave the verdict untold;
         else ''."""
         notes = []
         if self.design_effect > 1:
             notes.append(f"waves: as {self.n / self.design_effect:.0f} of {self.n}")
-        if self.trend_p is not None and self.trend_p < TREND_ALPHA:
+        if self.drift_untold and self.trend_p is not None:
             notes.append(f"a trend over its waves, p = {self.trend_p:.2g}: a drifting host untold from load, not read")
         if self.waves is not None and self.waves < MIN_WAVES and self.n > self.waves:
             notes.append(f"{self.waves} wave{'s' if self.waves > 1 else ''}: too few to tell a shared slowdown, "
@@ -186,30 +228,52 @@ class Judgment:
         return "; ".join(j.text() for j in self.judged)
 
 
+def wave_effect(t: Threshold, kept: Sequence[tuple[float, Hashable]], waved: Sequence[tuple[float, Hashable]]
+                ) -> float:
+    """The design effect of a threshold's requests in waves: the largest of the normal model's on their logs
+    (`metrics.design_effect`), the model-free one on each request's being within the limit
+    (`metrics.share_design_effect`) and m / WAVE_WORTH (m the waves' mean size), times the serial factor of the
+    waves' mean log latency in time order about their line (`metrics.serial_design_effect`: a slowdown that persists
+    from wave to wave makes neighbouring waves one observation of the host; a steady trend is `wave_trend`'s)."""
+    logs, waves = [x for x, _ in waved], [w for _, w in waved]
+    by: dict[Hashable, list[float]] = {}
+    for x, w in waved:
+        by.setdefault(w, []).append(x)
+    return max(metrics.design_effect(logs, waves, t.percentile / 100.0),
+               metrics.share_design_effect([v <= t.limit_ms for v, _ in kept], [w for _, w in kept]),
+               len(waves) / len(set(waves)) / WAVE_WORTH) * metrics.serial_design_effect(
+                   [sum(by[w]) / len(by[w]) for w in _ordered(by)])
+
+
 def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judged:
     """One threshold on a probe's requests (`metrics.quantile_interval` of its percentile, at `confidence`). Where
-    the requests' waves are known, a wave's requests may share a slowdown: they count as fewer independent ones, by
-    the larger of two design effects, the normal model's on their logs (`metrics.design_effect`) and the model-free
-    one on each request's being within the limit, what the interval counts (`metrics.share_design_effect`: a stall
-    or a wider spread that the normal model misreads). With fewer than MIN_WAVES waves of several requests the
-    verdict stays uncertain, and so it does where the waves trend over time (`wave_trend` below TREND_ALPHA: a host
-    drifting, which a probe cannot tell from its load)."""
+    the requests' waves are known, a wave's requests may share a slowdown, and neighbouring waves a host's state:
+    they count as fewer independent ones, by `wave_effect` (the normal model's design effect on their logs, the
+    model-free one on each request's being within the limit, what the interval counts, at least m / WAVE_WORTH, and
+    the waves' serial factor in time order). With fewer than MIN_WAVES waves of several requests the verdict stays
+    uncertain.
+
+    A trend over the waves in time order (`wave_trend` below TREND_ALPHA: a host drifting, which a probe cannot tell
+    from its load) leaves a "meets" uncertain where it could have made it: where the interval's upper end, moved to
+    the slow end of the fitted trend (`Trend.span`), is beyond the limit. Only "meets" is checked: a drift that makes
+    a load read "fails" can only put the capacity below the truth, and a "meets" whose upper end clears the limit
+    with the whole drift added holds however the host moved within the probe."""
     kept = [(v, r.wave) for r in requests if not math.isnan(v := r.value(t.metric))]
     values = [v for v, _ in kept]
     waved = [(math.log(v), w) for v, w in kept if w is not None and v > 0]
     q = t.percentile / 100.0
     told = len(waved) == len(kept) and bool(waved)
-    effect = max(metrics.design_effect([x for x, _ in waved], [w for _, w in waved], q),
-                 metrics.share_design_effect([v <= t.limit_ms for v, _ in kept], [w for _, w in kept])) if told else 1.0
+    effect = wave_effect(t, kept, waved) if told else 1.0
     estimate, low, high = metrics.quantile_interval(values, q, confidence, effect)
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
     waves = len({w for _, w in waved}) if told else None
     if waves is not None and waves < MIN_WAVES and len(values) > waves:
         verdict = UNCERTAIN
     trend = wave_trend(values, [w for _, w in kept]) if told else None
-    if trend is not None and trend < TREND_ALPHA:
-        verdict = UNCERTAIN
-    return Judged(t, len(values), estimate, low, high, verdict, effect, waves, trend)
+    untold = (verdict == MEETS and trend is not None and trend.p < TREND_ALPHA
+              and high * math.exp(trend.span) > t.limit_ms)
+    return Judged(t, len(values), estimate, low, high, UNCERTAIN if untold else verdict, effect, waves,
+                  trend.p if trend is not None else None, untold)
 
 
 def judge(slo: Slo, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judgment:

@@ -1,10 +1,13 @@
 """A capacity search through the real llama-server on the shipped tiny set (marked llamacpp: skipped with its reason
-when it is not built): one plain-decoding cell, two loads, six requests a round, thresholds no request misses, so
-both ends of the range meet; each probe round is a unit holding the server's own output ids, and the report names the
-capacity."""
+when it is not built): one plain-decoding cell, two loads, 18 requests a round, thresholds no request misses, so
+C = 1 meets; each probe round is a unit holding the server's own output ids, and the report names the capacity.
+Rounds of 18 rather than 9: nine requests at C = 1 can show a p50 met only where their waves (one request each) count
+as 6 or more, and about one probe in five of nine wanders enough in time order to count as fewer
+(`metrics.serial_design_effect`)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -18,19 +21,18 @@ def test_a_capacity_search_through_llama_server(tmp_path, capsys):
     matrix = tmp_path / "slo.json"
     matrix.write_text(json.dumps({
         "name": "slo-llamacpp", "preset": "tiny", "engine": "llama.cpp-serve", "methods": ["baseline"],
-        "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 9, "warmup_prompts": 1,
+        "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 18, "warmup_prompts": 1,
         "engine_options": {"llama.cpp": {"threads": 1}}, "slo": {"p50_tpot_ms": 10000, "p50_ttft_ms": 60000},
-        "slo_range": [1, 3], "slo_step": 2, "slo_requests": 9}))
+        "slo_range": [1, 3], "slo_step": 2, "slo_requests": 18}))
     run = tmp_path / "run"
     assert main(["matrix", str(matrix), "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
-    line = "capacity on humaneval under p50 TPOT ≤ 10000 ms, p50 TTFT ≤ 60000 ms: llama.cpp-serve baseline ≥ 1"
-    assert line in out, out[-1500:]
+    line = "capacity on humaneval under p50 TPOT ≤ 10000 ms, p50 TTFT ≤ 60000 ms: llama.cpp-serve baseline ≥ "
+    assert re.search(re.escape(line) + "[13]", out), out[-1500:]  # C = 3's six waves may or may not show it met
     store = RunStore(run)
     [cell_id] = store.run_manifest().cells
     assert store.unit_keys(cell_id) == ["humaneval@c1@p0", "humaneval@c3@p0"]
     requests = [r for r in store.unit(cell_id, "humaneval@c3@p0") if r.kind == "probe_request"]
-    assert len(requests) == 9 and all((r.extra or {}).get("output_ids_from") == "server" for r in requests)
+    assert len(requests) == 18 and all((r.extra or {}).get("output_ids_from") == "server" for r in requests)
     [decision] = json.loads((run / "capacity.json").read_text())["decisions"]
-    # three waves a round (the rule since issue 63): C = 1 meets; C = 3's three waves leave it undecided at this size
     assert [p["verdict"] for p in decision["configurations"][0]["probes"]][0] == "meets"
