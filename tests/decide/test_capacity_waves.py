@@ -154,15 +154,17 @@ def test_two_waves_a_round_are_read_once_pooled_to_four():
 
 @pytest.mark.slow
 def test_every_setting_keeps_its_level():
-    """Every load of LOADS but the two of NOT_MET (400 runs: a binomial sd of 0.8 points), and a capacity above the
-    truth, bisect and sweep, on every search of SEARCHES."""
+    """Every load of LOADS but the two of NOT_MET (300 runs: a binomial sd of 0.9 points), and a capacity above the
+    truth under a stall and a drift, bisect and sweep, on tiny-slo's search (a search replays every probe at each
+    step: the few runs keep this within two minutes on two cores)."""
     for kind in KINDS:
         for n, load in LOADS.values():
             if (kind, n, load) not in NOT_MET:
-                assert met(kind, n, load, 2, 400, seed=load) <= LEVEL + 0.016, (kind, n, load)
-        for search in SEARCHES.values():
-            assert above_truth(kind, BISECT, 40, seed=3, search=search) <= LEVEL + 0.05, (kind, search)
-            assert above_truth(kind, SWEEP, 20, seed=3, search=search) <= LEVEL + 0.075, (kind, search)
+                assert met(kind, n, load, 2, 300, seed=load) <= LEVEL + 0.02, (kind, n, load)
+    tiny = SEARCHES["tiny-slo: 42 a round, C = 1, 3, …, 13, truth 5"]
+    for kind in ("stall", "drift"):
+        assert above_truth(kind, BISECT, 30, seed=3, search=tiny) <= LEVEL + 0.06, kind
+        assert above_truth(kind, SWEEP, 10, seed=3, search=tiny) <= LEVEL + 0.1, kind
 
 
 if __name__ == "__main__":
@@ -174,9 +176,10 @@ if __name__ == "__main__":
         for name, (n, load) in LOADS.items():
             at, power = met(kind, n, load, 2, runs, seed=1), met(kind, n, load, 2, runs // 4, 2, 0.8 * LIMIT)
             print(f"| {kind} | {name} | {100 * at:.1f} % | {100 * power:.0f} % | {runs}, {runs // 4} |", flush=True)
+    # a search replays every probe at each step: runs / 25 bisects and runs / 100 sweeps, on the searches with power
     print("| wave effect | search | capacity above the truth, bisect / sweep (nominal ≤ 2.5 %) | runs |")
     print("|---|---|---|---|")
     for kind in KINDS:
-        for name, search in SEARCHES.items():
-            b, w = (above_truth(kind, mode, runs // 8, 4, search) for mode in (BISECT, SWEEP))
-            print(f"| {kind} | {name} | {100 * b:.1f} / {100 * w:.1f} % | {runs // 8} |", flush=True)
+        for name, search in list(SEARCHES.items())[1:]:
+            b, w = above_truth(kind, BISECT, runs // 25, 4, search), above_truth(kind, SWEEP, runs // 100, 4, search)
+            print(f"| {kind} | {name} | {100 * b:.1f} / {100 * w:.1f} % | {runs // 25} / {runs // 100} |", flush=True)
