@@ -8,6 +8,7 @@ import errno
 import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -84,6 +85,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# The temporary name atomic_write_bytes gives: "." + the target's name + "." + mkstemp's eight characters + ".tmp"
+TEMPORARY = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
+
+
+def temporary_target(path: Path) -> Path | None:
+    """The file a temporary file of atomic_write_bytes was to become (a process killed between its write and its
+    rename leaves it behind), None for any other name."""
+    m = TEMPORARY.fullmatch(path.name)
+    return path.with_name(m.group("target")) if m else None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

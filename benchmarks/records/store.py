@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import fnmatch
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from benchmarks.core import paths
-from benchmarks.core.atomic import FILE_MODE, atomic_write_json, atomic_write_text
+from benchmarks.core.atomic import FILE_MODE, atomic_write_json, atomic_write_text, temporary_target
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.guarded import MAX_JSON_BYTES, file_problem, json_value, read_json_file
 from benchmarks.hardware.provenance import Environment, ModelFingerprint
@@ -463,12 +464,29 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}".encode())
         self._fd = fd
+        remove_leftovers(self.path.parent)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the lock
             self._fd = None
+
+
+def remove_leftovers(run_dir: Path) -> None:
+    """Remove the temporary files of a run's own atomic writes (RUN_OUTPUTS less REPORT_OUTPUTS) that a run killed
+    between a write and its rename left behind, with one line on stderr. Called holding the run's lock: no other run
+    writes them then (a report may be writing its own files, which are left alone)."""
+    own = [p for p in RUN_OUTPUTS if p not in REPORT_OUTPUTS]
+    left = [t for t in run_dir.rglob(".*.tmp") if t.is_file() and not t.is_symlink()
+            and (target := temporary_target(t)) is not None
+            and any(fnmatch.fnmatchcase(target.relative_to(run_dir).as_posix(), p) for p in own)]
+    for t in left:
+        t.unlink(missing_ok=True)
+    if left:
+        print(f"note: removed {len(left)} temporary file(s) a killed run left in {run_dir} "
+              f"({', '.join(t.relative_to(run_dir).as_posix() for t in left[:3])}{' ...' if len(left) > 3 else ''})",
+              file=sys.stderr)
 
 
 def latest_link() -> Path:
