@@ -27,9 +27,10 @@ it may be). **× best plain** divides the capacity by the largest plain-decoding
 (the range: what the two ranges allow); configurations whose ranges overlap the leader's are a **tie**, not a win.
 **Goodput**: requests/s and output tokens/s of the requests that met every threshold themselves, at the capacity's
 probe. The requests in flight together (a wave: as many as the concurrency, sent one after another) share the
-server: where a probe's waves differ beyond chance (an F-test on their log latencies), its interval counts its
-requests as fewer independent ones (the design effect of their correlation; "waves differ" in the probe log), else
-as independent draws (docs/serving.md)."""
+server, and waves in time order share the host: a probe's interval counts its requests as fewer independent ones
+("waves: as N of n" in the probe log), by how much its waves differ, at most 8 requests a wave, and more where
+neighbouring waves move together; a trend over its waves leaves a "meets" it could have made uncertain
+(docs/serving.md)."""
 
 
 def _ms(x: float) -> str:
