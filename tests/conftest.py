@@ -137,6 +137,15 @@ def _release_compiled_programs() -> Iterator[None]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_LATEST_KEY] = _latest_state()
     _machine_figures()
+    _children_off_the_chip()
+
+
+def _children_off_the_chip() -> None:
+    """Where this process holds a chip (JAX's backend is a TPU or GPU), the commands tests start run JAX on the CPU:
+    a TPU takes one program at a time, and a second one would fail to open it or fall back to the CPU with a
+    warning on its stderr. This process's own backend is chosen already, so only its children see the variable."""
+    if "jax" in sys.modules and sys.modules["jax"].default_backend() != "cpu":
+        os.environ["JAX_PLATFORMS"] = "cpu"
 
 
 def _machine_figures() -> None:

@@ -104,27 +104,62 @@ def _qwen3_fields(shape: TinyShape, num_layers: int) -> dict:
     }
 
 
+def random_target_weights(shape: TinyShape, rng: np.random.Generator, tie: bool) -> dict[str, np.ndarray]:
+    """Qwen3ForCausalLM's weights under HF's names: every matrix N(0, 0.05) (wider than HF's default init, so that
+    logits are not near-uniform), every norm ones; lm_head only when untied."""
+    h, d, f, v = shape.hidden_size, shape.head_dim, shape.intermediate_size, shape.vocab_size
+    nq, nkv = shape.num_heads, shape.num_kv_heads
+
+    def w(*s: int) -> np.ndarray:
+        return rng.normal(0.0, 0.05, size=s).astype(np.float32)
+
+    out = {"model.embed_tokens.weight": w(v, h)}
+    for i in range(shape.num_layers):
+        p = f"model.layers.{i}."
+        out |= {
+            p + "self_attn.q_proj.weight": w(nq * d, h),
+            p + "self_attn.k_proj.weight": w(nkv * d, h),
+            p + "self_attn.v_proj.weight": w(nkv * d, h),
+            p + "self_attn.o_proj.weight": w(h, nq * d),
+            p + "self_attn.q_norm.weight": np.ones(d, np.float32),
+            p + "self_attn.k_norm.weight": np.ones(d, np.float32),
+            p + "mlp.gate_proj.weight": w(f, h),
+            p + "mlp.up_proj.weight": w(f, h),
+            p + "mlp.down_proj.weight": w(h, f),
+            p + "input_layernorm.weight": np.ones(h, np.float32),
+            p + "post_attention_layernorm.weight": np.ones(h, np.float32),
+        }
+    out["model.norm.weight"] = np.ones(h, np.float32)
+    if not tie:
+        out["lm_head.weight"] = w(v, h)
+    return out
+
+
 def save_target(out_dir: Path, shape: TinyShape, eos_ids: list[int], seed: int, tie: bool = True,
                 state: dict[str, np.ndarray] | None = None) -> None:
-    """A Qwen3ForCausalLM checkpoint (random init unless `state` is given) through transformers."""
-    import torch  # lazy: torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM  # lazy: transformers
+    """A Qwen3ForCausalLM checkpoint as transformers saves one (config.json and generation_config.json written by
+    its config classes, model.safetensors under its names): random weights, those of `state` in their place. Built
+    with numpy alone, so that the tiny pair is made where torch is absent (a TPU machine)."""
+    from safetensors.numpy import save  # lazy: safetensors
+    from transformers import GenerationConfig, Qwen3Config  # lazy: transformers (its configs need no torch)
 
-    torch.manual_seed(seed)
     fields = _qwen3_fields(shape, shape.num_layers)
     fields.pop("model_type")
-    fields.pop("torch_dtype")
     cfg = Qwen3Config(**fields, tie_word_embeddings=tie, eos_token_id=eos_ids[0], bos_token_id=None,
                       pad_token_id=None, use_cache=True)
-    model = Qwen3ForCausalLM(cfg)
-    with torch.no_grad():
-        for p in model.parameters():  # a wider init than the default so that logits are not near-uniform
-            if p.dim() == 2:
-                p.normal_(0.0, 0.05)
-        if state is not None:
-            model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in state.items()}, strict=False)
-    model.generation_config.eos_token_id = eos_ids
-    model.save_pretrained(out_dir, safe_serialization=True)
+    cfg.architectures = ["Qwen3ForCausalLM"]
+    weights = random_target_weights(shape, np.random.default_rng([seed, 1]), tie)  # apart from the drafts' stream
+    unknown = sorted(set(state or {}) - set(weights))
+    if unknown:
+        raise ValueError(f"save_target: state names no weight of Qwen3ForCausalLM: {', '.join(unknown[:3])}")
+    weights |= {k: np.asarray(v, np.float32) for k, v in (state or {}).items()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfg.save_pretrained(out_dir)
+    generation = GenerationConfig.from_model_config(cfg)
+    generation.eos_token_id = eos_ids
+    generation.save_pretrained(out_dir)
+    atomic_write_bytes(out_dir / "model.safetensors",
+                       save({k: np.ascontiguousarray(v) for k, v in weights.items()}, metadata={"format": "pt"}))
 
 
 def _save_safetensors(out_dir: Path, config: dict, weights: dict[str, np.ndarray]) -> None:

@@ -28,10 +28,11 @@ def test_oracle_dflash_step_accepts_every_draft(tmp_path):
     s, code = study(tmp_path, ["dflash"], 600)
     assert code == 0
     df = json.loads((tmp_path / "device-qwen3-tiny" / "device.json").read_text())["dflash"]
-    k = device.CPU_SIZES.k
+    sizes = s.sizes  # a CPU's, or an accelerator's where JAX's backend is a chip
+    k = sizes.k
     # every draft accepted (target and draft both always emit the oracle token), the last step cut at the limit
-    assert df["tau"] == 1 + np.mean(accepts_within(device.CPU_SIZES.new_tokens, k))
-    assert df["steps"] == sum(-(-(device.CPU_SIZES.new_tokens - 1) // (k + 1)) for _ in range(df["requests"]))
+    assert df["tau"] == 1 + np.mean(accepts_within(sizes.new_tokens, k))
+    assert df["steps"] == sum(-(-(sizes.new_tokens - 1) // (k + 1)) for _ in range(df["requests"]))
     assert df["draft_layers"] == len(device.draft_config(s.cfg).target_layer_ids)
     sp = df["split"]
     assert sp["dispatch_ms"] > 0 and sp["fixed_ms"] > 0 and sp["device_ms"] > 0 and sp["counted_ms"] > 0
@@ -39,7 +40,9 @@ def test_oracle_dflash_step_accepts_every_draft(tmp_path):
     assert sp["host_ms"] == pytest.approx(sp["loop_ms"] - sp["device_ms"])
     assert df["round_trips"] == [1] * df["requests"]  # the host waits once per request, not once per step
     assert df["predicted_ms"] > 0 and df["step_bytes"] > 0 and df["step_flops"] > 0
-    assert df["compile_s"] > 0 and set(df["compiles"]) == {"prefill 32", "steps 128"}
+    assert df["compile_s"] > 0 and {name.split()[0] for name in df["compiles"]} == {"prefill", "steps"}
+    if sizes is device.CPU_SIZES:  # one prefill bucket and one cache span at a CPU's sizes
+        assert set(df["compiles"]) == {"prefill 32", "steps 128"}
     assert "cost_ar_steps" not in df  # no AR part ran to price the step in
 
 
@@ -50,14 +53,19 @@ def test_a_part_beyond_the_budget_is_dropped_and_named(tmp_path):
     assert result["parts_done"] == ["ar"]  # the first part always runs
     assert len(result["dropped"]) == 1 and result["dropped"][0].startswith("verify: dropped, needs ~")
     ar = result["ar"]
-    assert ar["requests"] == device.CPU_SIZES.requests - 1 and ar["steps"] == device.CPU_SIZES.new_tokens - 1
-    assert ar["tpot_ms"] > 0 and not ar["floor_applies"]  # the tiny shape fits the CPU cache: no DRAM floor
+    assert ar["requests"] == s.sizes.requests - 1 and ar["steps"] == s.sizes.new_tokens - 1
+    # the tiny shape fits a CPU's cache: no DRAM floor there
+    assert ar["tpot_ms"] > 0 and (not ar["floor_applies"] or s.hw.platform != "cpu")
     assert ar["predicted_ms"] > 0 and ar["compiles"]
 
 
 def test_env_refuses_a_backend_that_is_not_the_platforms(tmp_path, capsys):
-    assert main(["study", "device", "env", "--platform", "gpu", "--json", str(tmp_path / "env.json")]) == 1
-    assert "MISSING jax's backend is cpu, not gpu" in capsys.readouterr().out
+    import jax
+
+    backend = jax.default_backend()
+    other = "tpu" if backend == "gpu" else "gpu"
+    assert main(["study", "device", "env", "--platform", other, "--json", str(tmp_path / "env.json")]) == 1
+    assert f"MISSING jax's backend is {backend}, not {other}" in capsys.readouterr().out
     env = json.loads((tmp_path / "env.json").read_text())
     assert env["python"] == sys.executable and len(env["problems"]) == 1
 
