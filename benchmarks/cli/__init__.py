@@ -293,8 +293,20 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = streams
 
 
+def _lacking_package(prog: str, exc: ModuleNotFoundError) -> int:
+    """A package this environment lacks (torch on a TPU's JAX-only venv), named in one line: Exit.LACKING. A module of
+    the harness itself that does not import is a defect, raised."""
+    if (exc.name or "").split(".")[0] in ("benchmarks", "verification"):
+        raise exc
+    print(f"lacking: {prog} needs the package {exc.name}, which this environment does not have: install it "
+          f"(pip install {exc.name}) or run it where `bash preparation/bootstrap.sh` installs it", file=sys.stderr)
+    return Exit.LACKING
+
+
 def command(argv: list[str]) -> int:
     """Choose the command of `argv`, check its options and output folders, and run it: its exit status."""
+    # transformers imported without torch (a TPU's JAX-only venv) would add a line of advice to every command's errors
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     prog = "python -m benchmarks"
     name, rest = _choose(prog, "DFlash speculative decoding benchmarks: every command of the harness.", COMMANDS,
                          argv, QUICK_START)
@@ -305,12 +317,8 @@ def command(argv: list[str]) -> int:
         entry, prog = entry[1][sub], f"{prog} {sub}"
     try:
         module = importlib.import_module(entry[0])
-    except ModuleNotFoundError as exc:  # a package this environment lacks (torch on a TPU's JAX-only venv)
-        if (exc.name or "").split(".")[0] in ("benchmarks", "verification"):
-            raise
-        print(f"lacking: {prog} needs the package {exc.name}, which this environment does not have: install it "
-              f"(pip install {exc.name}) or run it where `bash preparation/bootstrap.sh` installs it", file=sys.stderr)
-        return Exit.LACKING
+    except ModuleNotFoundError as exc:  # a module should import its packages in `main`: then --help still answers
+        return _lacking_package(prog, exc)
     ap = OneLineParser(prog=prog, description=entry[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_cli_args(ap)
     args = ap.parse_args(rest)
@@ -332,6 +340,8 @@ def command(argv: list[str]) -> int:
         for line in exc.problems:
             print(f"lacking: {clipped(line)}", file=sys.stderr)
         return Exit.LACKING
+    except ModuleNotFoundError as exc:  # imported by `main` once the input is checked: bad input still exits 2
+        return _lacking_package(prog, exc)
     except BadInput as exc:
         for line in exc.problems:
             print(f"error: {clipped(line)}", file=sys.stderr)

@@ -16,7 +16,6 @@ import pytest
 from benchmarks.cli import COMMANDS, OneLineParser, main
 from tests.analysis.synthetic_run import write_run
 
-LACKING: dict[str, str] = {}  # a command whose module needs a package this environment lacks: that package
 KINDS = ("OUTPUT_ARGS", "OUTPUT_FILE_ARGS", "OUTPUTS")
 # Commands that write into the run folder they read (an input, not one of their OUTPUT_ARGS): their OUTPUTS are
 # relative to it.
@@ -27,19 +26,14 @@ READ = {("device summary", "out")}  # the device check's folder that `device sum
 
 
 def modules() -> dict[str, tuple[ModuleType, OneLineParser]]:
-    """Every command's module and parser, by its words on the command line (less those in LACKING)."""
+    """Every command's module and parser, by its words on the command line (each imports without its optional
+    packages: tests/cli/test_option_grid.py)."""
     found: dict[str, tuple[ModuleType, OneLineParser]] = {}
     for name, entry in COMMANDS.items():
         table = entry[1] if isinstance(entry[1], dict) else {"": entry}
         for sub, (module_name, _) in table.items():
             words = f"{name} {sub}".strip()
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:  # torch, where a TPU's JAX-only environment has none
-                if (exc.name or "").startswith("benchmarks"):
-                    raise
-                LACKING[words] = exc.name or ""
-                continue
+            module = importlib.import_module(module_name)
             ap = OneLineParser(prog=f"python -m benchmarks {words}")
             module.add_cli_args(ap)
             found[words] = module, ap
@@ -67,7 +61,7 @@ def snapshot(folder: Path) -> dict[str, int]:
 
 
 def test_every_command_declares_its_outputs() -> None:
-    assert len(MODULES) + len(LACKING) >= 25 and "report" in MODULES and "study device-grid" in MODULES
+    assert len(MODULES) >= 25 and "report" in MODULES and "study device-grid" in MODULES
     bare = [f"{words} ({module.__name__}: {', '.join(k for k in KINDS if not hasattr(module, k))})"
             for words, (module, _) in MODULES.items() if not all(hasattr(module, k) for k in KINDS)]
     assert not bare, ("declare what these write (OUTPUT_ARGS, OUTPUT_FILE_ARGS and OUTPUTS, empty where nothing: "
