@@ -7,8 +7,9 @@ compiler makes of a change before a chip is at hand.
 
 JAX compiles ahead of time for a TPU it describes (`jax.experimental.topologies`) with libtpu's compiler: no device
 runs and no weight is allocated. Each point is `study device-grid`'s: the engine's loop over one span
-(`decode.ar_steps` / `spec_steps` at B = 1, `batch.ar_batch_steps` / `spec_batch_steps` above), its arguments
-abstract. Per point, from the compiled program:
+(`decode.ar_steps` / `spec_steps` / `tree_steps` at B = 1, `batch.ar_batch_steps` / `spec_batch_steps` /
+`tree_batch_steps` above; a draft tree's with `--budgets`), its arguments abstract. Per point, from the compiled
+program:
 - temp: what XLA allocates beside the arguments and outputs (its memory analysis), against the caches' bytes;
 - cache copies: copy ops whose result has a cache's shape, each a pass over that cache (a layout XLA changed inside
   the loop, or an update it could not do in place);
@@ -50,8 +51,8 @@ HBM_GIB = {"v5e": 16, "v5p": 95, "v6e": 32}
 OUTPUTS = ("chip-compile.json", "chip-compile.csv")  # what it writes into --out (checked before any work)
 OUTPUT_ARGS = ("out",)  # checked before any work (benchmarks/cli/__init__.py)
 OUTPUT_FILE_ARGS: tuple[str, ...] = ()
-CSV_COLUMNS = ("batch", "context", "k", "status", "cache_bytes", "temp_bytes", "argument_bytes", "output_bytes",
-               "alias_bytes", "cache_copies", "compile_s", "note")
+CSV_COLUMNS = ("batch", "context", "k", "budget", "status", "cache_bytes", "temp_bytes", "argument_bytes",
+               "output_bytes", "alias_bytes", "cache_copies", "compile_s", "note")
 COPY = re.compile(r"= \w+\[([\d,]*)\]\{[^}]*\} copy(?:-start)?\(")
 
 
@@ -100,7 +101,7 @@ def compile_point(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) ->
         taps = len(dcfg.target_layer_ids) * cfg.hidden_size
         pending = jnp.zeros((k + 1, taps), dtype) if k else None
         one = decode.start_state(jnp.int32(10), jnp.int32(span - k - 1), jnp.int32(k + 2),
-                                 jnp.asarray(decode.eos_array(())), span + k + 2, pending)
+                                 jnp.asarray(decode.eos_array(())), span + k + 2, pending, bool(point.budget))
         return one if b == 1 else batch_of(one, b)
 
     tparams = abstract(lambda: M.init_random_params(cfg, jax.random.key(0), dtype))
@@ -110,6 +111,11 @@ def compile_point(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) ->
     if k == 0:
         traced = decode.ar_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span) if b == 1 else \
             B.ar_batch_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span)
+    elif point.budget:
+        dparams = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
+        tree = decode.tree_steps if b == 1 else B.tree_batch_steps
+        traced = tree.trace(tparams, dparams, st, tcache, caches[1], keys, None, dcfg=dcfg, tcfg=cfg,
+                            budget=point.budget, span=span)
     else:
         dparams = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
         dcache = caches[1]
@@ -135,7 +141,8 @@ def measure(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) -> dict[
 
 def point_line(r: dict[str, Any]) -> str:
     copies = f"{r['cache_copies']} cache copies" + (" (COPIES THE CACHE)" if r["cache_copies"] else "")
-    return (f"B={r['batch']:<3} context={r['context']:<5} K={r['k']:<2} | caches "
+    shape = f"tree {r['budget']}" if r.get("budget") else f"K={r['k']:<2}"
+    return (f"B={r['batch']:<3} context={r['context']:<5} {shape} | caches "
             f"{r['cache_bytes'] / 1e9:.2f} GB, temp {r['temp_bytes'] / 1e9:.3f} GB | {copies} | compile "
             f"{r['compile_s']:.0f} s")
 
@@ -159,9 +166,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"chip-compile: {args.shape} ({dtype.name}) compiled for {device.device_kind}, jax {jax.__version__}",
           flush=True)
     weights = weight_bytes(cfg, dcfg, dtype)
-    for point in order(args.batch, args.context, args.ks):
+    for point in order(args.batch, args.context, args.ks, getattr(args, "budgets", ()), dcfg.block_size - 1):
         kv, need = need_bytes(cfg, dcfg, point, dtype.itemsize)
-        row: dict[str, Any] = {"batch": point.batch, "context": point.context, "k": point.k, "cache_bytes": kv}
+        row: dict[str, Any] = {"batch": point.batch, "context": point.context, "k": point.k,
+                               **({"budget": point.budget} if point.budget else {}), "cache_bytes": kv}
         free = HBM_GIB.get(args.chip, 0) * 2**30 - weights[point.k > 0]
         if args.chip != "cpu" and need > 0.9 * free:
             row |= {"status": "skipped", "note": f"does not fit: {need / 1e9:.2f} GB of caches and work space, "

@@ -20,10 +20,10 @@ the same bytes whatever their values. Per point, medians of `--repeats`:
   matrix-vector stream (`--stream-gb`), a large matmul and the layer's matmuls at the model's widths over 16 to 1,024
   rows (`--matmul-gb`, `--matmul-rows`), and fits the cost model's per-row term to those rates.
 A point whose caches and work space do not fit the device's free memory is named with its bytes and skipped; one the
-budget cannot hold is dropped and named. Points above `--profile-above` times their floor where the roofline says
-memory-bound get a jax.profiler trace of one loop, its device ops summed by kind per step (`profile_ops`). OUT gets
-grid.json (rewritten after every point), grid.csv, the matmul rates in matmul.csv and the traces in
-profile.tar.gz. What the chip gave: docs/tpu.md.
+budget cannot hold is dropped and named. Points above `--profile-above` times their roofline (bytes or FLOPs at
+the datasheet's rates) get a jax.profiler trace of one loop, its device ops summed by kind per step
+(`profile_ops`). OUT gets grid.json (rewritten after every point), grid.csv, the matmul rates in matmul.csv and the
+traces in profile.tar.gz. What the chip gave: docs/tpu.md.
 """
 from __future__ import annotations
 
@@ -478,9 +478,15 @@ class Grid:
         return figures
 
     def _profile_wanted(self, point: Point, figures: dict[str, Any]) -> bool:
-        floor = self._floor_ms(point)
-        wanted = len([p for p in self.result["points"] if p.get("profile")]) < self.args.profile_max
-        return wanted and self._memory_bound(point) is True and figures["step_ms"] > self.args.profile_above * floor
+        """Fewer than --profile-max profiled yet (chains' and trees' together), and the step above --profile-above
+        times its roofline: its bytes at the datasheet's bandwidth where memory-bound, its FLOPs at the datasheet's
+        peak where compute-bound (a tree's verify of many rows is)."""
+        from benchmarks.hardware import roofline  # lazy: imports numpy, scipy
+
+        done = sum(1 for p in (*self.result["points"], *self.result["trees"]) if p.get("profile"))
+        if self.device is None or done >= self.args.profile_max:
+            return False
+        return figures["step_ms"] > self.args.profile_above * 1e3 * roofline.step_seconds(self.step(point), self.device)
 
     def _floor_ms(self, point: Point) -> float:
         bw = self.hw.bandwidth_bytes_per_s
@@ -700,6 +706,9 @@ def add_point_args(ap: argparse.ArgumentParser, batch: tuple[int, ...], context:
     ap.add_argument("--ks", type=Bounded(int, 0, 1024, many=True), default=ks, help="0 (plain decoding) and DFlash Ks")
     ap.add_argument("--attention", choices=("xla", "pallas"), default="xla",
                     help="the target's attention over its cache (the JAX engine's option attention)")
+    ap.add_argument("--budgets", type=Bounded(int, 1, 1024, many=True), default=(),
+                    help="draft-tree (DDTree) budgets too, at the draft's depth limit (device-grid times each "
+                         "against the chain at K = block_size - 1: give that K in --ks)")
 
 
 def point_problems(args: argparse.Namespace, steps: int) -> list[str]:
@@ -723,9 +732,6 @@ def point_problems(args: argparse.Namespace, steps: int) -> list[str]:
 
 def add_cli_args(ap: argparse.ArgumentParser) -> None:
     add_point_args(ap, (1, 4, 16, 64), (256, 2048, 8192), (0, 7, 15))
-    ap.add_argument("--budgets", type=Bounded(int, 1, 1024, many=True), default=(),
-                    help="draft-tree (DDTree) budgets timed too, each against the chain at K = block_size - 1 "
-                         "(give that K in --ks)")
     ap.add_argument("--dtype", choices=("bfloat16", "float32"),
                     help="weights' and caches' dtype (default float32 on a CPU, bfloat16 on an accelerator); float32 "
                          "multiplies at full precision, as the engine does")
@@ -737,7 +743,7 @@ def add_cli_args(ap: argparse.ArgumentParser) -> None:
                     help="memory free for a point's caches (default: the device's own statistics; unchecked where "
                          "it has none)")
     ap.add_argument("--profile-above", type=Bounded(float, 0, 1e6), default=0.0,
-                    help="profile memory-bound points above this many times their floor (0: none)")
+                    help="profile points above this many times their roofline (0: none)")
     ap.add_argument("--profile-max", type=Bounded(int, 0, 1000), default=3, help="points profiled at most")
     ap.add_argument("--stream-gb", type=Bounded(float, 0, 8),
                     help="GB of the matrix whose matrix-vector product measures the read bandwidth (default 2 on an "

@@ -194,3 +194,20 @@ def test_a_grid_whose_every_point_failed_exits_1(tmp_path, monkeypatch, capsys):
     g = json.loads((tmp_path / "grid" / "grid.json").read_text())
     assert g["points"] == [] and [p["status"] for p in g["skipped"]] == ["failed", "failed"]
     assert "no point was measured" in capsys.readouterr().out
+
+
+def test_a_point_above_its_roofline_is_profiled_whatever_bounds_it_and_trees_count_toward_the_most(tmp_path):
+    """--profile-above reads the step against its roofline, memory- or compute-bound (a tree's verify of many rows
+    is compute-bound), and --profile-max counts the chains' and the trees' profiles together."""
+    from benchmarks.hardware import roofline
+
+    grid = device_grid.Grid(grid_args(tmp_path, profile_above=1.5, profile_max=1))
+    grid.device = roofline.Device("stated", bytes_per_s=1e9, flops_per_s=1e9, source="a test's")
+    chain, tree = device_grid.Point(1, 256, 3), device_grid.Point(2, 256, 15, 8)
+    for point in (chain, tree):
+        roof_ms = 1e3 * roofline.step_seconds(grid.step(point), grid.device)
+        assert not grid._profile_wanted(point, {"step_ms": 1.4 * roof_ms})
+        assert grid._profile_wanted(point, {"step_ms": 1.6 * roof_ms})
+    assert any(roofline.compute_bound(p, grid.device) for p in grid.step(tree).passes)  # the tree: its FLOPs
+    grid.result["trees"].append({"profile": {"ops": []}})  # one tree profiled: the most is reached
+    assert not grid._profile_wanted(chain, {"step_ms": 1e9})

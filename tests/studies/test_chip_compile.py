@@ -1,5 +1,5 @@
 """study chip-compile: on this machine's CPU, the copy detector on programs that do and do not copy, the engine's loops
-(batch 1 and a static batch, plain decoding and DFlash) compiled with their
+(batch 1 and a static batch, plain decoding, DFlash and a draft tree) compiled with their
 memory and no cache copied, a point past the chip's memory named and not compiled, and a TPU without libtpu refused
 with the command that installs it; through `make chip-compile` (heavy), the same loops compiled by the v5e's own
 compiler, none copying a cache."""
@@ -34,17 +34,20 @@ def test_copies_of_a_cache_shaped_array_are_counted():
 
 
 def test_the_engines_loops_compile_with_their_memory_and_no_cache_copied(tmp_path, capsys):
-    assert chip_compile.main(args(tmp_path)) == Exit.OK
+    assert chip_compile.main(args(tmp_path, budgets=(8,))) == Exit.OK
     got = json.loads((tmp_path / "out" / "chip-compile.json").read_text())
     assert got["chip"] == "cpu" and got["dtype"] == "float32"
     points = got["points"]
-    assert [(p["batch"], p["k"]) for p in points] == [(1, 0), (2, 0), (1, 3), (2, 3)]
+    # the draft trees after the chains, at the draft's depth limit
+    assert [(p["batch"], p["k"], p.get("budget")) for p in points] == [(1, 0, None), (2, 0, None), (1, 3, None),
+                                                                      (2, 3, None), (1, 15, 8), (2, 15, 8)]
     for p in points:
         assert p["status"] == "ok" and p["cache_copies"] == 0 and p["compile_s"] > 0
         assert p["argument_bytes"] > p["cache_bytes"] > 0 and p["temp_bytes"] >= 0
     assert points[1]["cache_bytes"] == 2 * points[0]["cache_bytes"]  # every request's cache
-    assert (tmp_path / "out" / "chip-compile.csv").read_text().count("\n") == 5
-    assert "4 points, 0 copy a cache, 0 failed, 0 skipped" in capsys.readouterr().out
+    assert (tmp_path / "out" / "chip-compile.csv").read_text().count("\n") == 7
+    out = capsys.readouterr().out
+    assert "6 points, 0 copy a cache, 0 failed, 0 skipped" in out and "B=2   context=64    tree 8 |" in out
 
 
 def test_a_point_past_the_chips_memory_is_named_and_not_compiled(tmp_path, monkeypatch, capsys):
