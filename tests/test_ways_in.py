@@ -22,6 +22,7 @@ from benchmarks.core.environment import ENVIRONMENT, FOLDER_CAUSES, SHOWN, Varia
 from benchmarks.core.make_variables import MAKE
 from benchmarks.core.numbers import Bounded
 from benchmarks.core.paths import ROOT
+from tests.machine import python_path
 
 MAKEFILE = (ROOT / "Makefile").read_text()
 SCRIPTS = sorted((ROOT / "preparation").glob("*.sh"))
@@ -518,7 +519,7 @@ def outcomes_of_a_user_who_cannot_write():
         command = [*runner, *(user_env({"HOME": str(home)}) if root else []), py, "-c", DRIVER]
         proc = subprocess.run(command, input=json.dumps(made), capture_output=True, text=True, timeout=300, cwd=base,
                               env={"PATH": os.environ["PATH"], "HOME": str(home),
-                                   **({} if root else {"PYTHONPATH": str(ROOT)})})
+                                   **({} if root else {"PYTHONPATH": python_path(ROOT)})})
         assert proc.returncode == 0 and proc.stdout, proc.stderr[-3000:]
         ran = json.loads(proc.stdout.splitlines()[-1])
         yield {case: (o["rc"], o["err"], before[case], snapshot([folders[case]]), named[case])

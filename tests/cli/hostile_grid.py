@@ -44,6 +44,7 @@ from typing import Callable
 
 from tests.cli import hostile_cases
 from tests.cli.hostile_cases import Outcome, call, done_run, matrix_text, prompts, scripted_engine
+from tests.machine import python_path
 
 GOOD = ("clear error", "ok", "n/a")
 # What a clear error says for each kind (any one of the words, case-insensitive): the cause, not another one
@@ -462,7 +463,7 @@ def as_user() -> tuple[tuple[str, ...], str, str]:
 def user_env(extra: dict[str, str]) -> list[str]:
     """`env`'s arguments for USER's process: this checkout and this Python's packages on its path, then `extra`."""
     paths = [REPO] + list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
-    return [f"{k}={v}" for k, v in {"PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1", **extra}.items()]
+    return [f"{k}={v}" for k, v in {"PYTHONPATH": python_path(*paths), "HF_HUB_OFFLINE": "1", **extra}.items()]
 
 
 def applies(case: Case) -> bool:

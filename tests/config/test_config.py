@@ -10,6 +10,7 @@ import yaml
 from benchmarks.config.matrix_expand import expand, identity, legacy_run_id, run_id_for
 from benchmarks.config.matrix_parse import ConfigError, load_matrix, parse_matrix
 from benchmarks.core.paths import ROOT
+from tests.machine import as_where_vllm_is
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
         "methods": ["baseline", "dflash"], "k": 15, "datasets": ["math500"]}
@@ -263,6 +264,7 @@ def test_validate_refuses_an_interleave_this_machine_cannot_run(tmp_path, monkey
     tiny = ROOT / "models" / "tiny"  # on disk: validate checks hub ids and datasets against the offline state
     path = write(tmp_path, {**BASE, "target": str(tiny / "target"), "drafts": {"dflash": str(tiny / "dflash")},
                             "datasets": ["humaneval"], "interleave": True})
+    as_where_vllm_is(monkeypatch)  # vllm, the default engine: the interleave a TPU refuses
     monkeypatch.setenv("PLATFORM", "cpu")
     assert main(["validate", str(path)]) == 0
     monkeypatch.setenv("PLATFORM", "tpu")

@@ -8,6 +8,7 @@ from benchmarks.config.matrix_expand import run_id_for
 from benchmarks.config.matrix_parse import ConfigError, parse_matrix
 from benchmarks.decide.capacity import space_of
 from benchmarks.decide.slo import Slo, slos_of
+from tests.machine import as_where_vllm_is
 
 BASE = {"target": "Qwen/Qwen3-4B", "drafts": {"dflash": "z-lab/Qwen3-4B-DFlash-b16"}, "block_size": 16,
         "methods": ["baseline", "dflash"], "k": 15, "datasets": ["math500"], "engine": "vllm-serve", "num_prompts": 40}
@@ -79,7 +80,8 @@ def test_a_bad_search_key_names_itself_and_the_fix(patch, key, fragment):
     assert str(err.value).startswith(f"m.yaml: '{key}': ") and fragment in str(err.value), str(err.value)
 
 
-def test_validate_refuses_a_bad_search_in_one_line_with_exit_2(tmp_path, capsys):
+def test_validate_refuses_a_bad_search_in_one_line_with_exit_2(tmp_path, capsys, monkeypatch):
+    as_where_vllm_is(monkeypatch)  # a vllm-serve matrix: its keys are checked alike where vLLM is absent
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump({**BASE, **SEARCH, "slo_requests": 8}))
     assert cli_main(["validate", str(path)]) == 2
@@ -128,7 +130,8 @@ def test_the_fix_raises_num_prompts_where_the_rounds_need_more_than_it_holds():
 
 
 @pytest.mark.parametrize("command", ["validate", "matrix"])
-def test_rounds_of_fewer_than_three_waves_are_refused_before_any_work(tmp_path, capsys, command):
+def test_rounds_of_fewer_than_three_waves_are_refused_before_any_work(tmp_path, capsys, command, monkeypatch):
+    as_where_vllm_is(monkeypatch)
     path, run = tmp_path / "m.yaml", tmp_path / "run"
     path.write_text(yaml.safe_dump({**BASE, **SEARCH, "slo_range": [1, 16]}))
     assert cli_main([command, str(path)] + (["--run-dir", str(run)] if command == "matrix" else [])) == 2

@@ -26,6 +26,7 @@ from benchmarks.data.datasets import (
     tokens,
     with_context,
 )
+from tests.machine import mt_bench
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,7 @@ def test_humaneval_offline_with_chat_template(tokenizer):
     assert [p.sha256 for p in load_prompts("humaneval", 3, seed=0, tokenizer=tokenizer)] == [p.sha256 for p in ps]
 
 
+@mt_bench
 def test_mt_bench_offline_first_turn(tokenizer):
     ps = load_prompts("mt-bench", 2, seed=0, tokenizer=tokenizer)
     assert len(ps) == 2 and all(len(p.text) > 20 for p in ps)
@@ -177,6 +179,7 @@ def test_many_shot_context(tokenizer):
     assert len(orders) == len(first)  # each prompt its own shots: no shared cached prefix
 
 
+@mt_bench
 def test_second_turn_conversation(tokenizer):
     p = dataclasses.replace(load_prompts("mt-bench", 1, 0, tokenizer)[0], turn=1, follow_up="And a second question?")
     answer = tokens("A first answer.", tokenizer)

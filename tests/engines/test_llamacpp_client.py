@@ -28,6 +28,7 @@ from benchmarks.engines.llamacpp.llamacpp_serve import LlamaCppServer, _arrivals
 from benchmarks.engines.llamacpp.llamacpp_steps import mark, stream_steps
 from benchmarks.engines.server import Load, ServerStartError
 from benchmarks.run.serving import level_records
+from tests.machine import needs_loopback
 
 K = 3  # the scripted server's --spec-draft-n-max (the cells' k)
 EOS_PROMPT = 7  # a prompt that starts with it ends on EOS at its 6th token, inside the second verify step
@@ -115,6 +116,7 @@ def cell(method: str = "dflash") -> Cell:
 @pytest.fixture
 def scripted(tmp_path):
     """A llama-server object (never started) whose port is the scripted handler's."""
+    needs_loopback()
     http = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     gguf = Gguf(tmp_path / "t.gguf", "sha", "src", "srcsha", "f32")
@@ -241,6 +243,7 @@ def test_the_command_names_the_spec_type_k_and_the_slots(tmp_path):
 
 
 def test_a_port_in_use_is_one_clear_error(tmp_path):
+    needs_loopback()  # the server is given a free port of the loopback first
     fake = tmp_path / "llama-server"
     fake.write_text('#!/bin/sh\necho "srv    start: couldn\'t bind HTTP server socket, hostname: 127.0.0.1"\nexit 1\n')
     fake.chmod(0o755)

@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks.core.paths import ROOT
 from preparation.uv_pip import parse_config_list, strategy, uv_options
+from tests.machine import python_path
 
 FIND = ROOT / "preparation" / "find_python.sh"
 RELEASE = ROOT / "preparation" / "tpu_release.sh"
@@ -244,7 +245,7 @@ def test_resolution_fails_for_pins_that_cannot_go_together(tmp_path):
 def _check_engine(tmp: Path, platform: str, vllm_body: str) -> subprocess.CompletedProcess:
     """check_engine.py with a stand-in ``vllm`` module first on the path."""
     (tmp / "vllm.py").write_text(vllm_body)
-    env = {**os.environ, "PYTHONPATH": str(tmp), "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "PYTHONPATH": python_path(tmp), "JAX_PLATFORMS": "cpu"}
     return subprocess.run([sys.executable, str(ROOT / "preparation" / "check_engine.py"), platform], env=env,
                           capture_output=True, text=True, timeout=120)
 

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from benchmarks.core.paths import ROOT
+from tests.machine import needs_loopback
 
 SCRIPT = ROOT / "preparation" / "device_check.sh"
 
@@ -20,6 +21,7 @@ SCRIPT = ROOT / "preparation" / "device_check.sh"
 @pytest.fixture
 def index():
     """A package index that serves nothing (503) and records (method, path) of every request."""
+    needs_loopback()
     requests = []
 
     class Handler(http.server.BaseHTTPRequestHandler):

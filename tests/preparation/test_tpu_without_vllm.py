@@ -94,10 +94,11 @@ def test_bench_refuses_vllm_where_absent(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert "ENGINE=jax" in err
 
 
-def test_bench_defaults_to_jax_where_vllm_is_absent(monkeypatch: pytest.MonkeyPatch,
+def test_bench_defaults_to_jax_where_vllm_is_absent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Where vLLM is absent and no engine is given, bench runs the JAX engine, and its first line says so."""
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # no reason recorded (set-up's, where vLLM is really absent)
     ran: list[list[str]] = []
     monkeypatch.setattr(bench, "run_and_report", lambda matrix, args: ran.append(list(matrix.engines)) or 0)
     assert bench.main(_args()) == 0

@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from benchmarks.core.paths import ROOT
+from tests.machine import mt_bench
 
 
 @pytest.mark.slow
+@mt_bench  # one of its two datasets
 def test_kill_9_then_rerun_completes_without_duplicates(random_pair, tmp_path):
     matrix = tmp_path / "m.yaml"
     matrix.write_text(yaml.safe_dump({

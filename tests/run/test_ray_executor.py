@@ -22,6 +22,7 @@ from benchmarks.engines.host import WorkerError
 from benchmarks.engines.ray_worker import RayEngine
 from benchmarks.records.store import RunStore
 from benchmarks.run import ray_executor
+from tests.machine import needs_loopback
 from tests.run_helpers import host_everywhere, run_matrix
 
 psutil = pytest.importorskip("psutil", reason="psutil is not installed")
@@ -36,6 +37,7 @@ def host(monkeypatch, engine: str) -> None:
 @pytest.fixture(scope="module")
 def local_ray():
     """One local Ray for the module, started as the executor starts it; shut down at the end."""
+    needs_loopback()  # Ray's processes talk over TCP on 127.0.0.1
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("RAY_ADDRESS", raising=False)
         assert ray_executor.connect()

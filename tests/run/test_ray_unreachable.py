@@ -9,6 +9,9 @@ import pytest
 
 from benchmarks.config.matrix_parse import ConfigError
 from benchmarks.run import ray_executor
+from tests.machine import loopback
+
+pytestmark = loopback  # each test opens or connects to a TCP port of the loopback
 
 
 def free_port() -> int:

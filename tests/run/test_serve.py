@@ -25,6 +25,7 @@ from benchmarks.engines.vllm.vllm_serve import (
 from benchmarks.figures.serve_figures import serve_figures
 from benchmarks.report.serve_report import serve_markdown
 from benchmarks.run.serving import check_prompt_ids, level_records
+from tests.machine import as_where_vllm_is, needs
 from tests.typed_runs import summary_json
 from verification.lossless import verdict_lines
 
@@ -56,7 +57,8 @@ def test_bad_load_axis_names_key_and_fix(patch, fragment):
     assert fragment in str(err.value) and str(err.value).startswith("m.yaml: '")
 
 
-def test_bad_concurrency_is_a_one_line_error_with_exit_2(tmp_path, capsys):
+def test_bad_concurrency_is_a_one_line_error_with_exit_2(tmp_path, capsys, monkeypatch):
+    as_where_vllm_is(monkeypatch)  # a vllm-serve matrix: its keys are checked alike where vLLM is absent
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump({**BASE, "concurrency": [4, 0]}))
     assert cli_main(["matrix", str(path)]) == 2
@@ -64,7 +66,8 @@ def test_bad_concurrency_is_a_one_line_error_with_exit_2(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "'concurrency'" in err and "got 0" in err
 
 
-def test_ray_executor_from_the_command_line_refuses_a_serving_matrix(tmp_path, capsys):
+def test_ray_executor_from_the_command_line_refuses_a_serving_matrix(tmp_path, capsys, monkeypatch):
+    as_where_vllm_is(monkeypatch)
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(BASE))
     assert cli_main(["matrix", str(path), "--executor", "ray"]) == 2
@@ -178,6 +181,7 @@ def test_a_served_vllm_level_counts_tau_from_metrics_and_the_report_says_it_coun
                             "environment": {"platform": "cpu", "packages": {"vllm": "0.32.0"}}, "models": {}}}
         return [line for line in caveat_lines([], manifest({}), provenance) if "past max_new_tokens" in line]
 
+    needs("vllm")  # the server's description reads vLLM's memory settings
     [line] = served("dflash")
     assert "server gives its load generator" in line and "past EOS" in line and "no τ prompt mean" in line
     assert not served("baseline")

@@ -18,6 +18,7 @@ from benchmarks.run.execute import execute
 from benchmarks.run.plan import build_plan
 from benchmarks.run.serving import level_records
 from benchmarks.run.turns import answers_path
+from tests.machine import mt_bench
 from tests.run_helpers import run_matrix
 
 
@@ -131,6 +132,7 @@ def test_a_cell_sent_other_context_ids_than_its_baseline_fails_the_check(random_
     assert "humaneval@ctx700: **cells were sent different prompts**" in (run_dir / "report.md").read_text()
 
 
+@mt_bench
 def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path):
     m = matrix(random_pair, datasets=["mt-bench"], turns=[1, 2])
     plan = build_plan(m, tmp_path / "run")
@@ -160,6 +162,7 @@ def test_second_turn_after_one_set_of_cached_first_answers(random_pair, tmp_path
     assert not again.awaiting_answers() and len(again.done) == len(again.units)
 
 
+@mt_bench
 def test_a_second_turn_waits_on_a_stage_of_the_plan_whose_output_its_units_read(random_pair, tmp_path):
     plan = build_plan(matrix(random_pair, datasets=["mt-bench"], turns=[1, 2]), tmp_path / "run")
     [stage] = plan.stages
@@ -183,6 +186,7 @@ def test_a_second_turn_waits_on_a_stage_of_the_plan_whose_output_its_units_read(
         "mt-bench"]
 
 
+@mt_bench
 def test_a_second_turn_measured_on_other_first_answers_is_measured_again_after_its_stage(random_pair, tmp_path):
     m = matrix(random_pair, datasets=["mt-bench"], turns=[1, 2])
     run_dir, _ = run_matrix(m, tmp_path / "run")
@@ -201,6 +205,7 @@ def test_a_second_turn_measured_on_other_first_answers_is_measured_again_after_i
     assert rows[("dflash-k3", "mt-bench@turn2")].identical_frac == 1.0
 
 
+@mt_bench
 def test_first_answers_that_fail_fail_the_second_turn_only(random_pair, tmp_path):
     m = matrix(random_pair, datasets=["mt-bench"], turns=[1, 2], methods=["baseline", "dflash"])
     plan = build_plan(m, tmp_path / "run")

@@ -5,13 +5,15 @@ import pytest
 from benchmarks.config.matrix_parse import parse_matrix
 from benchmarks.records.store import RunStore
 from benchmarks.report.report_write import write_reports
+from tests.machine import mt_bench
 from tests.run_helpers import run_matrix
 
 pytestmark = [pytest.mark.slow, pytest.mark.jax]
 
 
 @pytest.mark.parametrize("keys", [{"datasets": ["humaneval"], "context_tokens": [400]},
-                                  {"datasets": ["mt-bench"], "turns": [1, 2]}], ids=["context", "turns"])
+                                  pytest.param({"datasets": ["mt-bench"], "turns": [1, 2]}, marks=mt_bench)],
+                         ids=["context", "turns"])
 def test_workloads_are_lossless_and_alike_across_cells(random_pair, tmp_path, keys):
     m = parse_matrix({"name": "jax-workloads", "engine": "jax", "target": str(random_pair["target"]),
                       "drafts": {"dflash": str(random_pair["dflash"])}, "methods": ["baseline", "dflash"], "k": [4],
