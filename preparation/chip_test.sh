@@ -12,7 +12,8 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${1:?usage: chip_test.sh DIR [SECONDS]}"; SECONDS_LEFT="${2:-540}"; PARTS="${PARTS:-6}"; VENV="${VENV:-.venv}"
-case "$SECONDS_LEFT$PARTS" in *[!0-9]*) echo "chip_test: SECONDS and PARTS are whole numbers" >&2; exit 2;; esac
+case "$SECONDS_LEFT" in ""|*[!0-9]*) echo "chip_test: SECONDS is a whole number of seconds" >&2; exit 2;; esac
+(cd "$ROOT" && PARTS="$PARTS" python3 -E -m benchmarks.core.environment PARTS VENV PYTEST_ARGS) || exit 2
 mkdir -p "$DIR" && DIR="$(cd "$DIR" && pwd)" || { echo "chip_test: cannot make the folder $1" >&2; exit 2; }
 cd "$ROOT"
 [ -x "$VENV/bin/python" ] || { echo "chip_test: no $VENV here: run bash preparation/bootstrap.sh first" >&2; exit 2; }

@@ -21,7 +21,7 @@ from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.exit_codes import BadInput
 from benchmarks.core.numbers import Bounded
 from benchmarks.studies.parity import EngineRun, run_engine
-from benchmarks.tiny.train import user_message
+from benchmarks.tiny.recipe import user_message
 
 
 def humaneval_prompt_ids(tokenizer_dir: Path, n: int, skip: int = 0) -> list[list[int]]:

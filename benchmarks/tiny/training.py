@@ -22,8 +22,8 @@ from benchmarks.data.tiny_checkpoints import (
     save_target,
     stdlib_corpus,
 )
+from benchmarks.tiny.recipe import TrainConfig, chat_ids, function_samples
 from benchmarks.tiny.torch_modules import DFlashDraft, Eagle3Draft, Qwen3Target, weighted_ce
-from benchmarks.tiny.train import TrainConfig, chat_ids, function_samples
 
 # ----------------------------------------------------------------------------------------------- training
 
