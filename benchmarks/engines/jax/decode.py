@@ -154,12 +154,14 @@ def spec_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
 
 def _tree_verify(tparams, anchor, tree, s, tcache, key, temperature, tcfg, tap_ids, span, depth_limit):
     """The target over [anchor, tree nodes] in one forward (positions by depth, the ancestor mask): its token at each
-    verify row (argmax, or a sample keyed by position), the path it accepts, the taps and the cache."""
+    verify row (argmax, or a sample keyed by position), the path it accepts, the taps and the new K/V rows (the
+    cache unwritten)."""
     rows = T.positions(tree, s)
-    logits, taps, tcache = M.forward(tparams, jnp.concatenate([anchor[None], tree.tokens]), s, tcache, cfg=tcfg,
-                                     tap_ids=tap_ids, span=span, positions=rows, mask=T.ancestors(tree, depth_limit))
+    logits, taps, new = M.forward_rows(tparams, jnp.concatenate([anchor[None], tree.tokens]), s, tcache, cfg=tcfg,
+                                       tap_ids=tap_ids, span=span, positions=rows,
+                                       mask=T.ancestors(tree, depth_limit))
     picked = pick(logits, rows, key, temperature)
-    return picked, T.accept(tree, picked, depth_limit), taps, tcache
+    return picked, T.accept(tree, picked, depth_limit), taps, new
 
 
 def tree_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, tcfg, budget, span):
@@ -168,12 +170,13 @@ def tree_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
     draft   as spec_body's, over the whole block: log-probabilities [D, V] at positions s+1..s+D
     tree    the `budget` nodes of highest cumulative log-probability (tree.build), in pop order
     verify  the target runs [anchor, nodes] in one forward, node i at position s + depth_i, each seeing the context
-            and its own ancestors (tree.ancestors); rows land at s..s+budget; it picks t_i at each row (argmax, or a
-            sample keyed by position as `pick` keys the chain's)
+            and its own ancestors (tree.ancestors), the cache read, not written; it picks t_i at each row (argmax,
+            or a sample keyed by position as `pick` keys the chain's)
     accept  from the root, follow the child whose token is the target's (tree.accept): n nodes; commit the target's
-            tokens at the root and the n nodes (the last is the bonus); the path's K/V rows are compacted to rows
-            s..s+n (a node's position s + depth is its row), the rest dropped; the pending context is the taps of
-            the root and the path; the accept length is n and the path's verify rows are recorded per step
+            tokens at the root and the n nodes (the last is the bonus); the root's and the path's K/V rows alone are
+            written, at rows s..s+D (a node's position s + depth is its row; rows past s+n are never read); the
+            pending context is the taps of the root and the path; the accept length is n and the path's verify rows
+            are recorded per step
 
     At T > 0 each node's token is the target's sample at its position with the key AR uses there, and a path is
     followed only while the samples match, so the committed tokens are AR's samples: lossless.
@@ -184,10 +187,10 @@ def tree_body(tparams, dparams, state, tcache, dcache, key, temperature, dcfg, t
     logits, dcache = D.draft_logits(dparams, tparams, dcache, state["pending"], state["pending_start"], anchor, s,
                                     dcfg, tcfg, dcfg.block_size, span)
     tree = T.build(jax.nn.log_softmax(logits, axis=-1), budget)
-    picked, got, taps, tcache = _tree_verify(tparams, anchor, tree, s, tcache, key, temperature, tcfg,
-                                             dcfg.target_layer_ids, span, depth_limit)
+    picked, got, taps, new = _tree_verify(tparams, anchor, tree, s, tcache, key, temperature, tcfg,
+                                          dcfg.target_layer_ids, span, depth_limit)
     keep = jnp.concatenate([jnp.zeros(1, jnp.int32), got.path])  # root, then the path (rows past n are never read)
-    tcache = M.keep_rows(tcache, keep, s)
+    tcache = M.write_after(tcache, {name: [r[:, keep] for r in new[name]] for name in ("k", "v")}, s, picked)
     committed = picked[keep]
     n = got.depth
     hit_eos = jnp.any((jnp.arange(depth_limit + 1) <= n)[:, None] & (committed[:, None] == state["eos"][None, :]))

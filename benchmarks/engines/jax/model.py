@@ -199,17 +199,6 @@ def write_after(cache: Cache, rows: dict[str, list[jax.Array]], start: jax.Array
             for name in ("k", "v")}
 
 
-def keep_rows(cache: Cache, rows: jax.Array, start: jax.Array) -> Cache:
-    """The cache with rows start + rows[i] moved to start + i, for rows [R] (R one-row slices, then one write per
-    array): a draft tree's accepted path compacted to consecutive rows, each at the row of its position start + depth.
-    Slices, not a gather: compiled for the v5e, a gather along the sequence axis made XLA keep the caches with that
-    axis outside the heads and copy both caches into that layout and back at every step (docs/engine-findings.md)."""
-    def kept(c: jax.Array) -> jax.Array:
-        return jnp.concatenate([jax.lax.dynamic_slice_in_dim(c, start + rows[i], 1, axis=2)
-                                for i in range(rows.shape[0])], axis=2)
-    return {name: write_rows(cache[name], kept(cache[name]), start) for name in ("k", "v")}
-
-
 def mlp(lp: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
     """SwiGLU through the stacked gate_up_proj: one matmul, then down_proj."""
     gate, up = jnp.split(linear(x, lp["gate_up_proj"], cfg.weight_layout), 2, axis=-1)
@@ -230,12 +219,21 @@ def lm_head(params: Params, h: jax.Array, cfg: ModelConfig) -> jax.Array:
 def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
             tap_ids: tuple[int, ...] = (), span: int | None = None, positions: jax.Array | None = None,
             mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array, Cache]:
-    """Final-normed hidden states [T, H], taps [T, n*H] and the updated cache (the unjitted core of forward).
+    """Final-normed hidden states [T, H], taps [T, n*H] and the cache with the new tokens' K/V in rows
+    start..start+T-1 (the unjitted core of forward): `decoder_rows`, then one write per array."""
+    h, tapped, rows = decoder_rows(params, tokens, start, cache, cfg, tap_ids, span, positions, mask)
+    return h, tapped, write_after(cache, rows, start, h)
+
+
+def decoder_rows(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, cfg: ModelConfig,
+                 tap_ids: tuple[int, ...] = (), span: int | None = None, positions: jax.Array | None = None,
+                 mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array, dict[str, list[jax.Array]]]:
+    """Final-normed hidden states [T, H], taps [T, n*H] and the new tokens' K/V rows, per layer [KVH, T, D]; the
+    cache is read, not written.
 
     Queries read only the first `span` cache rows (default: all; 0: none), so `start` must be <= span. By default
     the new tokens sit at positions start..start+T-1 and see each other causally; a draft tree's verify gives each
-    token its own position [T] and the mask [T, T] of the new tokens it sees (tree.ancestors). Either way the new
-    K/V land in rows start..start+T-1.
+    token its own position [T] and the mask [T, T] of the new tokens it sees (tree.ancestors).
     """
     t = tokens.shape[0]
     span = cache["k"].shape[2] if span is None else span
@@ -260,8 +258,7 @@ def decoder(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, c
         if i in tap_ids:
             taps[i] = h
     tapped = jnp.concatenate([taps[i] for i in tap_ids], axis=-1) if tap_ids else jnp.zeros((t, 0), h.dtype)
-    h = rms_norm(h, params["norm"], cfg.rms_norm_eps)
-    return h, tapped, write_after(cache, rows, start, h)
+    return rms_norm(h, params["norm"], cfg.rms_norm_eps), tapped, rows
 
 
 @partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"), donate_argnames=("cache",))
@@ -281,6 +278,18 @@ def forward(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *
     """
     h, taps, cache = decoder(params, tokens, start, cache, cfg, tap_ids, span, positions, mask)
     return lm_head(params, h, cfg), taps, cache
+
+
+@partial(jax.jit, static_argnames=("cfg", "tap_ids", "span"))
+def forward_rows(params: Params, tokens: jax.Array, start: jax.Array, cache: Cache, *, cfg: ModelConfig,
+                 tap_ids: tuple[int, ...] = (), span: int | None = None, positions: jax.Array | None = None,
+                 mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array, dict[str, list[jax.Array]]]:
+    """forward without its write: logits [T, V] (float32), taps [T, n*H] and the new tokens' K/V rows per layer
+    [KVH, T, D], the cache left as it was. A draft tree's verify writes only the path it accepts (decode.tree_body):
+    writing every node and then moving the path's rows made a batch's loop copy its caches on the v5e
+    (docs/engine-findings.md)."""
+    h, taps, rows = decoder_rows(params, tokens, start, cache, cfg, tap_ids, span, positions, mask)
+    return lm_head(params, h, cfg), taps, rows
 
 
 @partial(jax.jit, static_argnames=("cfg", "tap_ids"), donate_argnames=("cache",))
