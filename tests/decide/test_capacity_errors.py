@@ -103,7 +103,7 @@ def test_a_probe_whose_waves_differ_says_so_and_counts_fewer_requests():
     assert two.verdict == "uncertain"
 
 
-@pytest.mark.parametrize("mode", [BISECT, SWEEP])
+@pytest.mark.parametrize("mode", [BISECT, pytest.param(SWEEP, marks=pytest.mark.heavy)])  # a sweep ~40 s: CI
 def test_a_capacity_above_the_truth_stays_within_the_level_on_every_curve(mode):
     rng = np.random.default_rng(len(mode))
     for curve in CURVES:

@@ -152,7 +152,7 @@ def test_two_waves_a_round_are_read_once_pooled_to_four():
     assert read_load(space, SLO, [*first.rounds, round_of(host, 21, 1, 42, 3 * LIMIT)]).verdict == FAILS
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # ~30 s of simulations: make test ALL=1 and CI
 def test_every_setting_keeps_its_level():
     """Every load of LOADS but the two of NOT_MET (300 runs: a binomial sd of 0.9 points), and a capacity above the
     truth under a stall and a drift, bisect and sweep, on tiny-slo's search (a search replays every probe at each

@@ -192,7 +192,7 @@ def test_oracle_accepts_every_draft(oracle_k4: Run) -> None:
     assert_consistent(run, k)
 
 
-@slow
+@pytest.mark.heavy  # its own vLLM engine (~32 s): make test ALL=1 and CI
 def test_a_last_step_past_the_limit_counts_only_the_tokens_still_wanted(oracle_k4_past_the_limit: Run) -> None:
     """τ counts only tokens within the limit: vLLM drafts and accepts a full K on the last step and truncates the
     output; with per-request metrics the record and the counters cut that step to the one draft still wanted (vLLM's
@@ -225,7 +225,9 @@ def test_random_draft_tau_is_one(random_dflash: Run) -> None:
 
 
 @slow
-@pytest.mark.parametrize("run_name, k, every_step_drafts", [("random_eagle3", 3, True), ("random_ngram", 3, False)])
+# EAGLE-3's and n-gram's engines (~36 s each) start in make test ALL=1 and CI only
+@pytest.mark.parametrize("run_name, k, every_step_drafts", [pytest.param("random_eagle3", 3, True, marks=pytest.mark.heavy),
+                                                         pytest.param("random_ngram", 3, False, marks=pytest.mark.heavy)])
 def test_other_methods_count_the_steps_that_made_the_output(request, run_name: str, k: int,
                                                            every_step_drafts: bool) -> None:
     """The verify steps the counters report account for every output token after the first.
@@ -291,7 +293,8 @@ def test_baseline_has_no_counters(baseline: Run) -> None:
 
 
 @slow
-@pytest.mark.parametrize("run_name", ["random_dflash", "random_eagle3", "random_ngram"])
+@pytest.mark.parametrize("run_name", ["random_dflash", pytest.param("random_eagle3", marks=pytest.mark.heavy),
+                                      pytest.param("random_ngram", marks=pytest.mark.heavy)])
 def test_greedy_output_equals_baseline(request, baseline: Run, run_name: str) -> None:
     """Token for token, on prompts of 5, 37 and 150 tokens (same max tokens and EOS policy)."""
     run = request.getfixturevalue(run_name)
@@ -472,7 +475,7 @@ def test_output_tail_keeps_what_subprocesses_write_and_still_passes_it_on(capfd)
     assert "out 0" in seen.out and "err line" in seen.err
 
 
-@slow
+@pytest.mark.heavy  # its own vLLM engine start (~29 s): make test ALL=1 and CI
 def test_engine_core_failure_reaches_report(random_pair, tmp_path) -> None:
     """An option that EngineArgs accepts but the engine core rejects at start-up (one KV block cannot hold a
     512-token request): report.md's failed units name the engine core's ValueError, not "see root cause above"."""

@@ -150,6 +150,7 @@ def rejections(base: list[list[distribution.Samples]], meth: list[list[distribut
     return sum(not distribution.check(b, m, family=FAMILY).passed for b, m in zip(base, meth))
 
 
+@pytest.mark.heavy  # the module's engines (~50 s to set up): make test ALL=1 and CI, as the faults below
 def test_batched_sampler_equals_the_per_request_loop(setup):
     prompts, ar, spec = setup
     t = TEMPERATURES[0]  # a traced scalar: every temperature runs the same compiled steps
@@ -165,6 +166,7 @@ def baseline(setup):
     return {t: arms(ar, prompts, t, 1_000_000) for t in TEMPERATURES}
 
 
+@pytest.mark.heavy
 def test_correct_sampler_passes_against_ar(setup, baseline):
     prompts, _, spec = setup
     temperature = TEMPERATURES[0]  # a traced scalar: every temperature runs the same compiled steps
