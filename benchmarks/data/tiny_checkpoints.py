@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,31 +105,42 @@ def _qwen3_fields(shape: TinyShape, num_layers: int) -> dict:
     }
 
 
-def random_target_weights(shape: TinyShape, rng: np.random.Generator, tie: bool) -> dict[str, np.ndarray]:
-    """Qwen3ForCausalLM's weights under HF's names: every matrix N(0, 0.05) (wider than HF's default init, so that
-    logits are not near-uniform), every norm ones; lm_head only when untied."""
-    h, d, f, v = shape.hidden_size, shape.head_dim, shape.intermediate_size, shape.vocab_size
+Draw = Callable[..., np.ndarray]  # float32 weights of the shape its arguments give
+
+
+def normal_weights(rng: np.random.Generator) -> Draw:
+    """Draws of float32 weights, N(0, 0.05): wider than HF's default init, so that logits are not near-uniform."""
+    def draw(*shape: int) -> np.ndarray:
+        return np.asarray(rng.normal(0.0, 0.05, size=shape), np.float32)
+    return draw
+
+
+def qwen3_layer_weights(prefix: str, shape: TinyShape, w: Draw) -> dict[str, np.ndarray]:
+    """One Qwen3 decoder layer's weights under HF's names after `prefix`: matrices from `w`, norms ones (the target's
+    layers and the DFlash draft's)."""
+    h, d, f = shape.hidden_size, shape.head_dim, shape.intermediate_size
     nq, nkv = shape.num_heads, shape.num_kv_heads
+    return {
+        prefix + "self_attn.q_proj.weight": w(nq * d, h),
+        prefix + "self_attn.k_proj.weight": w(nkv * d, h),
+        prefix + "self_attn.v_proj.weight": w(nkv * d, h),
+        prefix + "self_attn.o_proj.weight": w(h, nq * d),
+        prefix + "self_attn.q_norm.weight": np.ones(d, np.float32),
+        prefix + "self_attn.k_norm.weight": np.ones(d, np.float32),
+        prefix + "mlp.gate_proj.weight": w(f, h),
+        prefix + "mlp.up_proj.weight": w(f, h),
+        prefix + "mlp.down_proj.weight": w(h, f),
+        prefix + "input_layernorm.weight": np.ones(h, np.float32),
+        prefix + "post_attention_layernorm.weight": np.ones(h, np.float32),
+    }
 
-    def w(*s: int) -> np.ndarray:
-        return rng.normal(0.0, 0.05, size=s).astype(np.float32)
 
+def random_target_weights(shape: TinyShape, rng: np.random.Generator, tie: bool) -> dict[str, np.ndarray]:
+    """Qwen3ForCausalLM's weights under HF's names (`normal_weights`, norms ones); lm_head only when untied."""
+    w, h, v = normal_weights(rng), shape.hidden_size, shape.vocab_size
     out = {"model.embed_tokens.weight": w(v, h)}
     for i in range(shape.num_layers):
-        p = f"model.layers.{i}."
-        out |= {
-            p + "self_attn.q_proj.weight": w(nq * d, h),
-            p + "self_attn.k_proj.weight": w(nkv * d, h),
-            p + "self_attn.v_proj.weight": w(nkv * d, h),
-            p + "self_attn.o_proj.weight": w(h, nq * d),
-            p + "self_attn.q_norm.weight": np.ones(d, np.float32),
-            p + "self_attn.k_norm.weight": np.ones(d, np.float32),
-            p + "mlp.gate_proj.weight": w(f, h),
-            p + "mlp.up_proj.weight": w(f, h),
-            p + "mlp.down_proj.weight": w(h, f),
-            p + "input_layernorm.weight": np.ones(h, np.float32),
-            p + "post_attention_layernorm.weight": np.ones(h, np.float32),
-        }
+        out |= qwen3_layer_weights(f"model.layers.{i}.", shape, w)
     out["model.norm.weight"] = np.ones(h, np.float32)
     if not tie:
         out["lm_head.weight"] = w(v, h)
@@ -172,28 +184,10 @@ def _save_safetensors(out_dir: Path, config: dict, weights: dict[str, np.ndarray
 
 
 def random_dflash_weights(shape: TinyShape, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    h, d, f = shape.hidden_size, shape.head_dim, shape.intermediate_size
-    nq, nkv = shape.num_heads, shape.num_kv_heads
-
-    def w(*s: int) -> np.ndarray:
-        return rng.normal(0.0, 0.05, size=s).astype(np.float32)
-
+    w, h = normal_weights(rng), shape.hidden_size
     out: dict[str, np.ndarray] = {}
     for i in range(shape.draft_layers):
-        p = f"layers.{i}."
-        out |= {
-            p + "self_attn.q_proj.weight": w(nq * d, h),
-            p + "self_attn.k_proj.weight": w(nkv * d, h),
-            p + "self_attn.v_proj.weight": w(nkv * d, h),
-            p + "self_attn.o_proj.weight": w(h, nq * d),
-            p + "self_attn.q_norm.weight": np.ones(d, np.float32),
-            p + "self_attn.k_norm.weight": np.ones(d, np.float32),
-            p + "mlp.gate_proj.weight": w(f, h),
-            p + "mlp.up_proj.weight": w(f, h),
-            p + "mlp.down_proj.weight": w(h, f),
-            p + "input_layernorm.weight": np.ones(h, np.float32),
-            p + "post_attention_layernorm.weight": np.ones(h, np.float32),
-        }
+        out |= qwen3_layer_weights(f"layers.{i}.", shape, w)
     out["fc.weight"] = w(h, shape.num_taps * h)
     out["hidden_norm.weight"] = np.ones(h, np.float32)
     out["norm.weight"] = np.ones(h, np.float32)
@@ -222,10 +216,7 @@ def eagle3_layer_ids(num_layers: int) -> list[int]:
 def random_eagle3_weights(shape: TinyShape, rng: np.random.Generator) -> dict[str, np.ndarray]:
     h, d, f, v = shape.hidden_size, shape.head_dim, shape.intermediate_size, shape.vocab_size
     nq, nkv = shape.num_heads, shape.num_kv_heads
-
-    def w(*s: int) -> np.ndarray:
-        return rng.normal(0.0, 0.05, size=s).astype(np.float32)
-
+    w = normal_weights(rng)
     p = "midlayer."
     return {
         p + "self_attn.q_proj.weight": w(nq * d, 2 * h),

@@ -111,17 +111,16 @@ def compile_point(point: Point, cfg: Any, dcfg: Any, dtype: Any, device: Any) ->
     if k == 0:
         traced = decode.ar_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span) if b == 1 else \
             B.ar_batch_steps.trace(tparams, st, tcache, keys, None, tcfg=cfg, span=span)
-    elif point.budget:
-        dparams = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
-        tree = decode.tree_steps if b == 1 else B.tree_batch_steps
-        traced = tree.trace(tparams, dparams, st, tcache, caches[1], keys, None, dcfg=dcfg, tcfg=cfg,
-                            budget=point.budget, span=span)
     else:
-        dparams = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype))
-        dcache = caches[1]
-        spec = decode.spec_steps if b == 1 else B.spec_batch_steps
-        traced = spec.trace(tparams, dparams, st, tcache, dcache, keys, None, dcfg=dcfg, tcfg=cfg, k=k,
-                            num_queries=dcfg.block_size, span=span)
+        dparams, dcache = abstract(lambda: init_draft_params(dcfg, jax.random.key(1), dtype)), caches[1]
+        if point.budget:
+            tree = decode.tree_steps if b == 1 else B.tree_batch_steps
+            traced = tree.trace(tparams, dparams, st, tcache, dcache, keys, None, dcfg=dcfg, tcfg=cfg,
+                                budget=point.budget, span=span)
+        else:
+            spec = decode.spec_steps if b == 1 else B.spec_batch_steps
+            traced = spec.trace(tparams, dparams, st, tcache, dcache, keys, None, dcfg=dcfg, tcfg=cfg, k=k,
+                                num_queries=dcfg.block_size, span=span)
     return traced.lower(lowering_platforms=(device.platform,)).compile()
 
 
