@@ -3,7 +3,8 @@ are minutes long (preparation/chip_test.sh):
 
 - DFLASH_TEST_RESUME=FILE: each finished test appends `nodeid<TAB>outcome` to FILE (outcome: the worst of its
   set-up, call and tear-down: failed, skipped or passed), and a test FILE already names is left out, so a second run
-  goes on where the first one stopped.
+  goes on where the first one stopped. A failure's report goes to FILE with the suffix .failures as it happens: a run
+  stopped at its time limit prints no summary.
 - DFLASH_TEST_SHARD=I/N: only the tests of every N-th file, starting at the I-th (0-based), in collection order, so
   that N processes share the suite by files.
 """
@@ -24,6 +25,11 @@ def finished(path: Path) -> dict[str, str]:
         return {}
     pairs = (line.split("\t") for line in path.read_text().splitlines())
     return {p[0]: p[1] for p in pairs if len(p) == 2 and p[1] in RANK}
+
+
+def failures(path: Path) -> Path:
+    """Where a run recording to `path` writes its failures' reports."""
+    return path.with_suffix(".failures")
 
 
 def _shard(spec: str) -> tuple[int, int]:
@@ -59,6 +65,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if not resume:
         return
     _OUTCOMES[report.nodeid] = max(_OUTCOMES.get(report.nodeid, "passed"), report.outcome, key=RANK.__getitem__)
+    if report.failed:
+        with open(failures(Path(resume)), "a") as out:
+            out.write(f"{'=' * 20} {report.nodeid} ({report.when})\n{report.longreprtext}\n")
     if report.when == "teardown":
         with open(resume, "a") as out:
             out.write(f"{report.nodeid}\t{_OUTCOMES.pop(report.nodeid)}\n")

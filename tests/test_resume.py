@@ -2,7 +2,7 @@
 shards split the suite by files without overlap."""
 import pytest
 
-from tests.resume import finished
+from tests.resume import failures, finished
 
 SUITE = {
     "test_a.py": "def test_pass(): pass\ndef test_fail(): assert False\n",
@@ -10,6 +10,13 @@ SUITE = {
                  "def test_teardown_fails(broken): pass\ndef test_skip(): pytest.skip('no socket')\n",
     "test_c.py": "def test_other(): pass\n",
 }
+
+
+@pytest.fixture(autouse=True)
+def _not_the_outer_run(monkeypatch):
+    """The suite that runs these tests may itself record and shard (preparation/chip_test.sh): not the inner runs."""
+    monkeypatch.delenv("DFLASH_TEST_RESUME", raising=False)
+    monkeypatch.delenv("DFLASH_TEST_SHARD", raising=False)
 
 
 def test_a_second_run_goes_on_where_the_first_stopped(pytester, monkeypatch):
@@ -20,6 +27,10 @@ def test_a_second_run_goes_on_where_the_first_stopped(pytester, monkeypatch):
     first.assert_outcomes(passed=2, failed=1, skipped=1, errors=1)
     assert finished(record) == {"test_a.py::test_pass": "passed", "test_a.py::test_fail": "failed",
                                 "test_b.py::test_teardown_fails": "failed", "test_b.py::test_skip": "skipped"}
+    # each failure's report, written as it happened
+    reports = failures(record).read_text()
+    assert "test_a.py::test_fail (call)" in reports and "assert False" in reports
+    assert "test_b.py::test_teardown_fails (teardown)" in reports and "RuntimeError: teardown" in reports
     record.write_text(record.read_text() + "test_c.py::test_oth")  # a line torn by a kill is not a finished test
     second = pytester.runpytest("-p", "tests.resume", "-p", "no:cacheprovider")
     second.assert_outcomes(passed=1, deselected=4)

@@ -93,8 +93,11 @@ def test_env_installs_what_it_lacks_from_a_file_index_after_the_machines_package
     monkeypatch.setitem(device.REQUIRED, "dflash_probe_mod", "dflash-probe-dist")
     site = tmp_path / "index-site"
     monkeypatch.setattr(sys, "path", list(sys.path))  # the probe appends its site; leave the session's path alone
-    args = argparse.Namespace(platform="cpu", wheels_site=str(tmp_path / "wheels"), index_site=str(site),
-                              index_url=f"file://{tmp_path / 'simple'}", json=tmp_path / "env.json")
+    import jax
+
+    args = argparse.Namespace(platform=jax.default_backend(), wheels_site=str(tmp_path / "wheels"),
+                              index_site=str(site), index_url=f"file://{tmp_path / 'simple'}",
+                              json=tmp_path / "env.json")
     assert device.env_main(args) == 0
     out = capsys.readouterr().out
     assert "installing dflash-probe-dist from file://" in out and "dflash-probe-dist 0.1 (from the index)" in out
@@ -109,12 +112,15 @@ def test_jax_itself_is_never_installed_from_an_index():
 
 
 def test_a_shape_that_does_not_fit_is_named_with_its_bytes_and_skipped(tmp_path, capsys):
+    import jax
+
     out = tmp_path / "device-llama3-tiny"
     code = main(["study", "device", "run", "--shape", "llama3-tiny", "--parts", "ar,verify", "--out", str(out),
                  "--memory-gb", "0.01"])
     assert code == 0
     result = json.loads((out / "device.json").read_text())
-    assert result["skipped"].startswith("does not fit: ") and "GB of float32 weights" in result["skipped"]
+    dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"  # the study's: an accelerator's bf16
+    assert result["skipped"].startswith("does not fit: ") and f"GB of {dtype} weights" in result["skipped"]
     assert "against the device's 0.01 GB" in result["skipped"] and "--memory-gb" in result["skipped"]
     assert "llama3-tiny skipped: does not fit" in capsys.readouterr().out
     lines, bad = device_lines(out)

@@ -19,6 +19,7 @@ import pytest
 from benchmarks.cli import bench
 from benchmarks.core.paths import ROOT
 from benchmarks.engines import catalog
+from tests.machine import python_path
 
 PLAN = ROOT / "preparation" / "tpu_plan.sh"
 BOOTSTRAP = ROOT / "preparation" / "bootstrap.sh"
@@ -66,8 +67,10 @@ def _base_python() -> str:
 def test_plan_names_why_vllm_is_absent(tmp_path: Path) -> None:
     """An index without vllm-tpu: the plan is the JAX engine's, on a Python that imports JAX, with the reason."""
     url = _index(tmp_path / "index", [])
+    # this process's PYTHONPATH kept: where it is what finds the machine's own JAX (a TPU machine's), that JAX is
+    # the machine's all the same
     r = subprocess.run(["bash", str(PLAN), "0.27.0", "wheels"], capture_output=True, text=True, timeout=60,
-                       env=_env(tmp_path, url, PYTHON=sys.executable))
+                       env=_env(tmp_path, url, PYTHON=sys.executable, PYTHONPATH=python_path()))
     assert r.returncode == 0, r.stderr
     engines, python, jax_from, why = r.stdout.rstrip("\n").split("\t")
     assert (engines, python, jax_from) == ("jax", sys.executable, "machine")

@@ -144,7 +144,8 @@ def test_failed_cell_is_recorded_and_others_go_on_then_resume_retries_only_it(ma
     assert len(keys) == len(set(keys)) == 12
 
 
-def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, tmp_path):
+def test_interleaved_cells_take_the_prompts_in_turn_and_record_the_same(matrix, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATFORM", "cpu")  # a TPU machine refuses to interleave cells in workers
     plain_dir, _ = run_matrix(matrix, tmp_path / "plain", progress=False)
     sequential = list(ScriptedEngine.calls)
     ScriptedEngine.calls = []
@@ -303,7 +304,8 @@ def test_a_recheck_that_fails_is_a_failed_unit_of_its_own_and_is_retried(matrix,
     assert _rows(run_dir)[("dflash-k3", "local")].drift_flag is False
 
 
-def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path):
+def test_interleaved_cell_that_fails_leaves_the_rotation(matrix, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATFORM", "cpu")  # a TPU machine refuses to interleave cells in workers
     matrix.interleave = True
     ScriptedEngine.fail_at_call = 4  # dflash: 2 warm-ups, a measured prompt, then it raises on the second
     run_dir, failed = run_matrix(matrix, tmp_path / "run", progress=False)
