@@ -11,8 +11,8 @@ each depth keeps `budget` candidates (top-k of its parents' scores plus the posi
 
 Verify rows: row 0 is the root (the last committed token), rows 1..budget the nodes in that order.
 
-On a TPU, where lax.top_k sorts whole rows, the per-position top-k over the vocabulary runs in two exact stages
-(top_k_rows: top-k within 1024-wide chunks, then over their candidates).
+On a TPU, where lax.top_k sorts whole rows, the per-position top-k over the vocabulary sorts a few candidates only
+(top_k_rows: the k chunks of 128 lanes with the largest maxima hold every entry of the top k; exact).
 """
 from __future__ import annotations
 
@@ -31,32 +31,37 @@ class Tree(NamedTuple):
     depths: jax.Array  # [budget] int32: 1 for the root's children
 
 
-# lanes per chunk of top_k_rows, a multiple of a TPU's 128: with k = 64 over V = 151936 its two stages take 4.4x
-# fewer compares than one bitonic sort of the row (~n log^2 n, n padded to a power of 2; widths 512, 2048: 4.2x, 4.1x)
-TOP_K_WIDTH = 1024
+# lanes per chunk of top_k_rows: a TPU's vector width. With k = 64 over V = 151936 the sorts see 1,187 chunk maxima
+# and 8,192 candidates a row, where one top_k sorts 151,936 entries (and 1024-wide chunks' top-k sorted them all too).
+TOP_K_WIDTH = 128
 
 
 def top_k_rows(x: jax.Array, k: int, width: int = TOP_K_WIDTH) -> tuple[jax.Array, jax.Array]:
-    """jax.lax.top_k(x, k) over x's last axis, ties included (the lower index first), in two stages: top-k within
-    each `width`-wide chunk (the last padded with -inf), then over the chunks' candidates in chunk order."""
+    """jax.lax.top_k(x, k) over x's last axis, ties included (the lower index first), sorting few entries: the row
+    in `width`-wide chunks (the last padded with -inf), the k chunks of largest maxima (the lower chunk first among
+    ties), then top-k over their entries in index order.
+
+    Exact: an entry outside those chunks has k chunk maxima at or above it, each ranked before it (larger, or equal
+    at a lower index), so it is not in the top k."""
     vocab = x.shape[-1]
-    # two stages pay when a row spans many chunks (sorts cost ~n log^2 n) and the C*k candidates are <= half of it
-    if vocab < 8 * width or 2 * k > width:
+    chunks = -(-vocab // width)
+    if chunks < 8 or 2 * k * width > vocab:  # too few chunks to leave most of the row unsorted
         values, index = jax.lax.top_k(x, k)  # a list: vocab_top_k's branches must both return a tuple
         return values, index
-    chunks = -(-vocab // width)
     lead = x.shape[:-1]
-    # padding sits past every real entry: -inf, and after real -infs in both stages' index order
+    # padding sits past every real entry: -inf, and after real -infs in index order
     padded = jnp.pad(x, [(0, 0)] * len(lead) + [(0, chunks * width - vocab)], constant_values=-jnp.inf)
-    values, index = jax.lax.top_k(padded.reshape(*lead, chunks, width), k)
-    index = index + jnp.arange(0, chunks * width, width, dtype=index.dtype)[:, None]
-    values, pick = jax.lax.top_k(values.reshape(*lead, chunks * k), k)
-    return values, jnp.take_along_axis(index.reshape(*lead, chunks * k), pick, axis=-1)
+    padded = padded.reshape(*lead, chunks, width)
+    _, best = jax.lax.top_k(padded.max(axis=-1), k)
+    best = jnp.sort(best, axis=-1)  # the candidates in index order, so that ties break as lax.top_k breaks them
+    candidates = jnp.take_along_axis(padded, best[..., None], axis=-2).reshape(*lead, k * width)
+    values, pick = jax.lax.top_k(candidates, k)
+    return values, jnp.take_along_axis(best, pick // width, axis=-1) * width + pick % width
 
 
 def vocab_top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-    """jax.lax.top_k(x, k): top_k_rows's two stages on a TPU; lax.top_k elsewhere (top_k_rows with one chunk: on a
-    CPU, XLA's TopK is a partial sort, faster than the two stages), chosen where the caller lowers."""
+    """jax.lax.top_k(x, k): top_k_rows on a TPU; lax.top_k elsewhere (on a CPU, XLA's TopK is a partial sort, faster
+    than top_k_rows' stages), chosen where the caller lowers."""
     return jax.lax.platform_dependent(x, tpu=partial(top_k_rows, k=k),
                                       default=partial(top_k_rows, k=k, width=x.shape[-1]))
 
