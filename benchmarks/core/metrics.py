@@ -604,26 +604,55 @@ def serial_inflation(n: int, r: float) -> float:
     return math.sqrt(v * (n - 1) / (1 - v))
 
 
-def serial_design_effect(means: Sequence[float]) -> float:
+SERIAL_R_MAX = 0.95  # the most persistence a serial factor allows
+
+
+def serial_design_effect(means: Sequence[float], alpha: float = 0.2) -> float:
     """How much more the mean of k units taken in time order varies than that of k independent ones, when neighbours
     may share a state that moves slowly (a host drifting over minutes, a slowdown persisting from wave to wave): the
-    AR(1) factor 1 + 2 Σₗ (1 − l/k) rˡ over lags l < k, r the lag-1 autocorrelation of the units' departures from
-    their least-squares line over time, with its bias of −2/k under independence removed, kept within [0, 0.95]. The
-    line itself is left to a trend test (`slo.wave_trend`): a steady rise, such as the fixed order of the prompts at
-    concurrency 1 where each unit is one request, is not persistence. 1 with fewer than four units or none apart.
-    `means`: each unit's mean (a wave's mean log latency), in time order."""
-    y = np.asarray([v for v in means if math.isfinite(v)], dtype=float)
+    AR(1) factor 1 + 2 Σₗ (1 − l/k) rˡ over lags l < k, r at the upper end of its one-sided 1 − `alpha` interval
+    (`serial_r_upper`: a few units tell r poorly, and a low reading would overstate them) from the units' departures
+    from their straight line (`lag1_about_line`): a steady rise, such as the fixed order of the prompts at
+    concurrency 1 where each unit is one request, is not persistence but a trend (`slo.wave_trend`'s). 1 with fewer
+    than four units or none apart from their line. `means`: each unit's mean (a wave's mean log latency), in time
+    order."""
+    y = [v for v in means if math.isfinite(v)]
+    r_hat = lag1_about_line(y)
+    if r_hat is None:
+        return 1.0
+    k = len(y)
+    r = serial_r_upper(r_hat, k, alpha)
+    lags = np.arange(1, k)
+    return 1.0 + 2.0 * float(((1.0 - lags / k) * r ** lags).sum())
+
+
+def lag1_about_line(values: Sequence[float]) -> float | None:
+    """The lag-1 autocorrelation of `values` (in time order) about their least-squares line; None with fewer than
+    four values or none apart from their line (but for rounding)."""
+    y = np.asarray(values, dtype=float)
     k = len(y)
     if k < 4:
-        return 1.0
+        return None
     x = np.arange(k) - (k - 1) / 2
     d = y - y.mean() - float(x @ y) / float(x @ x) * x
     den = float(d @ d)
-    if den <= 1e-12 * float((y - y.mean()) @ (y - y.mean())) or den <= 0:  # on their line, but for rounding
-        return 1.0
-    r = min(max(float(d[1:] @ d[:-1]) / den + 2.0 / k, 0.0), 0.95)
-    lags = np.arange(1, k)
-    return 1.0 + 2.0 * float(((1.0 - lags / k) * r ** lags).sum())
+    if den <= 1e-12 * float((y - y.mean()) @ (y - y.mean())) or den <= 0:
+        return None
+    return float(d[1:] @ d[:-1]) / den
+
+
+def serial_r_upper(r_hat: float, k: int, alpha: float = 0.2) -> float:
+    """The upper end of a one-sided 1 − `alpha` interval for the AR(1) r of k units in time order, from r_hat, the
+    lag-1 autocorrelation of their departures from their straight line: the largest r within [0, SERIAL_R_MAX] under
+    which an estimate at or above r_hat has probability at least `alpha`, the estimate taken as normal with mean
+    r (1 − 6/k) − 2/k (the line's removal biases it down by (2 + 6r)/k: tests/decide/test_wave_serial.py checks both
+    by simulation) and sd 1/√k. With k ≤ 6 the estimate's mean does not rise with r: no reading tells, and r is
+    SERIAL_R_MAX."""
+    slope = 1.0 - 6.0 / k
+    reach = r_hat + 2.0 / k - float(ndtri(alpha)) / math.sqrt(k)
+    if slope <= 0 or reach >= SERIAL_R_MAX * slope:
+        return SERIAL_R_MAX
+    return max(reach / slope, 0.0)
 
 
 def _spread(value: float, half: float, n: int, log: bool) -> Interval:

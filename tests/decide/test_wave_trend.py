@@ -83,27 +83,27 @@ def without_trend(fn, *args):  # type: ignore[no-untyped-def]
 
 
 def test_the_serial_factor_of_waves_in_time_order():
-    """1 for fewer than four waves, waves alike, waves on a straight line (a trend is the trend test's) or waves that
-    alternate (no persistence); 1 + 2 Σ (1 − l/k) rˡ for waves that wander (r the lag-1 autocorrelation of their
-    departures from their line plus 2/k, at most 0.95)."""
+    """1 for fewer than four waves, waves alike or waves on a straight line (a trend is the trend test's); waves that
+    alternate over many waves read no persistence; else 1 + 2 Σ (1 − l/k) rˡ, r the upper end of the lag-1
+    autocorrelation of their departures from their line, (r̂ + 2/k + 0.84/√k) / (1 − 6/k) within [0, 0.95]."""
     assert metrics.serial_design_effect([1.0, 2.0, 3.0]) == 1.0
     assert metrics.serial_design_effect([1.0] * 5) == 1.0
     assert metrics.serial_design_effect([0.1 * i for i in range(9)]) == pytest.approx(1.0)
-    assert metrics.serial_design_effect([0.0, 1.0] * 4) == 1.0
-    y = np.array([0.0, 0.4, 0.5, 0.3, 0.0, -0.2, 0.1, 0.4])
-    x = np.arange(8) - 3.5
+    assert metrics.serial_design_effect([0.0, 1.0] * 20) == 1.0
+    y = np.cumsum(np.random.default_rng(2).standard_normal(30))
+    x = np.arange(30) - 14.5
     d = y - y.mean() - (x @ y) / (x @ x) * x
-    r = min(float(d[1:] @ d[:-1] / (d @ d)) + 2 / 8, 0.95)
-    want = 1 + 2 * sum((1 - lag / 8) * r ** lag for lag in range(1, 8))
-    assert metrics.serial_design_effect(list(y)) == pytest.approx(want) and want > 2
+    r = min(max((float(d[1:] @ d[:-1] / (d @ d)) + 2 / 30 + 0.8416212 / math.sqrt(30)) / (1 - 6 / 30), 0.0), 0.95)
+    want = 1 + 2 * sum((1 - lag / 30) * r ** lag for lag in range(1, 30))
+    assert metrics.serial_design_effect(list(y)) == pytest.approx(want) and 0 < r < 0.95
 
 
 def test_a_wave_counts_as_at_most_wave_worth_requests():
-    """Seven waves of 32 requests that agree and sit far within the limit: the interval counts at most
+    """Sixteen waves of 32 requests that agree and sit far within the limit: the interval counts at most
     WAVE_WORTH requests a wave (a stall that none of them met cannot show)."""
     rng = np.random.default_rng(0)
     reqs = [RequestLatency(1.0, float(np.exp(0.3 * rng.standard_normal())), 1.0, 1.0, 8, (0, i // 32))
-            for i in range(224)]
+            for i in range(512)]
     j = judge_threshold(Threshold("tpot", 90, 100.0), reqs)
     assert j.design_effect >= 32 / slo.WAVE_WORTH and j.verdict == MEETS
 
@@ -129,18 +129,20 @@ def test_a_slow_start_is_no_trend():
 
 def test_a_trend_far_from_the_limit_leaves_meets():
     """At C = 1 the prompts' order is a trend the test sees in most runs; with the limit far above, it never leaves
-    the load unread (it was left "uncertain" whenever the trend showed), and 18 requests meet a p50 nearly always (a
-    line is no persistence: `metrics.serial_design_effect` reads the departures from it)."""
-    flagged, untold, met = prompt_order(300, seed=1, limit=1e4)
+    the load unread (it was left "uncertain" whenever the trend showed), and 36 requests meet a p50 nearly always (a
+    line is no persistence: `metrics.serial_design_effect` reads the departures from it; 18 requests, whose
+    persistence 18 waves tell poorly, meet it about three times in four)."""
+    flagged, untold, met = prompt_order(300, seed=1, limit=1e4, n=36)
     assert flagged > 0.5 and untold == 0 and met >= 0.97
 
 
 def test_a_host_slowing_through_a_probe_is_not_read_met():
     """A host that slows until its last wave is at the threshold: the trend, added at its slow end, keeps "meets"
-    within 2.5 % (600 runs: a binomial sd of 0.6 points); without it a probe reads "meets" 20-85 % of the time."""
+    within 2.5 % (600 runs: a binomial sd of 0.6 points); without it a probe of 25 or 50 waves reads "meets" over
+    15 % of the time (at 13 waves the serial factor's reading of their persistence alone keeps it near 6 %)."""
     for beta, c, n in ((0.02, 8, 200), (0.01, 4, 200), (0.03, 16, 200)):
         assert slowing(beta, c, n, 600, seed=c) <= 0.025 + 0.015, (beta, c, n)
-        assert without_trend(slowing, beta, c, n, 200, c) > 0.15, (beta, c, n)
+        assert c > 8 or without_trend(slowing, beta, c, n, 200, c) > 0.15, (beta, c, n)
 
 
 if __name__ == "__main__":
