@@ -192,15 +192,19 @@ class Judged:
     waves: int | None = None  # the requests' waves, where known
     trend_p: float | None = None  # a trend over the waves in time order (`wave_trend`), where three or more
     drift_untold: bool = False  # a "meets" that the trend over its waves left unread (`judge_threshold`)
+    short_of: tuple[int, int] | None = None  # where only the waves left the count short of an upper end: what one
+    # needs, and the requests that would give it at this design effect
 
     def waves_note(self) -> str:
         """What the waves say: ' (waves: as N of n)' where the interval counted fewer requests than it read; a trend
         over them where it left a "meets" unread (a drifting host, untold from load); ' (N wave(s): too few to tell a
         shared slowdown, not read)' where fewer than MIN_WAVES waves of several requests leave the verdict untold;
-        else ''."""
+        what an upper end needs where the waves left the count short of it; else ''."""
         notes = []
         if self.design_effect > 1:
-            notes.append(f"waves: as {self.n / self.design_effect:.0f} of {self.n}")
+            notes.append(f"waves: as {self.n / self.design_effect:.0f} of {self.n}" + (
+                f", an upper end needs {self.short_of[0]}: about {self.short_of[1]} requests at this design effect"
+                if self.short_of else ""))
         if self.drift_untold and self.trend_p is not None:
             notes.append(f"a trend over its waves, p = {self.trend_p:.2g}: a drifting host untold from load, not read")
         if self.waves is not None and self.waves < MIN_WAVES and self.n > self.waves:
@@ -265,6 +269,8 @@ def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence
     told = len(waved) == len(kept) and bool(waved)
     effect = wave_effect(t, kept, waved) if told else 1.0
     estimate, low, high = metrics.quantile_interval(values, q, confidence, effect)
+    need = metrics.min_values_for_bound(q, confidence)
+    short = (need, math.ceil(need * effect)) if effect > 1 and len(values) >= need > len(values) / effect else None
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
     waves = len({w for _, w in waved}) if told else None
     if waves is not None and waves < MIN_WAVES and len(values) > waves:
@@ -273,7 +279,7 @@ def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence
     untold = (verdict == MEETS and trend is not None and trend.p < TREND_ALPHA
               and high * math.exp(trend.span) > t.limit_ms)
     return Judged(t, len(values), estimate, low, high, UNCERTAIN if untold else verdict, effect, waves,
-                  trend.p if trend is not None else None, untold)
+                  trend.p if trend is not None else None, untold, short)
 
 
 def judge(slo: Slo, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judgment:

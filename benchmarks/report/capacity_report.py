@@ -29,8 +29,9 @@ it may be). **× best plain** divides the capacity by the largest plain-decoding
 probe. The requests in flight together (a wave: as many as the concurrency, sent one after another) share the
 server, and waves in time order share the host: a probe's interval counts its requests as fewer independent ones
 ("waves: as N of n" in the probe log), by how much its waves differ, at most 8 requests a wave, and more where
-neighbouring waves move together; a trend over its waves leaves a "meets" it could have made uncertain
-(docs/serving.md)."""
+neighbouring waves may move together (as they may wherever six waves or fewer cannot tell); where that alone leaves
+too few for a bound, the log says how many requests would give one. A trend over its waves leaves a "meets" it could
+have made uncertain (docs/serving.md)."""
 
 
 def _ms(x: float) -> str:

@@ -108,6 +108,24 @@ def test_a_wave_counts_as_at_most_wave_worth_requests():
     assert j.design_effect >= 32 / slo.WAVE_WORTH and j.verdict == MEETS
 
 
+def test_a_count_short_only_by_its_waves_names_the_requests_it_needs():
+    """84 single requests at C = 1 on a host that wanders (AR(1) 0.6), far within the limit: their waves count them as
+    fewer than the 42 a p90's upper end needs at 97.5 %, so the probe stays uncertain and says how many requests
+    would give one at this design effect; independent requests, or requests without waves, say nothing of it."""
+    rng = np.random.default_rng(4)
+    t = Threshold("tpot", 90, 1e4)
+    wander = np.empty(84)
+    wander[0] = rng.standard_normal()
+    for i in range(1, 84):
+        wander[i] = 0.6 * wander[i - 1] + 0.8 * rng.standard_normal()
+    reqs = [RequestLatency(1.0, float(np.exp(0.3 * w)), 1.0, 1.0, 8, (i // 42, i % 42)) for i, w in enumerate(wander)]
+    j = judge_threshold(t, reqs, 0.975)
+    assert j.verdict == slo.UNCERTAIN and math.isinf(j.high) and 84 / j.design_effect < 42
+    assert j.short_of == (42, math.ceil(42 * j.design_effect)) and f"about {j.short_of[1]} requests" in j.text()
+    alone = judge_threshold(t, [RequestLatency(1.0, r.tpot, 1.0, 1.0, 8) for r in reqs], 0.975)
+    assert alone.short_of is None and alone.verdict == MEETS
+
+
 def test_transient_waves_are_left_out():
     """A round's opening wave of several requests and its short closing wave are left out; a wave of one request
     opens nothing (C = 1)."""
