@@ -616,14 +616,28 @@ def serial_design_effect(means: Sequence[float], alpha: float = 0.2) -> float:
     concurrency 1 where each unit is one request, is not persistence but a trend (`slo.wave_trend`'s). 1 with fewer
     than four units or none apart from their line. `means`: each unit's mean (a wave's mean log latency), in time
     order."""
-    y = [v for v in means if math.isfinite(v)]
-    r_hat = lag1_about_line(y)
-    if r_hat is None:
+    read = _serial_r(means, alpha)
+    if read is None:
         return 1.0
-    k = len(y)
-    r = serial_r_upper(r_hat, k, alpha)
+    r, k = read
     lags = np.arange(1, k)
     return 1.0 + 2.0 * float(((1.0 - lags / k) * r ** lags).sum())
+
+
+def serial_told(means: Sequence[float], alpha: float = 0.2) -> bool:
+    """Whether units in time order tell how far their neighbours move together: the upper end of that persistence
+    (`serial_r_upper`) below SERIAL_R_MAX, or no departures from their line to read it from. Where it is not told
+    (six units or fewer, nearly always), more units, not a count at the same design effect, are what would tell."""
+    read = _serial_r(means, alpha)
+    return read is None or read[0] < SERIAL_R_MAX
+
+
+def _serial_r(means: Sequence[float], alpha: float) -> tuple[float, int] | None:
+    """The upper end of the units' persistence (`serial_r_upper`) and their count; None where `lag1_about_line`
+    reads nothing."""
+    y = [v for v in means if math.isfinite(v)]
+    r_hat = lag1_about_line(y)
+    return None if r_hat is None else (serial_r_upper(r_hat, len(y), alpha), len(y))
 
 
 def lag1_about_line(values: Sequence[float]) -> float | None:

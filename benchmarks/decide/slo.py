@@ -192,8 +192,9 @@ class Judged:
     waves: int | None = None  # the requests' waves, where known
     trend_p: float | None = None  # a trend over the waves in time order (`wave_trend`), where three or more
     drift_untold: bool = False  # a "meets" that the trend over its waves left unread (`judge_threshold`)
-    short_of: tuple[int, int] | None = None  # where only the waves left the count short of an upper end: what one
-    # needs, and the requests that would give it at this design effect
+    short_of: tuple[int, int] | None = None  # where only the waves left an undecided count short of an upper end,
+    # and told their persistence (`metrics.serial_told`): what one needs, and the requests that would give it at this
+    # design effect
 
     def waves_note(self) -> str:
         """What the waves say: ' (waves: as N of n)' where the interval counted fewer requests than it read; a trend
@@ -240,13 +241,17 @@ def wave_effect(t: Threshold, kept: Sequence[tuple[float, Hashable]], waved: Seq
     waves' mean log latency in time order about their line (`metrics.serial_design_effect`: a slowdown that persists
     from wave to wave makes neighbouring waves one observation of the host; a steady trend is `wave_trend`'s)."""
     logs, waves = [x for x, _ in waved], [w for _, w in waved]
+    return max(metrics.design_effect(logs, waves, t.percentile / 100.0),
+               metrics.share_design_effect([v <= t.limit_ms for v, _ in kept], [w for _, w in kept]),
+               len(waves) / len(set(waves)) / WAVE_WORTH) * metrics.serial_design_effect(_wave_means(waved))
+
+
+def _wave_means(waved: Sequence[tuple[float, Hashable]]) -> list[float]:
+    """Each wave's mean (of its requests' log latencies), the waves in time order."""
     by: dict[Hashable, list[float]] = {}
     for x, w in waved:
         by.setdefault(w, []).append(x)
-    return max(metrics.design_effect(logs, waves, t.percentile / 100.0),
-               metrics.share_design_effect([v <= t.limit_ms for v, _ in kept], [w for _, w in kept]),
-               len(waves) / len(set(waves)) / WAVE_WORTH) * metrics.serial_design_effect(
-                   [sum(by[w]) / len(by[w]) for w in _ordered(by)])
+    return [sum(by[w]) / len(by[w]) for w in _ordered(by)]
 
 
 def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence: float = CONFIDENCE) -> Judged:
@@ -269,9 +274,10 @@ def judge_threshold(t: Threshold, requests: Sequence[RequestLatency], confidence
     told = len(waved) == len(kept) and bool(waved)
     effect = wave_effect(t, kept, waved) if told else 1.0
     estimate, low, high = metrics.quantile_interval(values, q, confidence, effect)
-    need = metrics.min_values_for_bound(q, confidence)
-    short = (need, math.ceil(need * effect)) if effect > 1 and len(values) >= need > len(values) / effect else None
     verdict = (MEETS if values and high <= t.limit_ms else FAILS if values and low > t.limit_ms else UNCERTAIN)
+    need = metrics.min_values_for_bound(q, confidence)
+    short = ((need, math.ceil(need * effect)) if verdict == UNCERTAIN and effect > 1
+             and len(values) >= need > len(values) / effect and metrics.serial_told(_wave_means(waved)) else None)
     waves = len({w for _, w in waved}) if told else None
     if waves is not None and waves < MIN_WAVES and len(values) > waves:
         verdict = UNCERTAIN

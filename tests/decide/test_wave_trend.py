@@ -111,7 +111,8 @@ def test_a_wave_counts_as_at_most_wave_worth_requests():
 def test_a_count_short_only_by_its_waves_names_the_requests_it_needs():
     """84 single requests at C = 1 on a host that wanders (AR(1) 0.6), far within the limit: their waves count them as
     fewer than the 42 a p90's upper end needs at 97.5 %, so the probe stays uncertain and says how many requests
-    would give one at this design effect; independent requests, or requests without waves, say nothing of it."""
+    would give one at this design effect; independent requests, requests without waves, or four waves of 21 (too few
+    to tell their persistence: more waves, not more requests at that design effect, would tell) say nothing of it."""
     rng = np.random.default_rng(4)
     t = Threshold("tpot", 90, 1e4)
     wander = np.empty(84)
@@ -124,6 +125,9 @@ def test_a_count_short_only_by_its_waves_names_the_requests_it_needs():
     assert j.short_of == (42, math.ceil(42 * j.design_effect)) and f"about {j.short_of[1]} requests" in j.text()
     alone = judge_threshold(t, [RequestLatency(1.0, r.tpot, 1.0, 1.0, 8) for r in reqs], 0.975)
     assert alone.short_of is None and alone.verdict == MEETS
+    few = judge_threshold(t, [RequestLatency(1.0, r.tpot, 1.0, 1.0, 8, (0, i // 21)) for i, r in enumerate(reqs)],
+                          0.975)
+    assert few.verdict == slo.UNCERTAIN and math.isinf(few.high) and few.short_of is None
 
 
 def test_transient_waves_are_left_out():
