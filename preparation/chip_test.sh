@@ -4,8 +4,8 @@
 #   - the tests that run JAX (marked jax, slow, vllm or llamacpp) in one process on the chip (one program at a time);
 #   - the engine-free rest, which compiles no JAX program (the suite's marker guard fails one that does), in PARTS
 #     processes on the CPU (JAX_PLATFORMS=cpu), split by files.
-# Each finished test is appended to DIR/<part>.tsv (tests/resume.py), and a rerun with the same DIR leaves those out;
-# a failure's report goes to DIR/<part>.failures as it happens.
+# Each finished test is appended to DIR/<part>.tsv with its seconds (tests/resume.py), and a rerun with the same DIR
+# leaves those out; a failure's report goes to DIR/<part>.failures as it happens.
 # Every part is stopped at SECONDS (SIGTERM: the test it was running is not recorded, and runs again next time).
 # Exit 0 once every test has finished and none failed, 1 when one failed or lint did, 4 while some are left to run.
 #

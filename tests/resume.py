@@ -1,8 +1,9 @@
 """A pytest plugin (`-p tests.resume`) for a suite run that must survive its end, as on a lent machine whose calls
 are minutes long (preparation/chip_test.sh):
 
-- DFLASH_TEST_RESUME=FILE: each finished test appends `nodeid<TAB>outcome` to FILE (outcome: the worst of its
-  set-up, call and tear-down: failed, skipped or passed), and a test FILE already names is left out, so a second run
+- DFLASH_TEST_RESUME=FILE: each finished test appends `nodeid<TAB>outcome<TAB>seconds` to FILE (outcome: the worst
+  of its set-up, call and tear-down: failed, skipped or passed; seconds: the three together, for planning the calls),
+  and a test FILE already names is left out, so a second run
   goes on where the first one stopped. A failure's report goes to FILE with the suffix .failures as it happens: a run
   stopped at its time limit prints no summary.
 - DFLASH_TEST_SHARD=I/N: only the tests of every N-th file, starting at the I-th (0-based), in collection order, so
@@ -16,15 +17,15 @@ from pathlib import Path
 import pytest
 
 RANK = {"passed": 0, "skipped": 1, "failed": 2}
-_OUTCOMES: dict[str, str] = {}  # a running test's worst outcome so far, by node id
+_OUTCOMES: dict[str, tuple[str, float]] = {}  # a running test's worst outcome and its seconds so far, by node id
 
 
 def finished(path: Path) -> dict[str, str]:
     """The tests a resume file names as finished, with their outcomes (a torn last line is ignored)."""
     if not path.is_file():
         return {}
-    pairs = (line.split("\t") for line in path.read_text().splitlines())
-    return {p[0]: p[1] for p in pairs if len(p) == 2 and p[1] in RANK}
+    rows = (line.split("\t") for line in path.read_text().splitlines())
+    return {r[0]: r[1] for r in rows if len(r) == 3 and r[1] in RANK}
 
 
 def failures(path: Path) -> Path:
@@ -64,10 +65,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     resume = os.environ.get("DFLASH_TEST_RESUME")
     if not resume:
         return
-    _OUTCOMES[report.nodeid] = max(_OUTCOMES.get(report.nodeid, "passed"), report.outcome, key=RANK.__getitem__)
+    outcome, seconds = _OUTCOMES.get(report.nodeid, ("passed", 0.0))
+    _OUTCOMES[report.nodeid] = (max(outcome, report.outcome, key=RANK.__getitem__), seconds + report.duration)
     if report.failed:
         with open(failures(Path(resume)), "a") as out:
             out.write(f"{'=' * 20} {report.nodeid} ({report.when})\n{report.longreprtext}\n")
     if report.when == "teardown":
+        outcome, seconds = _OUTCOMES.pop(report.nodeid)
         with open(resume, "a") as out:
-            out.write(f"{report.nodeid}\t{_OUTCOMES.pop(report.nodeid)}\n")
+            out.write(f"{report.nodeid}\t{outcome}\t{seconds:.2f}\n")

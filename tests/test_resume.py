@@ -1,5 +1,5 @@
-"""tests/resume.py: a run records each finished test with its worst outcome, a second run leaves those out, and
-shards split the suite by files without overlap."""
+"""tests/resume.py: a run records each finished test with its worst outcome and its seconds, a second run leaves
+those out, and shards split the suite by files without overlap."""
 import pytest
 
 from tests.resume import failures, finished
@@ -31,7 +31,8 @@ def test_a_second_run_goes_on_where_the_first_stopped(pytester, monkeypatch):
     reports = failures(record).read_text()
     assert "test_a.py::test_fail (call)" in reports and "assert False" in reports
     assert "test_b.py::test_teardown_fails (teardown)" in reports and "RuntimeError: teardown" in reports
-    record.write_text(record.read_text() + "test_c.py::test_oth")  # a line torn by a kill is not a finished test
+    assert all(float(line.split("\t")[2]) >= 0 for line in record.read_text().splitlines())  # each test's seconds
+    record.write_text(record.read_text() + "test_c.py::test_other\tpassed")  # torn by a kill: not a finished test
     second = pytester.runpytest("-p", "tests.resume", "-p", "no:cacheprovider")
     second.assert_outcomes(passed=1, deselected=4)
     assert "resume: 4 test(s) finished in an earlier run left out" in second.stdout.str()
