@@ -57,6 +57,16 @@ class Run:
     description: dict
     engine_counters: SpecCounters | None = None  # vLLM's own, since load
     mapped: list[set[str]] | None = None  # the shared libraries each of the engine's processes had mapped
+    batch: BatchRun | None = None  # the same prompts again, submitted together (run_cell's `batch`)
+
+
+@dataclass
+class BatchRun:
+    """The prompts of a Run submitted in one generate_batch call, after the Run's own requests."""
+
+    records: list[RequestRecord]
+    counters: SpecCounters | None  # the batch's only
+    max_num_seqs: int  # the engine's, as vLLM was configured
 
 
 def mapped_libraries() -> list[set[str]]:
@@ -75,8 +85,10 @@ def mapped_libraries() -> list[set[str]]:
     return found
 
 
-def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams]) -> Run:
-    """Build the engine, run each prompt alone (timing the call from outside), read counters, close."""
+def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams],
+             batch: SamplingParams | None = None) -> Run:
+    """Build the engine, run each prompt alone (timing the call from outside), read counters; with `batch`, then
+    submit the prompts together under it (Run.batch); close."""
     engine = create_engine("vllm")
     engine.load(cell)
     try:
@@ -88,8 +100,14 @@ def run_cell(cell: Cell, prompts: list[list[int]], params: list[SamplingParams])
             wall.append(time.monotonic() - start)
         after = engine.spec_counters()
         counters = None if after is None else after - before
-        return Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None,
-                   mapped_libraries())
+        run = Run(records, counters, wall, engine.describe(), engine.engine_counters() if counters else None,
+                  mapped_libraries())
+        if batch is not None:
+            batched = engine.generate_batch(prompts, batch)
+            done = engine.spec_counters()
+            run.batch = BatchRun(batched, None if done is None else done - after,
+                                 engine.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs)
+        return run
     finally:
         engine.close()
 
@@ -151,11 +169,6 @@ def baseline(random_pair) -> Run:
     prompts = [*PROMPTS, PROMPTS[1], PROMPTS[1], PROMPTS[2]]
     params = [greedy()] * len(PROMPTS) + [sampled, sampled, greedy(1)]
     return run_cell(make_cell(random_pair, "baseline"), prompts, params)
-
-
-@pytest.fixture(scope="module")
-def random_dflash(random_pair) -> Run:
-    return run_cell(make_cell(random_pair, "dflash", 4), PROMPTS, [greedy()] * len(PROMPTS))
 
 
 @pytest.fixture(scope="module")
