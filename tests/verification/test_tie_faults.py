@@ -6,7 +6,6 @@ scored as the run does it: the baseline engine's token_scores through benchmarks
 verification.ties."""
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import pytest
 
@@ -15,7 +14,7 @@ from benchmarks.core.cells import Cell
 from benchmarks.core.engine_io import SamplingParams
 from benchmarks.core.paths import ROOT
 from benchmarks.data.datasets import load_prompts
-from benchmarks.engines.jax import decode
+from benchmarks.engines.jax import batch, decode
 from benchmarks.engines.jax.engine import JaxEngine
 from benchmarks.run.tie_pass import score
 from verification.ties import classify, divergence_key, row_ties
@@ -29,6 +28,16 @@ TOKENS = 24
 OPTIONS = {"dtype": "bfloat16", "max_model_len": 256, "draft_queries": "k+1"}
 
 _verify = decode._verify
+# The jitted steps that trace decode._verify (through decode.spec_body): dropped before and after each DFlash engine
+# here, so that it traces the _verify patched now and no later test reuses a faulty trace. Only these, not every
+# compiled program (jax.clear_caches), so that the baseline engine's programs are compiled once for the module. A step
+# the engine runs that is missing here would keep its first trace: a fault would go uncaught, and the test fail.
+SPEC_STEPS = (decode.spec_steps, decode._sample_batch, batch.spec_batch_steps)
+
+
+def retrace_spec_steps() -> None:
+    for step in SPEC_STEPS:
+        step.clear_cache()
 
 
 def accept_past_mismatch(tparams, anchor, drafts, s, tcache, key, temperature, tcfg, tap_ids, span):
@@ -79,7 +88,7 @@ def violations_per_run(runs) -> list[tuple[int, int, list[float]]]:
     """(ties, violations, the ties' margins in ulps) of each run, for a DFlash engine traced afresh (with
     decode._verify as patched now)."""
     subsets, outs, base = runs
-    jax.clear_caches()  # retrace the jitted steps with whatever decode._verify is now
+    retrace_spec_steps()  # with whatever decode._verify is now
     spec_cell = cell("dflash")
     spec = JaxEngine()
     spec.load(spec_cell)
@@ -97,7 +106,7 @@ def violations_per_run(runs) -> list[tuple[int, int, list[float]]]:
         return out
     finally:
         spec.close()
-        jax.clear_caches()
+        retrace_spec_steps()
 
 
 def test_correct_engine_in_bf16_has_no_violation(runs):
