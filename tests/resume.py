@@ -3,9 +3,8 @@ are minutes long (preparation/chip_test.sh):
 
 - DFLASH_TEST_RESUME=FILE: each finished test appends `nodeid<TAB>outcome<TAB>seconds` to FILE (outcome: the worst
   of its set-up, call and tear-down: failed, skipped or passed; seconds: the three together, for planning the calls),
-  and a test FILE already names is left out, so a second run
-  goes on where the first one stopped. A failure's report goes to FILE with the suffix .failures as it happens: a run
-  stopped at its time limit prints no summary.
+  and a test FILE already names is left out, so a second run goes on where the first one stopped. A failure's report
+  goes to FILE with the suffix .failures as it happens: a run stopped at its time limit prints no summary.
 - DFLASH_TEST_SHARD=I/N: only the tests of every N-th file, starting at the I-th (0-based), in collection order, so
   that N processes share the suite by files.
 """

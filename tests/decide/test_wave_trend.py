@@ -19,6 +19,7 @@ import pytest
 from benchmarks.core import metrics
 from benchmarks.decide import slo
 from benchmarks.decide.slo import MEETS, RequestLatency, Threshold, judge_threshold
+from tests.decide.test_wave_serial import ar1
 
 Z90 = 1.2815515655446004  # the 90th percentile of a standard normal
 SIGMA = 0.3
@@ -115,10 +116,7 @@ def test_a_count_short_only_by_its_waves_names_the_requests_it_needs():
     to tell their persistence: more waves, not more requests at that design effect, would tell) say nothing of it."""
     rng = np.random.default_rng(4)
     t = Threshold("tpot", 90, 1e4)
-    wander = np.empty(84)
-    wander[0] = rng.standard_normal()
-    for i in range(1, 84):
-        wander[i] = 0.6 * wander[i - 1] + 0.8 * rng.standard_normal()
+    wander = ar1(84, 0.6, rng)
     reqs = [RequestLatency(1.0, float(np.exp(0.3 * w)), 1.0, 1.0, 8, (i // 42, i % 42)) for i, w in enumerate(wander)]
     j = judge_threshold(t, reqs, 0.975)
     assert j.verdict == slo.UNCERTAIN and math.isinf(j.high) and 84 / j.design_effect < 42
